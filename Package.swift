@@ -1,0 +1,92 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "SignalFetch",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "mailboxd", targets: ["mailboxd"]),
+        .executable(name: "apns-sim", targets: ["apns-sim"]),
+        .executable(name: "mail-client", targets: ["mail-client"]),
+        .library(name: "MailSync", targets: ["MailSync"]),
+    ],
+    targets: [
+        // MARK: C libraries (the only places C is imported)
+        .systemLibrary(
+            name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
+            name: "CNGHTTP2", path: "Sources/CNGHTTP2", pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(
+            name: "CCurlSystem", path: "Sources/CCurlSystem", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPDSystem", path: "Sources/CMicroHTTPDSystem", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]),
+        .target(name: "CCurl", dependencies: ["CCurlSystem"]),
+        .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
+
+        // MARK: Foundations
+        .target(name: "SQLiteKit", dependencies: ["CSQLite"]),
+        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
+
+        // MARK: Transport
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        .target(name: "HTTP2Server", dependencies: ["CNGHTTP2", "COpenSSL"]),
+        .target(name: "HTTPClient", dependencies: ["CCurl"]),
+
+        // MARK: Domain
+        .target(name: "APNs", dependencies: ["HTTPClient", "OpenSSLCrypto"]),
+        .target(name: "MailboxStore", dependencies: ["SQLiteKit", "OpenSSLCrypto"]),
+        .target(
+            name: "MailboxService",
+            dependencies: ["MailboxStore", "HTTPServer", "APNs", "OpenSSLCrypto"]),
+        .target(name: "MailSync"),
+        .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient"]),
+        .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
+        .target(
+            name: "APNsSimulator",
+            dependencies: ["APNs", "HTTP2Server", "HTTPServer", "OpenSSLCrypto"]),
+
+        // MARK: Executables (argument parsing and wiring only)
+        .target(name: "CommandLineSupport"),
+        .executableTarget(
+            name: "mailboxd", dependencies: ["MailboxService", "CommandLineSupport", "OpenSSLCrypto"]),
+        .executableTarget(
+            name: "apns-sim", dependencies: ["APNsSimulator", "CommandLineSupport"]),
+        .executableTarget(
+            name: "mail-client",
+            dependencies: ["MailSync", "MailSyncHTTP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport"]),
+        .executableTarget(
+            name: "signalfetch-bench",
+            dependencies: [
+                "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport",
+            ]),
+
+        // MARK: Tests
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit", "TestSupport"]),
+        .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
+            name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
+            name: "HTTP2ServerTests", dependencies: ["HTTP2Server", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
+            name: "HTTPClientTests",
+            dependencies: ["HTTPClient", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(name: "APNsTests", dependencies: ["APNs", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(name: "MailboxStoreTests", dependencies: ["MailboxStore", "SQLiteKit", "TestSupport"]),
+        .testTarget(name: "MailSyncTests", dependencies: ["MailSync", "MailSyncSQLite", "TestSupport"]),
+        .testTarget(
+            name: "APNsSimulatorTests",
+            dependencies: ["APNsSimulator", "APNs", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+// APNs: not yet implemented.

@@ -1,0 +1,1 @@
+// APNsSimulator: not yet implemented.

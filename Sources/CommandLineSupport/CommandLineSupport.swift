@@ -1,0 +1,1 @@
+// CommandLineSupport: not yet implemented.

@@ -1,0 +1,1 @@
+// HTTP2Server: not yet implemented.

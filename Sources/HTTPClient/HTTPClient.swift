@@ -1,0 +1,1 @@
+// HTTPClient: not yet implemented.

@@ -1,0 +1,1 @@
+// HTTPServer: not yet implemented.

@@ -1,0 +1,1 @@
+// MailSync: not yet implemented.

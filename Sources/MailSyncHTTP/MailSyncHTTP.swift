@@ -1,0 +1,1 @@
+// MailSyncHTTP: not yet implemented.

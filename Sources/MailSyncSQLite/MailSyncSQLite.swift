@@ -1,0 +1,1 @@
+// MailSyncSQLite: not yet implemented.

@@ -1,0 +1,1 @@
+// MailboxService: not yet implemented.

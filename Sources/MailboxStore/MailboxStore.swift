@@ -1,0 +1,1 @@
+// MailboxStore: not yet implemented.

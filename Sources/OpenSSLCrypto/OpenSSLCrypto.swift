@@ -1,0 +1,1 @@
+// OpenSSLCrypto: not yet implemented.

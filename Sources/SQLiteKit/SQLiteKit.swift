@@ -1,0 +1,1 @@
+// SQLiteKit: not yet implemented.
