@@ -1,1 +1,146 @@
-// TestSupport
+import Foundation
+
+/// Paths and tools that tests share: the package root, built products, the test venv's Python.
+public enum TestEnvironment {
+    /// The package root (the folder holding `Package.swift`).
+    public static let packageRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) {
+                return url
+            }
+        }
+        fatalError("Package.swift not found above \(#filePath)")
+    }()
+
+    /// The folder that holds the built executables (`.build/debug` or `.build/release`).
+    public static let productsDirectory: URL = {
+        if let explicit = ProcessInfo.processInfo.environment["SIGNALFETCH_PRODUCTS"] {
+            return URL(fileURLWithPath: explicit)
+        }
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var url = executable.deletingLastPathComponent()
+        // On Linux the test runner is `.build/<triple>/debug/<Package>PackageTests.xctest`.
+        while url.path != "/" {
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("mailboxd").path) { return url }
+            url.deleteLastPathComponent()
+        }
+        return packageRoot.appendingPathComponent(".build/debug")
+    }()
+
+    /// The URL of a built executable product, e.g. `executable("mailboxd")`.
+    public static func executable(_ name: String) -> URL {
+        productsDirectory.appendingPathComponent(name)
+    }
+
+    /// The Python interpreter of the test venv (`SIGNALFETCH_PYTHON`, else `<root>/.venv/bin/python3`).
+    public static var python: String {
+        if let explicit = ProcessInfo.processInfo.environment["SIGNALFETCH_PYTHON"] { return explicit }
+        return packageRoot.appendingPathComponent(".venv/bin/python3").path
+    }
+}
+
+/// A fresh temporary directory, removed when the value is released.
+public final class TemporaryDirectory: Sendable {
+    /// The directory's URL.
+    public let url: URL
+
+    /// Creates a new empty directory under the system temporary folder.
+    public init(prefix: String = "signalfetch-test") throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// The path of `name` inside the directory.
+    public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+/// The result of a finished child process.
+public struct ProcessResult: Sendable {
+    /// The exit status (or the signal number when `terminatedBySignal`).
+    public var status: Int32
+    /// Whether the process ended because of a signal.
+    public var terminatedBySignal: Bool
+    /// Everything the process wrote to standard output.
+    public var stdout: String
+    /// Everything the process wrote to standard error.
+    public var stderr: String
+}
+
+/// Runs child processes for tests.
+public enum Subprocess {
+    /// Runs `executable` with `arguments` to completion, feeding `input` on standard input.
+    public static func run(
+        _ executable: String, _ arguments: [String], input: String? = nil,
+        environment: [String: String]? = nil
+    ) throws -> ProcessResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        let out = Pipe()
+        let err = Pipe()
+        let inPipe = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = inPipe
+        try process.run()
+        if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
+        try? inPipe.fileHandleForWriting.close()
+        // Read both pipes concurrently so neither fills up and blocks the child.
+        let errData = LockedData()
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return ProcessResult(
+            status: process.terminationStatus,
+            terminatedBySignal: process.terminationReason == .uncaughtSignal,
+            stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData.get(), as: UTF8.self))
+    }
+
+    /// Finds `name` on `PATH`.
+    public static func which(_ name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for dir in path.split(separator: ":") {
+            let candidate = "\(dir)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+}
+
+/// A `Data` value guarded by a lock, for handing results between threads.
+final class LockedData: @unchecked Sendable {  // every access goes through `lock`
+    private let lock = NSLock()
+    private var data = Data()
+    func set(_ value: Data) { lock.withLock { data = value } }
+    func get() -> Data { lock.withLock { data } }
+}
+
+/// Finds a free TCP port on 127.0.0.1 by binding port 0 and releasing it.
+public func freeLocalPort() -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    precondition(fd >= 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = 0
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+    }
+    _ = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+    }
+    return UInt16(bigEndian: addr.sin_port)
+}
