@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "SignalFetch",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "mailboxd", targets: ["mailboxd"]),
         .executable(name: "apns-sim", targets: ["apns-sim"]),

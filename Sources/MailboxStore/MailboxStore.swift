@@ -1,1 +1,115 @@
-// MailboxStore: not yet implemented.
+import Foundation
+import OpenSSLCrypto
+import SQLiteKit
+
+/// The mailbox service's data: accounts, sessions, mailboxes, messages with a change log for delta sync,
+/// devices and the signal outbox, in one SQLite file.
+///
+/// Reads run on reader connections and see one consistent snapshot each. Writes are group-committed:
+/// concurrent writers share transactions (see `WriteBatcher`), and every write that changes what a client
+/// sees bumps the account's modseq and upserts one outbox row per registered device in the same transaction.
+public final class MailboxStore: Sendable {
+    /// How the store behaves.
+    public struct Configuration: Sendable {
+        /// SQLite's `synchronous` setting: `.full` makes every acknowledged write survive power loss.
+        public var synchronous: SynchronousMode = .full
+        /// How long tombstones are kept; a state older than the oldest discarded one cannot be synced from.
+        public var tombstoneRetention: TimeInterval = 30 * 86_400
+        /// The coalescing window: changes within it after a signal are folded into one trailing signal.
+        public var coalescingWindow: TimeInterval = 0.25
+        /// scrypt cost for new password hashes.
+        public var passwordParameters: ScryptParameters = .standard
+        /// How long a claimed outbox row is leased to the dispatcher before it can be claimed again.
+        public var claimLease: TimeInterval = 30
+        /// The largest batch of writes committed together.
+        public var maximumBatch = 512
+
+        /// The defaults.
+        public init() {}
+    }
+
+    let pool: DatabasePool
+    let batcher: WriteBatcher
+    let configuration: Configuration
+    let now: @Sendable () -> Double
+    /// The random epoch of this store, the first part of every state string.
+    public let epoch: String
+    /// A fixed scrypt hash verified when a username does not exist, so both paths cost the same.
+    let decoyPasswordHash: String
+
+    /// Opens (creating and migrating as needed) the store at `path`. `now` is the clock in seconds since 1970.
+    public init(
+        path: String, configuration: Configuration = Configuration(),
+        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) throws {
+        var databaseConfiguration = DatabaseConfiguration()
+        databaseConfiguration.synchronous = configuration.synchronous
+        pool = try DatabasePool(path: path, configuration: databaseConfiguration)
+        try Self.migrator.migrate(pool)
+        epoch = try pool.write { db -> String in
+            if let existing = try db.scalar("SELECT value FROM store_meta WHERE key = 'epoch'").string {
+                return existing
+            }
+            let fresh = SecureRandom.hex(8)
+            try db.run("INSERT INTO store_meta (key, value) VALUES ('epoch', ?)", fresh)
+            return fresh
+        }
+        batcher = WriteBatcher(pool: pool, maximumBatch: configuration.maximumBatch)
+        self.configuration = configuration
+        self.now = now
+        decoyPasswordHash = try PasswordHash.hash(SecureRandom.hex(16), parameters: configuration.passwordParameters)
+    }
+
+    /// Runs `body` in a group-committed write transaction, mapping SQLite failures to `.storage`.
+    @discardableResult
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await batcher.perform(body)
+        } catch let error as SQLiteError {
+            throw MailboxStoreError.storage(error)
+        }
+    }
+
+    /// Runs `body` in a read transaction, mapping SQLite failures to `.storage`.
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.read(body)
+        } catch let error as SQLiteError {
+            throw MailboxStoreError.storage(error)
+        }
+    }
+
+    /// Transactions committed by the group-commit writer so far.
+    public var committedWriteBatches: Int { batcher.committedBatches }
+
+    /// `PRAGMA integrity_check` (`"ok"` when sound).
+    public func integrityCheck() throws -> String { try read { try $0.integrityCheck() } }
+
+    func state(_ modseq: Int64) -> SyncState { SyncState(epoch: epoch, modseq: modseq) }
+
+    // MARK: - Shared write steps
+
+    /// Bumps the account's modseq by one and returns the new value.
+    static func bumpModseq(_ db: Database, account: Int64) throws -> Int64 {
+        guard
+            let modseq = try db.scalar(
+                "UPDATE accounts SET modseq = modseq + 1 WHERE id = ? RETURNING modseq", account
+            ).int64
+        else { throw MailboxStoreError.notFound }
+        return modseq
+    }
+
+    /// Upserts one outbox row per registered device of the account, holding `modseq`.
+    ///
+    /// A device with no pending row is due at once, unless it was signalled within the coalescing window, in
+    /// which case it is due when the window ends (trailing edge). A pending row keeps its due time and takes
+    /// the newer modseq: a burst of changes leaves one row per device.
+    func enqueueSignals(_ db: Database, account: Int64, modseq: Int64) throws {
+        try db.run(
+            """
+            INSERT INTO signal_outbox (device_id, modseq, due_at)
+            SELECT id, ?, max(?, last_signal_at + ?) FROM devices WHERE account_id = ?
+            ON CONFLICT (device_id) DO UPDATE SET modseq = max(signal_outbox.modseq, excluded.modseq)
+            """, modseq, now(), configuration.coalescingWindow, account)
+    }
+}

@@ -69,6 +69,14 @@ public struct ProcessResult: Sendable {
     public var stdout: String
     /// Everything the process wrote to standard error.
     public var stderr: String
+
+    /// Creates a result.
+    public init(status: Int32, terminatedBySignal: Bool, stdout: String, stderr: String) {
+        self.status = status
+        self.terminatedBySignal = terminatedBySignal
+        self.stdout = stdout
+        self.stderr = stderr
+    }
 }
 
 /// Runs child processes for tests.

@@ -1,1 +1,0 @@
-// CommandLineSupport: not yet implemented.

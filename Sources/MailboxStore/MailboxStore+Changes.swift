@@ -1,0 +1,79 @@
+import SQLiteKit
+
+extension MailboxStore {
+    /// Parses a client's state string for this store: `.malformedState` when it is not a state at all,
+    /// `.cannotCalculateChanges` when it belongs to another store.
+    public func parseState(_ text: String) throws -> SyncState {
+        guard let state = SyncState(parsing: text) else { throw MailboxStoreError.malformedState }
+        guard state.epoch == epoch else { throw MailboxStoreError.cannotCalculateChanges }
+        return state
+    }
+
+    /// The account's current state.
+    public func currentState(accountID: Int64) throws -> SyncState {
+        try read { db in
+            guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
+                throw MailboxStoreError.notFound
+            }
+            return state(modseq)
+        }
+    }
+
+    /// What changed in the account since `since`, at most `maxChanges` changes per page, in modseq order.
+    ///
+    /// Throws `.cannotCalculateChanges` when `since` is from another store, older than the account's horizon
+    /// (its tombstones were discarded) or newer than the account: the client must resynchronize fully.
+    public func changes(accountID: Int64, since: SyncState, maxChanges: Int = 500) throws -> Changes {
+        guard since.epoch == epoch else { throw MailboxStoreError.cannotCalculateChanges }
+        let limit = max(1, min(maxChanges, 5000))
+        return try read { db in
+            guard let account = try db.queryOne("SELECT modseq, horizon_modseq FROM accounts WHERE id = ?", accountID)
+            else { throw MailboxStoreError.notFound }
+            let current = account[0].int64!
+            let horizon = account[1].int64!
+            guard since.modseq >= horizon, since.modseq <= current else {
+                throw MailboxStoreError.cannotCalculateChanges
+            }
+            // Every message change and every destruction has its own modseq, so merging the two logs by
+            // modseq and cutting at `limit` gives an exact page boundary.
+            let messages = try db.query(
+                """
+                SELECT \(Self.messageColumns), m.created_modseq FROM messages m
+                JOIN mailboxes b ON b.id = m.mailbox_id
+                WHERE m.account_id = ? AND m.modseq > ? ORDER BY m.modseq LIMIT ?
+                """, accountID, since.modseq, limit + 1)
+            let tombstones = try db.query(
+                """
+                SELECT public_id, created_modseq, modseq FROM tombstones
+                WHERE account_id = ? AND modseq > ? ORDER BY modseq LIMIT ?
+                """, accountID, since.modseq, limit + 1)
+            var created: [MessageRecord] = []
+            var updated: [MessageRecord] = []
+            var destroyed: [String] = []
+            var m = 0
+            var t = 0
+            var last = since.modseq
+            var taken = 0
+            while taken < limit && (m < messages.count || t < tombstones.count) {
+                let messageModseq = m < messages.count ? messages[m][11].int64! : Int64.max
+                let tombstoneModseq = t < tombstones.count ? tombstones[t][2].int64! : Int64.max
+                if messageModseq < tombstoneModseq {
+                    let record = Self.message(from: messages[m])
+                    if messages[m][12].int64! > since.modseq { created.append(record) } else { updated.append(record) }
+                    last = messageModseq
+                    m += 1
+                } else {
+                    // A message created and destroyed within the window was never seen by the client: skip it.
+                    if tombstones[t][1].int64! <= since.modseq { destroyed.append(tombstones[t][0].string!) }
+                    last = tombstoneModseq
+                    t += 1
+                }
+                taken += 1
+            }
+            let hasMore = m < messages.count || t < tombstones.count
+            return Changes(
+                oldState: since, newState: state(hasMore ? last : current), hasMore: hasMore, created: created,
+                updated: updated, destroyed: destroyed)
+        }
+    }
+}

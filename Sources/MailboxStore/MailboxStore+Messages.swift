@@ -1,0 +1,198 @@
+import Foundation
+import OpenSSLCrypto
+import SQLiteKit
+
+extension MailboxStore {
+    /// The most bytes a preview holds.
+    public static let previewLength = 120
+
+    static let messageColumns = """
+        m.public_id, b.role, m.from_addr, m.to_addr, m.subject, m.preview, m.body, m.size, m.received_at, m.seen,
+        m.flagged, m.modseq
+        """
+
+    static func message(from row: Row) -> MessageRecord {
+        MessageRecord(
+            id: row[0].string!, mailbox: MailboxRole(rawValue: row[1].string!) ?? .inbox, from: row[2].string!,
+            to: row[3].string!, subject: row[4].string!, preview: row[5].string!, body: row[6].string!,
+            size: row[7].int!, receivedAt: row[8].double!, seen: row[9].bool!, flagged: row[10].bool!,
+            modseq: row[11].int64!)
+    }
+
+    /// Stores a delivered message in the recipient's inbox: in one transaction it inserts the message, bumps
+    /// the account's modseq and upserts the outbox row of each of the account's devices.
+    public func deliver(_ message: NewMessage) async throws -> DeliveryReceipt {
+        let id = SecureRandom.hex(12)
+        let received = now()
+        let preview = String(
+            message.body.split(whereSeparator: \.isNewline).joined(separator: " ").prefix(Self.previewLength))
+        let recipient = message.to.lowercased()
+        let (accountID, modseq) = try await write { db -> (Int64, Int64) in
+            guard
+                let target = try db.queryOne(
+                    """
+                    SELECT a.id, b.id FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox'
+                    WHERE a.username = ?
+                    """, recipient)
+            else { throw MailboxStoreError.notFound }
+            let account = target[0].int64!
+            let modseq = try Self.bumpModseq(db, account: account)
+            try db.run(
+                """
+                INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
+                                      size, received_at, created_modseq, modseq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                arguments: [
+                    id, account, target[1].int64!, message.from, recipient, message.subject, preview, message.body,
+                    message.body.utf8.count, received, modseq, modseq,
+                ])
+            try self.enqueueSignals(db, account: account, modseq: modseq)
+            return (account, modseq)
+        }
+        return DeliveryReceipt(id: id, state: state(modseq), accountID: accountID)
+    }
+
+    /// One message of the account, if it has it.
+    public func message(id: String, accountID: Int64) throws -> MessageRecord? {
+        try read { db in
+            try db.queryOne(
+                """
+                SELECT \(Self.messageColumns) FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+                WHERE m.public_id = ? AND m.account_id = ?
+                """, id, accountID
+            ).map(Self.message(from:))
+        }
+    }
+
+    /// A page of the account's messages (optionally one mailbox), oldest first, with the state it was read at.
+    /// `cursor` is the `nextCursor` of the previous page.
+    public func listMessages(
+        accountID: Int64, mailbox: MailboxRole? = nil, cursor: String? = nil, limit: Int = 100
+    ) throws -> MessagePage {
+        var after: Int64 = 0
+        if let cursor {
+            guard let value = Int64(cursor), value >= 0 else { throw MailboxStoreError.invalidArgument("cursor") }
+            after = value
+        }
+        let pageSize = max(1, min(limit, 1000))
+        return try read { db in
+            guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
+                throw MailboxStoreError.notFound
+            }
+            let rows = try db.query(
+                """
+                SELECT \(Self.messageColumns), m.id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+                WHERE m.account_id = ? AND m.id > ? AND (? IS NULL OR b.role = ?)
+                ORDER BY m.id LIMIT ?
+                """, accountID, after, mailbox?.rawValue, mailbox?.rawValue, pageSize + 1)
+            let page = rows.prefix(pageSize)
+            let next = rows.count > pageSize ? page.last.map { String($0[12].int64!) } : nil
+            return MessagePage(messages: page.map(Self.message(from:)), state: state(modseq), nextCursor: next)
+        }
+    }
+
+    /// The account's mailboxes with their totals and unread counts.
+    public func mailboxes(accountID: Int64) throws -> [MailboxSummary] {
+        try read { db in
+            try db.query(
+                """
+                SELECT b.role, b.name, count(m.id), coalesce(sum(m.seen = 0), 0)
+                FROM mailboxes b LEFT JOIN messages m ON m.mailbox_id = b.id
+                WHERE b.account_id = ? GROUP BY b.id ORDER BY b.id
+                """, accountID
+            ).map {
+                MailboxSummary(
+                    id: $0[0].string!, name: $0[1].string!, role: MailboxRole(rawValue: $0[0].string!)!,
+                    total: $0[2].int!, unread: $0[3].int!)
+            }
+        }
+    }
+
+    /// Unread messages in the account's inbox: the badge.
+    public func unreadCount(accountID: Int64) throws -> Int {
+        try read { db in try Self.unreadCount(db, accountID: accountID) }
+    }
+
+    static func unreadCount(_ db: Database, accountID: Int64) throws -> Int {
+        try db.scalar(
+            """
+            SELECT count(*) FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+            WHERE b.account_id = ? AND b.role = 'inbox' AND m.seen = 0
+            """, accountID
+        ).int ?? 0
+    }
+
+    /// Sets a message's flags and/or moves it. Bumps the modseq and signals the account's devices only when
+    /// something changed. Returns the message as it is afterwards.
+    @discardableResult
+    public func updateMessage(
+        id: String, accountID: Int64, seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxRole? = nil
+    ) async throws -> MessageRecord {
+        try await write { db in
+            guard
+                let current = try db.queryOne(
+                    """
+                    SELECT \(Self.messageColumns) FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+                    WHERE m.public_id = ? AND m.account_id = ?
+                    """, id, accountID
+                ).map(Self.message(from:))
+            else { throw MailboxStoreError.notFound }
+            var updated = current
+            if let seen { updated.seen = seen }
+            if let flagged { updated.flagged = flagged }
+            if let mailbox { updated.mailbox = mailbox }
+            guard updated != current else { return current }
+            let modseq = try Self.bumpModseq(db, account: accountID)
+            try db.run(
+                """
+                UPDATE messages SET seen = ?, flagged = ?, modseq = ?,
+                    mailbox_id = (SELECT id FROM mailboxes WHERE account_id = ? AND role = ?)
+                WHERE public_id = ? AND account_id = ?
+                """,
+                arguments: [updated.seen, updated.flagged, modseq, accountID, updated.mailbox.rawValue, id, accountID])
+            try self.enqueueSignals(db, account: accountID, modseq: modseq)
+            updated.modseq = modseq
+            return updated
+        }
+    }
+
+    /// Destroys a message for good, leaving a tombstone for delta sync. Returns the account's new state.
+    @discardableResult
+    public func destroyMessage(id: String, accountID: Int64) async throws -> SyncState {
+        let destroyed = now()
+        let modseq = try await write { db -> Int64 in
+            guard
+                let createdModseq = try db.scalar(
+                    "SELECT created_modseq FROM messages WHERE public_id = ? AND account_id = ?", id, accountID
+                ).int64
+            else { throw MailboxStoreError.notFound }
+            let modseq = try Self.bumpModseq(db, account: accountID)
+            try db.run("DELETE FROM messages WHERE public_id = ? AND account_id = ?", id, accountID)
+            try db.run(
+                """
+                INSERT INTO tombstones (account_id, public_id, created_modseq, modseq, destroyed_at)
+                VALUES (?, ?, ?, ?, ?)
+                """, accountID, id, createdModseq, modseq, destroyed)
+            try self.enqueueSignals(db, account: accountID, modseq: modseq)
+            return modseq
+        }
+        return state(modseq)
+    }
+
+    /// Discards tombstones older than the retention period and raises each account's horizon past them.
+    /// Returns how many were discarded.
+    @discardableResult
+    public func purgeTombstones() async throws -> Int {
+        let cutoff = now() - configuration.tombstoneRetention
+        return try await write { db in
+            try db.run(
+                """
+                UPDATE accounts SET horizon_modseq = max(horizon_modseq, (
+                    SELECT max(t.modseq) FROM tombstones t WHERE t.account_id = accounts.id AND t.destroyed_at < ?))
+                WHERE EXISTS (SELECT 1 FROM tombstones t WHERE t.account_id = accounts.id AND t.destroyed_at < ?)
+                """, cutoff, cutoff)
+            return try db.run("DELETE FROM tombstones WHERE destroyed_at < ?", cutoff)
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import SQLiteKit
+
+extension MailboxStore {
+    /// Claims up to `limit` due outbox rows: each is leased to the caller (not claimable again until the lease
+    /// ends) and comes with the account's state and unread count as they are now.
+    public func claimDueSignals(limit: Int = 100) async throws -> [OutboxItem] {
+        let time = now()
+        let lease = configuration.claimLease
+        return try await write { db in
+            let rows = try db.query(
+                """
+                SELECT o.device_id, d.token, d.topic, d.environment, d.alias, o.modseq, o.attempts, d.account_id,
+                       a.modseq, d.updated_at
+                FROM signal_outbox o JOIN devices d ON d.id = o.device_id JOIN accounts a ON a.id = d.account_id
+                WHERE o.due_at <= ? AND o.next_attempt_at <= ?
+                ORDER BY o.due_at LIMIT ?
+                """, time, time, limit)
+            var items: [OutboxItem] = []
+            var unreadByAccount: [Int64: Int] = [:]
+            for row in rows {
+                let account = row[7].int64!
+                let unread = try unreadByAccount[account] ?? Self.unreadCount(db, accountID: account)
+                unreadByAccount[account] = unread
+                try db.run("UPDATE signal_outbox SET next_attempt_at = ? WHERE device_id = ?", time + lease, row[0])
+                items.append(
+                    OutboxItem(
+                        deviceID: row[0].int64!, token: row[1].string!, topic: row[2].string!,
+                        environment: APNsEnvironment(rawValue: row[3].string!) ?? .production, alias: row[4].string!,
+                        modseq: row[5].int64!, state: self.state(row[8].int64!), unread: unread, attempts: row[6].int!,
+                        registeredAt: row[9].double!))
+            }
+            return items
+        }
+    }
+
+    /// Marks the signal for `item` as sent. The row is deleted only if it still holds the modseq that was
+    /// claimed; if changes arrived meanwhile it stays, due at the end of the coalescing window (trailing edge).
+    public func completeSignal(_ item: OutboxItem, sentModseq: Int64) async throws {
+        let time = now()
+        let window = configuration.coalescingWindow
+        try await write { db in
+            try db.run(
+                "UPDATE devices SET last_signal_at = ?, last_signalled_modseq = max(last_signalled_modseq, ?) WHERE id = ?",
+                time, sentModseq, item.deviceID)
+            let deleted = try db.run(
+                "DELETE FROM signal_outbox WHERE device_id = ? AND modseq <= ?", item.deviceID, sentModseq)
+            if deleted == 0 {
+                try db.run(
+                    """
+                    UPDATE signal_outbox SET due_at = ?, next_attempt_at = 0, attempts = 0, last_error = NULL
+                    WHERE device_id = ?
+                    """, time + window, item.deviceID)
+            }
+        }
+    }
+
+    /// Puts a failed signal back, to be tried again after `delay` seconds, recording a short error code
+    /// (never content).
+    public func rescheduleSignal(_ item: OutboxItem, after delay: Double, error: String) async throws {
+        let next = now() + delay
+        let code = String(error.prefix(64))
+        try await write { db in
+            try db.run(
+                """
+                UPDATE signal_outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
+                WHERE device_id = ?
+                """, next, code, item.deviceID)
+        }
+    }
+
+    /// Drops a signal that will never be deliverable (for example a payload the guard refused).
+    public func dropSignal(_ item: OutboxItem) async throws {
+        try await write { db in try db.run("DELETE FROM signal_outbox WHERE device_id = ?", item.deviceID) }
+    }
+
+    /// The earliest time an outbox row becomes claimable, or `nil` when the outbox is empty.
+    public func nextSignalDue() throws -> Double? {
+        try read { db in
+            try db.scalar("SELECT min(max(due_at, next_attempt_at)) FROM signal_outbox").double
+        }
+    }
+
+    /// Outbox depth, for metrics.
+    public func outboxStats() throws -> OutboxStats {
+        try read { db in
+            let row = try db.queryOne("SELECT count(*), coalesce(sum(attempts > 0), 0) FROM signal_outbox")
+            return OutboxStats(depth: row?[0].int ?? 0, retrying: row?[1].int ?? 0)
+        }
+    }
+
+    /// The last modseq signalled to each of the account's devices, by device token (for tests and drills).
+    public func lastSignalledModseqs(accountID: Int64) throws -> [String: Int64] {
+        try read { db in
+            var result: [String: Int64] = [:]
+            for row in try db.query(
+                "SELECT token, last_signalled_modseq FROM devices WHERE account_id = ?", accountID)
+            {
+                result[row[0].string!] = row[1].int64!
+            }
+            return result
+        }
+    }
+}

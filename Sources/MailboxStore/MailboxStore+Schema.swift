@@ -1,0 +1,93 @@
+import SQLiteKit
+
+extension MailboxStore {
+    /// The schema, as named, append-only migrations.
+    static let migrator: Migrator = {
+        var migrator = Migrator()
+        migrator.register("001-initial") { db in
+            try db.execute(
+                """
+                CREATE TABLE store_meta (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value TEXT NOT NULL
+                );
+                CREATE TABLE accounts (
+                    id INTEGER PRIMARY KEY,
+                    username TEXT NOT NULL UNIQUE,
+                    password_hash TEXT NOT NULL,
+                    modseq INTEGER NOT NULL DEFAULT 0,
+                    horizon_modseq INTEGER NOT NULL DEFAULT 0,
+                    created_at REAL NOT NULL
+                );
+                CREATE TABLE sessions (
+                    id INTEGER PRIMARY KEY,
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    token_hash BLOB NOT NULL UNIQUE,
+                    device_name TEXT NOT NULL,
+                    created_at REAL NOT NULL,
+                    last_used_at REAL NOT NULL,
+                    revoked_at REAL
+                );
+                CREATE TABLE mailboxes (
+                    id INTEGER PRIMARY KEY,
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    role TEXT NOT NULL CHECK (role IN ('inbox', 'archive', 'trash')),
+                    name TEXT NOT NULL,
+                    UNIQUE (account_id, role)
+                );
+                CREATE TABLE messages (
+                    id INTEGER PRIMARY KEY,
+                    public_id TEXT NOT NULL UNIQUE,
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    mailbox_id INTEGER NOT NULL REFERENCES mailboxes(id),
+                    from_addr TEXT NOT NULL,
+                    to_addr TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    preview TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    received_at REAL NOT NULL,
+                    seen INTEGER NOT NULL DEFAULT 0,
+                    flagged INTEGER NOT NULL DEFAULT 0,
+                    created_modseq INTEGER NOT NULL,
+                    modseq INTEGER NOT NULL
+                );
+                CREATE INDEX messages_by_modseq ON messages (account_id, modseq);
+                CREATE INDEX messages_by_mailbox ON messages (mailbox_id, seen);
+                CREATE TABLE tombstones (
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    public_id TEXT NOT NULL,
+                    created_modseq INTEGER NOT NULL,
+                    modseq INTEGER NOT NULL,
+                    destroyed_at REAL NOT NULL,
+                    PRIMARY KEY (account_id, public_id)
+                );
+                CREATE INDEX tombstones_by_modseq ON tombstones (account_id, modseq);
+                CREATE TABLE devices (
+                    id INTEGER PRIMARY KEY,
+                    token TEXT NOT NULL UNIQUE,
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+                    topic TEXT NOT NULL,
+                    environment TEXT NOT NULL CHECK (environment IN ('sandbox', 'production')),
+                    alias TEXT NOT NULL UNIQUE,
+                    created_at REAL NOT NULL,
+                    updated_at REAL NOT NULL,
+                    last_signal_at REAL NOT NULL DEFAULT 0,
+                    last_signalled_modseq INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE INDEX devices_by_account ON devices (account_id);
+                CREATE TABLE signal_outbox (
+                    device_id INTEGER PRIMARY KEY REFERENCES devices(id) ON DELETE CASCADE,
+                    modseq INTEGER NOT NULL,
+                    due_at REAL NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at REAL NOT NULL DEFAULT 0,
+                    last_error TEXT
+                );
+                CREATE INDEX signal_outbox_by_due ON signal_outbox (due_at);
+                """)
+        }
+        return migrator
+    }()
+}

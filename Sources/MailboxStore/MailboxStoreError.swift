@@ -1,0 +1,30 @@
+import SQLiteKit
+
+/// Why a mailbox operation did not happen.
+public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No such message, mailbox, account or device for this account.
+    case notFound
+    /// The username is taken.
+    case usernameTaken
+    /// A value is not acceptable (the text says which, never the value itself).
+    case invalidArgument(String)
+    /// The state string is not a state.
+    case malformedState
+    /// Changes cannot be calculated from that state (too old, from another store, or from the future):
+    /// the client must resynchronize fully.
+    case cannotCalculateChanges
+    /// The database failed (disk full, read-only, corrupt…).
+    case storage(SQLiteError)
+
+    /// A description without any message content.
+    public var description: String {
+        switch self {
+        case .notFound: return "not found"
+        case .usernameTaken: return "username taken"
+        case .invalidArgument(let what): return "invalid \(what)"
+        case .malformedState: return "malformed state"
+        case .cannotCalculateChanges: return "cannot calculate changes"
+        case .storage(let error): return "storage error \(error.extendedCode): \(error.message)"
+        }
+    }
+}

@@ -1,0 +1,185 @@
+/// The role of a mailbox; each account has exactly one mailbox of each role.
+public enum MailboxRole: String, Sendable, Codable, CaseIterable {
+    /// Where deliveries land.
+    case inbox
+    /// Kept, out of the inbox.
+    case archive
+    /// Deleted by the user but not yet destroyed.
+    case trash
+}
+
+/// A mailbox with its counts.
+public struct MailboxSummary: Sendable, Equatable, Codable {
+    /// The mailbox's identifier (its role name).
+    public var id: String
+    /// Its display name.
+    public var name: String
+    /// Its role.
+    public var role: MailboxRole
+    /// Messages in it.
+    public var total: Int
+    /// Unread messages in it.
+    public var unread: Int
+}
+
+/// A stored message.
+public struct MessageRecord: Sendable, Equatable, Codable {
+    /// The public, opaque identifier.
+    public var id: String
+    /// The mailbox it is in.
+    public var mailbox: MailboxRole
+    /// Sender address.
+    public var from: String
+    /// Recipient (the account's username).
+    public var to: String
+    /// Subject line.
+    public var subject: String
+    /// The first characters of the body.
+    public var preview: String
+    /// The body.
+    public var body: String
+    /// The body's size in bytes.
+    public var size: Int
+    /// When it was delivered, seconds since 1970.
+    public var receivedAt: Double
+    /// Whether it has been read.
+    public var seen: Bool
+    /// Whether it is flagged.
+    public var flagged: Bool
+    /// The account modseq of its last change.
+    public var modseq: Int64
+}
+
+/// A new message to store.
+public struct NewMessage: Sendable, Equatable {
+    /// Recipient username.
+    public var to: String
+    /// Sender address.
+    public var from: String
+    /// Subject line.
+    public var subject: String
+    /// The body.
+    public var body: String
+
+    /// Creates a message.
+    public init(to: String, from: String, subject: String, body: String) {
+        self.to = to
+        self.from = from
+        self.subject = subject
+        self.body = body
+    }
+}
+
+/// The result of storing a delivery.
+public struct DeliveryReceipt: Sendable, Equatable {
+    /// The new message's identifier.
+    public var id: String
+    /// The account's state right after the delivery.
+    public var state: SyncState
+    /// The recipient's account id.
+    public var accountID: Int64
+}
+
+/// An account, without its password hash.
+public struct Account: Sendable, Equatable {
+    /// The account id (internal; never sent in a signal).
+    public var id: Int64
+    /// The username (also the mail address the account receives at).
+    public var username: String
+    /// The current modseq.
+    public var modseq: Int64
+}
+
+/// An authenticated session.
+public struct SessionRecord: Sendable, Equatable {
+    /// The session id.
+    public var id: Int64
+    /// The account it belongs to.
+    public var accountID: Int64
+    /// The name the client gave for its device.
+    public var deviceName: String
+}
+
+/// The APNs environment a device token belongs to.
+public enum APNsEnvironment: String, Sendable, Codable, CaseIterable {
+    /// Development builds (api.sandbox.push.apple.com).
+    case sandbox
+    /// App Store and TestFlight builds (api.push.apple.com).
+    case production
+}
+
+/// A registered device.
+public struct DeviceRecord: Sendable, Equatable {
+    /// The internal device id.
+    public var id: Int64
+    /// The APNs device token (64 lowercase hex characters).
+    public var token: String
+    /// The app's bundle id.
+    public var topic: String
+    /// The APNs environment.
+    public var environment: APNsEnvironment
+    /// A random opaque alias sent in signals instead of any account identifier.
+    public var alias: String
+    /// The owning account.
+    public var accountID: Int64
+    /// When it was registered (or last re-registered), seconds since 1970.
+    public var registeredAt: Double
+}
+
+/// One page of changes since a state.
+public struct Changes: Sendable, Equatable {
+    /// The state the changes start from.
+    public var oldState: SyncState
+    /// The state after applying this page.
+    public var newState: SyncState
+    /// Whether more changes follow (ask again from `newState`).
+    public var hasMore: Bool
+    /// Messages created since `oldState` (and still present).
+    public var created: [MessageRecord]
+    /// Messages that existed at `oldState` and changed since.
+    public var updated: [MessageRecord]
+    /// Identifiers of messages destroyed since `oldState`.
+    public var destroyed: [String]
+}
+
+/// One page of a full listing.
+public struct MessagePage: Sendable, Equatable {
+    /// The messages, oldest first.
+    public var messages: [MessageRecord]
+    /// The account's state when the page was read.
+    public var state: SyncState
+    /// Where the next page starts, or `nil` when this was the last.
+    public var nextCursor: String?
+}
+
+/// A device that is due a signal, with everything the dispatcher needs to build it.
+public struct OutboxItem: Sendable, Equatable {
+    /// The device.
+    public var deviceID: Int64
+    /// Its APNs token.
+    public var token: String
+    /// Its topic (bundle id).
+    public var topic: String
+    /// Its environment.
+    public var environment: APNsEnvironment
+    /// Its opaque alias.
+    public var alias: String
+    /// The account's modseq the row holds (the claim).
+    public var modseq: Int64
+    /// The account's state now.
+    public var state: SyncState
+    /// The account's unread count now (the badge).
+    public var unread: Int
+    /// Failed attempts so far.
+    public var attempts: Int
+    /// When the device was registered, seconds since 1970 (to judge a 410's timestamp).
+    public var registeredAt: Double
+}
+
+/// A snapshot of the outbox for metrics.
+public struct OutboxStats: Sendable, Equatable {
+    /// Rows waiting.
+    public var depth: Int
+    /// Rows waiting after at least one failure.
+    public var retrying: Int
+}

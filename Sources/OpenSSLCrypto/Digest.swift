@@ -1,0 +1,69 @@
+import COpenSSL
+
+/// SHA-256.
+public enum SHA256 {
+    /// The 32-byte SHA-256 digest of `bytes`.
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = Array(bytes).withUnsafeBytes { input in
+            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha256(), nil)
+        }
+        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
+        return digest
+    }
+
+    /// The SHA-256 digest of the UTF-8 bytes of `string`.
+    public static func hash(_ string: String) -> [UInt8] { hash(Array(string.utf8)) }
+}
+
+/// HMAC with SHA-256.
+public enum HMACSHA256 {
+    /// The 32-byte HMAC-SHA256 of `message` under `key`.
+    public static func authenticationCode(for message: some Collection<UInt8>, key: some Collection<UInt8>) -> [UInt8] {
+        var mac = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let keyBytes = Array(key)
+        let messageBytes = Array(message)
+        let result = keyBytes.withUnsafeBytes { k in
+            messageBytes.withUnsafeBytes { m in
+                HMAC(
+                    EVP_sha256(), k.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(k.count),
+                    m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, &mac, &length)
+            }
+        }
+        precondition(result != nil && length == 32, "HMAC-SHA256 failed")
+        return mac
+    }
+}
+
+/// Comparisons that take the same time whatever the inputs' contents.
+public enum ConstantTime {
+    /// Whether `a` and `b` are equal, in time that depends only on their lengths.
+    public static func equals(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool {
+        let left = Array(a)
+        let right = Array(b)
+        guard left.count == right.count else { return false }
+        if left.isEmpty { return true }
+        return left.withUnsafeBytes { l in
+            right.withUnsafeBytes { r in CRYPTO_memcmp(l.baseAddress, r.baseAddress, l.count) == 0 }
+        }
+    }
+}
+
+/// Cryptographically secure random bytes from OpenSSL's DRBG.
+public enum SecureRandom {
+    /// `count` random bytes.
+    public static func bytes(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        guard count > 0 else { return bytes }
+        precondition(RAND_bytes(&bytes, Int32(count)) == 1, "RAND_bytes failed")
+        return bytes
+    }
+
+    /// `count` random bytes as lowercase hex (2 × `count` characters).
+    public static func hex(_ count: Int) -> String { Hex.encode(bytes(count)) }
+
+    /// `count` random bytes as unpadded base64url.
+    public static func base64URL(_ count: Int) -> String { Base64URL.encode(bytes(count)) }
+}

@@ -1,1 +1,0 @@
-// OpenSSLCrypto: not yet implemented.

@@ -1,1 +1,0 @@
-// SQLiteKit: not yet implemented.

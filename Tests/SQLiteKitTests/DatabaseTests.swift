@@ -1,0 +1,124 @@
+import Foundation
+import SQLiteKit
+import TestSupport
+import Testing
+
+@Suite struct DatabaseTests {
+    @Test func opensFileInWALModeWithForeignKeys() throws {
+        let dir = try TemporaryDirectory()
+        let pool = try DatabasePool(path: dir.path("wal.sqlite"))
+        let mode = try pool.writeWithoutTransaction { try $0.scalar("PRAGMA journal_mode") }
+        let foreignKeys = try pool.read { try $0.scalar("PRAGMA foreign_keys") }
+        #expect(mode == .text("wal"))
+        #expect(foreignKeys == .integer(1))
+    }
+
+    @Test func typedBindingAndReadingRoundTrip() throws {
+        let pool = try DatabasePool.inMemory()
+        try pool.write { db in
+            try db.execute("CREATE TABLE t (i INTEGER, r REAL, s TEXT, b BLOB, n TEXT)")
+            try db.run(
+                "INSERT INTO t VALUES (?, ?, ?, ?, ?)", Int64.max, 2.5, "héllo ✉️", [UInt8]([0, 1, 255]),
+                String?.none)
+        }
+        let row = try #require(try pool.read { try $0.queryOne("SELECT i, r, s, b, n FROM t") })
+        #expect(row["i"] == .integer(Int64.max))
+        #expect(row["r"] == .real(2.5))
+        #expect(row["s"] == .text("héllo ✉️"))
+        #expect(row["b"] == .blob([0, 1, 255]))
+        #expect(row["n"] == .null)
+    }
+
+    @Test func constraintViolationSurfacesExtendedCode() throws {
+        let pool = try DatabasePool.inMemory()
+        try pool.write { try $0.execute("CREATE TABLE u (name TEXT UNIQUE NOT NULL)") }
+        try pool.write { try $0.run("INSERT INTO u VALUES (?)", "alice") }
+        let error = #expect(throws: SQLiteError.self) {
+            try pool.write { try $0.run("INSERT INTO u VALUES (?)", "alice") }
+        }
+        #expect(error?.extendedCode == SQLiteError.constraintUnique)
+        #expect(error?.isConstraintViolation == true)
+        #expect(error?.sql == "INSERT INTO u VALUES (?)")
+        let notNull = #expect(throws: SQLiteError.self) {
+            try pool.write { try $0.run("INSERT INTO u VALUES (?)", String?.none) }
+        }
+        #expect(notNull?.extendedCode == SQLiteError.constraintNotNull)
+    }
+
+    @Test func foreignKeysAreEnforced() throws {
+        let pool = try DatabasePool.inMemory()
+        try pool.write { db in
+            try db.execute("CREATE TABLE p (id INTEGER PRIMARY KEY); CREATE TABLE c (p INTEGER REFERENCES p(id))")
+        }
+        let error = #expect(throws: SQLiteError.self) { try pool.write { try $0.run("INSERT INTO c VALUES (42)") } }
+        #expect(error?.extendedCode == SQLiteError.constraintForeignKey)
+    }
+
+    @Test func failedWriteRollsBackEverything() throws {
+        let pool = try DatabasePool.inMemory()
+        try pool.write { try $0.execute("CREATE TABLE t (v INTEGER UNIQUE)") }
+        #expect(throws: SQLiteError.self) {
+            try pool.write { db in
+                try db.run("INSERT INTO t VALUES (1)")
+                try db.run("INSERT INTO t VALUES (1)")
+            }
+        }
+        #expect(try pool.read { try $0.scalar("SELECT count(*) FROM t") } == .integer(0))
+    }
+
+    @Test func savepointRollsBackOnlyItsOwnWork() throws {
+        let pool = try DatabasePool.inMemory()
+        try pool.write { try $0.execute("CREATE TABLE t (v INTEGER UNIQUE)") }
+        try pool.write { db in
+            try db.run("INSERT INTO t VALUES (1)")
+            _ = try? db.savepoint { try db.run("INSERT INTO t VALUES (1)") }
+            try db.savepoint { try db.run("INSERT INTO t VALUES (2)") }
+        }
+        #expect(
+            try pool.read { try $0.query("SELECT v FROM t ORDER BY v").map { $0[0] } } == [.integer(1), .integer(2)])
+    }
+
+    @Test func statementCacheReusesPreparedStatements() throws {
+        let db = try Database(path: ":memory:")
+        let first = try db.cachedStatement("SELECT 1")
+        let second = try db.cachedStatement("SELECT 1")
+        #expect(first === second)
+        #expect(try db.makeStatement("SELECT 1") !== first)
+    }
+
+    @Test func readersSeeCommittedSnapshotsWhileWriterWorks() async throws {
+        let dir = try TemporaryDirectory()
+        let pool = try DatabasePool(path: dir.path("concurrent.sqlite"))
+        try pool.write { try $0.execute("CREATE TABLE t (v INTEGER NOT NULL)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for i in 0..<200 { try pool.write { try $0.run("INSERT INTO t VALUES (?)", i) } }
+            }
+            for _ in 0..<4 {
+                group.addTask {
+                    var last: Int64 = 0
+                    for _ in 0..<200 {
+                        // Inside one read transaction both counts come from the same snapshot.
+                        let (a, b) = try pool.read { db in
+                            (
+                                try db.scalar("SELECT count(*) FROM t").int64!,
+                                try db.scalar("SELECT count(*) FROM t").int64!
+                            )
+                        }
+                        #expect(a == b)
+                        #expect(a >= last)
+                        last = a
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try pool.read { try $0.scalar("SELECT count(*) FROM t") } == .integer(200))
+    }
+
+    @Test func openingAFolderFailsWithAClearError() throws {
+        let dir = try TemporaryDirectory()
+        let error = #expect(throws: SQLiteError.self) { _ = try Database(path: dir.url.path) }
+        #expect(error?.message.isEmpty == false)
+    }
+}
