@@ -5,7 +5,8 @@ import Foundation
 /// Writes are serialized and run in `BEGIN IMMEDIATE` transactions; reads run concurrently in
 /// snapshot (deferred) transactions on their own connections, thanks to WAL mode. An in-memory pool
 /// uses a single connection for both.
-// `@unchecked Sendable`: `writerLock` guards `writer`; `readerLock` guards `idleReaders`.
+///
+/// `@unchecked Sendable`: `writerLock` guards `writer`; `readerLock` guards `idleReaders`.
 public final class DatabasePool: @unchecked Sendable {
     /// The file path, or `:memory:`.
     public let path: String
