@@ -182,4 +182,10 @@ public struct OutboxStats: Sendable, Equatable {
     public var depth: Int
     /// Rows waiting after at least one failure.
     public var retrying: Int
+
+    /// Creates a snapshot.
+    public init(depth: Int, retrying: Int) {
+        self.depth = depth
+        self.retrying = retrying
+    }
 }

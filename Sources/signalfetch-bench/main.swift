@@ -1,5 +1,6 @@
 import CommandLineSupport
 import Foundation
+import SQLiteKit
 
 let usage = """
     signalfetch-bench — benchmark and drill workloads for SignalFetch (driven by Scripts/bench and the tests)
@@ -7,6 +8,8 @@ let usage = """
     USAGE:
       signalfetch-bench sqlite [--rows N] [--batch N] [--dir DIR]   SQLiteKit vs direct sqlite3 inserts (JSON)
       signalfetch-bench sqlite-crash-writer --db PATH               insert forever, print committed ids
+      signalfetch-bench store [--count N] [--large N] [--dir DIR]   group commit vs single transactions, changes cost
+      signalfetch-bench store-crash-writer --db PATH                deliver forever, print acknowledged ids
     """
 
 await runCommand(usage: usage) {
@@ -43,6 +46,41 @@ await runCommand(usage: usage) {
         print(
             #"{"benchmark":"sqlite-insert","rows":\#(rows),"batch":\#(batch),"sqlitekit_rows_per_s":\#(Int(best.kit)),"raw_c_rows_per_s":\#(Int(best.raw)),"ratio":\#(String(format: "%.3f", best.kit / best.raw))}"#
         )
+    case "store":
+        let count = try arguments.int("count", default: 2_000)
+        let large = try arguments.int("large", default: 1_000_000)
+        let dir = arguments.string("dir") ?? NSTemporaryDirectory()
+        var paths: [String] = []
+        func fresh(_ name: String) -> String {
+            let path = "\(dir)/bench-\(name)-\(UUID().uuidString.prefix(8)).sqlite"
+            paths.append(path)
+            return path
+        }
+        defer {
+            for path in paths {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            }
+        }
+        var fields: [String] = [#""benchmark":"store""#, #""deliveries":\#(count)"#, #""producers":8"#]
+        for mode in [SynchronousMode.normal, .full] {
+            let single = try await StoreBenchmarks.singleTransactionRate(
+                path: fresh("single"), synchronous: mode, count: count)
+            let grouped = try await StoreBenchmarks.groupCommitRate(
+                path: fresh("group"), synchronous: mode, count: count, producers: 8)
+            let name = mode.rawValue.lowercased()
+            fields.append(#""\#(name)_group_commit_per_s":\#(Int(grouped))"#)
+            fields.append(#""\#(name)_single_tx_per_s":\#(Int(single))"#)
+            fields.append(#""\#(name)_ratio":\#(String(format: "%.2f", grouped / single))"#)
+        }
+        let small = try await StoreBenchmarks.changesLatency(path: fresh("small"), size: 1_000)
+        let big = try await StoreBenchmarks.changesLatency(path: fresh("large"), size: large)
+        fields.append(#""changes_ms_1k":\#(String(format: "%.3f", small))"#)
+        fields.append(#""changes_ms_large":\#(String(format: "%.3f", big))"#)
+        fields.append(#""large_mailbox":\#(large)"#)
+        fields.append(#""changes_ratio":\#(String(format: "%.2f", big / small))"#)
+        print("{" + fields.joined(separator: ",") + "}")
+    case "store-crash-writer":
+        try await StoreBenchmarks.crashWriter(path: try arguments.required("db"))
     case "sqlite-crash-writer":
         try SQLiteBenchmarks.crashWriter(path: try arguments.required("db"))
     default:

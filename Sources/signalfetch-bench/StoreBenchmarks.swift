@@ -1,0 +1,146 @@
+import Foundation
+import MailboxStore
+import SQLiteKit
+
+/// MailboxStore benchmarks: group-committed deliveries against one transaction per message, and the cost of
+/// `changes` in a small and a large mailbox.
+enum StoreBenchmarks {
+    static func makeStore(path: String, synchronous: SynchronousMode) async throws -> MailboxStore {
+        var configuration = MailboxStore.Configuration()
+        configuration.synchronous = synchronous
+        configuration.passwordParameters = .init(logN: 10, r: 8, p: 1)
+        let store = try MailboxStore(path: path, configuration: configuration)
+        if try store.account(username: "bench") == nil {
+            let account = try await store.createAccount(username: "bench", password: "bench-password")
+            for n in 1...2 {
+                try await store.registerDevice(
+                    token: String(repeating: String(format: "%02x", n), count: 32), topic: "com.example.mail",
+                    environment: .sandbox, accountID: account.id, sessionID: nil)
+            }
+        }
+        return store
+    }
+
+    static func message(_ i: Int) -> NewMessage {
+        NewMessage(
+            to: "bench", from: "sender\(i)@example.com", subject: "Benchmark message \(i)",
+            body: String(repeating: "Lorem ipsum dolor sit amet. ", count: 20))
+    }
+
+    /// Deliveries per second from `producers` concurrent producers through the group-committing store.
+    static func groupCommitRate(
+        path: String, synchronous: SynchronousMode, count: Int, producers: Int
+    ) async throws
+        -> Double
+    {
+        let store = try await makeStore(path: path, synchronous: synchronous)
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for p in 0..<producers {
+                group.addTask {
+                    for i in stride(from: p, to: count, by: producers) { _ = try await store.deliver(message(i)) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return Double(count) / seconds(since: start)
+    }
+
+    /// The same rows with one transaction per message: the work a delivery does (insert, modseq bump, outbox
+    /// upsert), committed alone each time.
+    static func singleTransactionRate(path: String, synchronous: SynchronousMode, count: Int) async throws -> Double {
+        _ = try await makeStore(path: path, synchronous: synchronous)
+        var configuration = DatabaseConfiguration()
+        configuration.synchronous = synchronous
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        let account = try pool.read { try $0.scalar("SELECT id FROM accounts WHERE username = 'bench'").int64! }
+        let inbox = try pool.read {
+            try $0.scalar("SELECT id FROM mailboxes WHERE account_id = ? AND role = 'inbox'", account).int64!
+        }
+        let start = ContinuousClock.now
+        for i in 0..<count {
+            let m = message(i)
+            try pool.write { db in
+                let modseq = try db.scalar(
+                    "UPDATE accounts SET modseq = modseq + 1 WHERE id = ? RETURNING modseq", account
+                ).int64!
+                try db.run(
+                    """
+                    INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview,
+                        body, size, received_at, created_modseq, modseq)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    arguments: [
+                        "single-\(i)", account, inbox, m.from, m.to, m.subject, String(m.body.prefix(120)), m.body,
+                        m.body.utf8.count, Date().timeIntervalSince1970, modseq, modseq,
+                    ])
+                try db.run(
+                    """
+                    INSERT INTO signal_outbox (device_id, modseq, due_at)
+                    SELECT id, ?, ? FROM devices WHERE account_id = ?
+                    ON CONFLICT (device_id) DO UPDATE SET modseq = excluded.modseq
+                    """, modseq, Date().timeIntervalSince1970, account)
+            }
+        }
+        return Double(count) / seconds(since: start)
+    }
+
+    /// Median latency (ms) of `changes` for the last 100 deliveries in a mailbox of `size` messages.
+    static func changesLatency(path: String, size: Int) async throws -> Double {
+        let store = try await makeStore(path: path, synchronous: .normal)
+        let pool = try DatabasePool(path: path)
+        let account = try require(try store.account(username: "bench"))
+        // Bulk-load the mailbox directly (a recursive CTE), then catch the account's modseq up.
+        try pool.write { db in
+            let inbox = try db.scalar(
+                "SELECT id FROM mailboxes WHERE account_id = ? AND role = 'inbox'", account.id
+            ).int64!
+            try db.run(
+                """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+                INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
+                    size, received_at, seen, created_modseq, modseq)
+                SELECT 'bulk-' || i, ?, ?, 'a@example.com', 'bench', 'Subject ' || i, 'preview', 'body', 4,
+                    1700000000 + i, 1, i, i FROM n
+                """, size, account.id, inbox)
+            try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", size, account.id)
+        }
+        let since = try store.currentState(accountID: account.id)
+        for i in 0..<100 { _ = try await store.deliver(message(i)) }
+        var samples: [Double] = []
+        for _ in 0..<50 {
+            let start = ContinuousClock.now
+            let changes = try store.changes(accountID: account.id, since: since, maxChanges: 500)
+            samples.append(seconds(since: start) * 1000)
+            guard changes.created.count == 100 else { throw BenchError("expected 100 changes") }
+        }
+        return samples.sorted()[samples.count / 2]
+    }
+
+    /// A child process for crash drills: delivers from 8 concurrent producers forever and prints each delivered
+    /// message id on its own line after the store acknowledged it.
+    static func crashWriter(path: String) async throws -> Never {
+        let store = try await makeStore(path: path, synchronous: .full)
+        let output = FileHandle.standardOutput
+        let lock = NSLock()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for p in 0..<8 {
+                group.addTask {
+                    var i = p
+                    while true {
+                        let receipt = try await store.deliver(message(i))
+                        lock.withLock { output.write(Data("\(receipt.id)\n".utf8)) }
+                        i += 8
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        exit(1)
+    }
+}
+
+func require<T>(_ value: T?) throws -> T {
+    guard let value else { throw BenchError("missing value") }
+    return value
+}

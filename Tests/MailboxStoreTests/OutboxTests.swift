@@ -1,0 +1,97 @@
+import Foundation
+import MailboxStore
+import Testing
+
+@Suite struct OutboxTests {
+    func registerTwoDevices(_ f: StoreFixture, _ account: Account) async throws {
+        for n in 1...2 {
+            try await f.store.registerDevice(
+                token: StoreFixture.token(n), topic: "com.example.mail", environment: .sandbox,
+                accountID: account.id, sessionID: nil)
+        }
+    }
+
+    @Test func aHundredDeliveriesLeaveOneRowPerDevice() async throws {
+        let f = try StoreFixture()
+        let alice = try await f.account("alice")
+        try await registerTwoDevices(f, alice)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<100 { group.addTask { _ = try await f.deliver(to: "alice", subject: "burst \(i)") } }
+            try await group.waitForAll()
+        }
+        #expect(try f.store.outboxStats().depth == 2)
+        let claimed = try await f.store.claimDueSignals()
+        #expect(claimed.count == 2)
+        #expect(claimed.allSatisfy { $0.modseq == 100 && $0.state.modseq == 100 && $0.unread == 100 })
+        // Group commit: far fewer transactions than deliveries.
+        #expect(f.store.committedWriteBatches < 100)
+    }
+
+    @Test func claimLeasesRowsAndCompletionRespectsNewerChanges() async throws {
+        let f = try StoreFixture()
+        let alice = try await f.account("alice")
+        try await registerTwoDevices(f, alice)
+        // Registration queued a signal with the current state for each device.
+        var claimed = try await f.store.claimDueSignals()
+        #expect(claimed.count == 2)
+        #expect(try await f.store.claimDueSignals().isEmpty, "claimed rows are leased")
+        for item in claimed { try await f.store.completeSignal(item, sentModseq: item.modseq) }
+        #expect(try f.store.outboxStats().depth == 0)
+
+        // First change after a quiet period: due at once.
+        f.advance(10)
+        _ = try await f.deliver(to: "alice")
+        claimed = try await f.store.claimDueSignals()
+        #expect(claimed.count == 2)
+        // A change lands while the signal is in flight: the row stays, due after the coalescing window.
+        _ = try await f.deliver(to: "alice")
+        for item in claimed { try await f.store.completeSignal(item, sentModseq: item.modseq) }
+        #expect(try f.store.outboxStats().depth == 2)
+        #expect(try await f.store.claimDueSignals().isEmpty, "held back within the coalescing window")
+        f.advance(0.3)
+        claimed = try await f.store.claimDueSignals()
+        #expect(claimed.map(\.modseq) == [2, 2])
+        for item in claimed { try await f.store.completeSignal(item, sentModseq: item.modseq) }
+        #expect(try f.store.lastSignalledModseqs(accountID: alice.id).values.allSatisfy { $0 == 2 })
+
+        // Within the window after a signal, a new change waits for the window's end (trailing edge).
+        _ = try await f.deliver(to: "alice")
+        #expect(try await f.store.claimDueSignals().isEmpty)
+        f.advance(0.3)
+        #expect(try await f.store.claimDueSignals().count == 2)
+    }
+
+    @Test func rescheduleBacksOffAndRecordsTheError() async throws {
+        let f = try StoreFixture()
+        let alice = try await f.account("alice")
+        try await registerTwoDevices(f, alice)
+        let claimed = try await f.store.claimDueSignals()
+        for item in claimed { try await f.store.rescheduleSignal(item, after: 5, error: "ServiceUnavailable") }
+        #expect(try f.store.outboxStats() == OutboxStats(depth: 2, retrying: 2))
+        f.advance(4)
+        #expect(try await f.store.claimDueSignals().isEmpty)
+        let next = try #require(try f.store.nextSignalDue())
+        #expect(next > f.clock.now)
+        f.advance(2)
+        let retried = try await f.store.claimDueSignals()
+        #expect(retried.map(\.attempts) == [1, 1])
+        try await f.store.dropSignal(retried[0])
+        #expect(try f.store.outboxStats().depth == 1)
+    }
+
+    @Test func readingOnOneDeviceSignalsTheOthersWithTheNewBadge() async throws {
+        let f = try StoreFixture()
+        let alice = try await f.account("alice")
+        try await registerTwoDevices(f, alice)
+        let id = try await f.deliver(to: "alice").id
+        for item in try await f.store.claimDueSignals() {
+            #expect(item.unread == 1)
+            try await f.store.completeSignal(item, sentModseq: item.modseq)
+        }
+        f.advance(1)
+        try await f.store.updateMessage(id: id, accountID: alice.id, seen: true)
+        let claimed = try await f.store.claimDueSignals()
+        #expect(claimed.count == 2)
+        #expect(claimed.allSatisfy { $0.unread == 0 })
+    }
+}
