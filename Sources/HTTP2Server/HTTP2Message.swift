@@ -52,6 +52,36 @@ public struct HTTP2Request: Sendable {
 
     let control: StreamControl
 
+    /// Creates a request value, e.g. to call a handler directly in unit tests.
+    public init(
+        method: String, path: String, authority: String? = nil, scheme: String? = "https",
+        headers: [HTTP2Header] = [], body: Data = Data(), connectionID: UInt64 = 0, streamID: Int = 1,
+        remoteAddress: String = "127.0.0.1:0"
+    ) {
+        self.init(
+            method: method, path: path, authority: authority, scheme: scheme, headers: headers, body: body,
+            connectionID: connectionID, streamID: streamID, remoteAddress: remoteAddress, control: StreamControl())
+    }
+
+    init(
+        method: String, path: String, authority: String?, scheme: String?, headers: [HTTP2Header], body: Data,
+        connectionID: UInt64, streamID: Int, remoteAddress: String, control: StreamControl
+    ) {
+        self.method = method
+        self.path = path
+        self.authority = authority
+        self.scheme = scheme
+        self.headers = headers
+        self.body = body
+        self.connectionID = connectionID
+        self.streamID = streamID
+        self.remoteAddress = remoteAddress
+        self.control = control
+    }
+
+    /// The GOAWAY requested through ``goAwayAfterResponse(_:)``, if any.
+    public var requestedGoAway: HTTP2GoAway? { control.goAway.withLock { $0 } }
+
     /// The value of the first header named `name` (compared case-insensitively), if any.
     public func header(_ name: String) -> String? {
         let lowered = name.lowercased()

@@ -302,6 +302,17 @@ struct HTTP2ServerTests {
         #expect(bindError?.description.contains("192.0.2.1") == true)
     }
 
+    @Test("a request value can be built directly and records a GOAWAY request")
+    func requestValue() async throws {
+        let request = HTTP2Request(
+            method: "POST", path: "/goaway", headers: [HTTP2Header("apns-topic", "com.example")])
+        #expect(request.header("APNS-Topic") == "com.example")
+        #expect(request.requestedGoAway == nil)
+        let response = try await testHandler(Probe())(request)
+        #expect(response.status == 200)
+        #expect(request.requestedGoAway?.debugData == Data(#"{"reason":"Shutdown"}"#.utf8))
+    }
+
     @Test("an inline handler answers on the event loop")
     func inlineHandler() async throws {
         let server = HTTP2Server(configuration: HTTP2ServerConfiguration()) { request in
