@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// Other threads talk to it only through `inbox` (a `Mutex`) followed by `curl_multi_wakeup`, which libcurl
 /// documents as callable from any thread. `active` and the easy handles in it are touched only by the I/O
-/// thread, and `multi` is cleaned up in `deinit`, after the thread has ended.
+/// thread (as is `priorKnowledge`), and `multi` is cleaned up in `deinit`, after the thread has ended.
 final class CurlEventLoop: @unchecked Sendable {
     private struct Inbox {
         var added: [Transfer] = []
@@ -19,6 +19,7 @@ final class CurlEventLoop: @unchecked Sendable {
     private let ioThread = Mutex<pthread_t?>(nil)
     private let exited = DispatchGroup()
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var priorKnowledge = PriorKnowledgePool<Transfer>()
     /// The number of connections opened so far by finished or cancelled transfers.
     let connectionsOpened = Atomic<Int>(0)
 
@@ -114,33 +115,59 @@ final class CurlEventLoop: @unchecked Sendable {
                 }
                 return (inbox.added, inbox.cancelled, inbox.isShutDown)
             }
-            for transfer in added {
-                let code = curl_multi_add_handle(multi, transfer.easy)
-                if code == CURLM_OK {
-                    active[transfer.easy] = transfer
-                } else {
-                    transfer.fail(
-                        HTTPClientError.curl(
-                            code: Int(code.rawValue), message: String(cString: curl_multi_strerror(code))))
-                }
-            }
+            for transfer in added { admit(transfer) }
             for transfer in cancelled {
-                guard active[transfer.easy] === transfer else { continue }
-                remove(transfer)
-                transfer.fail(CancellationError())
+                if active[transfer.easy] === transfer {
+                    remove(transfer, code: nil)
+                    transfer.fail(CancellationError())
+                } else if priorKnowledge.removeWaiting(transfer) {
+                    transfer.fail(CancellationError())
+                }
             }
             if isShutDown {
                 for transfer in Array(active.values) {
-                    remove(transfer)
+                    remove(transfer, code: nil)
                     transfer.fail(HTTPClientError.shutdown)
                 }
+                for transfer in priorKnowledge.removeAllWaiting() { transfer.fail(HTTPClientError.shutdown) }
                 return
             }
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             collectFinishedTransfers()
+            releaseConnectedOrigins()
             _ = curl_multi_poll(multi, nil, 0, 1000, nil)
         }
+    }
+
+    private func admit(_ transfer: Transfer) {
+        transfer.attempts += 1
+        guard let origin = transfer.priorKnowledgeOrigin else {
+            addToMulti(transfer)
+            return
+        }
+        let decision = priorKnowledge.admit(transfer, origin: origin)
+        if decision != .hold { add(transfer, decision) }
+    }
+
+    private func add(_ transfer: Transfer, _ decision: PriorKnowledgePool<Transfer>.Decision) {
+        transfer.usePriorKnowledge(decision == .openWithPriorKnowledge)
+        addToMulti(transfer)
+    }
+
+    private func addToMulti(_ transfer: Transfer) {
+        let code = curl_multi_add_handle(multi, transfer.easy)
+        guard code == CURLM_OK else {
+            transfer.fail(
+                HTTPClientError.curl(code: Int(code.rawValue), message: String(cString: curl_multi_strerror(code))))
+            if let origin = transfer.priorKnowledgeOrigin {
+                let followup = priorKnowledge.ended(
+                    transfer, origin: origin, receivedHTTP2: false, openedConnection: false, mayRetry: false)
+                for (next, decision) in followup.add { add(next, decision) }
+            }
+            return
+        }
+        active[transfer.easy] = transfer
     }
 
     private func collectFinishedTransfers() {
@@ -150,15 +177,37 @@ final class CurlEventLoop: @unchecked Sendable {
                 let transfer = active[easy]
             else { continue }
             let code = message.pointee.data.result
-            remove(transfer)
+            if remove(transfer, code: code) { continue }
             transfer.complete(with: code)
         }
     }
 
-    private func remove(_ transfer: Transfer) {
+    /// Lets the transfers waiting for a prior-knowledge connection go once their pioneer got an HTTP/2 response.
+    private func releaseConnectedOrigins() {
+        for (origin, pioneer) in priorKnowledge.pioneers where pioneer.receivedHTTP2Response {
+            for transfer in priorKnowledge.connected(origin: origin) { add(transfer, .reuse) }
+        }
+    }
+
+    /// Takes `transfer` out of libcurl. `code` is its result when it finished, `nil` when it is aborted.
+    /// Returns `true` when the transfer was admitted again for another attempt instead of being finished.
+    @discardableResult
+    private func remove(_ transfer: Transfer, code: CURLcode?) -> Bool {
         active[transfer.easy] = nil
         curl_multi_remove_handle(multi, transfer.easy)
-        connectionsOpened.add(transfer.connectionsOpened(), ordering: .relaxed)
+        let opened = transfer.connectionsOpened()
+        connectionsOpened.add(opened, ordering: .relaxed)
+        guard let origin = transfer.priorKnowledgeOrigin else { return false }
+        let failed = code.map { $0 != CURLE_OK } ?? false
+        let followup = priorKnowledge.ended(
+            transfer, origin: origin, receivedHTTP2: transfer.receivedHTTP2Response, openedConnection: opened > 0,
+            mayRetry: failed && transfer.canRetry && transfer.attempts < 2)
+        for (next, decision) in followup.add { add(next, decision) }
+        if followup.readmit {
+            transfer.resetForRetry()
+            admit(transfer)
+        }
+        return followup.readmit
     }
 }
 

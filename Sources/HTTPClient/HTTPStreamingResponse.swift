@@ -56,9 +56,14 @@ public struct HTTPBodyStream: AsyncSequence, Sendable {
         var base: AsyncThrowingStream<Data, any Error>.AsyncIterator
         let handle: TransferHandle
 
-        /// The next chunk, or `nil` once the response is complete.
+        /// The next chunk, or `nil` once the response is complete; throws `CancellationError` when the
+        /// iterating task is cancelled (which also aborts the transfer).
         public mutating func next() async throws -> Data? {
-            try await base.next()
+            guard let chunk = try await base.next() else {
+                try Task.checkCancellation()
+                return nil
+            }
+            return chunk
         }
     }
 }

@@ -28,9 +28,13 @@ final class Transfer: @unchecked Sendable {
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private let isStreaming: Bool
     private let maximumBodySize: Int
+    /// `scheme://host:port` when this is a cleartext prior-knowledge HTTP/2 request (see ``PriorKnowledgePool``).
+    let priorKnowledgeOrigin: String?
 
     // Owned by the I/O thread once submitted.
     var delivery: Delivery?
+    /// How many times the transfer was handed to libcurl.
+    var attempts = 0
     private var bodyContinuation: AsyncThrowingStream<Data, any Error>.Continuation?
     private var status = 0
     private var version = HTTPVersion.unknown
@@ -49,6 +53,8 @@ final class Transfer: @unchecked Sendable {
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         isStreaming = streaming
         maximumBodySize = configuration.maximumResponseBodySize
+        priorKnowledgeOrigin =
+            configuration.httpVersion == .http2PriorKnowledge ? Self.cleartextOrigin(of: request.url) : nil
         try configure(request: request, configuration: configuration)
     }
 
@@ -115,6 +121,42 @@ final class Transfer: @unchecked Sendable {
                 return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: pointer, count: size * count))
             })
         try set(CURLOPT_HEADERDATA, pointer: context)
+    }
+
+    private static func cleartextOrigin(of url: String) -> String? {
+        guard let components = URLComponents(string: url), components.scheme?.lowercased() == "http",
+            let host = components.host?.lowercased()
+        else { return nil }
+        return "http://\(host):\(components.port ?? 80)"
+    }
+
+    /// Asks for HTTP/2 with prior knowledge (a new connection) or plain HTTP/2 (reusing an existing h2c connection).
+    func usePriorKnowledge(_ priorKnowledge: Bool) {
+        let version = priorKnowledge ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : CURL_HTTP_VERSION_2_0
+        _ = sfcurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(version))
+    }
+
+    /// Whether a response head arrived over HTTP/2 (so the connection it used speaks HTTP/2).
+    var receivedHTTP2Response: Bool { version == .http2 }
+
+    /// Whether the transfer can be sent again from scratch: nothing reached the caller yet.
+    var canRetry: Bool {
+        switch delivery {
+        case .buffered: true
+        case .streaming: bodyContinuation == nil
+        case nil: false
+        }
+    }
+
+    /// Clears what a failed attempt received, before the transfer is added again.
+    func resetForRetry() {
+        status = 0
+        version = .unknown
+        headers = HTTPHeaders()
+        headComplete = false
+        body = Data()
+        abortError = nil
+        errorBuffer[0] = 0
     }
 
     private func configureMethodAndBody(_ request: HTTPRequest) throws {
