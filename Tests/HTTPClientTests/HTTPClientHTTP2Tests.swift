@@ -48,6 +48,28 @@ import Testing
         }
     }
 
+    @Test func cleartextHTTP2ReconnectsAfterTheServerRestarts() async throws {
+        let directory = try TemporaryDirectory()
+        let docroot = try Self.docroot(directory)
+        var server: ServerProcess? = try ServerProcess.nghttpd(docroot: docroot)
+        let port = try #require(server?.port)
+        let client = HTTPClient(configuration: .init(httpVersion: .http2PriorKnowledge))
+        defer { client.shutdown() }
+        let url = "http://127.0.0.1:\(port)/hello.txt"
+
+        #expect(try await client.execute(HTTPRequest(url: url)).status == 200)
+        server = nil
+        server = try ServerProcess.nghttpd(docroot: docroot, port: port)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<20 { group.addTask { try await client.execute(HTTPRequest(url: url)).status } }
+            var statuses: [Int] = []
+            for try await status in group { statuses.append(status) }
+            return statuses
+        }
+        #expect(statuses == Array(repeating: 200, count: 20))
+        #expect(client.connectionsOpened >= 2)
+    }
+
     @Test(arguments: [false, true])
     func concurrentRequestsShareOneConnection(overTLS: Bool) async throws {
         let directory = try TemporaryDirectory()

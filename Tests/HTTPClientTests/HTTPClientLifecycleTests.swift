@@ -86,14 +86,6 @@ import Testing
         #expect(released == nil)
     }
 
-    @Test func errorMessagesNeverCarryRequestContent() {
-        let errors: [HTTPClientError] = [
-            .timeout, .pinMismatch, .cancelled, .shutdown, .responseTooLarge(limit: 10),
-            .connectionFailed("Failed to connect"), .curl(code: 3, message: "bad"),
-        ]
-        for error in errors { #expect(!error.description.isEmpty) }
-    }
-
     @Test func oversizedBufferedBodyFails() async throws {
         let directory = try TemporaryDirectory()
         let server = try ServerProcess.echoServer(in: directory)

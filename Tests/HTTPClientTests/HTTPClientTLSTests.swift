@@ -96,6 +96,9 @@ import Testing
             docroot: docroot, tls: (fixture.certificates.serverKey, fixture.certificates.serverCertificate),
             extraArguments: ["--verify-client"])
         let url = "https://127.0.0.1:\(demanding.port)/index.html"
+        await #expect(throws: HTTPClientError.self) {
+            try await send(url, tls: TLSConfiguration(caFile: fixture.certificates.caCertificate))
+        }
         let response = try await send(
             url,
             tls: TLSConfiguration(

@@ -67,7 +67,8 @@ import Testing
         let reusedFailure = pool.ended(
             reused, origin: origin, receivedHTTP2: false, openedConnection: false, mayRetry: true)
         #expect(!reusedFailure.readmit)
-        let cancelled = pool.ended(reused, origin: origin, receivedHTTP2: false, openedConnection: true, mayRetry: false)
+        let cancelled = pool.ended(
+            reused, origin: origin, receivedHTTP2: false, openedConnection: true, mayRetry: false)
         #expect(!cancelled.readmit)
         let leftover = pool.removeAllWaiting()
         #expect(leftover.isEmpty)

@@ -49,7 +49,9 @@ final class ServerProcess {
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
             let byte = output.fileHandleForReading.readData(ofLength: 1)
-            guard !byte.isEmpty else { throw TestSetupError(description: "echo server exited before printing its port") }
+            guard !byte.isEmpty else {
+                throw TestSetupError(description: "echo server exited before printing its port")
+            }
             line.append(byte)
         }
         guard let port = UInt16(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
@@ -60,13 +62,14 @@ final class ServerProcess {
 
     /// Starts `nghttpd` serving `docroot`: cleartext HTTP/2 (h2c) without `tls`, HTTP/2 over TLS with it.
     static func nghttpd(
-        docroot: String, tls: (key: String, certificate: String)? = nil, extraArguments: [String] = []
+        docroot: String, tls: (key: String, certificate: String)? = nil, extraArguments: [String] = [],
+        port fixedPort: UInt16? = nil
     ) throws -> ServerProcess {
         guard let executable = Subprocess.which("nghttpd") else {
             throw TestSetupError(description: "nghttpd not found on PATH (Debian package nghttp2-server)")
         }
         for _ in 0..<5 {
-            let port = freeLocalPort()
+            let port = fixedPort ?? freeLocalPort()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: executable)
             var arguments = ["-a", "127.0.0.1", "-d", docroot] + extraArguments
