@@ -1,1 +1,62 @@
-// MailboxService: not yet implemented.
+import Foundation
+import HTTPServer
+import MailboxStore
+
+/// The running mailbox service: the store, the HTTPS API and the signal dispatcher, wired together.
+public final class MailboxService: Sendable {
+    /// The store.
+    public let store: MailboxStore
+    /// The metrics registry served at `/metrics`.
+    public let metrics: Metrics
+    /// The dispatcher.
+    public let dispatcher: SignalDispatcher
+    private let server: HTTPServer
+    private let maintenance: Task<Void, Never>
+
+    /// The port the API listens on.
+    public var port: UInt16 { server.port }
+
+    /// Opens the store, starts the API server and the dispatcher.
+    public init(
+        configuration: ServiceConfiguration, sender: any SignalSender,
+        dispatcherConfiguration: SignalDispatcher.Configuration = .init(),
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws {
+        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        let store = try MailboxStore(path: configuration.databasePath, configuration: configuration.store)
+        let metrics = Metrics()
+        let dispatcher = SignalDispatcher(
+            store: store, sender: sender, metrics: metrics, configuration: dispatcherConfiguration, log: log)
+        let api = MailboxAPI(store: store, configuration: configuration, metrics: metrics) { dispatcher.wake() }
+        var serverConfiguration = HTTPServer.Configuration()
+        serverConfiguration.host = configuration.host
+        serverConfiguration.port = configuration.port
+        serverConfiguration.maxBodySize = configuration.maxBodySize
+        if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+            serverConfiguration.tls = .init(certificatePath: certificate, privateKeyPath: key)
+        }
+        if let accessLog = configuration.accessLog {
+            serverConfiguration.accessLog = { entry in accessLog(entry.description) }
+        }
+        serverConfiguration.errorLog = { message in log("http: \(message)") }
+        self.server = try HTTPServer(configuration: serverConfiguration, router: api.router)
+        self.store = store
+        self.metrics = metrics
+        self.dispatcher = dispatcher
+        // Hourly housekeeping: discard expired tombstones.
+        self.maintenance = Task {
+            while !Task.isCancelled {
+                _ = try? await store.purgeTombstones()
+                try? await Task.sleep(for: .seconds(3600))
+            }
+        }
+        dispatcher.start()
+    }
+
+    /// Stops the API (finishing in-flight requests), then the dispatcher.
+    public func shutdown() async {
+        await server.shutdown()
+        await dispatcher.stop()
+        maintenance.cancel()
+    }
+}

@@ -7,6 +7,12 @@ public struct CertificateAndKey: Sendable {
     public var certificatePEM: String
     /// The private key, PKCS#8 `-----BEGIN PRIVATE KEY-----`.
     public var privateKeyPEM: String
+
+    /// Pairs a certificate with its key.
+    public init(certificatePEM: String, privateKeyPEM: String) {
+        self.certificatePEM = certificatePEM
+        self.privateKeyPEM = privateKeyPEM
+    }
 }
 
 /// Development certificates: a self-signed CA and server certificates it signs, with subjectAltNames.

@@ -1,1 +1,83 @@
-print("not yet implemented")
+import CommandLineSupport
+import Foundation
+import MailboxService
+import MailboxStore
+
+let usage = """
+    mailboxd — the SignalFetch mailbox service
+
+    USAGE:
+      mailboxd dev-setup --data-dir DIR [--hosts localhost,127.0.0.1,mailboxd,apns-sim]
+      mailboxd account add USERNAME --data-dir DIR        (password on standard input)
+      mailboxd account list --data-dir DIR
+      mailboxd serve [options]
+
+    SERVE OPTIONS (each also from MAILBOXD_<OPTION>, e.g. MAILBOXD_DATA_DIR):
+      --data-dir DIR            data folder (default ./data)
+      --listen HOST:PORT        API address (default 127.0.0.1:8443)
+      --tls-cert F --tls-key F  TLS files (default DIR/tls/server.pem, DIR/tls/server.key)
+      --plain-http              serve without TLS (development only; prints a warning)
+      --delivery-token-file F   token for POST /v1/deliveries (default DIR/delivery-token)
+      --apns-url URL            APNs endpoint: https://api.push.apple.com, https://api.sandbox.push.apple.com,
+                                or apns-sim, e.g. https://127.0.0.1:2197 (required)
+      --apns-ca PEM             CA that signs the endpoint's certificate (for apns-sim)
+      --apns-key F              APNs signing key, .p8 (default DIR/apns/key.p8)
+      --apns-key-id ID          key id (default: contents of DIR/apns/key-id)
+      --apns-team-id ID         team id (default: contents of DIR/apns/team-id)
+      --apns-topic BUNDLE_ID    the app's bundle id (required)
+      --signal-kind KIND        badge (badge + content-available, push type alert; default) or background
+      --coalesce-ms N           coalescing window after a signal (default 250)
+      --background-budget N     background signals per device per hour (default 3)
+      --synchronous MODE        SQLite synchronous: FULL (default) or NORMAL
+      --legacy-payload-limit    cap payloads at 2048 bytes instead of 4096
+      --access-log              log one line per request to standard error
+    """
+
+let environmentPrefix = "MAILBOXD_"
+let arguments = Array(CommandLine.arguments.dropFirst())
+
+await runCommand(usage: usage) {
+    let switches: Set<String> = ["help", "plain-http", "legacy-payload-limit", "access-log"]
+    let args = try Arguments(arguments, switches: switches, environmentPrefix: environmentPrefix)
+    if args.positionals.isEmpty || args.wantsHelp {
+        print(usage)
+        return
+    }
+    let dataDir = args.string("data-dir", default: "./data")
+    switch args.positionals[0] {
+    case "dev-setup":
+        try args.rejectUnknownFlags(known: ["data-dir", "hosts"])
+        let hosts = args.string("hosts").map { $0.split(separator: ",").map(String.init) } ?? DevSetup.defaultHosts
+        let created = try DevSetup.run(dataDirectory: dataDir, hosts: hosts)
+        for path in created { print("created \(path)") }
+        if created.isEmpty { print("dev-setup: everything already exists in \(dataDir)") }
+    case "account":
+        try args.rejectUnknownFlags(known: ["data-dir", "synchronous"])
+        guard args.positionals.count >= 2 else { throw UsageError("account needs a subcommand: add or list") }
+        let store = try MailboxStore(path: dataDir + "/mailbox.sqlite")
+        switch args.positionals[1] {
+        case "add":
+            guard args.positionals.count == 3 else { throw UsageError("usage: mailboxd account add USERNAME") }
+            guard let password = readLine(strippingNewline: true), !password.isEmpty else {
+                throw UsageError("the password is read from standard input")
+            }
+            try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+            do {
+                let account = try await store.createAccount(username: args.positionals[2], password: password)
+                print("created account \(account.username) (id \(account.id))")
+            } catch MailboxStoreError.usernameTaken {
+                throw UsageError("the username \(args.positionals[2]) is taken")
+            } catch MailboxStoreError.invalidArgument(let what) {
+                throw UsageError("invalid \(what)")
+            }
+        case "list":
+            for account in try store.accounts() { print("\(account.id)\t\(account.username)\tmodseq \(account.modseq)") }
+        default:
+            throw UsageError("unknown account subcommand \(args.positionals[1])")
+        }
+    case "serve":
+        try await Serve.run(args, dataDir: dataDir)
+    default:
+        throw UsageError("unknown command \(args.positionals[0])")
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import OpenSSLCrypto
+
+/// `mailboxd dev-setup`: writes the development material a local deployment needs, keeping what exists.
+///
+/// - `tls/ca.pem`, `tls/ca.key`: a development CA;
+/// - `tls/server.pem`, `tls/server.key`: a server certificate for the given hosts, signed by that CA;
+/// - `apns/key.p8`, `apns/key.pub.pem`, `apns/key-id`, `apns/team-id`: an APNs-style signing key;
+/// - `delivery-token`: the token senders use on `POST /v1/deliveries`.
+public enum DevSetup {
+    /// The default hosts of the server certificate.
+    public static let defaultHosts = ["localhost", "127.0.0.1", "mailboxd", "apns-sim"]
+
+    /// Writes whatever is missing under `dataDirectory` and returns the paths it created.
+    @discardableResult
+    public static func run(dataDirectory: String, hosts: [String] = defaultHosts) throws -> [String] {
+        let fm = FileManager.default
+        var created: [String] = []
+        func path(_ name: String) -> String { dataDirectory + "/" + name }
+        func write(_ name: String, _ text: String, secret: Bool = false) throws {
+            let target = path(name)
+            try fm.createDirectory(
+                atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try text.write(toFile: target, atomically: true, encoding: .utf8)
+            try fm.setAttributes([.posixPermissions: secret ? 0o600 : 0o644], ofItemAtPath: target)
+            created.append(target)
+        }
+        func exists(_ name: String) -> Bool { fm.fileExists(atPath: path(name)) }
+
+        var authority: CertificateAndKey
+        if exists("tls/ca.pem") && exists("tls/ca.key") {
+            authority = CertificateAndKey(
+                certificatePEM: try String(contentsOfFile: path("tls/ca.pem"), encoding: .utf8),
+                privateKeyPEM: try String(contentsOfFile: path("tls/ca.key"), encoding: .utf8))
+        } else {
+            authority = try DevCertificates.makeCertificateAuthority(commonName: "SignalFetch Development CA")
+            try write("tls/ca.pem", authority.certificatePEM)
+            try write("tls/ca.key", authority.privateKeyPEM, secret: true)
+        }
+        if !(exists("tls/server.pem") && exists("tls/server.key")) {
+            let server = try DevCertificates.makeServerCertificate(hosts: hosts, signedBy: authority)
+            try write("tls/server.pem", server.certificatePEM)
+            try write("tls/server.key", server.privateKeyPEM, secret: true)
+        }
+        if !exists("apns/key.p8") {
+            let key = try P256PrivateKey()
+            try write("apns/key.p8", try key.pemRepresentation, secret: true)
+            try write("apns/key.pub.pem", try key.publicKey.pemRepresentation)
+        }
+        if !exists("apns/key-id") { try write("apns/key-id", randomIdentifier() + "\n") }
+        if !exists("apns/team-id") { try write("apns/team-id", randomIdentifier() + "\n") }
+        if !exists("delivery-token") { try write("delivery-token", SecureRandom.base64URL(32) + "\n", secret: true) }
+        return created
+    }
+
+    /// Ten characters from A–Z and 0–9, like Apple's key and team identifiers.
+    static func randomIdentifier() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        return String(SecureRandom.bytes(10).map { alphabet[Int($0) % alphabet.count] })
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import HTTPServer
+import MailboxStore
+import OpenSSLCrypto
+
+extension MailboxAPI {
+    func createSession(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let body = try decode(SessionRequest.self, from: request, allowed: ["username", "password", "deviceName"])
+        let now = Date().timeIntervalSince1970
+        guard body.username.utf8.count <= 254, body.password.utf8.count <= 1024 else {
+            throw HTTPError(.badRequest, code: "invalidArgument", message: "Username or password too long.")
+        }
+        if let wait = throttle.retryAfter(username: body.username, address: request.remoteAddress, now: now) {
+            throw HTTPError(
+                .tooManyRequests, code: "tooManyAttempts", message: "Too many failed logins; try again later.",
+                headers: ["Retry-After": String(wait)])
+        }
+        guard let accountID = try store.authenticate(username: body.username, password: body.password) else {
+            throttle.recordFailure(username: body.username, address: request.remoteAddress, now: now)
+            throw HTTPError(.unauthorized, code: "invalidCredentials", message: "Unknown username or wrong password.")
+        }
+        throttle.recordSuccess(username: body.username)
+        let token = SecureRandom.base64URL(32)
+        _ = try await store.createSession(
+            accountID: accountID, tokenHash: SHA256.hash(token), deviceName: body.deviceName ?? "unnamed device")
+        return try .json(SessionResponse(accessToken: token, accountId: String(accountID)), status: .created)
+    }
+
+    func deleteSession(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        try await store.revokeSession(id: session.id, accountID: session.accountID)
+        return .empty()
+    }
+
+    func listMailboxes(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        let mailboxes = try store.mailboxes(accountID: session.accountID)
+        let state = try store.currentState(accountID: session.accountID)
+        return try .json(MailboxesResponse(mailboxes: mailboxes, state: state.description))
+    }
+
+    func listMessages(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        var mailbox: MailboxRole?
+        if let name = request.query("mailbox") {
+            guard let role = MailboxRole(rawValue: name) else {
+                throw HTTPError(.badRequest, code: "invalidArgument", message: "Unknown mailbox.")
+            }
+            mailbox = role
+        }
+        let limit = try limit(request, "limit", default: 100, range: 1...1000)
+        let page = try store.listMessages(
+            accountID: session.accountID, mailbox: mailbox, cursor: request.query("cursor"), limit: limit)
+        metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"full\"", help: "Sync requests by kind.")
+        return try .json(
+            MessageListResponse(
+                messages: page.messages.map(messageJSON), state: page.state.description, nextCursor: page.nextCursor))
+    }
+
+    func getMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        guard let id = request.parameter("id"), let message = try store.message(id: id, accountID: session.accountID)
+        else { throw HTTPError.notFound("No such message.") }
+        return try .json(MessageJSON(message, includeBody: true))
+    }
+
+    func patchMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        let patch = try decode(MessagePatch.self, from: request, allowed: ["seen", "flagged", "mailbox"])
+        var mailbox: MailboxRole?
+        if let name = patch.mailbox {
+            guard let role = MailboxRole(rawValue: name) else {
+                throw HTTPError(.badRequest, code: "invalidArgument", message: "Unknown mailbox.")
+            }
+            mailbox = role
+        }
+        guard patch.seen != nil || patch.flagged != nil || mailbox != nil else {
+            throw HTTPError(.badRequest, code: "invalidRequest", message: "Nothing to change.")
+        }
+        let updated = try await store.updateMessage(
+            id: request.parameter("id") ?? "", accountID: session.accountID, seen: patch.seen, flagged: patch.flagged,
+            mailbox: mailbox)
+        signalsQueued()
+        return try .json(MessageJSON(updated, includeBody: false))
+    }
+
+    func deleteMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        try await store.destroyMessage(id: request.parameter("id") ?? "", accountID: session.accountID)
+        signalsQueued()
+        return .empty()
+    }
+
+    func changes(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        guard let since = request.query("since"), !since.isEmpty else {
+            throw HTTPError(.badRequest, code: "invalidState", message: "'since' is required.")
+        }
+        let state = try store.parseState(String(since.prefix(64)))
+        let max = try limit(request, "max", default: 500, range: 1...5000)
+        let page = try store.changes(accountID: session.accountID, since: state, maxChanges: max)
+        metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"delta\"", help: "Sync requests by kind.")
+        return try .json(
+            ChangesResponse(
+                oldState: page.oldState.description, newState: page.newState.description, hasMore: page.hasMore,
+                created: page.created.map(messageJSON), updated: page.updated.map(messageJSON),
+                destroyed: page.destroyed))
+    }
+
+    func registerDevice(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        let body = try decode(DeviceRequest.self, from: request, allowed: ["token", "topic", "environment"])
+        guard let environment = APNsEnvironment(rawValue: body.environment) else {
+            throw HTTPError(
+                .badRequest, code: "invalidArgument", message: "'environment' must be 'sandbox' or 'production'.")
+        }
+        let device = try await store.registerDevice(
+            token: body.token.lowercased(), topic: body.topic, environment: environment,
+            accountID: session.accountID, sessionID: session.id)
+        signalsQueued()
+        return try .json(
+            DeviceResponse(
+                token: device.token, alias: device.alias, topic: device.topic,
+                environment: device.environment.rawValue), status: .created)
+    }
+
+    func deleteDevice(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        let token = (request.parameter("token") ?? "").lowercased()
+        guard try await store.deleteDevice(token: token, accountID: session.accountID) else {
+            throw HTTPError.notFound("No such device.")
+        }
+        return .empty()
+    }
+
+    func deliver(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard let token = request.bearerToken,
+            ConstantTime.equals(SHA256.hash(token), SHA256.hash(configuration.deliveryToken))
+        else { throw HTTPError.unauthorized("A valid delivery token is required.") }
+        let body = try decode(DeliveryRequest.self, from: request, allowed: ["to", "from", "subject", "body"])
+        guard !body.to.isEmpty, body.from.utf8.count <= 998, body.subject.utf8.count <= 998 else {
+            throw HTTPError(.badRequest, code: "invalidArgument", message: "Recipient, sender or subject is invalid.")
+        }
+        let receipt: DeliveryReceipt
+        do {
+            receipt = try await store.deliver(
+                NewMessage(to: body.to, from: body.from, subject: body.subject, body: body.body))
+        } catch MailboxStoreError.notFound {
+            throw HTTPError(.notFound, code: "unknownRecipient", message: "No account has that address.")
+        }
+        signalsQueued()
+        metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
+        return try .json(DeliveryResponse(id: receipt.id, state: receipt.state.description), status: .created)
+    }
+
+    func health(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let stats = try store.outboxStats()
+        return try .json(HealthResponse(status: "ok", outboxDepth: stats.depth))
+    }
+
+    func metricsPage(_ request: HTTPRequest) async throws -> HTTPResponse {
+        if let stats = try? store.outboxStats() {
+            metrics.set("mailboxd_outbox_depth", to: Double(stats.depth), help: "Signals waiting in the outbox.")
+            metrics.set(
+                "mailboxd_outbox_retrying", to: Double(stats.retrying), help: "Outbox rows waiting after a failure.")
+        }
+        var response = HTTPResponse.text(metrics.render())
+        response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4")
+        return response
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import HTTPServer
+import MailboxStore
+import OpenSSLCrypto
+
+/// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz` and `/metrics`.
+struct MailboxAPI: Sendable {
+    let store: MailboxStore
+    let configuration: ServiceConfiguration
+    let metrics: Metrics
+    let throttle: LoginThrottle
+    /// Called after every write that queued signals, so the dispatcher wakes at once.
+    let signalsQueued: @Sendable () -> Void
+
+    init(
+        store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics,
+        signalsQueued: @escaping @Sendable () -> Void
+    ) {
+        self.store = store
+        self.configuration = configuration
+        self.metrics = metrics
+        self.signalsQueued = signalsQueued
+        throttle = LoginThrottle(
+            perUsername: configuration.loginFailuresPerUsername, perAddress: configuration.loginFailuresPerAddress,
+            window: configuration.loginWindow)
+    }
+
+    var router: Router {
+        var router = Router()
+        router.post("/v1/session", handler: instrument("/v1/session", createSession))
+        router.delete("/v1/session", handler: instrument("/v1/session", authenticated(deleteSession)))
+        router.get("/v1/mailboxes", handler: instrument("/v1/mailboxes", authenticated(listMailboxes)))
+        router.get("/v1/messages", handler: instrument("/v1/messages", authenticated(listMessages)))
+        router.get("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(getMessage)))
+        router.patch("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(patchMessage)))
+        router.delete("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(deleteMessage)))
+        router.get("/v1/changes", handler: instrument("/v1/changes", authenticated(changes)))
+        router.post("/v1/devices", handler: instrument("/v1/devices", authenticated(registerDevice)))
+        router.delete("/v1/devices/:token", handler: instrument("/v1/devices/{token}", authenticated(deleteDevice)))
+        router.post("/v1/deliveries", handler: instrument("/v1/deliveries", deliver))
+        router.get("/healthz", handler: instrument("/healthz", health))
+        router.get("/metrics", handler: metricsPage)
+        return router
+    }
+
+    // MARK: - Plumbing
+
+    typealias AuthenticatedHandler = @Sendable (HTTPRequest, SessionRecord) async throws -> HTTPResponse
+
+    /// Counts and times each request by route and status, and maps store errors to HTTP errors.
+    func instrument(_ route: String, _ handler: @escaping HTTPHandler) -> HTTPHandler {
+        { [metrics] request in
+            let start = ContinuousClock.now
+            var status = 500
+            defer {
+                let elapsed = ContinuousClock.now - start
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                metrics.increment(
+                    "mailboxd_http_requests_total", labels: "route=\"\(route)\",status=\"\(status)\"",
+                    help: "HTTP requests by route and status.")
+                metrics.observe(
+                    "mailboxd_http_request_duration_seconds", labels: "route=\"\(route)\"", seconds: seconds,
+                    help: "HTTP request latency by route.")
+            }
+            do {
+                let response = try await handler(request)
+                status = response.status.rawValue
+                return response
+            } catch let error as HTTPError {
+                status = error.status.rawValue
+                throw error
+            } catch let error as MailboxStoreError {
+                let mapped = Self.httpError(for: error)
+                status = mapped.status.rawValue
+                throw mapped
+            }
+        }
+    }
+
+    static func httpError(for error: MailboxStoreError) -> HTTPError {
+        switch error {
+        case .notFound: return .notFound("No such resource for this account.")
+        case .usernameTaken: return HTTPError(.conflict, code: "usernameTaken", message: "The username is taken.")
+        case .invalidArgument(let what):
+            return HTTPError(.badRequest, code: "invalidArgument", message: "Invalid \(what).")
+        case .malformedState:
+            return HTTPError(.badRequest, code: "invalidState", message: "The state string is malformed.")
+        case .cannotCalculateChanges:
+            return HTTPError(
+                .badRequest, code: "cannotCalculateChanges",
+                message: "Changes cannot be calculated from that state; resynchronize fully.")
+        case .storage(let underlying) where underlying.isDiskFull || underlying.isReadOnly || underlying.isBusy:
+            return HTTPError(
+                .serviceUnavailable, code: "storageUnavailable",
+                message: "Storage is temporarily unavailable; nothing was changed. Try again later.",
+                headers: ["Retry-After": "5"])
+        case .storage:
+            return HTTPError(.internalServerError, code: "internalError", message: "An internal error occurred.")
+        }
+    }
+
+    func authenticated(_ handler: @escaping AuthenticatedHandler) -> HTTPHandler {
+        { [store] request in
+            guard let token = request.bearerToken, !token.isEmpty, token.utf8.count <= 256 else {
+                throw HTTPError.unauthorized("A bearer token is required.")
+            }
+            guard let session = try store.session(tokenHash: SHA256.hash(token)) else {
+                throw HTTPError.unauthorized("The token is invalid or revoked.")
+            }
+            return try await handler(request, session)
+        }
+    }
+
+    /// Decodes a JSON object body, refusing fields outside `allowed` (a typo must not be silently ignored).
+    func decode<T: Decodable>(_ type: T.Type, from request: HTTPRequest, allowed: Set<String>) throws -> T {
+        guard let object = try? JSONSerialization.jsonObject(with: request.body, options: [.fragmentsAllowed]) else {
+            throw HTTPError(.badRequest, code: "invalidJSON", message: "The request body is not valid JSON.")
+        }
+        guard let dictionary = object as? [String: Any] else {
+            throw HTTPError(.badRequest, code: "invalidRequest", message: "The request body must be a JSON object.")
+        }
+        if let unknown = dictionary.keys.filter({ !allowed.contains($0) }).sorted().first {
+            throw HTTPError(
+                .badRequest, code: "unknownField", message: "Unknown field '\(String(unknown.prefix(64)))'.")
+        }
+        return try request.decodeJSON(type)
+    }
+
+    func messageJSON(_ record: MessageRecord) -> MessageJSON {
+        MessageJSON(record, includeBody: record.size <= configuration.inlineBodyLimit)
+    }
+
+    func limit(_ request: HTTPRequest, _ name: String, default defaultValue: Int, range: ClosedRange<Int>) throws
+        -> Int
+    {
+        guard let text = request.query(name) else { return defaultValue }
+        guard let value = Int(text), range.contains(value) else {
+            throw HTTPError(
+                .badRequest, code: "invalidArgument",
+                message: "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound).")
+        }
+        return value
+    }
+}

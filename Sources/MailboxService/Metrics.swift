@@ -1,0 +1,90 @@
+import Foundation
+import Synchronization
+
+/// Counters and latency histograms, rendered in the Prometheus text format.
+public final class Metrics: Sendable {
+    private struct Histogram {
+        var buckets: [Int]
+        var count = 0
+        var sum = 0.0
+    }
+
+    private struct State {
+        var counters: [String: [String: Double]] = [:]
+        var histograms: [String: [String: Histogram]] = [:]
+        var help: [String: (type: String, text: String)] = [:]
+    }
+
+    /// Histogram bucket bounds, in seconds.
+    static let bounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+
+    private let state = Mutex(State())
+
+    /// An empty registry.
+    public init() {}
+
+    /// Adds `value` to the counter `name` with `labels` (for example `route="/v1/changes",status="200"`).
+    public func increment(_ name: String, labels: String = "", by value: Double = 1, help: String = "") {
+        state.withLock { s in
+            s.counters[name, default: [:]][labels, default: 0] += value
+            if s.help[name] == nil { s.help[name] = ("counter", help) }
+        }
+    }
+
+    /// Sets the gauge `name` to `value`.
+    public func set(_ name: String, labels: String = "", to value: Double, help: String = "") {
+        state.withLock { s in
+            s.counters[name, default: [:]][labels] = value
+            if s.help[name] == nil { s.help[name] = ("gauge", help) }
+        }
+    }
+
+    /// Records one observation of `seconds` in the histogram `name`.
+    public func observe(_ name: String, labels: String = "", seconds: Double, help: String = "") {
+        state.withLock { s in
+            var histogram = s.histograms[name, default: [:]][labels] ?? Histogram(buckets: Self.bounds.map { _ in 0 })
+            for (index, bound) in Self.bounds.enumerated() where seconds <= bound { histogram.buckets[index] += 1 }
+            histogram.count += 1
+            histogram.sum += seconds
+            s.histograms[name, default: [:]][labels] = histogram
+            if s.help[name] == nil { s.help[name] = ("histogram", help) }
+        }
+    }
+
+    /// The current value of a counter or gauge (0 when never set).
+    public func value(_ name: String, labels: String = "") -> Double {
+        state.withLock { $0.counters[name]?[labels] ?? 0 }
+    }
+
+    /// The registry in the Prometheus text exposition format.
+    public func render() -> String {
+        state.withLock { s in
+            var out = ""
+            for name in s.counters.keys.sorted() {
+                let meta = s.help[name] ?? ("counter", "")
+                out += "# HELP \(name) \(meta.text)\n# TYPE \(name) \(meta.type)\n"
+                for (labels, value) in s.counters[name]!.sorted(by: { $0.key < $1.key }) {
+                    out += labels.isEmpty ? "\(name) \(format(value))\n" : "\(name){\(labels)} \(format(value))\n"
+                }
+            }
+            for name in s.histograms.keys.sorted() {
+                let meta = s.help[name] ?? ("histogram", "")
+                out += "# HELP \(name) \(meta.text)\n# TYPE \(name) histogram\n"
+                for (labels, histogram) in s.histograms[name]!.sorted(by: { $0.key < $1.key }) {
+                    let prefix = labels.isEmpty ? "" : labels + ","
+                    for (index, bound) in Self.bounds.enumerated() {
+                        out += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(histogram.buckets[index])\n"
+                    }
+                    out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(histogram.count)\n"
+                    let suffix = labels.isEmpty ? "" : "{\(labels)}"
+                    out += "\(name)_sum\(suffix) \(histogram.sum)\n\(name)_count\(suffix) \(histogram.count)\n"
+                }
+            }
+            return out
+        }
+    }
+
+    private func format(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+}

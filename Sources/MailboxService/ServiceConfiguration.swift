@@ -1,0 +1,41 @@
+import Foundation
+import MailboxStore
+
+/// Everything `mailboxd serve` is configured with.
+public struct ServiceConfiguration: Sendable {
+    /// Where the database lives (`DIR/mailbox.sqlite`).
+    public var dataDirectory: String
+    /// The address to listen on.
+    public var host = "127.0.0.1"
+    /// The port to listen on (0 picks a free one).
+    public var port: UInt16 = 8443
+    /// TLS certificate and key; `nil` serves plain HTTP.
+    public var tlsCertificatePath: String?
+    /// The TLS private key.
+    public var tlsKeyPath: String?
+    /// The bearer token senders present on `POST /v1/deliveries`.
+    public var deliveryToken: String
+    /// The largest accepted request body.
+    public var maxBodySize = 1 << 20
+    /// Bodies up to this size are included in listings and changes; larger ones are fetched on demand.
+    public var inlineBodyLimit = 16_384
+    /// Store settings (durability, coalescing window, retention).
+    public var store = MailboxStore.Configuration()
+    /// Failed logins allowed per username within `loginWindow` before 429.
+    public var loginFailuresPerUsername = 5
+    /// Failed logins allowed per client address within `loginWindow` before 429.
+    public var loginFailuresPerAddress = 20
+    /// The failed-login window, in seconds.
+    public var loginWindow: TimeInterval = 300
+    /// Where to log one line per request; `nil` for none.
+    public var accessLog: (@Sendable (String) -> Void)?
+
+    /// A configuration with the given data folder and delivery token.
+    public init(dataDirectory: String, deliveryToken: String) {
+        self.dataDirectory = dataDirectory
+        self.deliveryToken = deliveryToken
+    }
+
+    /// The database file.
+    public var databasePath: String { dataDirectory + "/mailbox.sqlite" }
+}

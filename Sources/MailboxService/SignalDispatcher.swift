@@ -1,0 +1,194 @@
+import Foundation
+import MailboxStore
+import Synchronization
+
+/// Runs inside mailboxd: takes due rows from the signal outbox, sends content-free signals through a
+/// `SignalSender`, and applies the outcome — done, registration dropped, retried with backoff, or dropped as a
+/// defect. It sleeps until the next row is due (or until woken by a write), so a gateway that is down costs a
+/// few timer wake-ups, not a busy loop.
+public final class SignalDispatcher: Sendable {
+    /// How the dispatcher behaves.
+    public struct Configuration: Sendable {
+        /// Rows claimed at a time.
+        public var batchSize = 256
+        /// The first retry delay, in seconds; it doubles per attempt (full jitter) up to `maximumBackoff`.
+        public var baseBackoff = 0.5
+        /// The longest retry delay, in seconds.
+        public var maximumBackoff = 60.0
+        /// Background-only signals allowed per device per `backgroundWindow`; more are delayed.
+        public var backgroundBudget = 3
+        /// The window of the background budget, in seconds.
+        public var backgroundWindow = 3600.0
+        /// The longest the loop sleeps without checking the outbox, in seconds.
+        public var idleCheckInterval = 5.0
+
+        /// The defaults.
+        public init() {}
+    }
+
+    private struct Wakeup {
+        var pending = false
+        var generation = 0
+        var continuation: CheckedContinuation<Void, Never>?
+    }
+
+    private let store: MailboxStore
+    private let sender: any SignalSender
+    private let metrics: Metrics
+    private let configuration: Configuration
+    private let log: @Sendable (String) -> Void
+    private let wakeup = Mutex(Wakeup())
+    private let backgroundSends = Mutex<[Int64: [Double]]>([:])
+    private let loop = Mutex<Task<Void, Never>?>(nil)
+
+    /// Creates a dispatcher; call `start()` to run it.
+    public init(
+        store: MailboxStore, sender: any SignalSender, metrics: Metrics, configuration: Configuration = Configuration(),
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.sender = sender
+        self.metrics = metrics
+        self.configuration = configuration
+        self.log = log
+    }
+
+    /// Starts the dispatch loop.
+    public func start() {
+        loop.withLock { task in
+            guard task == nil else { return }
+            task = Task { await self.run() }
+        }
+    }
+
+    /// Stops the loop after the current batch.
+    public func stop() async {
+        let task = loop.withLock { $0 }
+        task?.cancel()
+        wake()
+        await task?.value
+    }
+
+    /// Wakes the loop now (called after a write queued signals).
+    public func wake() {
+        let continuation = wakeup.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let continuation = state.continuation else {
+                state.pending = true
+                return nil
+            }
+            state.continuation = nil
+            state.generation += 1
+            return continuation
+        }
+        continuation?.resume()
+    }
+
+    private func sleep(seconds: Double) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let generation = wakeup.withLock { state -> Int? in
+                if state.pending || Task.isCancelled {
+                    state.pending = false
+                    return nil
+                }
+                state.continuation = continuation
+                return state.generation
+            }
+            guard let generation else {
+                continuation.resume()
+                return
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + max(0.001, seconds)) {
+                let timedOut = self.wakeup.withLock { state -> CheckedContinuation<Void, Never>? in
+                    guard state.generation == generation, let waiting = state.continuation else { return nil }
+                    state.continuation = nil
+                    state.generation += 1
+                    return waiting
+                }
+                timedOut?.resume()
+            }
+        }
+    }
+
+    private func run() async {
+        while !Task.isCancelled {
+            let items: [OutboxItem]
+            do {
+                items = try await store.claimDueSignals(limit: configuration.batchSize)
+            } catch {
+                log("dispatcher: cannot read the outbox: \(error)")
+                await sleep(seconds: 1)
+                continue
+            }
+            if items.isEmpty {
+                let now = Date().timeIntervalSince1970
+                let next = (try? store.nextSignalDue()) ?? nil
+                let wait = next.map { min(max($0 - now, 0.001), configuration.idleCheckInterval) }
+                await sleep(seconds: wait ?? configuration.idleCheckInterval)
+                continue
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for item in items { group.addTask { await self.process(item) } }
+            }
+        }
+    }
+
+    /// Delay before retry number `attempt` (1-based): full jitter over an exponential ceiling.
+    func backoff(attempt: Int, retryAfter: Double?) -> Double {
+        let ceiling = min(configuration.maximumBackoff, configuration.baseBackoff * pow(2, Double(min(attempt, 30) - 1)))
+        let jittered = Double.random(in: 0...ceiling)
+        return max(jittered, retryAfter ?? 0, 0.05)
+    }
+
+    private func process(_ item: OutboxItem) async {
+        let now = Date().timeIntervalSince1970
+        if sender.isBackgroundOnly(item), let wait = backgroundDelay(deviceID: item.deviceID, now: now) {
+            metrics.increment(
+                "mailboxd_signals_deferred_total", labels: "reason=\"backgroundBudget\"",
+                help: "Signals delayed to stay within the background budget.")
+            try? await store.rescheduleSignal(item, after: wait, error: "backgroundBudget")
+            return
+        }
+        let outcome = await sender.send(item)
+        do {
+            switch outcome {
+            case .delivered:
+                metrics.increment("mailboxd_signals_sent_total", help: "Signals accepted by APNs.")
+                if sender.isBackgroundOnly(item) { recordBackgroundSend(deviceID: item.deviceID, now: now) }
+                try await store.completeSignal(item, sentModseq: item.modseq)
+            case .dropRegistration(let reason, let unregisteredAt):
+                metrics.increment(
+                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
+                let deleted = try await store.deleteUnregisteredDevice(id: item.deviceID, unregisteredAt: unregisteredAt)
+                if !deleted { try await store.dropSignal(item) }
+                log("dispatcher: device \(item.deviceID) \(deleted ? "removed" : "kept (stale report)"): \(reason)")
+            case .retry(let reason, let retryAfter):
+                metrics.increment(
+                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
+                metrics.increment("mailboxd_signal_retries_total", help: "Signals scheduled for another attempt.")
+                try await store.rescheduleSignal(
+                    item, after: backoff(attempt: item.attempts + 1, retryAfter: retryAfter), error: reason)
+            case .defect(let reason):
+                metrics.increment(
+                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
+                metrics.increment("mailboxd_signal_defects_total", help: "Signals that can never be sent (a defect).")
+                log("dispatcher: DEFECT, signal for device \(item.deviceID) dropped: \(reason)")
+                try await store.dropSignal(item)
+            }
+        } catch {
+            log("dispatcher: cannot record the outcome for device \(item.deviceID): \(error)")
+        }
+    }
+
+    private func backgroundDelay(deviceID: Int64, now: Double) -> Double? {
+        backgroundSends.withLock { table in
+            let recent = (table[deviceID] ?? []).filter { $0 > now - configuration.backgroundWindow }
+            table[deviceID] = recent
+            guard recent.count >= configuration.backgroundBudget, let oldest = recent.first else { return nil }
+            return oldest + configuration.backgroundWindow - now
+        }
+    }
+
+    private func recordBackgroundSend(deviceID: Int64, now: Double) {
+        backgroundSends.withLock { $0[deviceID, default: []].append(now) }
+    }
+}

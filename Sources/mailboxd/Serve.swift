@@ -1,0 +1,115 @@
+import CommandLineSupport
+import Foundation
+import MailboxService
+import SQLiteKit
+
+/// `mailboxd serve`: reads the configuration, starts the service, and stops it on SIGTERM or SIGINT.
+enum Serve {
+    static let knownFlags: Set<String> = [
+        "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "apns-url", "apns-ca",
+        "apns-key", "apns-key-id", "apns-team-id", "apns-topic", "signal-kind", "coalesce-ms", "background-budget",
+        "synchronous", "legacy-payload-limit", "access-log",
+    ]
+
+    static func readTrimmed(_ path: String, what: String) throws -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw UsageError("cannot read \(what) from \(path) (run `mailboxd dev-setup` first?)")
+        }
+        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !value.isEmpty else { throw UsageError("\(path) is empty") }
+        return value
+    }
+
+    static func run(_ args: Arguments, dataDir: String) async throws {
+        try args.rejectUnknownFlags(known: knownFlags)
+        let listen = try HostPort(parsing: args.string("listen", default: "127.0.0.1:8443"))
+        let deliveryToken = try readTrimmed(
+            args.string("delivery-token-file", default: dataDir + "/delivery-token"), what: "the delivery token")
+        var configuration = ServiceConfiguration(dataDirectory: dataDir, deliveryToken: deliveryToken)
+        configuration.host = listen.host
+        configuration.port = listen.port
+        if args.flag("plain-http") {
+            printError("WARNING: --plain-http serves the API without TLS; bearer tokens and mail travel in clear text.")
+        } else {
+            configuration.tlsCertificatePath = args.string("tls-cert", default: dataDir + "/tls/server.pem")
+            configuration.tlsKeyPath = args.string("tls-key", default: dataDir + "/tls/server.key")
+        }
+        switch args.string("synchronous", default: "FULL").uppercased() {
+        case "FULL": configuration.store.synchronous = .full
+        case "NORMAL": configuration.store.synchronous = .normal
+        default: throw UsageError("--synchronous must be FULL or NORMAL")
+        }
+        configuration.store.coalescingWindow = Double(try args.int("coalesce-ms", default: 250)) / 1000
+        if args.flag("access-log") {
+            configuration.accessLog = { line in printError(line) }
+        }
+
+        let signalKind: APNsSignalSender.Kind
+        switch args.string("signal-kind", default: "badge") {
+        case "badge": signalKind = .badge
+        case "background": signalKind = .background
+        default: throw UsageError("--signal-kind must be badge or background")
+        }
+        let sender = try APNsSignalSender(
+            configuration: .init(
+                url: try args.required("apns-url"), caFile: args.string("apns-ca"),
+                keyFile: args.string("apns-key", default: dataDir + "/apns/key.p8"),
+                keyID: try args.string("apns-key-id") ?? readTrimmed(dataDir + "/apns/key-id", what: "the APNs key id"),
+                teamID: try args.string("apns-team-id")
+                    ?? readTrimmed(dataDir + "/apns/team-id", what: "the APNs team id"),
+                topic: try args.required("apns-topic"), kind: signalKind,
+                legacyPayloadLimit: args.flag("legacy-payload-limit")))
+        var dispatcher = SignalDispatcher.Configuration()
+        dispatcher.backgroundBudget = try args.int("background-budget", default: 3)
+
+        let signals = SignalWaiter()
+        let service = try MailboxService(
+            configuration: configuration, sender: sender, dispatcherConfiguration: dispatcher,
+            log: { message in printError(message) })
+        let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
+        printError("mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir))")
+        await signals.wait()
+        printError("mailboxd: shutting down")
+        await service.shutdown()
+        sender.shutdown()
+    }
+}
+
+/// Waits for SIGTERM or SIGINT. The signals are unblocked first: a parent may have started us with them blocked.
+final class SignalWaiter: Sendable {
+    private let sources: [any DispatchSourceSignal]
+
+    init() {
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, SIGTERM)
+        sigaddset(&mask, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &mask, nil)
+        signal(SIGPIPE, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        sources = [SIGTERM, SIGINT].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let once = OnceFlag()
+            for source in sources {
+                source.setEventHandler { if once.claim() { continuation.resume() } }
+                source.resume()
+            }
+        }
+    }
+}
+
+/// True exactly once.
+final class OnceFlag: @unchecked Sendable {  // `lock` guards `claimed`
+    private let lock = NSLock()
+    private var claimed = false
+    func claim() -> Bool {
+        lock.withLock {
+            defer { claimed = true }
+            return !claimed
+        }
+    }
+}
