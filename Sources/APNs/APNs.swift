@@ -1,1 +1,0 @@
-// APNs: not yet implemented.

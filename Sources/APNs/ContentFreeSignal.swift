@@ -1,0 +1,71 @@
+import Foundation
+
+/// A push that carries no content: a badge count and/or `content-available`, plus an opaque device alias and
+/// sync state.
+///
+/// Every field is typed and validated, so no initializer can place free text (a subject, a sender, a body)
+/// in a signal. The payload bytes are deterministic, with keys always in this order:
+///
+/// ```
+/// {"aps":{"badge":3,"content-available":1},"acct":"<alias>","st":"<state>"}
+/// ```
+///
+/// `badge` and `content-available` are each left out when not set, and so are `acct` and `st`.
+public struct ContentFreeSignal: Sendable, Hashable {
+    /// The badge count to show on the app icon, or `nil` to leave it unchanged.
+    public let badge: Int?
+    /// Whether the signal wakes the app in the background (`content-available: 1`).
+    public let contentAvailable: Bool
+    /// The device alias (`acct`), or `nil`.
+    public let alias: DeviceAlias?
+    /// The account's sync state (`st`), or `nil`.
+    public let state: SyncState?
+
+    /// Creates a signal from validated parts; throws ``APNsValidationError/emptySignal`` when it has neither a
+    /// badge nor `content-available`, and ``APNsValidationError/negativeBadge`` for a negative badge.
+    public init(
+        badge: Int? = nil, contentAvailable: Bool = true, alias: DeviceAlias? = nil, state: SyncState? = nil
+    ) throws(APNsValidationError) {
+        if let badge, badge < 0 { throw .negativeBadge }
+        guard badge != nil || contentAvailable else { throw .emptySignal }
+        self.badge = badge
+        self.contentAvailable = contentAvailable
+        self.alias = alias
+        self.state = state
+    }
+
+    /// Creates a signal, validating the alias and state strings (see ``DeviceAlias`` and ``SyncState``).
+    public init(
+        badge: Int? = nil, contentAvailable: Bool = true, alias: String?, state: String?
+    ) throws(APNsValidationError) {
+        try self.init(
+            badge: badge, contentAvailable: contentAvailable, alias: try alias.map { s throws(APNsValidationError) in try DeviceAlias(s) },
+            state: try state.map { s throws(APNsValidationError) in try SyncState(s) })
+    }
+
+    /// A silent wake-up: `content-available: 1` and no badge.
+    public static func background(alias: DeviceAlias? = nil, state: SyncState? = nil) -> ContentFreeSignal {
+        // Cannot fail: content-available is set and there is no badge.
+        try! ContentFreeSignal(badge: nil, contentAvailable: true, alias: alias, state: state)
+    }
+
+    /// The push type Apple requires: `background` for a content-available-only signal, `alert` once it
+    /// carries a badge (a user-visible change).
+    public var pushType: APNsPushType { badge == nil ? .background : .alert }
+
+    /// The priority used when none is chosen: 5 for background, 10 for alert.
+    public var defaultPriority: APNsPriority { pushType == .background ? .conservePower : .immediate }
+
+    /// The JSON payload, byte for byte (see the type's documentation for the key order).
+    public var payload: [UInt8] {
+        var aps: [String] = []
+        if let badge { aps.append("\"badge\":\(badge)") }
+        if contentAvailable { aps.append("\"content-available\":1") }
+        var json = "{\"aps\":{" + aps.joined(separator: ",") + "}"
+        // Alias and state are restricted to characters that need no JSON escaping.
+        if let alias { json += ",\"acct\":\"\(alias.rawValue)\"" }
+        if let state { json += ",\"st\":\"\(state.rawValue)\"" }
+        json += "}"
+        return Array(json.utf8)
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// Hands out provider tokens, reusing one until it is due for renewal.
+///
+/// APNs refuses tokens older than an hour and answers `TooManyProviderTokenUpdates` when a provider changes
+/// its token more often than every 20 minutes. So the manager:
+/// - reuses the current token while it is younger than ``refreshInterval`` (50 minutes by default);
+/// - after ``invalidate(_:)`` (APNs said `ExpiredProviderToken`), makes a new token on the next request, but
+///   only if the current one is at least ``minimumRefreshInterval`` (20 minutes) old, or when no such forced
+///   refresh happened in the last ``minimumRefreshInterval`` — the one exception right after an expiry;
+/// - ignores invalidations of a token that was already replaced, so many requests failing together with the
+///   same stale token cause one refresh.
+public actor ProviderTokenManager {
+    /// The key that signs tokens.
+    public nonisolated let signingKey: APNsSigningKey
+    /// The age at which a token is replaced on the next request.
+    public nonisolated let refreshInterval: Duration
+    /// The shortest time between two token changes, except once right after `ExpiredProviderToken`.
+    public nonisolated let minimumRefreshInterval: Duration
+    private let now: @Sendable () -> Date
+    private var current: ProviderToken?
+    private var invalidated = false
+    private var lastForcedRefresh: Date?
+    /// How many tokens this manager has signed.
+    public private(set) var tokensIssued = 0
+
+    /// Creates a manager; `now` is the clock (injected so tests can move time).
+    public init(
+        signingKey: APNsSigningKey, refreshInterval: Duration = .seconds(50 * 60),
+        minimumRefreshInterval: Duration = .seconds(20 * 60), now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.signingKey = signingKey
+        self.refreshInterval = refreshInterval
+        self.minimumRefreshInterval = minimumRefreshInterval
+        self.now = now
+    }
+
+    /// The token to send now: the current one, or a new one when it is due.
+    public func token() throws -> ProviderToken {
+        let date = now()
+        if let current, !invalidated, age(of: current, at: date) < refreshInterval.seconds {
+            return current
+        }
+        let token = try signingKey.makeToken(issuedAt: date)
+        current = token
+        invalidated = false
+        tokensIssued += 1
+        return token
+    }
+
+    /// Reports that APNs refused `token` as expired. Returns whether the next ``token()`` will be a new one.
+    ///
+    /// Invalidating a token that has already been replaced does nothing and returns `true` (the caller's retry
+    /// will use the newer token).
+    @discardableResult
+    public func invalidate(_ token: ProviderToken) -> Bool {
+        guard let current, current.value == token.value else { return true }
+        if invalidated { return true }
+        let date = now()
+        if age(of: current, at: date) >= minimumRefreshInterval.seconds {
+            invalidated = true
+        } else if lastForcedRefresh.map({ date.timeIntervalSince($0) >= minimumRefreshInterval.seconds }) ?? true {
+            invalidated = true
+            lastForcedRefresh = date
+        }
+        return invalidated
+    }
+
+    /// Forgets the current token, so the next ``token()`` signs a new one regardless of the refresh rules
+    /// (for a changed key or a restart in tests).
+    public func reset() {
+        current = nil
+        invalidated = false
+    }
+
+    private func age(of token: ProviderToken, at date: Date) -> TimeInterval {
+        date.timeIntervalSince(token.issuedAt)
+    }
+}
+
+extension Duration {
+    /// The duration in (fractional) seconds.
+    var seconds: TimeInterval {
+        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
+    }
+}
