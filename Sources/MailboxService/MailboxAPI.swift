@@ -130,7 +130,9 @@ struct MailboxAPI: Sendable {
         MessageJSON(record, includeBody: record.size <= configuration.inlineBodyLimit)
     }
 
-    func limit(_ request: HTTPRequest, _ name: String, default defaultValue: Int, range: ClosedRange<Int>) throws
+    func limit(
+        _ request: HTTPRequest, _ name: String, default defaultValue: Int, range: ClosedRange<Int>
+    ) throws
         -> Int
     {
         guard let text = request.query(name) else { return defaultValue }

@@ -134,7 +134,8 @@ public final class SignalDispatcher: Sendable {
 
     /// Delay before retry number `attempt` (1-based): full jitter over an exponential ceiling.
     func backoff(attempt: Int, retryAfter: Double?) -> Double {
-        let ceiling = min(configuration.maximumBackoff, configuration.baseBackoff * pow(2, Double(min(attempt, 30) - 1)))
+        let ceiling = min(
+            configuration.maximumBackoff, configuration.baseBackoff * pow(2, Double(min(attempt, 30) - 1)))
         let jittered = Double.random(in: 0...ceiling)
         return max(jittered, retryAfter ?? 0, 0.05)
     }
@@ -157,19 +158,23 @@ public final class SignalDispatcher: Sendable {
                 try await store.completeSignal(item, sentModseq: item.modseq)
             case .dropRegistration(let reason, let unregisteredAt):
                 metrics.increment(
-                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
-                let deleted = try await store.deleteUnregisteredDevice(id: item.deviceID, unregisteredAt: unregisteredAt)
+                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason."
+                )
+                let deleted = try await store.deleteUnregisteredDevice(
+                    id: item.deviceID, unregisteredAt: unregisteredAt)
                 if !deleted { try await store.dropSignal(item) }
                 log("dispatcher: device \(item.deviceID) \(deleted ? "removed" : "kept (stale report)"): \(reason)")
             case .retry(let reason, let retryAfter):
                 metrics.increment(
-                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
+                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason."
+                )
                 metrics.increment("mailboxd_signal_retries_total", help: "Signals scheduled for another attempt.")
                 try await store.rescheduleSignal(
                     item, after: backoff(attempt: item.attempts + 1, retryAfter: retryAfter), error: reason)
             case .defect(let reason):
                 metrics.increment(
-                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
+                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason."
+                )
                 metrics.increment("mailboxd_signal_defects_total", help: "Signals that can never be sent (a defect).")
                 log("dispatcher: DEFECT, signal for device \(item.deviceID) dropped: \(reason)")
                 try await store.dropSignal(item)

@@ -76,7 +76,7 @@ enum Serve {
 }
 
 /// Waits for SIGTERM or SIGINT. The signals are unblocked first: a parent may have started us with them blocked.
-final class SignalWaiter: Sendable {
+final class SignalWaiter {
     private let sources: [any DispatchSourceSignal]
 
     init() {

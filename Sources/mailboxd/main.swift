@@ -71,7 +71,9 @@ await runCommand(usage: usage) {
                 throw UsageError("invalid \(what)")
             }
         case "list":
-            for account in try store.accounts() { print("\(account.id)\t\(account.username)\tmodseq \(account.modseq)") }
+            for account in try store.accounts() {
+                print("\(account.id)\t\(account.username)\tmodseq \(account.modseq)")
+            }
         default:
             throw UsageError("unknown account subcommand \(args.positionals[1])")
         }
