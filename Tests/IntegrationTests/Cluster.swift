@@ -1,0 +1,163 @@
+import Foundation
+import HTTPClient
+import Synchronization
+import Testing
+import TestSupport
+
+/// The real binaries on loopback: `mailboxd dev-setup`, accounts, `apns-sim` and `mailboxd serve`.
+final class Cluster: Sendable {
+    static let topic = "com.example.signalfetch"
+    let directory: TemporaryDirectory
+    let apnsSim: ChildProcess
+    let mailboxd: ChildProcess
+    let apiPort: UInt16
+    let providerPort: UInt16
+    let devicePort: UInt16
+    let client: HTTPClient
+    let deliveryToken: String
+
+    var dataDir: String { directory.path("data") }
+    var ca: String { directory.path("data/tls/ca.pem") }
+    var api: String { "https://127.0.0.1:\(apiPort)" }
+    var sim: String { "http://127.0.0.1:\(devicePort)" }
+
+    init(accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [])
+        throws
+    {
+        directory = try TemporaryDirectory(prefix: "cluster")
+        let data = directory.path("data")
+        let mailboxdPath = TestEnvironment.executable("mailboxd").path
+        let setup = try Subprocess.run(mailboxdPath, ["dev-setup", "--data-dir", data])
+        try #require(setup.status == 0, "dev-setup failed: \(setup.stderr)")
+        for name in accounts {
+            let added = try Subprocess.run(
+                mailboxdPath, ["account", "add", name, "--data-dir", data], input: "password-\(name)\n")
+            try #require(added.status == 0, "account add failed: \(added.stderr)")
+        }
+        let keyID = try String(contentsOfFile: data + "/apns/key-id", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let teamID = try String(contentsOfFile: data + "/apns/team-id", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        deliveryToken = try String(contentsOfFile: data + "/delivery-token", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        providerPort = freeLocalPort()
+        devicePort = freeLocalPort()
+        apiPort = freeLocalPort()
+        apnsSim = try ChildProcess(
+            TestEnvironment.executable("apns-sim").path,
+            [
+                "--listen", "127.0.0.1:\(providerPort)", "--device-listen", "127.0.0.1:\(devicePort)",
+                "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key",
+                "--provider-key", "\(keyID):\(teamID):\(data)/apns/key.pub.pem", "--topic", Self.topic,
+            ] + simArguments, logDirectory: directory.url.path)
+        mailboxd = try ChildProcess(
+            mailboxdPath,
+            [
+                "serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)",
+                "--apns-url", "https://127.0.0.1:\(providerPort)", "--apns-ca", data + "/tls/ca.pem",
+                "--apns-topic", Self.topic, "--synchronous", "NORMAL",
+            ] + mailboxdArguments, logDirectory: directory.url.path)
+        client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
+        try #require(waitForPort(devicePort), "apns-sim did not start: \(apnsSim.errorOutput)")
+        try #require(waitForPort(apiPort), "mailboxd did not start: \(mailboxd.errorOutput)")
+    }
+
+    deinit {
+        client.shutdown()
+        mailboxd.stop()
+        apnsSim.stop()
+    }
+
+    /// Sends a request and returns the status and the JSON body (if any).
+    func call(
+        _ method: HTTPMethod, _ url: String, token: String? = nil, json: Any? = nil, raw: Data? = nil
+    ) async throws -> (status: Int, body: [String: Any], data: Data) {
+        var headers: HTTPHeaders = ["Content-Type": "application/json"]
+        if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let body = try raw ?? json.map { try JSONSerialization.data(withJSONObject: $0) }
+        let response = try await client.execute(HTTPRequest(method: method, url: url, headers: headers, body: body))
+        let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
+        return (response.status, object, response.body)
+    }
+
+    func login(_ name: String) async throws -> String {
+        let result = try await call(
+            .post, api + "/v1/session", json: ["username": name, "password": "password-\(name)", "deviceName": "test"])
+        try #require(result.status == 201, "login failed: \(result.status)")
+        return try #require(result.body["accessToken"] as? String)
+    }
+
+    /// Registers a device at the simulator and at mailboxd; returns its token.
+    func registerDevice(session: String) async throws -> String {
+        let created = try await call(.post, sim + "/sim/devices", json: ["topic": Self.topic, "environment": "sandbox"])
+        try #require(created.status == 201)
+        let token = try #require(created.body["deviceToken"] as? String)
+        let registered = try await call(
+            .post, api + "/v1/devices", token: session,
+            json: ["token": token, "topic": Self.topic, "environment": "sandbox"])
+        try #require(registered.status == 201, "device registration failed: \(registered.status)")
+        return token
+    }
+
+    func deliver(to: String, from: String = "sender@example.com", subject: String, body: String) async throws
+        -> [String: Any]
+    {
+        let result = try await call(
+            .post, api + "/v1/deliveries", token: deliveryToken,
+            json: ["to": to, "from": from, "subject": subject, "body": body])
+        try #require(result.status == 201, "delivery failed: \(result.status)")
+        return result.body
+    }
+
+    /// Opens the simulator's notification stream for `token`.
+    func notifications(_ token: String) async throws -> NotificationStream {
+        let response = try await client.stream(HTTPRequest(url: sim + "/sim/devices/\(token)/notifications"))
+        try #require(response.status == 200)
+        return NotificationStream(response: response)
+    }
+}
+
+/// The payloads a simulated device receives, in order, read by a background task into a buffer.
+final class NotificationStream: Sendable {
+    private let response: HTTPStreamingResponse
+    private let received = PayloadBuffer()
+    private let reader: Task<Void, Never>
+
+    init(response: HTTPStreamingResponse) {
+        self.response = response
+        let received = self.received
+        reader = Task { [response] in
+            do {
+                for try await event in response.body.serverSentEvents {
+                    guard let object = try? JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any],
+                        let payload = object["payload"] as? [String: Any]
+                    else { continue }
+                    let text = String(decoding: try JSONSerialization.data(withJSONObject: payload), as: UTF8.self)
+                    received.append(text)
+                }
+            } catch {}
+        }
+    }
+
+    /// Every payload received so far, as JSON text.
+    var payloads: [String] { received.all }
+
+    /// Waits until at least `count` payloads arrived (or `timeout` seconds pass) and returns them parsed.
+    func waitFor(count: Int, timeout: Double = 5) async -> [[String: Any]] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while payloads.count < count && Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        return payloads.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    deinit {
+        reader.cancel()
+        response.cancel()
+    }
+}
+
+/// Received payload texts, guarded by a mutex.
+final class PayloadBuffer: Sendable {
+    private let texts = Mutex<[String]>([])
+    func append(_ text: String) { texts.withLock { $0.append(text) } }
+    var all: [String] { texts.withLock { $0 } }
+}

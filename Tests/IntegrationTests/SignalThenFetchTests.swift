@@ -1,0 +1,131 @@
+import Foundation
+import HTTPClient
+import Testing
+import TestSupport
+
+/// mailboxd and apns-sim as real processes on loopback, talked to over real TLS.
+@Suite(.serialized) struct SignalThenFetchTests {
+    static let allowedTopLevel: Set<String> = ["aps", "acct", "st"]
+    static let allowedAPS: Set<String> = ["badge", "content-available"]
+
+    @Test func deliveryReachesTheDeviceAsAContentFreeSignal() async throws {
+        let cluster = try Cluster()
+        let session = try await cluster.login("alice")
+        let token = try await cluster.registerDevice(session: session)
+        let stream = try await cluster.notifications(token)
+        // Registration itself signals the current state; wait for it, then deliver.
+        _ = await stream.waitFor(count: 1)
+        let before = stream.payloads.count
+
+        let subject = "Quarterly numbers \(UUID().uuidString)"
+        let sender = "cfo-\(UUID().uuidString.prefix(8))@example.com"
+        let body = "Confidential body \(UUID().uuidString)"
+        let receipt = try await cluster.deliver(to: "alice", from: sender, subject: subject, body: body)
+        let payloads = await stream.waitFor(count: before + 1, timeout: 1)
+        let signal = try #require(payloads.last, "no signal within 1 s: \(cluster.mailboxd.errorOutput)")
+        #expect(Set(signal.keys).isSubset(of: Self.allowedTopLevel))
+        let aps = try #require(signal["aps"] as? [String: Any])
+        #expect(Set(aps.keys).isSubset(of: Self.allowedAPS))
+        #expect(aps["content-available"] as? Int == 1)
+        #expect(aps["badge"] as? Int == 1)
+        #expect(signal["st"] as? String == receipt["state"] as? String)
+
+        // The gateway saw no content: nothing of the subject, sender, body or username in its log.
+        let log = try await cluster.call(.get, cluster.sim + "/sim/log")
+        let text = String(decoding: log.data, as: UTF8.self)
+        #expect(log.status == 200 && !text.isEmpty)
+        for secret in [subject, sender, body, "alice"] { #expect(!text.contains(secret)) }
+
+        // And the client fetches what changed over its own TLS connection.
+        let changes = try await cluster.call(
+            .get, cluster.api + "/v1/changes?since=\(try #require(signal["st"] as? String).prefix(17))0", token: session)
+        #expect(changes.status == 200)
+        let created = try #require(changes.body["created"] as? [[String: Any]])
+        #expect(created.first?["subject"] as? String == subject)
+    }
+
+    @Test func everyEndpointIsScopedToTheTokensAccount() async throws {
+        let cluster = try Cluster()
+        let alice = try await cluster.login("alice")
+        let bob = try await cluster.login("bob")
+        let id = try #require(try await cluster.deliver(to: "alice", subject: "private", body: "for alice")["id"] as? String)
+        let aliceDevice = try await cluster.registerDevice(session: alice)
+        let api = cluster.api
+        #expect(try await cluster.call(.get, api + "/v1/messages/\(id)", token: bob).status == 404)
+        #expect(try await cluster.call(.patch, api + "/v1/messages/\(id)", token: bob, json: ["seen": true]).status == 404)
+        #expect(try await cluster.call(.delete, api + "/v1/messages/\(id)", token: bob).status == 404)
+        #expect(try await cluster.call(.delete, api + "/v1/devices/\(aliceDevice)", token: bob).status == 404)
+        let listing = try await cluster.call(.get, api + "/v1/messages", token: bob)
+        #expect((listing.body["messages"] as? [Any])?.isEmpty == true)
+        let message = try await cluster.call(.get, api + "/v1/messages/\(id)", token: alice)
+        #expect(message.status == 200 && message.body["seen"] as? Bool == false)
+    }
+
+    @Test func revokedTokensStopWorking() async throws {
+        let cluster = try Cluster()
+        let session = try await cluster.login("alice")
+        #expect(try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: session).status == 200)
+        #expect(try await cluster.call(.delete, cluster.api + "/v1/session", token: session).status == 204)
+        let after = try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: session)
+        #expect(after.status == 401)
+        #expect(after.body["error"] as? String == "unauthorized")
+    }
+
+    @Test func aDeviceDeletedAtTheGatewayIsRemovedFromMailboxd() async throws {
+        let cluster = try Cluster()
+        let session = try await cluster.login("alice")
+        let token = try await cluster.registerDevice(session: session)
+        let stream = try await cluster.notifications(token)
+        _ = await stream.waitFor(count: 1)
+        #expect(try await cluster.call(.delete, cluster.sim + "/sim/devices/\(token)").status == 204)
+        try await Task.sleep(for: .milliseconds(50))
+        _ = try await cluster.deliver(to: "alice", subject: "after uninstall", body: "x")
+        // mailboxd gets 410 Unregistered and drops the registration; deleting it again finds nothing.
+        var gone = false
+        for _ in 0..<100 where !gone {
+            try await Task.sleep(for: .milliseconds(50))
+            gone = try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: session).status == 404
+        }
+        #expect(gone, "the device is still registered: \(cluster.mailboxd.errorOutput)")
+    }
+
+    @Test func badInputGetsClearFourHundreds() async throws {
+        let cluster = try Cluster()
+        let session = try await cluster.login("alice")
+        let api = cluster.api
+        let big = Data(repeating: 0x61, count: 2 << 20)
+        let tooLarge = try await cluster.call(.post, api + "/v1/deliveries", token: cluster.deliveryToken, raw: big)
+        #expect(tooLarge.status == 413)
+        let invalid = try await cluster.call(.post, api + "/v1/devices", token: session, raw: Data("{nope".utf8))
+        #expect(invalid.status == 400 && invalid.body["error"] as? String == "invalidJSON")
+        let wrongType = try await cluster.call(
+            .post, api + "/v1/devices", token: session, json: ["token": 5, "topic": "t", "environment": "sandbox"])
+        #expect(wrongType.status == 400 && wrongType.body["message"] != nil)
+        let unknown = try await cluster.call(
+            .patch, api + "/v1/messages/x", token: session, json: ["seen": true, "subject": "hack"])
+        #expect(unknown.status == 400 && unknown.body["error"] as? String == "unknownField")
+        let malformed = try await cluster.call(.get, api + "/v1/changes?since=%00garbage", token: session)
+        #expect(malformed.status == 400 && malformed.body["error"] as? String == "invalidState")
+        let foreign = try await cluster.call(.get, api + "/v1/changes?since=0123456789abcdef-3", token: session)
+        #expect(foreign.status == 400 && foreign.body["error"] as? String == "cannotCalculateChanges")
+        #expect(try await cluster.call(.put, api + "/v1/changes", token: session).status == 405)
+        #expect(try await cluster.call(.get, api + "/v1/mailboxes").status == 401)
+        #expect(try await cluster.call(.get, api + "/v1/mailboxes", token: "forged").status == 401)
+        let badDelivery = try await cluster.call(
+            .post, api + "/v1/deliveries", token: "wrong", json: ["to": "alice", "from": "a", "subject": "s", "body": "b"])
+        #expect(badDelivery.status == 401)
+        // Failed logins are throttled per username.
+        var statuses: [Int] = []
+        for _ in 0..<7 {
+            statuses.append(
+                try await cluster.call(
+                    .post, api + "/v1/session", json: ["username": "bob", "password": "wrong-password"]
+                ).status)
+        }
+        #expect(statuses.prefix(5).allSatisfy { $0 == 401 })
+        #expect(statuses.last == 429)
+        // The server kept serving through all of it, and never logged the secrets it was sent.
+        #expect(try await cluster.call(.get, api + "/healthz").status == 200)
+        #expect(!cluster.mailboxd.errorOutput.contains("wrong-password"))
+    }
+}
