@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Drives the SignalFetch demo: real processes, real TLS, a readable timeline. Standard library only."""
+import argparse, json, os, queue, shutil, signal, socket, ssl, subprocess, sys, tempfile, threading, time
+import urllib.request
+
+TOPIC = "com.example.signalfetch"
+T0 = time.monotonic()
+
+
+def stamp():
+    return f"{(time.monotonic() - T0) * 1000:8.1f} ms"
+
+
+def say(who, text):
+    print(f"{stamp()}  {who:<14} {text}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"demo: nothing listening on port {port}")
+
+
+class API:
+    def __init__(self, base, ca):
+        self.base = base
+        self.ctx = ssl.create_default_context(cafile=ca)
+
+    def call(self, method, path, token=None, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", "Bearer " + token)
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=10) as r:
+                raw = r.read()
+                return r.status, (json.loads(raw) if raw else None)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+
+class Device:
+    """One `mail-client run` process; its JSON event lines are collected and shown on the timeline."""
+
+    def __init__(self, name, user, bin_dir, api, sim, ca, state_dir):
+        self.name, self.user = name, user
+        self.events = queue.Queue()
+        self.last_sync = None
+        self.badge = None
+        self.proc = subprocess.Popen(
+            [os.path.join(bin_dir, "mail-client"), "run", "--server", api, "--ca", ca, "--sim", sim,
+             "--username", user, "--state-dir", state_dir, "--device-name", name, "--topic", TOPIC,
+             "--fallback-interval", "30"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc.stdin.write(f"password-{user}\n")
+        self.proc.stdin.close()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self.events.put(event)
+            kind = event.get("event")
+            if kind == "signal":
+                say(self.name, "signal  " + json.dumps(event.get("payload"), separators=(",", ":")))
+            elif kind == "sync-done":
+                self.last_sync = event
+                say(self.name, f"fetched +{event.get('created', 0)} ~{event.get('updated', 0)} "
+                               f"-{event.get('destroyed', 0)} in {event.get('ms', 0)} ms "
+                               f"(cache {event.get('messages')} messages, state {event.get('state')})")
+            elif kind == "badge":
+                self.badge = event.get("badge")
+                say(self.name, f"badge   {self.badge}")
+            elif kind == "registered":
+                say(self.name, f"registered with apns-sim, token {str(event.get('deviceToken'))[:12]}…")
+            elif kind == "error":
+                say(self.name, f"error   {event.get('code')}: {event.get('message')}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary data folder")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="signalfetch-demo-")
+    data = os.path.join(work, "data")
+    procs, devices = [], []
+    mailboxd = os.path.join(args.bin, "mailboxd")
+    try:
+        say("setup", f"dev-setup into {data}")
+        subprocess.run([mailboxd, "dev-setup", "--data-dir", data], check=True, stdout=subprocess.DEVNULL)
+        for user in ["alice", "bob"]:
+            subprocess.run([mailboxd, "account", "add", user, "--data-dir", data], input=f"password-{user}\n",
+                           text=True, check=True, stdout=subprocess.DEVNULL)
+            say("setup", f"account {user}")
+        key_id = open(os.path.join(data, "apns/key-id")).read().strip()
+        team_id = open(os.path.join(data, "apns/team-id")).read().strip()
+        ca = os.path.join(data, "tls/ca.pem")
+        p_port, d_port, a_port = free_port(), free_port(), free_port()
+        logs = open(os.path.join(work, "servers.log"), "w")
+        procs.append(subprocess.Popen(
+            [os.path.join(args.bin, "apns-sim"), "--listen", f"127.0.0.1:{p_port}", "--device-listen",
+             f"127.0.0.1:{d_port}", "--tls-cert", os.path.join(data, "tls/server.pem"), "--tls-key",
+             os.path.join(data, "tls/server.key"), "--provider-key",
+             f"{key_id}:{team_id}:{os.path.join(data, 'apns/key.pub.pem')}", "--topic", TOPIC],
+            stdout=logs, stderr=logs))
+        wait_port(d_port)
+        say("apns-sim", f"provider API https://127.0.0.1:{p_port} (HTTP/2), devices http://127.0.0.1:{d_port}")
+        procs.append(subprocess.Popen(
+            [mailboxd, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{a_port}", "--apns-url",
+             f"https://127.0.0.1:{p_port}", "--apns-ca", ca, "--apns-topic", TOPIC], stdout=logs, stderr=logs))
+        wait_port(a_port)
+        api_url, sim_url = f"https://127.0.0.1:{a_port}", f"http://127.0.0.1:{d_port}"
+        say("mailboxd", f"API {api_url} (TLS, dev CA)")
+        api = API(api_url, ca)
+        for name, user in [("alice-phone", "alice"), ("alice-tablet", "alice"), ("bob-phone", "bob")]:
+            devices.append(Device(name, user, args.bin, api_url, sim_url, ca, os.path.join(work, name)))
+        deadline = time.time() + 30
+        while time.time() < deadline and not all(d.last_sync for d in devices):
+            time.sleep(0.05)
+        if not all(d.last_sync for d in devices):
+            raise SystemExit("demo: a device never completed its first sync")
+
+        token = open(os.path.join(data, "delivery-token")).read().strip()
+        mail = [
+            ("alice", "carol@example.com", "Lunch on Thursday?", "Shall we try the new place on 5th?"),
+            ("bob", "dave@example.com", "Build is green", "All 214 tests passed on main."),
+            ("alice", "erin@example.com", "Your itinerary", "Flight SF123 departs 09:40 from gate B7."),
+            ("alice", "frank@example.com", "Invoice 2026-118", "Please find the invoice attached."),
+        ]
+        for to, sender, subject, body in mail:
+            status, receipt = api.call("POST", "/v1/deliveries", token=token,
+                                       body={"to": to, "from": sender, "subject": subject, "body": body})
+            say("sender", f"delivered to {to}: \"{subject}\" → {status} state {receipt.get('state')}")
+            time.sleep(0.4)
+        time.sleep(1.0)
+
+        # Read a message on alice's phone; the tablet gets the new badge.
+        _, session = api.call("POST", "/v1/session", body={"username": "alice", "password": "password-alice",
+                                                           "deviceName": "alice-phone (reader)"})
+        _, listing = api.call("GET", "/v1/messages?mailbox=inbox", token=session["accessToken"])
+        first = listing["messages"][0]
+        status, _ = api.call("PATCH", f"/v1/messages/{first['id']}", token=session["accessToken"], body={"seen": True})
+        say("alice-phone", f"marked \"{first['subject']}\" read → {status}")
+        deadline = time.time() + 10
+        tablet = devices[1]
+        while time.time() < deadline and tablet.badge != 2:
+            time.sleep(0.05)
+        say("alice-tablet", f"badge is now {tablet.badge} (expected 2)")
+        time.sleep(1.0)
+
+        # Convergence: every device's cache holds its account's server state.
+        ok = True
+        for device in devices:
+            _, s = api.call("POST", "/v1/session", body={"username": device.user, "password": f"password-{device.user}",
+                                                         "deviceName": "demo-check"})
+            _, listing = api.call("GET", "/v1/messages?limit=1000", token=s["accessToken"])
+            want_state, want_count = listing["state"], len(listing["messages"])
+            got = device.last_sync or {}
+            converged = got.get("state") == want_state and got.get("messages") == want_count
+            ok &= converged
+            say("check", f"{device.name}: cache {got.get('messages')} messages at {got.get('state')}; server "
+                         f"{want_count} at {want_state} → {'converged' if converged else 'NOT converged'}")
+        ok &= tablet.badge == 2
+        print(f"\ndemo: {'every device converged' if ok else 'FAILED: not every device converged'}")
+        return 0 if ok else 1
+    finally:
+        for device in devices:
+            device.stop()
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
