@@ -178,7 +178,6 @@ extension ServerCore {
                 stream.terminate()
             } else {
                 stream.attach(connection: MHDConnection(pointer: connection))
-                stream.sendComment("stream opened")
                 register(stream)
             }
         } else {

@@ -67,6 +67,7 @@ final class ServerCore: Sendable {
         var flags =
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue | MHD_USE_ITC.rawValue
+        Self.raiseFileLimit(toFit: config.connectionLimit)
         let address = try resolve(host: config.host, port: config.port)
         if address.family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -116,6 +117,17 @@ final class ServerCore: Sendable {
         daemon.withLock { $0 = Daemon(pointer: started) }
         startHeartbeat()
         return sfmhd_daemon_bind_port(started)
+    }
+
+    /// Raises the soft open-file limit (often 1024) towards the hard limit so `connectionLimit`
+    /// connections fit; never lowers it.
+    private static func raiseFileLimit(toFit connections: Int) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        let wanted = rlim_t(max(0, connections) + 256)
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = min(wanted, limit.rlim_max)
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     private func readPEM(_ path: String) throws(HTTPServer.StartError) -> UnsafeMutableRawPointer {
