@@ -30,6 +30,8 @@ final class RequestContext: Sendable {
         /// The connection is finished; MHD no longer knows this request.
         var finished = false
         var status = 0
+        /// The task running the handler, cancelled when the request times out.
+        var handlerTask: Task<Void, Never>?
     }
 
     /// The path as sent (percent-encoded, no query string).
@@ -73,6 +75,7 @@ final class RequestContext: Sendable {
             state.completed = true
             state.connection = nil
             state.body = Data()
+            state.handlerTask = nil
             return (state.method, state.status, state.remoteAddress)
         }
     }

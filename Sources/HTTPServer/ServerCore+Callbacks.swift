@@ -29,8 +29,17 @@ let mhdRequestCompleted:
 let mhdLogMessage: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { cls, message in
     guard let cls, let message else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
-    let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
-    if !text.isEmpty { core.logError(text) }
+    if let text = libraryMessage(String(cString: message)) { core.logError(text) }
+}
+
+/// Prepares a libmicrohttpd diagnostic for the error log: drops the routine reports of clients that
+/// went away (normal for event streams) and removes quoted request targets, which may carry tokens.
+func libraryMessage(_ raw: String) -> String? {
+    let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+    let routine = ["no longer available for sending", "Connection reset", "Broken pipe", "closed by remote side"]
+    if text.isEmpty || routine.contains(where: { text.contains($0) }) { return nil }
+    guard let open = text.firstIndex(of: "`"), let close = text[open...].firstIndex(of: "'") else { return text }
+    return libraryMessage(String(text[..<open]) + "(request)" + String(text[text.index(after: close)...]))
 }
 
 /// The access handler: called after the headers, for each body chunk, after the body, and again
@@ -57,8 +66,8 @@ let mhdAccess: MHD_AccessHandlerCallback = {
 }
 
 /// Content reader of event-stream responses.
-let mhdEventStreamReader:
-    @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int = {
+let mhdEventStreamReader: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int =
+    {
         cls, _, buffer, capacity in
         guard let cls, let buffer else { return -2 }
         let binding = Unmanaged<EventStreamBinding>.fromOpaque(cls).takeUnretainedValue()
@@ -214,7 +223,8 @@ extension ServerCore {
         leftover?.eventStream?.terminate()
         let (method, status, remote) = context.finish()
         endRequest(context)
-        if let accessLog = configuration.accessLog {
+        // An empty method means the application never saw the request (the library refused it).
+        if let accessLog = configuration.accessLog, !method.isEmpty {
             accessLog(
                 HTTPServer.AccessLogEntry(
                     method: method, path: context.path, status: status,
