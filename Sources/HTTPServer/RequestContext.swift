@@ -20,6 +20,8 @@ final class RequestContext: Sendable {
         var phase = Phase.new
         var body = Data()
         var bodyTooLarge = false
+        /// Body bytes received so far, kept or not.
+        var received = 0
         var method = ""
         var remoteAddress = ""
         var connection: MHDConnection?

@@ -101,6 +101,7 @@ extension ServerCore {
         let maxBody = configuration.maxBodySize
         enum Step {
             case accept
+            case drop
             case reject(HTTPError, closing: Bool)
             case dispatch(Data)
             case queue(HTTPResponse?)
@@ -123,13 +124,17 @@ extension ServerCore {
                 return .accept
             case .receiving:
                 if let chunk {
-                    if !state.bodyTooLarge {
-                        if state.body.count + chunk.count > maxBody {
-                            state.bodyTooLarge = true
-                            state.body = Data()
-                        } else {
-                            state.body.append(contentsOf: chunk)
-                        }
+                    state.received += chunk.count
+                    if state.bodyTooLarge {
+                        // A chunked body past the limit is read and dropped so the 413 can follow it;
+                        // past a generous bound the connection is simply closed.
+                        return state.received > Self.discardLimit(maxBody) ? .drop : .accept
+                    }
+                    if state.body.count + chunk.count > maxBody {
+                        state.bodyTooLarge = true
+                        state.body = Data()
+                    } else {
+                        state.body.append(contentsOf: chunk)
                     }
                     return .accept
                 }
@@ -149,6 +154,8 @@ extension ServerCore {
         switch step {
         case .accept:
             return true
+        case .drop:
+            return false
         case .reject(let error, let closing):
             var response = error.response
             if closing { response.headers["Connection"] = "close" }
@@ -156,17 +163,19 @@ extension ServerCore {
         case .queue(let response):
             return queue(response ?? HTTPError.internalError.response, context: context, connection: connection)
         case .dispatch(let body):
-            guard beginHandler(context) else {
-                var response = Self.shuttingDown.response
-                response.headers["Connection"] = "close"
-                return queue(response, context: context, connection: connection)
-            }
             let request = HTTPRequest(
                 method: HTTPMethod(rawValue: method), path: context.path, queryString: context.query,
                 headers: Self.headers(of: connection), body: body,
                 remoteAddress: context.state.withLock { $0.remoteAddress })
+            // Suspend before anyone can learn about the request: every resume must follow its suspend.
             MHD_suspend_connection(connection)
-            run(request, for: context)
+            if beginHandler(context) {
+                run(request, for: context)
+            } else {
+                var response = Self.shuttingDown.response
+                response.headers["Connection"] = "close"
+                context.complete(with: response)
+            }
             return true
         }
     }
@@ -239,6 +248,8 @@ extension ServerCore {
         HTTPError(
             .payloadTooLarge, code: "payloadTooLarge", message: "The request body exceeds the limit of \(limit) bytes.")
     }
+
+    static func discardLimit(_ maxBody: Int) -> Int { maxBody + max(maxBody * 4, 4 << 20) }
 
     static func headerValue(_ connection: OpaquePointer, _ name: String) -> String? {
         MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
