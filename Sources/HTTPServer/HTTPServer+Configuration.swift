@@ -80,7 +80,7 @@ extension HTTPServer {
         public var method: String
         /// The request path without the query string.
         public var path: String
-        /// The response status (0 when the client went away before a response was sent).
+        /// The response status (0 when the client went away before a response was queued).
         public var status: Int
         /// Time from the request line to the end of the response.
         public var duration: Duration

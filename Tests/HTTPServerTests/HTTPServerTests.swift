@@ -175,7 +175,9 @@ struct HTTPServerTests {
             // 4xx, or 505 for an unsupported HTTP version, or a plain close.
             let refused = status.map { (400..<500).contains($0) || $0 == 505 } ?? false
             let acceptable = refused || (text.isEmpty && end != .timeout)
-            #expect(acceptable, "request \(request.prefix(40).debugDescription) got \(text.prefix(80).debugDescription) \(end)")
+            #expect(
+                acceptable,
+                "request \(request.prefix(40).debugDescription) got \(text.prefix(80).debugDescription) \(end)")
         }
         let ok = try await curlResponse(["http://127.0.0.1:\(port)/hello"])
         #expect(ok.status == 200)
@@ -280,5 +282,20 @@ struct HTTPServerTests {
         let response = try await hanging
         #expect(response.status == 503)
         #expect(try response.json()["error"] as? String == "shuttingDown")
+    }
+
+    @Test("binds host names and IPv6 literals and reports the bound port")
+    func bindsHosts() async throws {
+        let v4 = try startServer { $0.host = "localhost" }
+        #expect(v4.port != 0)
+        #expect(try await curlResponse(["http://127.0.0.1:\(v4.port)/hello"]).body == "hello")
+        await v4.shutdown()
+        let v6 = try startServer { $0.host = "::1" }
+        let response = try await curlResponse(["http://[::1]:\(v6.port)/headers"])
+        #expect(try response.json()["remote"] as? String == "::1")
+        await v6.shutdown()
+        #expect(throws: HTTPServer.StartError.invalidHost("no-such-host.invalid")) {
+            _ = try startServer { $0.host = "no-such-host.invalid" }
+        }
     }
 }

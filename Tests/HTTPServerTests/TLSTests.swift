@@ -23,7 +23,10 @@ struct TestCertificates {
                 "/CN=SignalFetch Test CA", "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
                 "keyUsage=critical,keyCertSign,cRLSign", "-out", directory.path("ca.pem"),
             ],
-            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", directory.path("server.key")],
+            [
+                "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out",
+                directory.path("server.key"),
+            ],
             [
                 "req", "-new", "-key", directory.path("server.key"), "-subj", "/CN=localhost", "-out",
                 directory.path("server.csr"),
