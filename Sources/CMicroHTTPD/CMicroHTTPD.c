@@ -1,6 +1,8 @@
 #include "CMicroHTTPD.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 struct MHD_Daemon *sfmhd_start_daemon(unsigned int flags, uint16_t port,
@@ -22,4 +24,21 @@ int sfmhd_connection_client_address(struct MHD_Connection *connection, char *buf
         ok = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buffer, (socklen_t)length);
     }
     return ok == NULL ? -1 : 0;
+}
+
+uint16_t sfmhd_daemon_bind_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+static void sfmhd_log(void *cls, const char *format, va_list arguments) {
+    const struct sfmhd_logger *logger = cls;
+    char message[1024];
+    if (logger == NULL || logger->callback == NULL || format == NULL) return;
+    vsnprintf(message, sizeof message, format, arguments);
+    logger->callback(logger->context, message);
+}
+
+intptr_t sfmhd_logger_trampoline(void) {
+    return (intptr_t)&sfmhd_log;
 }

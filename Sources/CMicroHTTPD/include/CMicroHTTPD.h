@@ -16,4 +16,17 @@ struct MHD_Daemon *sfmhd_start_daemon(unsigned int flags, uint16_t port,
    Writes the peer's printable address into buffer; returns 0 on success. */
 int sfmhd_connection_client_address(struct MHD_Connection *connection, char *buffer, size_t length);
 
+/* MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT) as a plain call; 0 when unknown. */
+uint16_t sfmhd_daemon_bind_port(struct MHD_Daemon *daemon);
+
+/* MHD_OPTION_EXTERNAL_LOGGER takes a va_list callback, which Swift cannot implement. Pass
+   sfmhd_logger_trampoline() as the logger and a struct sfmhd_logger as its context: each message is
+   formatted (truncated to 1 KiB) and handed to callback(context, message). */
+typedef void (*sfmhd_message_callback)(void *context, const char *message);
+struct sfmhd_logger {
+    sfmhd_message_callback callback;
+    void *context;
+};
+intptr_t sfmhd_logger_trampoline(void);
+
 #endif

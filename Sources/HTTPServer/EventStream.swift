@@ -1,0 +1,161 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+
+/// One Server-Sent Events stream to one client.
+///
+/// A handler creates a stream, registers it where publishers can find it, sets `onTermination`
+/// to unregister it, and returns `HTTPResponse.eventStream(stream)`. Publishers call
+/// `send(event:id:data:)` from any thread or task; events sent before the client is attached are
+/// buffered. The stream ends when either side closes it; `onTermination` then runs exactly once.
+public final class EventStream: Sendable {
+    private struct State: ~Copyable {
+        var pending: [UInt8] = []
+        var readOffset = 0
+        /// No more events are accepted; the body ends once `pending` is drained.
+        var closed = false
+        /// The connection is gone (or never came); `onTermination` has run or is about to.
+        var terminated = false
+        /// The content reader suspended the connection and nobody has resumed it yet.
+        var suspended = false
+        /// The MHD connection serving this stream, once the response is queued.
+        var connection: MHDConnection?
+        var terminationHandlers: [@Sendable () -> Void] = []
+
+        var pendingCount: Int { pending.count - readOffset }
+    }
+
+    // Every field is guarded by this mutex. MHD_suspend_connection / MHD_resume_connection are
+    // called while it is held, so a resume can never overtake the suspend it undoes.
+    private let state = Mutex(State())
+
+    /// The most bytes buffered for a slow client before the stream is closed.
+    public let bufferLimit: Int
+
+    /// Creates a stream that buffers at most `bufferLimit` bytes for a slow client.
+    public init(bufferLimit: Int = 1 << 20) {
+        self.bufferLimit = bufferLimit
+    }
+
+    /// Whether the stream no longer accepts events.
+    public var isClosed: Bool { state.withLock { $0.closed } }
+
+    /// Registers `handler` to run once when the stream ends (client gone, `close()`, server shutdown).
+    /// Runs it at once if the stream has already ended. Handlers run on a server thread: keep them short.
+    public func onTermination(_ handler: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state -> Bool in
+            if state.terminated { return true }
+            state.terminationHandlers.append(handler)
+            return false
+        }
+        if runNow { handler() }
+    }
+
+    /// Sends one event. `data` may span lines (each becomes a `data:` line). Returns `false` when the
+    /// stream is closed. A client that lets more than `bufferLimit` bytes pile up is disconnected.
+    @discardableResult
+    public func send(event: String? = nil, id: String? = nil, data: String) -> Bool {
+        var text = ""
+        if let event { text += "event: \(Self.singleLine(event))\n" }
+        if let id { text += "id: \(Self.singleLine(id))\n" }
+        let lines = data.split(separator: "\n", omittingEmptySubsequences: false)
+        for line in lines { text += "data: \(line.replacingOccurrences(of: "\r", with: ""))\n" }
+        text += "\n"
+        return enqueue(Array(text.utf8))
+    }
+
+    /// Sends a comment line (`: text`), which clients ignore; used for heartbeats.
+    @discardableResult
+    public func sendComment(_ text: String) -> Bool {
+        enqueue(Array(": \(Self.singleLine(text))\n\n".utf8))
+    }
+
+    /// Ends the stream after the already-queued events have been delivered.
+    public func close() {
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.closed = true
+            Self.resumeIfSuspended(&state)
+        }
+    }
+
+    private func enqueue(_ bytes: [UInt8]) -> Bool {
+        let overflow = state.withLock { state -> Bool? in
+            guard !state.closed else { return nil }
+            if state.pendingCount + bytes.count > bufferLimit {
+                state.closed = true
+                state.pending = []
+                state.readOffset = 0
+                Self.resumeIfSuspended(&state)
+                return true
+            }
+            state.pending.append(contentsOf: bytes)
+            Self.resumeIfSuspended(&state)
+            return false
+        }
+        return overflow == false
+    }
+
+    private static func resumeIfSuspended(_ state: inout State) {
+        guard state.suspended, let connection = state.connection else { return }
+        state.suspended = false
+        MHD_resume_connection(connection.pointer)
+    }
+
+    private static func singleLine(_ text: String) -> String {
+        text.replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\r", with: " ")
+    }
+
+    // MARK: Server side
+
+    /// Binds the stream to the connection its response was queued on.
+    func attach(connection: MHDConnection) {
+        state.withLock { $0.connection = connection }
+    }
+
+    /// The content-reader step: copies pending bytes into `buffer`, or suspends the connection and
+    /// returns 0 when there is nothing to send, or returns -1 at the end of the stream.
+    func read(into buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        state.withLock { state -> Int in
+            let available = state.pendingCount
+            if available > 0 {
+                let count = min(available, capacity)
+                state.pending.withUnsafeBufferPointer { source in
+                    UnsafeMutableRawPointer(buffer).copyMemory(
+                        from: source.baseAddress! + state.readOffset, byteCount: count)
+                }
+                state.readOffset += count
+                if state.readOffset == state.pending.count {
+                    state.pending.removeAll(keepingCapacity: state.pending.count <= 64 * 1024)
+                    state.readOffset = 0
+                } else if state.readOffset > 64 * 1024 {
+                    state.pending.removeFirst(state.readOffset)
+                    state.readOffset = 0
+                }
+                return count
+            }
+            if state.closed || state.terminated { return -1 }
+            guard let connection = state.connection else { return -1 }
+            state.suspended = true
+            MHD_suspend_connection(connection.pointer)
+            return 0
+        }
+    }
+
+    /// Marks the stream finished (the response was released) and runs the termination handlers once.
+    func terminate() {
+        let handlers = state.withLock { state -> [@Sendable () -> Void] in
+            guard !state.terminated else { return [] }
+            state.terminated = true
+            state.closed = true
+            state.suspended = false
+            state.connection = nil
+            state.pending = []
+            state.readOffset = 0
+            let handlers = state.terminationHandlers
+            state.terminationHandlers = []
+            return handlers
+        }
+        for handler in handlers { handler() }
+    }
+}

@@ -1,0 +1,113 @@
+/// A request handler: turns a request into a response or throws (`HTTPError` for a chosen status,
+/// anything else for a 500).
+public typealias HTTPHandler = @Sendable (HTTPRequest) async throws -> HTTPResponse
+
+/// Dispatches requests by method and path pattern.
+///
+/// Patterns are `/`-separated; a segment `:name` captures one path segment into
+/// `HTTPRequest.pathParameters["name"]` (percent-decoded) and a final `*name` captures the rest.
+/// Literal segments win over captures. An unknown path answers 404 `notFound`; a known path with
+/// another method answers 405 `methodNotAllowed` with an `Allow` header. `HEAD` falls back to `GET`.
+public struct Router: Sendable {
+    private enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+        case rest(String)
+    }
+
+    private struct Route: Sendable {
+        let method: HTTPMethod
+        let pattern: String
+        let segments: [Segment]
+        let handler: HTTPHandler
+    }
+
+    private var routes: [Route] = []
+
+    /// Creates an empty router.
+    public init() {}
+
+    /// Adds a route for `method` and `pattern`.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, handler: @escaping HTTPHandler) {
+        let segments = Self.split(pattern).map { part -> Segment in
+            if part.hasPrefix(":") { return .parameter(String(part.dropFirst())) }
+            if part.hasPrefix("*") { return .rest(String(part.dropFirst())) }
+            return .literal(part)
+        }
+        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: handler))
+    }
+
+    /// Adds a `GET` route.
+    public mutating func get(_ pattern: String, handler: @escaping HTTPHandler) { add(.get, pattern, handler: handler) }
+    /// Adds a `POST` route.
+    public mutating func post(_ pattern: String, handler: @escaping HTTPHandler) {
+        add(.post, pattern, handler: handler)
+    }
+    /// Adds a `PUT` route.
+    public mutating func put(_ pattern: String, handler: @escaping HTTPHandler) { add(.put, pattern, handler: handler) }
+    /// Adds a `PATCH` route.
+    public mutating func patch(_ pattern: String, handler: @escaping HTTPHandler) {
+        add(.patch, pattern, handler: handler)
+    }
+    /// Adds a `DELETE` route.
+    public mutating func delete(_ pattern: String, handler: @escaping HTTPHandler) {
+        add(.delete, pattern, handler: handler)
+    }
+
+    /// Runs the handler of the route matching `request`, or throws the 404/405 `HTTPError`.
+    public func handle(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let path = Self.split(request.path)
+        var best: (route: Route, parameters: [String: String], score: Int)?
+        var allowed: Set<String> = []
+        for route in routes {
+            guard let (parameters, score) = Self.match(route.segments, path) else { continue }
+            allowed.insert(route.method.rawValue)
+            let methodMatches =
+                route.method == request.method || (request.method == .head && route.method == .get)
+            guard methodMatches else { continue }
+            // Prefer literal segments, then an exact method over the HEAD→GET fallback.
+            let rank = score * 2 + (route.method == request.method ? 1 : 0)
+            if best == nil || rank > best!.score { best = (route, parameters, rank) }
+        }
+        guard let best else {
+            if allowed.isEmpty { throw HTTPError.notFound("No resource at this path.") }
+            if allowed.contains("GET") { allowed.insert("HEAD") }
+            let allow = allowed.sorted().joined(separator: ", ")
+            throw HTTPError(
+                .methodNotAllowed, code: "methodNotAllowed",
+                message: "Method \(request.method.rawValue) is not allowed here; allowed: \(allow).",
+                headers: ["Allow": allow])
+        }
+        var routed = request
+        routed.pathParameters = best.parameters
+        return try await best.route.handler(routed)
+    }
+
+    /// The router as a handler value, for `HTTPServer(configuration:handler:)`.
+    public var handler: HTTPHandler { { request in try await handle(request) } }
+
+    private static func split(_ path: String) -> [String] {
+        path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+    }
+
+    private static func match(_ segments: [Segment], _ path: [String]) -> ([String: String], Int)? {
+        var parameters: [String: String] = [:]
+        var score = 0
+        for (index, segment) in segments.enumerated() {
+            switch segment {
+            case .rest(let name):
+                let rest = path[min(index, path.count)...].map { HTTPRequest.percentDecode($0, plusAsSpace: false) }
+                parameters[name] = rest.joined(separator: "/")
+                return (parameters, score)
+            case .literal(let literal):
+                guard index < path.count, HTTPRequest.percentDecode(path[index], plusAsSpace: false) == literal
+                else { return nil }
+                score += 1
+            case .parameter(let name):
+                guard index < path.count else { return nil }
+                parameters[name] = HTTPRequest.percentDecode(path[index], plusAsSpace: false)
+            }
+        }
+        return segments.count == path.count ? (parameters, score) : nil
+    }
+}

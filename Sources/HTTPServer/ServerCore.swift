@@ -1,0 +1,293 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+
+/// The libmicrohttpd daemon and everything its C callbacks reach through their context pointer.
+///
+/// Owned by `HTTPServer`, which stops the daemon before releasing it, so the unretained context
+/// pointer given to libmicrohttpd stays valid for as long as callbacks can run.
+final class ServerCore: Sendable {
+    struct Registry: ~Copyable {
+        /// Set at the start of shutdown: no new handler runs, new requests get 503.
+        var draining = false
+        /// Requests between handler dispatch and the request-completed callback.
+        var inFlight: [ObjectIdentifier: RequestContext] = [:]
+        /// Event streams whose response is queued and not yet released.
+        var streams: [ObjectIdentifier: EventStream] = [:]
+    }
+
+    enum Lifecycle: Sendable, Equatable {
+        case running
+        case stopping
+        case stopped
+    }
+
+    struct Daemon: @unchecked Sendable {  // an opaque C handle; only the lifecycle mutex hands it out
+        let pointer: OpaquePointer
+    }
+
+    let configuration: HTTPServer.Configuration
+    let handler: HTTPHandler
+    let registry = Mutex(Registry())
+    let lifecycle = Mutex(Lifecycle.running)
+    /// Set once the daemon is running.
+    let daemon = Mutex<Daemon?>(nil)
+    /// libmicrohttpd diagnostics printed while starting (reported when start fails).
+    let startupMessages = Mutex<[String]?>([])
+    let heartbeatTask = Mutex<Task<Void, Never>?>(nil)
+    let listenSocket = Mutex<Int32>(-1)
+    /// C strings handed to libmicrohttpd (TLS PEM, bound address); freed in deinit.
+    let allocations = Mutex<[UInt]>([])  // addresses from malloc/calloc
+
+    init(configuration: HTTPServer.Configuration, handler: @escaping HTTPHandler) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    deinit {
+        for address in allocations.withLock({ $0 }) { free(UnsafeMutableRawPointer(bitPattern: address)) }
+    }
+
+    // MARK: Logging
+
+    func logError(_ message: String) {
+        startupMessages.withLock { messages in messages?.append(message) }
+        if let errorLog = configuration.errorLog {
+            errorLog(message)
+        } else {
+            FileHandle.standardError.write(Data("HTTPServer: \(message)\n".utf8))
+        }
+    }
+
+    // MARK: Start
+
+    /// Starts the daemon and returns the bound port.
+    func start() throws(HTTPServer.StartError) -> UInt16 {
+        let config = configuration
+        var flags =
+            MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            | MHD_USE_ERROR_LOG.rawValue | MHD_USE_ITC.rawValue
+        let address = try resolve(host: config.host, port: config.port)
+        if address.family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let logger = calloc(1, MemoryLayout<sfmhd_logger>.size)!
+        logger.storeBytes(of: sfmhd_logger(callback: mhdLogMessage, context: context), as: sfmhd_logger.self)
+        allocations.withLock { $0.append(UInt(bitPattern: logger)) }
+
+        var options: [MHD_OptionItem] = [
+            MHD_OptionItem(option: .SOCK_ADDR, value: 0, ptr_value: address.pointer),
+            MHD_OptionItem(option: .CONNECTION_LIMIT, value: max(1, config.connectionLimit), ptr_value: nil),
+            MHD_OptionItem(
+                option: .CONNECTION_TIMEOUT, value: max(0, config.idleTimeoutSeconds), ptr_value: nil),
+            MHD_OptionItem(
+                option: .CONNECTION_MEMORY_LIMIT, value: max(4096, config.connectionMemoryLimit),
+                ptr_value: nil),
+            MHD_OptionItem(
+                option: .NOTIFY_COMPLETED, value: unsafeBitCast(mhdRequestCompleted, to: Int.self),
+                ptr_value: context),
+            MHD_OptionItem(
+                option: .URI_LOG_CALLBACK, value: unsafeBitCast(mhdURILog, to: Int.self),
+                ptr_value: context),
+            MHD_OptionItem(option: .EXTERNAL_LOGGER, value: sfmhd_logger_trampoline(), ptr_value: logger),
+        ]
+        if config.threadCount > 1 {
+            options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: config.threadCount, ptr_value: nil))
+        }
+        if let tls = config.tls {
+            flags |= MHD_USE_TLS.rawValue
+            let certificate = try readPEM(tls.certificatePath)
+            let key = try readPEM(tls.privateKeyPath)
+            options.append(MHD_OptionItem(option: .HTTPS_MEM_CERT, value: 0, ptr_value: certificate))
+            options.append(MHD_OptionItem(option: .HTTPS_MEM_KEY, value: 0, ptr_value: key))
+        }
+        options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
+
+        let started = options.withUnsafeBufferPointer { buffer in
+            sfmhd_start_daemon(flags, config.port, mhdAccess, context, buffer.baseAddress)
+        }
+        let messages = startupMessages.withLock { messages in
+            defer { messages = nil }
+            return messages ?? []
+        }
+        guard let started else {
+            let reason = messages.isEmpty ? "libmicrohttpd could not start the daemon" : messages.joined(separator: "; ")
+            throw .startFailed(reason.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        daemon.withLock { $0 = Daemon(pointer: started) }
+        startHeartbeat()
+        return sfmhd_daemon_bind_port(started)
+    }
+
+    private func readPEM(_ path: String) throws(HTTPServer.StartError) -> UnsafeMutableRawPointer {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw .unreadableFile(path: path, reason: (error as NSError).localizedDescription)
+        }
+        guard !data.isEmpty, !data.contains(0) else { throw .unreadableFile(path: path, reason: "not a PEM file") }
+        let pointer = malloc(data.count + 1)!
+        data.copyBytes(to: pointer.assumingMemoryBound(to: UInt8.self), count: data.count)
+        pointer.storeBytes(of: 0, toByteOffset: data.count, as: UInt8.self)
+        allocations.withLock { $0.append(UInt(bitPattern: pointer)) }
+        return pointer
+    }
+
+    private func resolve(host: String, port: UInt16) throws(HTTPServer.StartError) -> (
+        pointer: UnsafeMutableRawPointer, family: Int32
+    ) {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_PASSIVE
+        var result: UnsafeMutablePointer<addrinfo>?
+        let lookup = host.isEmpty ? "0.0.0.0" : host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        guard getaddrinfo(lookup, nil, &hints, &result) == 0, let first = result, let address = first.pointee.ai_addr
+        else { throw .invalidHost(host) }
+        defer { freeaddrinfo(result) }
+        let storage = calloc(1, MemoryLayout<sockaddr_storage>.size)!
+        storage.copyMemory(from: address, byteCount: Int(first.pointee.ai_addrlen))
+        let family = Int32(address.pointee.sa_family)
+        if family == AF_INET6 {
+            storage.assumingMemoryBound(to: sockaddr_in6.self).pointee.sin6_port = port.bigEndian
+        } else {
+            storage.assumingMemoryBound(to: sockaddr_in.self).pointee.sin_port = port.bigEndian
+        }
+        allocations.withLock { $0.append(UInt(bitPattern: storage)) }
+        return (storage, family)
+    }
+
+    // MARK: Requests
+
+    var isDraining: Bool { registry.withLock { $0.draining } }
+
+    /// Registers a request whose handler is about to run; `false` while shutting down.
+    func beginHandler(_ context: RequestContext) -> Bool {
+        registry.withLock { registry in
+            guard !registry.draining else { return false }
+            registry.inFlight[ObjectIdentifier(context)] = context
+            return true
+        }
+    }
+
+    func endRequest(_ context: RequestContext) {
+        _ = registry.withLock { $0.inFlight.removeValue(forKey: ObjectIdentifier(context)) }
+    }
+
+    /// Runs the handler with the request timeout, turning thrown errors into responses.
+    func run(_ request: HTTPRequest, for context: RequestContext) {
+        let timeout = configuration.requestTimeout
+        Task {
+            let response = await withTaskGroup(of: HTTPResponse?.self) { group in
+                group.addTask { await self.respond(to: request) }
+                group.addTask {
+                    do { try await Task.sleep(for: timeout) } catch { return nil }
+                    self.logError("handler for \(request.method) \(request.path) exceeded \(timeout)")
+                    return HTTPError(
+                        .serviceUnavailable, code: "timeout", message: "The request took too long to process."
+                    ).response
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first ?? HTTPError.internalError.response
+            }
+            if !context.complete(with: response) { response.eventStream?.terminate() }
+        }
+    }
+
+    private func respond(to request: HTTPRequest) async -> HTTPResponse {
+        do {
+            return try await handler(request)
+        } catch let error as HTTPError {
+            return error.response
+        } catch {
+            logError("handler for \(request.method) \(request.path) failed: \(type(of: error))")
+            return HTTPError.internalError.response
+        }
+    }
+
+    // MARK: Event streams
+
+    /// Records a stream whose response was queued; closes it at once while shutting down.
+    func register(_ stream: EventStream) {
+        let draining = registry.withLock { registry -> Bool in
+            registry.streams[ObjectIdentifier(stream)] = stream
+            return registry.draining
+        }
+        if draining { stream.close() }
+    }
+
+    func unregister(_ stream: EventStream) {
+        _ = registry.withLock { $0.streams.removeValue(forKey: ObjectIdentifier(stream)) }
+    }
+
+    var eventStreamCount: Int { registry.withLock { $0.streams.count } }
+
+    private func startHeartbeat() {
+        let interval = configuration.eventStreamHeartbeat
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: interval) } catch { return }
+                guard let self else { return }
+                let streams = self.registry.withLock { Array($0.streams.values) }
+                for stream in streams { stream.sendComment("keep-alive") }
+            }
+        }
+        heartbeatTask.withLock { $0 = task }
+    }
+
+    // MARK: Shutdown
+
+    /// Claims the shutdown; `false` if another caller already did.
+    func beginShutdown() -> Bool {
+        lifecycle.withLock { state in
+            guard state == .running else { return false }
+            state = .stopping
+            return true
+        }
+    }
+
+    /// Stops accepting connections and refuses new requests; closes every event stream.
+    func quiesce() {
+        let streams = registry.withLock { registry in
+            registry.draining = true
+            return Array(registry.streams.values)
+        }
+        if let daemon = daemon.withLock({ $0 }) {
+            let socket = MHD_quiesce_daemon(daemon.pointer)
+            listenSocket.withLock { $0 = socket }
+        }
+        for stream in streams { stream.close() }
+    }
+
+    var inFlightCount: Int { registry.withLock { $0.inFlight.count } }
+
+    /// Answers every still-running handler with 503 so its connection resumes.
+    func abandonInFlight() {
+        let (contexts, streams) = registry.withLock { (Array($0.inFlight.values), Array($0.streams.values)) }
+        let response = HTTPError(.serviceUnavailable, code: "shuttingDown", message: "The server is shutting down.")
+            .response
+        for context in contexts { context.complete(with: response) }
+        for stream in streams { stream.close() }
+    }
+
+    /// Stops the daemon (every connection must have been resumed) and releases its resources.
+    func stopDaemon() {
+        heartbeatTask.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+        if let daemon = daemon.withLock({ state -> Daemon? in
+            defer { state = nil }
+            return state
+        }) {
+            MHD_stop_daemon(daemon.pointer)
+        }
+        listenSocket.withLock { socket in
+            if socket >= 0 { close(socket) }
+            socket = -1
+        }
+        for stream in registry.withLock({ Array($0.streams.values) }) { stream.terminate() }
+        lifecycle.withLock { $0 = .stopped }
+    }
+}
