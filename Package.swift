@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         .target(
             name: "APNsSimulator",
-            dependencies: ["APNs", "HTTP2Server", "HTTPServer", "OpenSSLCrypto"]),
+            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto"]),
 
         // MARK: Executables (argument parsing and wiring only)
         .target(name: "CommandLineSupport"),
@@ -83,7 +83,7 @@ let package = Package(
         .testTarget(name: "MailSyncTests", dependencies: ["MailSync", "MailSyncSQLite", "TestSupport"]),
         .testTarget(
             name: "APNsSimulatorTests",
-            dependencies: ["APNsSimulator", "APNs", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["HTTPClient", "OpenSSLCrypto", "TestSupport"]),

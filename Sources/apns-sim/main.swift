@@ -1,1 +1,108 @@
-print("not yet implemented")
+import APNsSimulator
+import CommandLineSupport
+import Foundation
+
+let usage = """
+    usage: apns-sim [options]
+
+    An APNs-faithful local gateway: the provider API (HTTP/2) and a device API (HTTP/1.1 + SSE).
+
+      --listen HOST:PORT            provider API address (default 127.0.0.1:2197; port 0 picks one)
+      --h2c                         serve cleartext HTTP/2 instead of TLS
+      --tls-cert FILE               provider API certificate chain (PEM; required unless --h2c)
+      --tls-key FILE                provider API private key (PEM; required unless --h2c)
+      --device-listen HOST:PORT     device API address (default 127.0.0.1:2198)
+      --provider-key KEY_ID:TEAM_ID:PUBLIC_PEM_PATH
+                                    a trusted provider signing key (repeatable)
+      --topic BUNDLE_ID             an allowed topic (repeatable; none given allows every topic)
+      --background-budget N         background pushes per device per window (default 3; 0 = no limit)
+      --background-window SECONDS   the background budget window (default 3600)
+      --device-connection-limit N   most device-API connections (default 16384)
+      --fault-drop P                probability of answering 200 and never delivering
+      --fault-429 P                 probability of 429 TooManyRequests
+      --fault-503 P                 probability of 503 ServiceUnavailable
+      --fault-seed N                seed for the fault generator (same seed, same faults)
+      --fault-goaway-after N        send GOAWAY on a connection after N streams
+      --fault-latency-ms N          delay every provider response by N milliseconds
+      --help                        show this help
+
+    Every option can also be set through APNS_SIM_<OPTION> (e.g. APNS_SIM_FAULT_SEED=7;
+    repeatable options take a comma-separated list).
+    """
+
+let knownFlags: Set<String> = [
+    "listen", "h2c", "tls-cert", "tls-key", "device-listen", "provider-key", "topic", "background-budget",
+    "background-window", "device-connection-limit", "fault-drop", "fault-429", "fault-503", "fault-seed",
+    "fault-goaway-after", "fault-latency-ms",
+]
+
+func probability(_ arguments: Arguments, _ name: String) throws -> Double {
+    let value = try arguments.double(name, default: 0)
+    guard (0...1).contains(value) else { throw UsageError("--\(name) must be between 0 and 1") }
+    return value
+}
+
+func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
+    let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2197"))
+    let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2198"))
+    var tls: SimulatorConfiguration.TLSFiles?
+    if !arguments.flag("h2c") {
+        guard let certificate = arguments.string("tls-cert"), let key = arguments.string("tls-key") else {
+            throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
+        }
+        tls = .init(certificatePath: certificate, privateKeyPath: key)
+    }
+    let keys = try arguments.all("provider-key").map { spec in
+        do { return try ProviderKey(specification: spec) } catch { throw UsageError("\(error)") }
+    }
+    let seedText = arguments.string("fault-seed")
+    guard seedText == nil || UInt64(seedText!) != nil else { throw UsageError("--fault-seed must be an integer") }
+    let goAwayAfter = try arguments.int("fault-goaway-after", default: 0)
+    let latency = try arguments.int("fault-latency-ms", default: 0)
+    let budget = try arguments.int("background-budget", default: 3)
+    let window = try arguments.double("background-window", default: 3600)
+    guard goAwayAfter >= 0, latency >= 0, budget >= 0, window > 0 else {
+        throw UsageError("fault counts, latency and the background budget must not be negative")
+    }
+    let faults = FaultConfiguration(
+        dropProbability: try probability(arguments, "fault-drop"),
+        tooManyRequestsProbability: try probability(arguments, "fault-429"),
+        serviceUnavailableProbability: try probability(arguments, "fault-503"),
+        seed: seedText.flatMap { UInt64($0) }, goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil,
+        latency: .milliseconds(latency))
+    return SimulatorConfiguration(
+        providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
+        devicePort: Int(deviceListen.port),
+        deviceConnectionLimit: try arguments.int("device-connection-limit", default: 16_384),
+        gateway: GatewayConfiguration(
+            providerKeys: keys, allowedTopics: Set(arguments.all("topic")), backgroundBudget: budget,
+            backgroundWindow: window, faults: faults))
+}
+
+await runCommand(usage: usage) {
+    let arguments = try Arguments(
+        Array(CommandLine.arguments.dropFirst()), switches: ["h2c", "help"], environmentPrefix: "APNS_SIM_")
+    if arguments.wantsHelp {
+        print(usage)
+        return
+    }
+    try arguments.rejectUnknownFlags(known: knownFlags)
+    let configuration = try configuration(from: arguments)
+    let (stopRequested, signals) = AsyncStream.makeStream(of: Int32.self)
+    let sources = ProcessResources.onTerminationSignal { signals.yield($0) }
+    ProcessResources.raiseOpenFileLimit()
+    let server = SimulatorServer(configuration: configuration)
+    try server.start()
+    if configuration.gateway.providerKeys.isEmpty {
+        printError("apns-sim: no --provider-key given: every provider token will be refused")
+    }
+    printError(
+        "apns-sim listening provider=\(configuration.providerHost):\(server.providerPort) "
+            + "device=\(configuration.deviceHost):\(server.devicePort)")
+    var iterator = stopRequested.makeAsyncIterator()
+    _ = await iterator.next()
+    printError("apns-sim: stopping")
+    await server.shutdown()
+    withExtendedLifetime(sources) {}
+    printError("apns-sim: stopped")
+}

@@ -1,1 +1,0 @@
-// APNsSimulator: not yet implemented.

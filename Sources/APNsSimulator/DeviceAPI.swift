@@ -1,0 +1,69 @@
+import Foundation
+import HTTPServer
+
+/// The device side of the simulator (HTTP/1.1, JSON): registration, notification streams, the capture
+/// log, health and metrics.
+enum DeviceAPI {
+    static func router(for gateway: Gateway) -> Router {
+        var router = Router()
+        router.post("/sim/devices") { request in try register(request, gateway: gateway) }
+        router.get("/sim/devices/:token/notifications") { request in
+            try subscribe(request.parameter("token") ?? "", gateway: gateway)
+        }
+        router.delete("/sim/devices/:token") { request in
+            let token = request.parameter("token") ?? ""
+            guard gateway.unregisterDevice(token) else { throw unknownDevice(token, gateway: gateway) }
+            return .empty()
+        }
+        router.get("/sim/log") { request in
+            let after = request.query("after").flatMap { Int($0) } ?? 0
+            let limit = request.query("limit").flatMap { Int($0) } ?? .max
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
+        }
+        router.get("/healthz") { _ in try .json(["status": "ok"]) }
+        router.get("/metrics") { _ in
+            HTTPResponse(
+                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4"],
+                body: Data(gateway.metrics.prometheusText.utf8))
+        }
+        return router
+    }
+
+    private struct Registration: Decodable {
+        var topic: String?
+        var environment: String?
+    }
+
+    private static func register(_ request: HTTPRequest, gateway: Gateway) throws -> HTTPResponse {
+        let body = try request.decodeJSON(Registration.self)
+        guard let topic = body.topic, PushRequestParser.isValidTopic(topic) else {
+            throw HTTPError.invalidRequest("\"topic\" must be a bundle identifier.")
+        }
+        let environment = body.environment ?? "sandbox"
+        guard ["sandbox", "development", "production"].contains(environment) else {
+            throw HTTPError.invalidRequest("\"environment\" must be \"sandbox\" or \"production\".")
+        }
+        let token = gateway.registerDevice(
+            topic: topic, environment: environment == "development" ? "sandbox" : environment)
+        return try .json(["deviceToken": token], status: .created)
+    }
+
+    private static func subscribe(_ token: String, gateway: Gateway) throws -> HTTPResponse {
+        guard case .active = gateway.status(of: token) else { throw unknownDevice(token, gateway: gateway) }
+        let stream = EventStream()
+        stream.sendComment("connected")
+        let sink = DeviceSink(send: { data in stream.send(data: data) }, close: { stream.close() })
+        guard let streamID = gateway.connect(token, sink: sink) else { throw unknownDevice(token, gateway: gateway) }
+        stream.onTermination { gateway.disconnect(token, streamID: streamID) }
+        return .eventStream(stream)
+    }
+
+    private static func unknownDevice(_ token: String, gateway: Gateway) -> HTTPError {
+        if case .unregistered = gateway.status(of: token) {
+            return HTTPError(.gone, code: "unregistered", message: "The device was deleted.")
+        }
+        return HTTPError.notFound("No device with this token.")
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import OpenSSLCrypto
+import Synchronization
+
+/// The APNs gateway logic without any networking: validates provider requests as APNs does, keeps the
+/// device registry, delivers to connected devices, stores for offline ones, throttles background
+/// pushes, injects faults and records everything in the capture log.
+///
+/// All state sits behind one mutex; every method is safe to call from any thread. Time comes from the
+/// injected ``SimulatorClock``; delayed work (throttled background pushes, expirations) advances when
+/// ``processDueWork()`` is called, which the server does periodically and tests do after moving time.
+public final class Gateway: Sendable {
+    /// The configuration the gateway was created with.
+    public let configuration: GatewayConfiguration
+    /// The clock the gateway reads.
+    public let clock: any SimulatorClock
+    let state: Mutex<GatewayState>
+
+    /// Creates a gateway.
+    public init(configuration: GatewayConfiguration, clock: any SimulatorClock = SystemClock()) {
+        self.configuration = configuration
+        self.clock = clock
+        state = Mutex(GatewayState(configuration: configuration))
+    }
+
+    // MARK: Provider API
+
+    /// Answers one provider request (`POST /3/device/{token}`), delivering or storing its notification.
+    public func handle(_ request: ProviderRequest) -> ProviderResponse {
+        let now = clock.now()
+        let nowMilliseconds = Self.milliseconds(now)
+        let given = request.header("apns-id")
+        let apnsID = given.flatMap { PushRequestParser.isUUID($0) ? $0 : nil } ?? UUID().uuidString.lowercased()
+        return state.withLock { state in
+            let goAway = state.faults.countStream(on: request.connectionID)
+            var tokenText: String?
+            var response: ProviderResponse
+            var outcome = NotificationOutcome.refused
+            var detail: String?
+            var accepted: (ParsedPush, FaultDecision)?
+            do throws(RejectionReason) {
+                tokenText = try PushRequestParser.checkTarget(request)
+                try PushRequestParser.checkHeaders(request)
+                defer { state.metrics.tokenVerifications = state.verifier.signatureVerificationCount }
+                if let reason = state.verifier.authorize(request.header("authorization"), now: now) { throw reason }
+                let push = try PushRequestParser.parse(request, tokenText: tokenText ?? "")
+                try state.checkDevice(for: push)
+                let decision = state.faults.nextDecision()
+                switch decision {
+                case .serviceUnavailable: throw .serviceUnavailable
+                case .tooManyRequests: throw .tooManyRequests
+                case .none, .drop: break
+                }
+                accepted = (push, decision)
+                response = ProviderResponse(status: 200, apnsID: apnsID)
+            } catch {
+                if error == .serviceUnavailable || error == .tooManyRequests { detail = "fault" }
+                var timestamp: Int64?
+                if error == .unregistered, let token = tokenText?.lowercased() {
+                    timestamp = state.devices[token]?.unregisteredAt
+                }
+                response = ProviderResponse(status: error.status, apnsID: apnsID, reason: error, timestamp: timestamp)
+            }
+            response.goAway = goAway
+            response.delay = configuration.faults.latency
+            let key = GatewayMetrics.Response(status: response.status, reason: response.reason?.rawValue ?? "")
+            state.metrics.responses[key, default: 0] += 1
+
+            if let (push, decision) = accepted {
+                outcome = decision == .drop ? .dropped : .delivered
+                if decision == .drop { detail = "fault" }
+                tokenText = push.deviceToken
+            }
+            // A notification that goes on to be routed gets its first event from the routing.
+            let routed = accepted != nil && accepted?.1 != .drop
+            let entry = makeEntry(
+                request, apnsID: apnsID, token: tokenText, response: response, outcome: outcome,
+                event: routed ? nil : LogEvent(outcome: outcome, timestamp: nowMilliseconds, detail: detail),
+                at: nowMilliseconds)
+            let sequence = state.log.append(entry)
+            if let (push, decision) = accepted {
+                if decision == .drop {
+                    state.metrics.dropped += 1
+                } else {
+                    let notification = PendingNotification(push, apnsID: apnsID, logSequence: sequence)
+                    state.route(notification, token: push.deviceToken, now: now)
+                }
+            }
+            return response
+        }
+    }
+
+    private func makeEntry(
+        _ request: ProviderRequest, apnsID: String, token: String?, response: ProviderResponse,
+        outcome: NotificationOutcome, event: LogEvent?, at timestamp: Int64
+    ) -> LogEntry {
+        var headers: [String: String] = [:]
+        for header in request.headers {
+            let value = header.name == "authorization" ? "[redacted]" : header.value
+            if let existing = headers[header.name] {
+                headers[header.name] = existing + ", " + value
+            } else {
+                headers[header.name] = value
+            }
+        }
+        let limit = configuration.logPayloadLimit
+        let truncated = request.body.count > limit
+        let payload = String(decoding: truncated ? request.body.prefix(limit) : request.body, as: UTF8.self)
+        return LogEntry(
+            sequence: 0, timestamp: timestamp, apnsId: apnsID, method: request.method, path: request.path,
+            deviceToken: token, headers: headers, payload: payload, payloadTruncated: truncated,
+            status: response.status, reason: response.reason?.rawValue, outcome: outcome,
+            events: event.map { [$0] } ?? [])
+    }
+
+    // MARK: Devices
+
+    /// Registers a new device for `topic` and returns its token (64 lowercase hex characters).
+    public func registerDevice(topic: String, environment: String = "sandbox") -> String {
+        let now = Self.milliseconds(clock.now())
+        return state.withLock { state in
+            var token = SecureRandom.hex(32)
+            while state.devices[token] != nil { token = SecureRandom.hex(32) }
+            state.devices[token] = DeviceRecord(token: token, topic: topic, environment: environment, registeredAt: now)
+            state.metrics.registeredDevices += 1
+            return token
+        }
+    }
+
+    /// Deletes a device: later pushes to it get 410 `Unregistered`; its streams are closed and anything
+    /// held for it is dropped. Returns `false` if the token is unknown or already deleted.
+    @discardableResult
+    public func unregisterDevice(_ token: String) -> Bool {
+        let now = Self.milliseconds(clock.now())
+        let sinks = state.withLock { state -> [DeviceSink]? in
+            state.unregister(token.lowercased(), at: now)
+        }
+        guard let sinks else { return false }
+        for sink in sinks { sink.close() }
+        return true
+    }
+
+    /// Whether `token` is registered, deleted or unknown.
+    public func status(of token: String) -> DeviceStatus {
+        state.withLock { state in
+            guard let device = state.devices[token.lowercased()] else { return .unknown }
+            if let timestamp = device.unregisteredAt { return .unregistered(timestamp: timestamp) }
+            return .active(topic: device.topic, environment: device.environment)
+        }
+    }
+
+    /// Attaches a notification stream to a device and sends it what was stored while it was away.
+    /// Returns the stream's identifier for ``disconnect(_:streamID:)``, or `nil` if the device is not active.
+    public func connect(_ token: String, sink: DeviceSink) -> UInt64? {
+        let now = clock.now()
+        return state.withLock { state in state.connect(token.lowercased(), sink: sink, now: now) }
+    }
+
+    /// Detaches a notification stream (the client went away).
+    public func disconnect(_ token: String, streamID: UInt64) {
+        state.withLock { state in state.disconnect(token.lowercased(), streamID: streamID) }
+    }
+
+    /// Closes every notification stream (for shutdown).
+    public func closeAllStreams() {
+        let sinks = state.withLock { state in state.devices.values.flatMap { $0.sinks.values } }
+        for sink in sinks { sink.close() }
+    }
+
+    // MARK: Time-driven work
+
+    /// Releases throttled background notifications the budget now allows and expires stored ones.
+    public func processDueWork() {
+        let now = clock.now()
+        state.withLock { state in state.processDueWork(now: now) }
+    }
+
+    // MARK: Observation
+
+    /// Capture-log entries after sequence number `after`, oldest first, at most `limit`.
+    public func logEntries(after: Int = 0, limit: Int = .max) -> [LogEntry] {
+        state.withLock { $0.log.entries(after: after, limit: limit) }
+    }
+
+    /// A snapshot of the counters.
+    public var metrics: GatewayMetrics { state.withLock { $0.metrics } }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+}

@@ -1,0 +1,266 @@
+import Foundation
+
+/// A notification accepted for a device and not yet delivered.
+struct PendingNotification: Sendable {
+    var apnsID: String
+    var pushType: PushType
+    var expiration: Int64?
+    var logSequence: Int
+    /// The `data:` of the event the device receives.
+    var eventData: String
+
+    init(_ push: ParsedPush, apnsID: String, logSequence: Int) {
+        self.apnsID = apnsID
+        pushType = push.pushType
+        expiration = push.expiration
+        self.logSequence = logSequence
+        let collapse = push.collapseID.map(Self.jsonString) ?? "null"
+        eventData =
+            #"{"apnsId":\#(Self.jsonString(apnsID)),"pushType":"\#(push.pushType.rawValue)","#
+            + #""priority":\#(push.priority),"collapseId":\#(collapse),"payload":\#(push.payloadJSON)}"#
+    }
+
+    /// Whether the expiration (seconds since 1970) lies before `now`.
+    func isExpired(now: Date) -> Bool {
+        guard let expiration else { return false }
+        return Double(expiration) < now.timeIntervalSince1970.rounded(.down)
+    }
+
+    static func jsonString(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    result += String(format: "\\u%04x", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+}
+
+/// One registered device.
+struct DeviceRecord: Sendable {
+    let token: String
+    let topic: String
+    let environment: String
+    let registeredAt: Int64
+    var unregisteredAt: Int64?
+    var sinks: [UInt64: DeviceSink] = [:]
+    /// The one notification kept while the device is offline.
+    var stored: PendingNotification?
+    /// The one background notification held back by the budget.
+    var deferred: PendingNotification?
+    /// When background notifications were delivered, within the budget window.
+    var backgroundDeliveries: [Date] = []
+
+    init(token: String, topic: String, environment: String, registeredAt: Int64) {
+        self.token = token
+        self.topic = topic
+        self.environment = environment
+        self.registeredAt = registeredAt
+    }
+}
+
+/// Everything a ``Gateway`` keeps, mutated only under its mutex.
+struct GatewayState: Sendable {
+    let configuration: GatewayConfiguration
+    var verifier: ProviderTokenVerifier
+    var faults: FaultInjector
+    var devices: [String: DeviceRecord] = [:]
+    var log: CaptureLog
+    var metrics = GatewayMetrics()
+    /// Devices holding something that time may change (a throttled push, a stored push that expires).
+    var pendingWork: Set<String> = []
+    var nextStreamID: UInt64 = 1
+
+    init(configuration: GatewayConfiguration) {
+        self.configuration = configuration
+        verifier = ProviderTokenVerifier(
+            keys: configuration.providerKeys, tokenLifetime: configuration.providerTokenLifetime,
+            updateInterval: configuration.providerTokenUpdateInterval)
+        faults = FaultInjector(configuration: configuration.faults)
+        log = CaptureLog(capacity: configuration.logCapacity)
+    }
+
+    /// The stateful rules: allowed topic, registered and active device, device topic.
+    func checkDevice(for push: ParsedPush) throws(RejectionReason) {
+        if !configuration.allowedTopics.isEmpty, !configuration.allowedTopics.contains(push.baseTopic) {
+            throw .topicDisallowed
+        }
+        guard let device = devices[push.deviceToken] else { throw .badDeviceToken }
+        if device.unregisteredAt != nil { throw .unregistered }
+        guard device.topic == push.baseTopic else { throw .deviceTokenNotForTopic }
+    }
+
+    // MARK: Routing
+
+    /// Delivers, throttles, stores or drops `notification` for the device `token`, recording the outcome.
+    mutating func route(_ notification: PendingNotification, token: String, now: Date) {
+        guard var device = devices.removeValue(forKey: token) else { return }
+        route(notification, device: &device, now: now)
+        devices[token] = device
+    }
+
+    private mutating func route(_ notification: PendingNotification, device: inout DeviceRecord, now: Date) {
+        let at = Gateway.milliseconds(now)
+        let budget = configuration.backgroundBudget
+        if notification.pushType == .background, budget > 0 {
+            let window = configuration.backgroundWindow
+            device.backgroundDeliveries.removeAll { now.timeIntervalSince($0) >= window }
+            if device.backgroundDeliveries.count >= budget {
+                if notification.expiration == 0 {
+                    drop(notification, at: at, detail: "background budget exhausted and apns-expiration is 0")
+                    return
+                }
+                if let previous = device.deferred {
+                    coalesce(previous, into: notification, at: at)
+                }
+                device.deferred = notification
+                pendingWork.insert(device.token)
+                metrics.throttled += 1
+                log.record(.throttled, for: notification.logSequence, at: at, detail: "background budget exhausted")
+                return
+            }
+        }
+        if send(notification, to: &device) {
+            if notification.pushType == .background { device.backgroundDeliveries.append(now) }
+            metrics.delivered += 1
+            log.record(.delivered, for: notification.logSequence, at: at)
+            return
+        }
+        if notification.expiration == 0 {
+            drop(notification, at: at, detail: "device offline and apns-expiration is 0")
+            return
+        }
+        if notification.isExpired(now: now) {
+            expire(notification, at: at)
+            return
+        }
+        if let previous = device.stored {
+            coalesce(previous, into: notification, at: at)
+        }
+        device.stored = notification
+        if notification.expiration != nil { pendingWork.insert(device.token) }
+        metrics.stored += 1
+        log.record(.stored, for: notification.logSequence, at: at, detail: "device offline")
+    }
+
+    /// Sends to every open stream of the device; streams that are gone are removed.
+    private mutating func send(_ notification: PendingNotification, to device: inout DeviceRecord) -> Bool {
+        guard !device.sinks.isEmpty else { return false }
+        var sent = false
+        for (id, sink) in device.sinks {
+            if sink.send(notification.eventData) {
+                sent = true
+            } else {
+                device.sinks[id] = nil
+                metrics.eventStreams -= 1
+            }
+        }
+        if device.sinks.isEmpty { metrics.connectedDevices -= 1 }
+        return sent
+    }
+
+    private mutating func coalesce(_ previous: PendingNotification, into next: PendingNotification, at: Int64) {
+        metrics.coalesced += 1
+        log.record(.coalesced, for: previous.logSequence, at: at, detail: "replaced by \(next.apnsID)")
+    }
+
+    private mutating func drop(_ notification: PendingNotification, at: Int64, detail: String) {
+        metrics.dropped += 1
+        log.record(.dropped, for: notification.logSequence, at: at, detail: detail)
+    }
+
+    private mutating func expire(_ notification: PendingNotification, at: Int64) {
+        metrics.expired += 1
+        log.record(.expired, for: notification.logSequence, at: at, detail: "apns-expiration passed")
+    }
+
+    // MARK: Streams and registry
+
+    mutating func connect(_ token: String, sink: DeviceSink, now: Date) -> UInt64? {
+        guard var device = devices.removeValue(forKey: token) else { return nil }
+        defer { devices[token] = device }
+        guard device.unregisteredAt == nil else { return nil }
+        let id = nextStreamID
+        nextStreamID += 1
+        if device.sinks.isEmpty { metrics.connectedDevices += 1 }
+        device.sinks[id] = sink
+        metrics.eventStreams += 1
+        if let stored = device.stored {
+            device.stored = nil
+            if stored.isExpired(now: now) {
+                expire(stored, at: Gateway.milliseconds(now))
+            } else {
+                route(stored, device: &device, now: now)
+            }
+        }
+        return id
+    }
+
+    mutating func disconnect(_ token: String, streamID: UInt64) {
+        guard devices[token]?.sinks.removeValue(forKey: streamID) != nil else { return }
+        metrics.eventStreams -= 1
+        if devices[token]?.sinks.isEmpty == true { metrics.connectedDevices -= 1 }
+    }
+
+    /// Marks the device deleted and returns its streams to close, or `nil` if it was not active.
+    mutating func unregister(_ token: String, at now: Int64) -> [DeviceSink]? {
+        guard var device = devices.removeValue(forKey: token) else { return nil }
+        defer { devices[token] = device }
+        guard device.unregisteredAt == nil else { return nil }
+        device.unregisteredAt = max(now, device.registeredAt + 1)
+        metrics.registeredDevices -= 1
+        for held in [device.stored, device.deferred].compactMap({ $0 }) {
+            drop(held, at: now, detail: "device unregistered")
+        }
+        device.stored = nil
+        device.deferred = nil
+        pendingWork.remove(token)
+        let sinks = Array(device.sinks.values)
+        if !sinks.isEmpty { metrics.connectedDevices -= 1 }
+        metrics.eventStreams -= sinks.count
+        device.sinks = [:]
+        return sinks
+    }
+
+    // MARK: Time
+
+    mutating func processDueWork(now: Date) {
+        let at = Gateway.milliseconds(now)
+        for token in pendingWork {
+            guard var device = devices.removeValue(forKey: token) else {
+                pendingWork.remove(token)
+                continue
+            }
+            if let deferred = device.deferred {
+                if deferred.isExpired(now: now) {
+                    device.deferred = nil
+                    expire(deferred, at: at)
+                } else {
+                    let window = configuration.backgroundWindow
+                    device.backgroundDeliveries.removeAll { now.timeIntervalSince($0) >= window }
+                    if device.backgroundDeliveries.count < configuration.backgroundBudget {
+                        device.deferred = nil
+                        route(deferred, device: &device, now: now)
+                    }
+                }
+            }
+            if let stored = device.stored, stored.isExpired(now: now) {
+                device.stored = nil
+                expire(stored, at: at)
+            }
+            if device.deferred == nil, device.stored?.expiration == nil { pendingWork.remove(token) }
+            devices[token] = device
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// One request on the provider API, independent of the HTTP/2 library that received it.
+public struct ProviderRequest: Sendable {
+    /// One header field.
+    public struct Header: Sendable, Hashable {
+        /// The field name, lowercase.
+        public var name: String
+        /// The field value.
+        public var value: String
+
+        /// Creates a header field; the name is lowercased.
+        public init(_ name: String, _ value: String) {
+            self.name = name.lowercased()
+            self.value = value
+        }
+    }
+
+    /// The `:method`, e.g. `POST`.
+    public var method: String
+    /// The `:path`, e.g. `/3/device/<token>`.
+    public var path: String
+    /// The regular header fields in arrival order.
+    public var headers: [Header]
+    /// The request body (the notification payload).
+    public var body: Data
+    /// Identifies the HTTP/2 connection the request came on (for the GOAWAY fault).
+    public var connectionID: UInt64
+
+    /// Creates a request.
+    public init(method: String, path: String, headers: [Header] = [], body: Data = Data(), connectionID: UInt64 = 0) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.connectionID = connectionID
+    }
+
+    /// Every value of the header `name` (case-insensitive).
+    public func values(_ name: String) -> [String] {
+        let lowered = name.lowercased()
+        return headers.filter { $0.name == lowered }.map(\.value)
+    }
+
+    /// The first value of the header `name` (case-insensitive).
+    public func header(_ name: String) -> String? { values(name).first }
+}
+
+/// The gateway's answer to a ``ProviderRequest``.
+public struct ProviderResponse: Sendable, Equatable {
+    /// The HTTP status: 200, or the status of ``reason``.
+    public var status: Int
+    /// The `apns-id` header value: the request's own, or one the gateway assigned.
+    public var apnsID: String
+    /// Why the request was refused; `nil` for 200.
+    public var reason: RejectionReason?
+    /// For 410: when the token stopped being valid, in milliseconds since 1970.
+    public var timestamp: Int64?
+    /// Whether the connection should be sent GOAWAY after this response (fault injection).
+    public var goAway: Bool
+    /// How long to hold the response back (fault injection); zero for none.
+    public var delay: Duration
+
+    /// Creates a response.
+    public init(
+        status: Int, apnsID: String, reason: RejectionReason? = nil, timestamp: Int64? = nil, goAway: Bool = false,
+        delay: Duration = .zero
+    ) {
+        self.status = status
+        self.apnsID = apnsID
+        self.reason = reason
+        self.timestamp = timestamp
+        self.goAway = goAway
+        self.delay = delay
+    }
+
+    /// The response body: empty for 200, else `{"reason":"…"}` plus `"timestamp"` for 410.
+    public var body: Data {
+        guard let reason else { return Data() }
+        if let timestamp { return Data(#"{"reason":"\#(reason.rawValue)","timestamp":\#(timestamp)}"#.utf8) }
+        return Data(#"{"reason":"\#(reason.rawValue)"}"#.utf8)
+    }
+}

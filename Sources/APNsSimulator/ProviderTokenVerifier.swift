@@ -1,0 +1,96 @@
+import Foundation
+import OpenSSLCrypto
+
+/// Checks provider authentication tokens as APNs does, as a value the gateway keeps under its lock.
+///
+/// Verified tokens are cached (a signature is checked once per token, not once per request); the age
+/// of a token is checked on every request. A signing key's token may be replaced at most once per
+/// ``updateInterval``; only tokens that verified and were not expired count as replacements.
+public struct ProviderTokenVerifier: Sendable {
+    private enum Cached: Sendable {
+        case valid(JWTClaims)
+        case invalid
+    }
+
+    private struct KeyHistory: Sendable {
+        var newestIssuedAt: Int64
+        var updates: [Date] = []
+    }
+
+    /// The trusted keys by key id.
+    public let keys: [String: ProviderKey]
+    /// How long a token stays valid after its `iat` (APNs: one hour).
+    public var tokenLifetime: TimeInterval
+    /// The window in which a key's token may be replaced only once (APNs: 20 minutes).
+    public var updateInterval: TimeInterval
+    /// The most tokens remembered in the cache before it is emptied.
+    public var cacheLimit: Int
+
+    private var cache: [String: Cached] = [:]
+    private var histories: [String: KeyHistory] = [:]
+    private(set) var signatureChecks = 0
+
+    /// Creates a verifier trusting `keys`.
+    public init(
+        keys: [ProviderKey], tokenLifetime: TimeInterval = 3600, updateInterval: TimeInterval = 1200,
+        cacheLimit: Int = 10_000
+    ) {
+        self.keys = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
+        self.tokenLifetime = tokenLifetime
+        self.updateInterval = updateInterval
+        self.cacheLimit = cacheLimit
+    }
+
+    /// The number of signature verifications done so far (the rest were cache hits).
+    public var signatureVerificationCount: Int { signatureChecks }
+
+    /// Checks the value of an `authorization` header at time `now`; `nil` means the request is authorized.
+    public mutating func authorize(_ authorization: String?, now: Date) -> RejectionReason? {
+        guard let authorization, !authorization.isEmpty else { return .missingProviderToken }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .invalidProviderToken }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        let claims: JWTClaims
+        switch cache[token] ?? verify(token) {
+        case .invalid: return .invalidProviderToken
+        case .valid(let verified): claims = verified
+        }
+        let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
+        if Double(nowSeconds - claims.issuedAt) > tokenLifetime { return .expiredProviderToken }
+        return recordUse(of: claims, now: now)
+    }
+
+    private mutating func verify(_ token: String) -> Cached {
+        if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
+        signatureChecks += 1
+        let result: Cached
+        if let unverified = try? JWT.decodeUnverified(token), let key = keys[unverified.keyID],
+            key.teamID == unverified.issuer, let claims = try? JWT.verifyES256(token, key: key.publicKey)
+        {
+            result = .valid(claims)
+        } else {
+            result = .invalid
+        }
+        cache[token] = result
+        return result
+    }
+
+    private mutating func recordUse(of claims: JWTClaims, now: Date) -> RejectionReason? {
+        guard var history = histories[claims.keyID] else {
+            histories[claims.keyID] = KeyHistory(newestIssuedAt: claims.issuedAt)
+            return nil
+        }
+        // A token no newer than the key's newest one is not a replacement (several connections may
+        // still use the previous token for a while).
+        guard claims.issuedAt > history.newestIssuedAt else { return nil }
+        history.updates.removeAll { now.timeIntervalSince($0) >= updateInterval }
+        guard history.updates.isEmpty else {
+            histories[claims.keyID] = history
+            return .tooManyProviderTokenUpdates
+        }
+        history.updates.append(now)
+        history.newestIssuedAt = claims.issuedAt
+        histories[claims.keyID] = history
+        return nil
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Synchronization
+
+/// The source of "now" for the gateway: expirations, token ages, background budgets and log times.
+///
+/// The simulator runs on ``SystemClock``; tests inject a ``ManualClock`` and move time themselves.
+public protocol SimulatorClock: Sendable {
+    /// The current time.
+    func now() -> Date
+}
+
+/// The wall clock.
+public struct SystemClock: SimulatorClock {
+    /// Creates the wall clock.
+    public init() {}
+
+    /// The current wall-clock time.
+    public func now() -> Date { Date() }
+}
+
+/// A clock that only moves when told to, for tests.
+public final class ManualClock: SimulatorClock {
+    private let current: Mutex<Date>
+
+    /// Creates a clock showing `start` (the wall clock's time by default).
+    public init(start: Date = Date()) {
+        current = Mutex(start)
+    }
+
+    /// The time the clock shows.
+    public func now() -> Date { current.withLock { $0 } }
+
+    /// Moves the clock forward by `seconds`.
+    public func advance(by seconds: TimeInterval) {
+        current.withLock { $0 = $0.addingTimeInterval(seconds) }
+    }
+
+    /// Sets the clock to `date`.
+    public func set(_ date: Date) {
+        current.withLock { $0 = date }
+    }
+}

@@ -1,0 +1,56 @@
+/// Where an ``SimulatorServer`` listens and which gateway policy it applies.
+public struct SimulatorConfiguration: Sendable {
+    /// PEM files for the provider side's TLS.
+    public struct TLSFiles: Sendable, Hashable {
+        /// The certificate chain.
+        public var certificatePath: String
+        /// The private key.
+        public var privateKeyPath: String
+
+        /// Creates the pair.
+        public init(certificatePath: String, privateKeyPath: String) {
+            self.certificatePath = certificatePath
+            self.privateKeyPath = privateKeyPath
+        }
+    }
+
+    /// The provider API's address (HTTP/2).
+    public var providerHost: String
+    /// The provider API's port; `0` picks a free one.
+    public var providerPort: Int
+    /// TLS for the provider API; `nil` serves cleartext HTTP/2 (h2c).
+    public var tls: TLSFiles?
+    /// The device API's address (HTTP/1.1).
+    public var deviceHost: String
+    /// The device API's port; `0` picks a free one.
+    public var devicePort: Int
+    /// The most simultaneous device-API connections (notification streams included).
+    public var deviceConnectionLimit: Int
+    /// Worker threads of the device API.
+    public var deviceThreads: Int
+    /// Interval of keep-alive comments on notification streams.
+    public var heartbeat: Duration
+    /// How often delayed work (throttled pushes, expirations) is processed.
+    public var tickInterval: Duration
+    /// The gateway policy.
+    public var gateway: GatewayConfiguration
+
+    /// Creates a configuration; the defaults are the documented `apns-sim` defaults.
+    public init(
+        providerHost: String = "127.0.0.1", providerPort: Int = 2197, tls: TLSFiles? = nil,
+        deviceHost: String = "127.0.0.1", devicePort: Int = 2198, deviceConnectionLimit: Int = 16_384,
+        deviceThreads: Int = 2, heartbeat: Duration = .seconds(15), tickInterval: Duration = .milliseconds(200),
+        gateway: GatewayConfiguration = GatewayConfiguration()
+    ) {
+        self.providerHost = providerHost
+        self.providerPort = providerPort
+        self.tls = tls
+        self.deviceHost = deviceHost
+        self.devicePort = devicePort
+        self.deviceConnectionLimit = deviceConnectionLimit
+        self.deviceThreads = deviceThreads
+        self.heartbeat = heartbeat
+        self.tickInterval = tickInterval
+        self.gateway = gateway
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import HTTP2Server
+import HTTPServer
+import Synchronization
+
+/// The running simulator: the provider API (HTTP/2, TLS or h2c), the device API (HTTP/1.1) and the
+/// periodic processing of delayed work, all around one ``Gateway``.
+///
+/// ```swift
+/// let server = SimulatorServer(configuration: .init(providerPort: 0, devicePort: 0))
+/// try await server.start()
+/// print(server.providerPort, server.devicePort)
+/// await server.shutdown()
+/// ```
+public final class SimulatorServer: Sendable {
+    private struct Running: Sendable {
+        var provider: HTTP2Server
+        var device: HTTPServer
+        var ticker: Task<Void, Never>
+    }
+
+    /// The configuration the server was created with.
+    public let configuration: SimulatorConfiguration
+    /// The gateway logic behind both APIs.
+    public let gateway: Gateway
+    private let running = Mutex<Running?>(nil)
+
+    /// Creates a server; nothing listens until ``start()``.
+    public init(configuration: SimulatorConfiguration, clock: any SimulatorClock = SystemClock()) {
+        self.configuration = configuration
+        gateway = Gateway(configuration: configuration.gateway, clock: clock)
+    }
+
+    /// Binds both APIs and starts processing delayed work.
+    /// Throws ``SimulatorError`` when an address cannot be bound or the TLS files are unusable.
+    public func start() throws(SimulatorError) {
+        let provider = makeProviderServer()
+        do {
+            try provider.start()
+        } catch {
+            throw .providerStartFailed(error.description)
+        }
+        let device: HTTPServer
+        do {
+            device = try HTTPServer(
+                configuration: HTTPServer.Configuration(
+                    host: configuration.deviceHost, port: UInt16(clamping: configuration.devicePort), tls: nil,
+                    threadCount: configuration.deviceThreads, connectionLimit: configuration.deviceConnectionLimit,
+                    eventStreamHeartbeat: configuration.heartbeat,
+                    shutdownGracePeriod: .seconds(2)),
+                router: DeviceAPI.router(for: gateway))
+        } catch {
+            let provider = provider
+            Task { await provider.shutdown(gracePeriod: .zero) }
+            throw .deviceStartFailed("\(error)")
+        }
+        let gateway = gateway
+        let interval = configuration.tickInterval
+        let ticker = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                gateway.processDueWork()
+            }
+        }
+        running.withLock { $0 = Running(provider: provider, device: device, ticker: ticker) }
+    }
+
+    private func makeProviderServer() -> HTTP2Server {
+        let tls = configuration.tls.map {
+            HTTP2ServerConfiguration.TLS(certificateChainPath: $0.certificatePath, privateKeyPath: $0.privateKeyPath)
+        }
+        let serverConfiguration = HTTP2ServerConfiguration(
+            host: configuration.providerHost, port: configuration.providerPort, tls: tls, maxConcurrentStreams: 1000,
+            idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2))
+        let gateway = gateway
+        if configuration.gateway.faults.latency > .zero {
+            return HTTP2Server(configuration: serverConfiguration) { request in
+                let response = gateway.handle(ProviderRequest(request))
+                try? await Task.sleep(for: response.delay)
+                return HTTP2Response(response)
+            }
+        }
+        return HTTP2Server(
+            configuration: serverConfiguration,
+            inlineHandler: { request in
+                HTTP2Response(gateway.handle(ProviderRequest(request)))
+            })
+    }
+
+    /// The bound provider-API port (`0` before ``start()``).
+    public var providerPort: Int { running.withLock { $0?.provider.port ?? 0 } }
+
+    /// The bound device-API port (`0` before ``start()``).
+    public var devicePort: Int { running.withLock { $0.map { Int($0.device.port) } ?? 0 } }
+
+    /// Stops both APIs gracefully: GOAWAY to providers, notification streams closed.
+    public func shutdown() async {
+        guard
+            let current = running.withLock({ state -> Running? in
+                defer { state = nil }
+                return state
+            })
+        else { return }
+        current.ticker.cancel()
+        gateway.closeAllStreams()
+        await current.provider.shutdown()
+        await current.device.shutdown()
+    }
+}
+
+/// Why a ``SimulatorServer`` could not start.
+public enum SimulatorError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The provider API (HTTP/2) could not start.
+    case providerStartFailed(String)
+    /// The device API (HTTP/1.1) could not start.
+    case deviceStartFailed(String)
+
+    /// A one-line explanation.
+    public var description: String {
+        switch self {
+        case .providerStartFailed(let reason): return "provider API: \(reason)"
+        case .deviceStartFailed(let reason): return "device API: \(reason)"
+        }
+    }
+}
+
+extension ProviderRequest {
+    init(_ request: HTTP2Request) {
+        self.init(
+            method: request.method, path: request.path, headers: request.headers.map { Header($0.name, $0.value) },
+            body: request.body, connectionID: request.connectionID)
+    }
+}
+
+extension HTTP2Response {
+    init(_ response: ProviderResponse) {
+        var headers = [HTTP2Header("apns-id", response.apnsID)]
+        let body = response.body
+        if !body.isEmpty { headers.append(HTTP2Header("content-type", "application/json")) }
+        self.init(
+            status: response.status, headers: headers, body: body,
+            goAway: response.goAway ? HTTP2GoAway(errorCode: 0, debugData: Data(#"{"reason":"Shutdown"}"#.utf8)) : nil)
+    }
+}
