@@ -1,0 +1,370 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// One request on its way through libcurl: owns the easy handle, its header list and error buffer.
+///
+/// Thread rules: before submission only the submitting task touches the mutable fields; after
+/// submission only the I/O thread of ``CurlEventLoop`` does (the hand-over goes through the loop's
+/// inbox mutex). `phase` is the one field shared across threads and it is guarded by its own `Mutex`.
+final class Transfer: @unchecked Sendable {
+    /// Where the result goes.
+    enum Delivery {
+        case buffered(CheckedContinuation<HTTPResponse, any Error>)
+        case streaming(CheckedContinuation<HTTPStreamingResponse, any Error>, CurlEventLoop)
+    }
+
+    /// How far the submitting side got; decides what a cancellation has to do.
+    enum Phase {
+        case created
+        case submitted
+        case cancelledBeforeSubmission
+    }
+
+    /// The easy handle (`CURL *`).
+    let easy: UnsafeMutableRawPointer
+    let phase = Mutex(Phase.created)
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+    private let isStreaming: Bool
+    private let maximumBodySize: Int
+
+    // Owned by the I/O thread once submitted.
+    var delivery: Delivery?
+    private var bodyContinuation: AsyncThrowingStream<Data, any Error>.Continuation?
+    private var status = 0
+    private var version = HTTPVersion.unknown
+    private var headers = HTTPHeaders()
+    private var headComplete = false
+    private var body = Data()
+    private var abortError: HTTPClientError?
+
+    /// Creates and configures the easy handle for `request`.
+    init(request: HTTPRequest, configuration: HTTPClient.Configuration, streaming: Bool) throws {
+        guard let easy = curl_easy_init() else {
+            throw HTTPClientError.curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed")
+        }
+        self.easy = easy
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        isStreaming = streaming
+        maximumBodySize = configuration.maximumResponseBodySize
+        try configure(request: request, configuration: configuration)
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    // MARK: - Configuration
+
+    private func configure(request: HTTPRequest, configuration: HTTPClient.Configuration) throws {
+        try set(CURLOPT_NOSIGNAL, 1)
+        try set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
+        try set(CURLOPT_URL, string: request.url)
+        try set(CURLOPT_PROTOCOLS_STR, string: "http,https")
+        try set(CURLOPT_PROXY, string: configuration.proxy ?? "")
+        try set(CURLOPT_TCP_KEEPALIVE, 1)
+        try set(CURLOPT_MAXAGE_CONN, max(1, Int(configuration.maximumIdleConnectionAge.components.seconds)))
+
+        switch configuration.httpVersion {
+        case .http1:
+            try set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+        case .http2:
+            try set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+            try set(CURLOPT_PIPEWAIT, 1)
+        case .http2PriorKnowledge:
+            try set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
+            try set(CURLOPT_PIPEWAIT, 1)
+        }
+
+        try set(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
+        let total = request.timeout ?? (isStreaming ? nil : configuration.requestTimeout)
+        if let total { try set(CURLOPT_TIMEOUT_MS, Self.milliseconds(total)) }
+
+        let tls = configuration.tls
+        if let caFile = tls.caFile {
+            try set(CURLOPT_CAINFO, string: caFile)
+            try set(CURLOPT_CAPATH, string: nil)
+        }
+        if let certificate = tls.clientCertificateFile {
+            try set(CURLOPT_SSLCERT, string: certificate)
+            try set(CURLOPT_SSLCERTTYPE, string: "PEM")
+            if let key = tls.clientKeyFile {
+                try set(CURLOPT_SSLKEY, string: key)
+                try set(CURLOPT_SSLKEYTYPE, string: "PEM")
+            }
+        }
+        if let pins = tls.curlPinnedPublicKey { try set(CURLOPT_PINNEDPUBLICKEY, string: pins) }
+
+        try configureMethodAndBody(request)
+        try configureHeaders(request, userAgent: configuration.userAgent)
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        try check(
+            sfcurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { pointer, size, count, context in
+                let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+                return transfer.receiveBody(UnsafeRawBufferPointer(start: pointer, count: size * count))
+            })
+        try set(CURLOPT_WRITEDATA, pointer: context)
+        try check(
+            sfcurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { pointer, size, count, context in
+                let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+                return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: pointer, count: size * count))
+            })
+        try set(CURLOPT_HEADERDATA, pointer: context)
+    }
+
+    private func configureMethodAndBody(_ request: HTTPRequest) throws {
+        guard !request.method.rawValue.isEmpty,
+            request.method.rawValue.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+        else { throw HTTPClientError.invalidRequest("method is not a valid token") }
+        switch (request.method, request.body) {
+        case (.head, nil):
+            try set(CURLOPT_NOBODY, 1)
+        case (.get, nil):
+            try set(CURLOPT_HTTPGET, 1)
+        case (.post, nil):
+            try setBody(Data())
+        case (let method, nil):
+            try set(CURLOPT_CUSTOMREQUEST, string: method.rawValue)
+        case (let method, let body?):
+            try setBody(body)
+            if method != .post { try set(CURLOPT_CUSTOMREQUEST, string: method.rawValue) }
+        }
+    }
+
+    private func setBody(_ body: Data) throws {
+        try check(sfcurl_easy_setopt_int64(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
+        // COPYPOSTFIELDS copies the bytes, so the Data need not outlive this call.
+        try body.withUnsafeBytes { raw in
+            if let base = raw.baseAddress, !raw.isEmpty {
+                try set(CURLOPT_COPYPOSTFIELDS, pointer: UnsafeMutableRawPointer(mutating: base))
+            } else {
+                try set(CURLOPT_COPYPOSTFIELDS, string: "")
+            }
+        }
+    }
+
+    private func configureHeaders(_ request: HTTPRequest, userAgent: String?) throws {
+        var lines: [String] = []
+        for (name, value) in request.headers {
+            guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
+                throw HTTPClientError.invalidRequest("a header name is empty or not a valid token")
+            }
+            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                throw HTTPClientError.invalidRequest("the value of header '\(name)' contains a line break")
+            }
+            lines.append(value.isEmpty ? "\(name);" : "\(name): \(value)")
+        }
+        // libcurl would otherwise add `Expect: 100-continue` to larger bodies (an extra round trip) and a
+        // form-encoded content type to any body; send neither unless the caller asked for them.
+        if !request.headers.contains("Expect") { lines.append("Expect:") }
+        if request.body != nil || request.method == .post, !request.headers.contains("Content-Type") {
+            lines.append("Content-Type:")
+        }
+        if let userAgent, !request.headers.contains("User-Agent") {
+            try set(CURLOPT_USERAGENT, string: userAgent)
+        }
+        for line in lines {
+            guard let appended = curl_slist_append(headerList, line) else {
+                throw HTTPClientError.curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "curl_slist_append failed")
+            }
+            headerList = appended
+        }
+        if let headerList { try check(sfcurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)) }
+    }
+
+    private func set(_ option: CURLoption, _ value: Int) throws {
+        try check(sfcurl_easy_setopt_long(easy, option, value))
+    }
+
+    private func set(_ option: CURLoption, string: String?) throws {
+        if let string {
+            try check(sfcurl_easy_setopt_string(easy, option, string))  // libcurl copies strings
+        } else {
+            try check(sfcurl_easy_setopt_string(easy, option, nil))
+        }
+    }
+
+    private func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) throws {
+        try check(sfcurl_easy_setopt_pointer(easy, option, pointer))
+    }
+
+    private func check(_ code: CURLcode) throws {
+        guard code == CURLE_OK else {
+            throw HTTPClientError.invalidRequest(String(cString: curl_easy_strerror(code)))
+        }
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        let value = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return Int(max(1, min(value, Int64(Int32.max))))
+    }
+
+    // MARK: - Callbacks (I/O thread)
+
+    private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var line = Substring(String(decoding: bytes, as: UTF8.self))
+        while let last = line.last, last == "\r\n" || last == "\n" || last == "\r" { line.removeLast() }
+        if line.hasPrefix("HTTP/") {
+            // A new status line starts a new header block (after a 1xx interim response, for example).
+            let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            version = Self.version(fromStatusLine: parts.first ?? "")
+            headers = HTTPHeaders()
+            headComplete = false
+        } else if line.isEmpty {
+            if status >= 200 && !headComplete {
+                headComplete = true
+                if isStreaming { deliverStreamingHead() }
+            }
+        } else if !headComplete, let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers.add(name: name, value: value)
+        }
+        return bytes.count
+    }
+
+    private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if isStreaming {
+            if !headComplete {
+                headComplete = true
+                deliverStreamingHead()
+            }
+            guard let bodyContinuation, !bytes.isEmpty else { return bytes.count }
+            if case .terminated = bodyContinuation.yield(Data(bytes)) {
+                abortError = .cancelled
+                return 0
+            }
+            return bytes.count
+        }
+        guard body.count + bytes.count <= maximumBodySize else {
+            abortError = .responseTooLarge(limit: maximumBodySize)
+            return 0
+        }
+        body.append(contentsOf: bytes)
+        return bytes.count
+    }
+
+    private func deliverStreamingHead() {
+        guard case .streaming(let continuation, let loop) = delivery else { return }
+        delivery = nil
+        let (stream, bodyContinuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
+        bodyContinuation.onTermination = { [weak self, weak loop] termination in
+            if case .cancelled = termination, let self { loop?.cancel(self) }
+        }
+        self.bodyContinuation = bodyContinuation
+        if version == .unknown { version = currentVersion() }
+        let body = HTTPBodyStream(base: stream, handle: TransferHandle(loop: loop, transfer: self))
+        continuation.resume(
+            returning: HTTPStreamingResponse(status: status, headers: headers, version: version, body: body))
+    }
+
+    // MARK: - Completion (I/O thread)
+
+    /// The number of new connections this transfer opened.
+    func connectionsOpened() -> Int {
+        var count = 0
+        _ = sfcurl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &count)
+        return count
+    }
+
+    /// Finishes the transfer with libcurl's result code.
+    func complete(with code: CURLcode) {
+        guard code == CURLE_OK else {
+            fail(abortError ?? Self.error(for: code, message: String(cString: errorBuffer)))
+            return
+        }
+        var responseCode = 0
+        _ = sfcurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &responseCode)
+        if status == 0 { status = responseCode }
+        if version == .unknown { version = currentVersion() }
+        switch delivery {
+        case .buffered(let continuation):
+            delivery = nil
+            let response = HTTPResponse(status: status, headers: headers, body: body, version: version)
+            body = Data()
+            continuation.resume(returning: response)
+        case .streaming:
+            headComplete = true
+            deliverStreamingHead()
+            finishBody(throwing: nil)
+        case nil:
+            finishBody(throwing: nil)
+        }
+    }
+
+    /// Fails the transfer: the caller waiting for the response, or the body stream, gets `error`.
+    func fail(_ error: any Error) {
+        switch delivery {
+        case .buffered(let continuation):
+            delivery = nil
+            continuation.resume(throwing: error)
+        case .streaming(let continuation, _):
+            delivery = nil
+            continuation.resume(throwing: error)
+        case nil:
+            finishBody(throwing: error)
+        }
+    }
+
+    private func finishBody(throwing error: (any Error)?) {
+        guard let bodyContinuation else { return }
+        self.bodyContinuation = nil
+        bodyContinuation.finish(throwing: error)
+    }
+
+    private func currentVersion() -> HTTPVersion {
+        var value = 0
+        _ = sfcurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &value)
+        switch value {
+        case Int(CURL_HTTP_VERSION_1_0): return .http1_0
+        case Int(CURL_HTTP_VERSION_1_1): return .http1_1
+        case Int(CURL_HTTP_VERSION_2_0): return .http2
+        case Int(CURL_HTTP_VERSION_3): return .http3
+        default: return .unknown
+        }
+    }
+
+    private static func version(fromStatusLine token: Substring) -> HTTPVersion {
+        switch token {
+        case "HTTP/1.0": .http1_0
+        case "HTTP/1.1": .http1_1
+        case "HTTP/2", "HTTP/2.0": .http2
+        case "HTTP/3": .http3
+        default: .unknown
+        }
+    }
+
+    /// Maps a libcurl result code to the error callers see.
+    static func error(for code: CURLcode, message: String) -> HTTPClientError {
+        let text = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            return .timeout
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT:
+            return .connectionFailed(text)
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            return .pinMismatch
+        case CURLE_PEER_FAILED_VERIFICATION:
+            return .untrustedCertificate(text)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
+            CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
+            CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT,
+            CURLE_USE_SSL_FAILED:
+            return .tlsFailure(text)
+        case CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM,
+            CURLE_PARTIAL_FILE, CURLE_WEIRD_SERVER_REPLY:
+            return .connectionLost(text)
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
+            return .invalidRequest(text)
+        default:
+            return .curl(code: Int(code.rawValue), message: text)
+        }
+    }
+}
