@@ -1,1 +1,0 @@
-// MailSync: not yet implemented.

@@ -1,0 +1,116 @@
+import Foundation
+import HTTPClient
+import MailSync
+
+/// A session opened by `POST /v1/session`.
+public struct MailSession: Sendable, Equatable, Codable {
+    /// The bearer token for later calls.
+    public var accessToken: String
+    /// The account's identifier.
+    public var accountId: String
+
+    /// Creates a session value.
+    public init(accessToken: String, accountId: String) {
+        self.accessToken = accessToken
+        self.accountId = accountId
+    }
+
+    /// Decodes a session; `accountId` may be a JSON string or number.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        accessToken = try container.decode(String.self, forKey: .accessToken)
+        if let number = try? container.decode(Int64.self, forKey: .accountId) {
+            accountId = String(number)
+        } else {
+            accountId = try container.decode(String.self, forKey: .accountId)
+        }
+    }
+}
+
+/// A device registration made by `POST /v1/devices`.
+public struct DeviceRegistration: Sendable, Equatable, Codable {
+    /// The device token registered.
+    public var token: String
+    /// The opaque alias the server will put in the signals' `acct` key.
+    public var alias: String?
+}
+
+/// The receipt of `POST /v1/deliveries`.
+public struct DeliveryReceipt: Sendable, Equatable, Codable {
+    /// The new message's identifier.
+    public var id: String
+    /// The recipient's state after the delivery.
+    public var state: String
+}
+
+/// A message to deliver with `POST /v1/deliveries`.
+public struct OutgoingMessage: Sendable, Equatable, Codable {
+    /// The recipient's username.
+    public var to: String
+    /// The sender address.
+    public var from: String
+    /// The subject.
+    public var subject: String
+    /// The body.
+    public var body: String
+
+    /// Creates a message.
+    public init(to: String, from: String, subject: String, body: String) {
+        self.to = to
+        self.from = from
+        self.subject = subject
+        self.body = body
+    }
+}
+
+extension HTTPMailTransport {
+    /// `POST /v1/session`: logs in and keeps the access token for later calls.
+    ///
+    /// Wrong credentials throw `.server(status: 401, code: "invalidCredentials", …)`; throttling throws
+    /// `.server(status: 429, …)` with the `Retry-After` delay.
+    @discardableResult
+    public func login(username: String, password: String, deviceName: String) async throws -> MailSession {
+        struct Body: Encodable {
+            var username: String
+            var password: String
+            var deviceName: String
+        }
+        let body = try JSONEncoder().encode(Body(username: username, password: password, deviceName: deviceName))
+        let response = try await send(.post, "/v1/session", body: body, bearer: "", endpoint: "session")
+        let session = try decode(MailSession.self, response, endpoint: "session")
+        accessToken = session.accessToken
+        return session
+    }
+
+    /// `DELETE /v1/session`: ends the session and forgets the token.
+    public func logout() async throws {
+        _ = try await send(.delete, "/v1/session", endpoint: "session")
+        accessToken = nil
+    }
+
+    /// `POST /v1/devices`: registers a push device token for this account.
+    @discardableResult
+    public func registerDevice(token: String, topic: String, environment: String) async throws -> DeviceRegistration {
+        let body = try JSONSerialization.data(withJSONObject: [
+            "token": token, "topic": topic, "environment": environment,
+        ])
+        let response = try await send(.post, "/v1/devices", body: body, endpoint: "devices")
+        if let registration = try? JSONDecoder().decode(DeviceRegistration.self, from: response.body) {
+            return registration
+        }
+        return DeviceRegistration(token: token, alias: nil)
+    }
+
+    /// `DELETE /v1/devices/{token}`: stops signals to a device.
+    public func unregisterDevice(token: String) async throws {
+        _ = try await send(.delete, "/v1/devices/\(Self.pathSegment(token))", endpoint: "devices")
+    }
+
+    /// `POST /v1/deliveries` with a delivery token: stores a message for its recipient.
+    public func deliver(_ message: OutgoingMessage, deliveryToken: String) async throws -> DeliveryReceipt {
+        let response = try await send(
+            .post, "/v1/deliveries", body: try JSONEncoder().encode(message), bearer: deliveryToken,
+            endpoint: "deliveries")
+        return try decode(DeliveryReceipt.self, response, endpoint: "deliveries")
+    }
+}

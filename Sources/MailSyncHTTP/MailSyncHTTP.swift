@@ -1,1 +1,0 @@
-// MailSyncHTTP: not yet implemented.

@@ -1,1 +1,0 @@
-// MailSyncSQLite: not yet implemented.

@@ -1,0 +1,170 @@
+import CommandLineSupport
+import Foundation
+import MailSync
+import MailSyncHTTP
+import MailSyncSQLite
+
+enum SendCommand {
+    static let usage = """
+        usage: mail-client send --server URL [--ca PEM] --delivery-token-file FILE --to USERNAME --from ADDRESS
+                                --subject TEXT --body TEXT
+
+        Delivers one message with POST /v1/deliveries and prints {"id","state"}.
+
+        \(ServerOptions.usage)
+          --delivery-token-file F file holding the delivery token (from mailboxd dev-setup)
+          --to USERNAME           recipient account
+          --from ADDRESS          sender address
+          --subject TEXT          subject
+          --body TEXT             body (--body-file FILE reads it from a file instead)
+        Every flag may also come from MAIL_CLIENT_<FLAG> (e.g. MAIL_CLIENT_DELIVERY_TOKEN_FILE).
+        """
+
+    static func main(_ argv: [String]) async throws {
+        let arguments = try parse(
+            argv, usage: usage,
+            known: ServerOptions.flags.union(["delivery-token-file", "to", "from", "subject", "body", "body-file"]))
+        let server = try ServerOptions(arguments)
+        let tokenFile = try arguments.required("delivery-token-file")
+        guard let token = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
+            throw UsageError("cannot read --delivery-token-file \(tokenFile)")
+        }
+        let body: String
+        if let bodyFile = arguments.string("body-file") {
+            guard let text = try? String(contentsOfFile: bodyFile, encoding: .utf8) else {
+                throw UsageError("cannot read --body-file \(bodyFile)")
+            }
+            body = text
+        } else {
+            body = try arguments.required("body")
+        }
+        let message = OutgoingMessage(
+            to: try arguments.required("to"), from: try arguments.required("from"),
+            subject: try arguments.required("subject"), body: body)
+        let transport = try server.makeTransport()
+        do {
+            let receipt = try await transport.deliver(
+                message, deliveryToken: token.trimmingCharacters(in: .whitespacesAndNewlines))
+            EventOutput.writeLine("{\"id\":\(JSONValue.quote(receipt.id)),\"state\":\(JSONValue.quote(receipt.state))}")
+        } catch {
+            fail(error, context: "delivery failed")
+        }
+    }
+}
+
+enum UpdateCommand {
+    static func usage(_ name: String) -> String {
+        """
+        usage: mail-client \(name) --server URL [--ca PEM] --username U --message-id ID\
+        \(name == "update" ? " [--seen true|false] [--flagged true|false] [--mailbox inbox|archive|trash]" : "")
+
+        \(summary(name)) The password is read from standard input.
+
+        \(ServerOptions.usage)
+          --username U            account to log in as
+          --message-id ID         the message
+          --device-name N         session name (default: mail-client)
+        \(name == "update" ? """
+              --seen BOOL             set or clear the read flag
+              --flagged BOOL          set or clear the flag
+              --mailbox NAME          move to inbox, archive or trash
+
+            """ : "")\
+        Prints {"id","mailbox","seen","flagged"} (\(name == "delete" ? "{\"id\",\"deleted\":true}" : "never content")).
+        Every flag may also come from MAIL_CLIENT_<FLAG>.
+        """
+    }
+
+    static func summary(_ name: String) -> String {
+        switch name {
+        case "mark-read": "Marks a message as read (PATCH /v1/messages/{id} {\"seen\":true})."
+        case "delete": "Destroys a message (DELETE /v1/messages/{id})."
+        default: "Changes a message's flags or mailbox (PATCH /v1/messages/{id})."
+        }
+    }
+
+    static func main(_ name: String, _ argv: [String]) async throws {
+        let arguments = try parse(
+            argv, usage: usage(name),
+            known: ServerOptions.flags.union(["username", "message-id", "device-name", "seen", "flagged", "mailbox"]))
+        let server = try ServerOptions(arguments)
+        let username = try arguments.required("username")
+        let id = try arguments.required("message-id")
+        var update = MessageUpdate()
+        switch name {
+        case "mark-read":
+            update.seen = true
+        case "update":
+            update.seen = try bool(arguments, "seen")
+            update.flagged = try bool(arguments, "flagged")
+            update.mailbox = arguments.string("mailbox").map(MailboxName.init(rawValue:))
+            guard update != MessageUpdate() else { throw UsageError("give --seen, --flagged or --mailbox") }
+        default:
+            break
+        }
+        let password = try readPassword()
+        let transport = try server.makeTransport()
+        do {
+            try await transport.login(
+                username: username, password: password,
+                deviceName: arguments.string("device-name", default: "mail-client"))
+        } catch {
+            fail(error, context: "login failed")
+        }
+        do {
+            if name == "delete" {
+                try await transport.deleteMessage(id: id)
+                EventOutput.writeLine("{\"id\":\(JSONValue.quote(id)),\"deleted\":true}")
+            } else {
+                let message = try await transport.updateMessage(id: id, update)
+                EventOutput.writeLine(
+                    "{\"id\":\(JSONValue.quote(message.id)),\"mailbox\":\(JSONValue.quote(message.mailbox.rawValue)),"
+                        + "\"seen\":\(message.seen),\"flagged\":\(message.flagged)}")
+            }
+        } catch {
+            try? await transport.logout()
+            fail(error, context: "\(name) failed")
+        }
+        try? await transport.logout()
+    }
+
+    private static func bool(_ arguments: Arguments, _ name: String) throws -> Bool? {
+        guard let text = arguments.string(name)?.lowercased() else { return nil }
+        switch text {
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default: throw UsageError("--\(name) must be true or false")
+        }
+    }
+}
+
+enum DumpCommand {
+    static let usage = """
+        usage: mail-client dump --state-dir DIR [--mailbox NAME]
+
+        Prints the local cache as one JSON object:
+        {"account","state","messageCount","messages":[{"id","mailbox","from","to","subject","preview","size",
+        "receivedAt","seen","flagged","body"?}]} with messages newest first.
+
+          --state-dir DIR         the folder given to `mail-client run`
+          --mailbox NAME          only messages in this mailbox
+        Every flag may also come from MAIL_CLIENT_<FLAG>.
+        """
+
+    static func main(_ argv: [String]) throws {
+        let arguments = try parse(argv, usage: usage, known: ["state-dir", "mailbox"])
+        let directory = try arguments.required("state-dir")
+        let path = RunCommand.cachePath(directory)
+        guard FileManager.default.fileExists(atPath: path) else { throw UsageError("no cache in \(directory)") }
+        let cache = try SQLiteMailCache(path: path)
+        let messages = try cache.messages(in: arguments.string("mailbox").map(MailboxName.init(rawValue:)))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let messagesJSON = String(decoding: try encoder.encode(messages), as: UTF8.self)
+        let account = try cache.accountID().map(JSONValue.string) ?? .null
+        let state = try cache.state().map(JSONValue.string) ?? .null
+        EventOutput.writeLine(
+            "{\"account\":\(account.serialized),\"state\":\(state.serialized),"
+                + "\"messageCount\":\(try cache.messageCount()),\"messages\":\(messagesJSON)}")
+    }
+}

@@ -1,0 +1,98 @@
+import CommandLineSupport
+import Foundation
+import HTTPClient
+import MailSync
+import MailSyncHTTP
+
+/// Options shared by the commands that talk to mailboxd.
+struct ServerOptions {
+    static let flags: Set<String> = ["server", "ca", "pin"]
+    static let usage = """
+          --server URL            mailboxd base URL, e.g. https://127.0.0.1:8443
+          --ca PEM                CA certificate file to trust for the server (default: system store)
+          --pin SPKI              base64 SHA-256 of the server's SubjectPublicKeyInfo (repeatable)
+        """
+
+    var server: String
+    var ca: String?
+    var pins: [String]
+
+    init(_ arguments: Arguments) throws {
+        server = try arguments.required("server")
+        ca = arguments.string("ca")
+        pins = arguments.all("pin")
+        if let ca, !FileManager.default.fileExists(atPath: ca) { throw UsageError("--ca file not found: \(ca)") }
+    }
+
+    func makeTransport() throws -> HTTPMailTransport {
+        let client = HTTPClient(
+            configuration: .init(
+                httpVersion: .http1, tls: TLSConfiguration(caFile: ca, pinnedPublicKeys: pins),
+                requestTimeout: .seconds(30)))
+        return try HTTPMailTransport(baseURL: server, client: client)
+    }
+}
+
+/// Reads the password: the first line of standard input.
+func readPassword() throws -> String {
+    guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+        throw UsageError("the password must be given on standard input")
+    }
+    return line
+}
+
+/// Parses the arguments of a subcommand, printing its help and exiting on `--help`.
+func parse(_ arguments: [String], usage: String, known: Set<String>, switches: Set<String> = []) throws -> Arguments {
+    let parsed = try Arguments(arguments, switches: switches.union(["help"]), environmentPrefix: "MAIL_CLIENT_")
+    if parsed.wantsHelp {
+        print(usage)
+        exit(0)
+    }
+    try parsed.rejectUnknownFlags(known: known)
+    return parsed
+}
+
+/// An error event for a failure, then exit status 1.
+func fail(_ error: any Error, context: String) -> Never {
+    if let error = error as? MailSyncError {
+        EventOutput.error(errorCode(error), "\(context): \(error)")
+    } else if let error = error as? UsageError {
+        printError("error: \(error.message)")
+        exit(2)
+    } else {
+        EventOutput.error("failed", "\(context): \(error)")
+    }
+    exit(1)
+}
+
+/// The code printed in error events: the server's machine code when it sent one.
+func errorCode(_ error: MailSyncError) -> String {
+    if case .server(_, let code?, _) = error { return code }
+    return error.code
+}
+
+/// Runs `body`, retrying network failures and 429/5xx with backoff for up to `attempts` tries.
+func withStartupRetries<T: Sendable>(
+    _ what: String, attempts: Int = 8, _ body: @Sendable () async throws -> T
+) async throws -> T {
+    var delay = Duration.milliseconds(250)
+    for attempt in 1... {
+        do {
+            return try await body()
+        } catch let error as MailSyncError where error.isRetryable && attempt < attempts {
+            var wait = delay
+            if case .server(_, _, let retryAfter?) = error { wait = max(wait, retryAfter) }
+            EventOutput.error(errorCode(error), "\(what): \(error)", [("retryInMs", .int(milliseconds(wait)))])
+            try await Task.sleep(for: wait)
+        } catch let error as SimulatorDevice.Failure where error.status == nil && attempt < attempts {
+            EventOutput.error("simulator", "\(what): \(error)", [("retryInMs", .int(milliseconds(delay)))])
+            try await Task.sleep(for: delay)
+        }
+        delay = min(delay * 2, .seconds(5))
+    }
+    fatalError("unreachable")
+}
+
+func milliseconds(_ duration: Duration) -> Int {
+    Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+}

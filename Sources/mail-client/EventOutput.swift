@@ -1,0 +1,57 @@
+import Foundation
+
+/// A JSON value printed in an event line.
+enum JSONValue: Sendable {
+    case string(String)
+    case int(Int)
+    case bool(Bool)
+    case null
+    /// Already-serialized JSON.
+    case raw(String)
+
+    var serialized: String {
+        switch self {
+        case .string(let text): JSONValue.quote(text)
+        case .int(let number): String(number)
+        case .bool(let flag): flag ? "true" : "false"
+        case .null: "null"
+        case .raw(let json): json
+        }
+    }
+
+    static func quote(_ text: String) -> String {
+        guard let data = try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes]),
+            let array = String(data: data, encoding: .utf8)
+        else { return "\"\"" }
+        return String(array.dropFirst().dropLast())
+    }
+
+    /// Serializes a JSON object (from `JSONSerialization`) with sorted keys.
+    static func object(_ value: Any) -> JSONValue {
+        guard JSONSerialization.isValidJSONObject(value),
+            let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]),
+            let text = String(data: data, encoding: .utf8)
+        else { return .null }
+        return .raw(text)
+    }
+}
+
+/// Writes one JSON object per line on standard output, `"event"` first. Lines from concurrent tasks never mix.
+enum EventOutput {
+    private static let lock = NSLock()
+
+    static func emit(_ event: String, _ fields: [(String, JSONValue)] = []) {
+        let body = ([("event", JSONValue.string(event))] + fields)
+            .map { "\(JSONValue.quote($0.0)):\($0.1.serialized)" }
+            .joined(separator: ",")
+        writeLine("{" + body + "}")
+    }
+
+    static func error(_ code: String, _ message: String, _ extra: [(String, JSONValue)] = []) {
+        emit("error", [("code", .string(code)), ("message", .string(message))] + extra)
+    }
+
+    static func writeLine(_ line: String) {
+        lock.withLock { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    }
+}

@@ -1,0 +1,365 @@
+import CommandLineSupport
+import Foundation
+import HTTPClient
+import MailSync
+import MailSyncHTTP
+import MailSyncSQLite
+
+enum RunCommand {
+    static let usage = """
+        usage: mail-client run --server URL [--ca PEM] --sim URL --username U --state-dir DIR [options]
+
+        A simulated device: registers with apns-sim, logs in to mailboxd (password on standard input),
+        registers its device token, holds the notification stream and syncs on launch, on each signal and on
+        a fallback timer. Prints one JSON object per line, each with an "event" key:
+          registered {deviceToken, alias}   signal {apnsId, pushType, priority, collapseId, payload}
+          badge {badge}                     sync-start {trigger, full}
+          sync-done {state, messages, created, updated, destroyed, ms, trigger, full, pages, result, outcome}
+          sync-skipped {trigger, state}     stream {state: connected}
+          error {code, message}             exit {reason}
+
+        \(ServerOptions.usage)
+          --sim URL               apns-sim device-side base URL, e.g. http://127.0.0.1:2198
+          --sim-ca PEM            CA for an https --sim (default: --ca)
+          --username U            account to log in as
+          --state-dir DIR         folder for the local cache (created when missing)
+          --topic BUNDLE_ID       push topic (default: com.example.signalfetch)
+          --environment ENV       sandbox or production (default: sandbox)
+          --device-name N         session and device name (default: mail-client)
+          --fallback-interval S   seconds between timer syncs (default: 300; 0 disables)
+          --signal-deadline S     seconds a signal-started sync may take (default: 25)
+          --page-size N           max changes per page (default: 100)
+          --once                  no push: sync once, print the events and exit (status 0 when complete)
+          --until-messages N      exit 0 after a complete sync leaves N messages in the cache
+          --until-state STATE     exit 0 after a complete sync reaches STATE
+          --timeout S             exit after S seconds: status 3 with an error event when an --until-…
+                                  condition was not met, else status 0
+        Every flag may also come from MAIL_CLIENT_<FLAG> (e.g. MAIL_CLIENT_FALLBACK_INTERVAL).
+        SIGTERM or SIGINT unregisters the device, logs out and exits 0.
+        """
+
+    static let flags: Set<String> = ServerOptions.flags.union([
+        "sim", "sim-ca", "username", "state-dir", "topic", "environment", "device-name", "fallback-interval",
+        "signal-deadline", "page-size", "until-messages", "until-state", "timeout", "once",
+    ])
+
+    static func cachePath(_ stateDirectory: String) -> String {
+        URL(fileURLWithPath: stateDirectory).appendingPathComponent("cache.sqlite").path
+    }
+
+    static func main(_ argv: [String]) async throws {
+        let arguments = try parse(argv, usage: usage, known: flags, switches: ["once"])
+        let server = try ServerOptions(arguments)
+        let once = arguments.flag("once")
+        let options = Options(
+            username: try arguments.required("username"),
+            stateDirectory: try arguments.required("state-dir"),
+            sim: once ? arguments.string("sim") : try arguments.required("sim"),
+            simCA: arguments.string("sim-ca") ?? server.ca,
+            topic: arguments.string("topic", default: "com.example.signalfetch"),
+            environment: arguments.string("environment", default: "sandbox"),
+            deviceName: arguments.string("device-name", default: "mail-client"),
+            fallbackInterval: try arguments.double("fallback-interval", default: 300),
+            signalDeadline: try arguments.double("signal-deadline", default: 25),
+            pageSize: try arguments.int("page-size", default: 100),
+            once: once,
+            untilMessages: try arguments.string("until-messages").map { _ in try arguments.int("until-messages", default: 0) },
+            untilState: arguments.string("until-state"),
+            timeout: try arguments.string("timeout").map { _ in try arguments.double("timeout", default: 0) })
+        guard ["sandbox", "production"].contains(options.environment) else {
+            throw UsageError("--environment must be sandbox or production")
+        }
+        guard options.pageSize > 0, options.signalDeadline > 0, options.fallbackInterval >= 0 else {
+            throw UsageError("--page-size and --signal-deadline must be positive, --fallback-interval not negative")
+        }
+        let password = try readPassword()
+        try FileManager.default.createDirectory(atPath: options.stateDirectory, withIntermediateDirectories: true)
+        let cache = try SQLiteMailCache(path: cachePath(options.stateDirectory))
+        let transport = try server.makeTransport()
+        let device = options.sim.map { sim in
+            SimulatorDevice(
+                baseURL: sim,
+                client: HTTPClient(
+                    configuration: .init(
+                        httpVersion: .http1, tls: TLSConfiguration(caFile: options.simCA), requestTimeout: .seconds(30))))
+        }
+        let client = DeviceClient(
+            options: options, password: password, cache: cache, transport: transport, device: device)
+        ShutdownSignals.shared.onShutdown { await client.shutDown() }
+        try await client.run()
+    }
+
+    struct Options: Sendable {
+        var username: String
+        var stateDirectory: String
+        var sim: String?
+        var simCA: String?
+        var topic: String
+        var environment: String
+        var deviceName: String
+        var fallbackInterval: Double
+        var signalDeadline: Double
+        var pageSize: Int
+        var once: Bool
+        var untilMessages: Int?
+        var untilState: String?
+        var timeout: Double?
+    }
+}
+
+/// The running simulated device: its registrations, its sync engine and its notification stream.
+actor DeviceClient {
+    typealias Options = RunCommand.Options
+
+    let options: Options
+    let password: String
+    let cache: SQLiteMailCache
+    let transport: HTTPMailTransport
+    let device: SimulatorDevice?
+    private var engine: SyncEngine?
+    private var deviceToken: String?
+    private var reloginAttempted = false
+
+    init(
+        options: Options, password: String, cache: SQLiteMailCache, transport: HTTPMailTransport,
+        device: SimulatorDevice?
+    ) {
+        self.options = options
+        self.password = password
+        self.cache = cache
+        self.transport = transport
+        self.device = device
+    }
+
+    func run() async throws {
+        if let timeout = options.timeout { startTimeout(timeout) }
+        if let device, !options.once {
+            deviceToken = try await registerDevice(device)
+        }
+        try await login()
+        if let token = deviceToken { try await registerWithServer(token) }
+        let configuration = SyncEngine.Configuration(
+            signalDeadline: .milliseconds(Int(options.signalDeadline * 1000)), changesPageSize: options.pageSize,
+            fallbackInterval: options.once || options.fallbackInterval == 0
+                ? nil : .milliseconds(Int(options.fallbackInterval * 1000)))
+        let engine = try SyncEngine(transport: transport, cache: cache, configuration: configuration)
+        self.engine = engine
+        let printer = Task { await self.printEvents(engine) }
+        if options.once {
+            let report = await engine.sync(.launch)
+            try? await Task.sleep(for: .milliseconds(50))
+            printer.cancel()
+            try? await transport.logout()
+            exit(report.outcome == .completed ? 0 : 1)
+        }
+        await engine.start()
+        if let device {
+            await holdSignalStream(device)
+        }
+    }
+
+    // MARK: - Registration
+
+    private func registerDevice(_ device: SimulatorDevice) async throws -> String {
+        let topic = options.topic
+        let environment = options.environment
+        do {
+            return try await withStartupRetries("device registration") {
+                try await device.register(topic: topic, environment: environment)
+            }
+        } catch {
+            fail(error, context: "device registration failed")
+        }
+    }
+
+    private func login() async throws {
+        let transport = self.transport
+        let (username, password, deviceName) = (options.username, self.password, options.deviceName)
+        let session: MailSession
+        do {
+            session = try await withStartupRetries("login") {
+                try await transport.login(username: username, password: password, deviceName: deviceName)
+            }
+        } catch {
+            fail(error, context: "login failed")
+        }
+        if try cache.bind(toAccount: session.accountId) {
+            EventOutput.emit("cache-reset", [("reason", .string("the cache held another account"))])
+        }
+    }
+
+    private func registerWithServer(_ token: String) async throws {
+        let transport = self.transport
+        let (topic, environment) = (options.topic, options.environment)
+        let registration: DeviceRegistration
+        do {
+            registration = try await withStartupRetries("device registration with the server") {
+                try await transport.registerDevice(token: token, topic: topic, environment: environment)
+            }
+        } catch {
+            fail(error, context: "device registration with the server failed")
+        }
+        EventOutput.emit(
+            "registered", [("deviceToken", .string(token)), ("alias", registration.alias.map(JSONValue.string) ?? .null)])
+    }
+
+    // MARK: - Signals
+
+    private func holdSignalStream(_ device: SimulatorDevice) async {
+        var delay = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            guard let token = deviceToken else { return }
+            do {
+                let response = try await device.notifications(token: token)
+                EventOutput.emit("stream", [("state", .string("connected"))])
+                delay = .milliseconds(500)
+                for try await event in response.body.serverSentEvents {
+                    handle(event)
+                }
+                EventOutput.error("signalStreamLost", "the notification stream ended; reconnecting")
+            } catch let failure as SimulatorDevice.Failure where failure.status == 404 || failure.status == 410 {
+                EventOutput.error("deviceUnknown", "the push simulator no longer knows the device; registering again")
+                do {
+                    let token = try await registerDevice(device)
+                    deviceToken = token
+                    try await registerWithServer(token)
+                    continue
+                } catch {
+                    EventOutput.error("registration", "\(error)")
+                }
+            } catch {
+                EventOutput.error("signalStreamLost", "\(error); reconnecting")
+            }
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(30))
+        }
+    }
+
+    private func handle(_ event: ServerSentEvent) {
+        guard let notification = SimulatorNotification(json: event.data) else {
+            EventOutput.error("invalidSignal", "a notification could not be parsed")
+            return
+        }
+        EventOutput.emit(
+            "signal",
+            [
+                ("apnsId", notification.apnsId.map(JSONValue.string) ?? .null),
+                ("pushType", notification.pushType.map(JSONValue.string) ?? .null),
+                ("priority", notification.priority.map(JSONValue.int) ?? .null),
+                ("collapseId", notification.collapseId.map(JSONValue.string) ?? .null),
+                ("payload", JSONValue.object(notification.payload)),
+            ])
+        if let badge = notification.badge { EventOutput.emit("badge", [("badge", .int(badge))]) }
+        guard let engine else { return }
+        let state = notification.state
+        Task { await engine.sync(.signal(state: state)) }
+    }
+
+    // MARK: - Events
+
+    private var currentTrigger = "launch"
+
+    private func printEvents(_ engine: SyncEngine) async {
+        for await event in engine.events {
+            switch event {
+            case .syncStarted(let trigger, let full):
+                currentTrigger = trigger.description
+                EventOutput.emit("sync-start", [("trigger", .string(trigger.description)), ("full", .bool(full))])
+            case .skipped(let trigger):
+                EventOutput.emit(
+                    "sync-skipped",
+                    [("trigger", .string(trigger.description)), ("state", (await engine.localState).map(JSONValue.string) ?? .null)])
+            case .retrying(let attempt, let delay, let error):
+                EventOutput.error(
+                    errorCode(error), error.description, [("attempt", .int(attempt)), ("retryInMs", .int(milliseconds(delay)))])
+            case .syncFinished(let report, let count, let duration):
+                EventOutput.emit(
+                    "sync-done",
+                    [
+                        ("state", report.state.map(JSONValue.string) ?? .null), ("messages", .int(count)),
+                        ("created", .int(report.created)), ("updated", .int(report.updated)),
+                        ("destroyed", .int(report.destroyed)), ("ms", .int(milliseconds(duration))),
+                        ("trigger", .string(currentTrigger)), ("full", .bool(report.fullResync)),
+                        ("pages", .int(report.pages)), ("result", .string(report.fetchResult.rawValue)),
+                        ("outcome", .string(Self.outcomeName(report.outcome))),
+                    ])
+                await afterSync(report, messageCount: count)
+            }
+        }
+    }
+
+    private static func outcomeName(_ outcome: SyncOutcome) -> String {
+        switch outcome {
+        case .completed: "completed"
+        case .skipped: "skipped"
+        case .deadlineExceeded: "deadlineExceeded"
+        case .failed: "failed"
+        }
+    }
+
+    private func afterSync(_ report: SyncReport, messageCount: Int) async {
+        switch report.outcome {
+        case .failed(.unauthorized):
+            EventOutput.error("unauthorized", "the server rejected the access token; syncing stopped")
+            await relogin()
+        case .failed(let error):
+            EventOutput.error(errorCode(error), error.description)
+        case .deadlineExceeded:
+            EventOutput.error("deadlineExceeded", "the sync ran out of time; applied pages stay applied")
+        case .completed:
+            if let target = options.untilMessages, messageCount == target, options.untilState == nil
+                || options.untilState == report.state
+            {
+                await finish("converged")
+            }
+            if let target = options.untilState, report.state == target, options.untilMessages == nil {
+                await finish("converged")
+            }
+        case .skipped:
+            break
+        }
+    }
+
+    private func relogin() async {
+        guard !reloginAttempted, let engine else {
+            EventOutput.emit("exit", [("reason", .string("unauthorized"))])
+            exit(1)
+        }
+        reloginAttempted = true
+        do {
+            try await transport.login(username: options.username, password: password, deviceName: options.deviceName)
+            await engine.credentialsRenewed()
+            Task { await engine.sync(.manual) }
+        } catch {
+            EventOutput.error("unauthorized", "logging in again failed: \(error)")
+            EventOutput.emit("exit", [("reason", .string("unauthorized"))])
+            exit(1)
+        }
+    }
+
+    private func startTimeout(_ seconds: Double) {
+        let hasCondition = options.untilMessages != nil || options.untilState != nil
+        Task {
+            try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+            if hasCondition {
+                EventOutput.error("timeout", "the --until condition was not met within \(seconds) s")
+                EventOutput.emit("exit", [("reason", .string("timeout"))])
+                exit(3)
+            }
+            await self.finish("timeout")
+        }
+    }
+
+    private func finish(_ reason: String) async {
+        await shutDown()
+        EventOutput.emit("exit", [("reason", .string(reason))])
+        exit(0)
+    }
+
+    /// Best-effort cleanup: unregisters the device from mailboxd and ends the session.
+    func shutDown() async {
+        if let engine { await engine.stopFallbackTimer() }
+        if let token = deviceToken { try? await transport.unregisterDevice(token: token) }
+        try? await transport.logout()
+    }
+}
