@@ -70,9 +70,11 @@ final class Cluster: Sendable {
 
     /// Sends a request and returns the status and the JSON body (if any).
     func call(
-        _ method: HTTPMethod, _ url: String, token: String? = nil, json: Any? = nil, raw: Data? = nil
+        _ method: HTTPMethod, _ url: String, token: String? = nil, json: Any? = nil, raw: Data? = nil,
+        extraHeaders: [(String, String)] = []
     ) async throws -> (status: Int, body: [String: Any], data: Data) {
         var headers: HTTPHeaders = ["Content-Type": "application/json"]
+        for (name, value) in extraHeaders { headers.add(name: name, value: value) }
         if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
         let body = try raw ?? json.map { try JSONSerialization.data(withJSONObject: $0) }
         let response = try await client.execute(HTTPRequest(method: method, url: url, headers: headers, body: body))

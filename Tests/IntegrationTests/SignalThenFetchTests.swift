@@ -94,7 +94,10 @@ import TestSupport
         let session = try await cluster.login("alice")
         let api = cluster.api
         let big = Data(repeating: 0x61, count: 2 << 20)
-        let tooLarge = try await cluster.call(.post, api + "/v1/deliveries", token: cluster.deliveryToken, raw: big)
+        // A well-behaved client announces the body and waits: the server refuses it before it is sent.
+        let tooLarge = try await cluster.call(
+            .post, api + "/v1/deliveries", token: cluster.deliveryToken, raw: big,
+            extraHeaders: [("Expect", "100-continue")])
         #expect(tooLarge.status == 413)
         let invalid = try await cluster.call(.post, api + "/v1/devices", token: session, raw: Data("{nope".utf8))
         #expect(invalid.status == 400 && invalid.body["error"] as? String == "invalidJSON")
