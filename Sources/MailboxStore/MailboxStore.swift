@@ -54,7 +54,9 @@ public final class MailboxStore: Sendable {
             try db.run("INSERT INTO store_meta (key, value) VALUES ('epoch', ?)", fresh)
             return fresh
         }
-        batcher = WriteBatcher(pool: pool, maximumBatch: configuration.maximumBatch)
+        batcher = WriteBatcher(
+            pool: pool, maximumBatch: configuration.maximumBatch,
+            lingerMicroseconds: configuration.synchronous == .full ? 300 : 50)
         self.configuration = configuration
         self.now = now
         decoyPasswordHash = try PasswordHash.hash(SecureRandom.hex(16), parameters: configuration.passwordParameters)

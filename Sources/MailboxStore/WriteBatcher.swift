@@ -21,9 +21,12 @@ final class WriteBatcher: @unchecked Sendable {  // `lock` guards `pending` and 
     private let queue = DispatchQueue(label: "signalfetch.mailboxstore.writer", qos: .userInitiated)
     private var batchesCommitted = 0
 
-    init(pool: DatabasePool, maximumBatch: Int = 512) {
+    private let lingerMicroseconds: UInt32
+
+    init(pool: DatabasePool, maximumBatch: Int = 512, lingerMicroseconds: UInt32 = 200) {
         self.pool = pool
         self.maximumBatch = maximumBatch
+        self.lingerMicroseconds = lingerMicroseconds
     }
 
     /// Transactions committed so far (a batch is one transaction).
@@ -65,7 +68,14 @@ final class WriteBatcher: @unchecked Sendable {  // `lock` guards `pending` and 
     }
 
     private func drain() {
+        var previousBatch = 0
         while true {
+            // When fewer writers are waiting than joined the last batch, the others are usually a few
+            // microseconds from enqueueing (they were just resumed by the last commit): linger briefly so they
+            // share this transaction's fsync instead of paying for the next one.
+            if lock.withLock({ pending.count }) < previousBatch {
+                usleep(lingerMicroseconds)
+            }
             let batch = lock.withLock { () -> [Job] in
                 let taken = Array(pending.prefix(maximumBatch))
                 pending.removeFirst(taken.count)
@@ -73,6 +83,7 @@ final class WriteBatcher: @unchecked Sendable {  // `lock` guards `pending` and 
                 return taken
             }
             if batch.isEmpty { return }
+            previousBatch = batch.count
             var commitError: (any Error)?
             do {
                 try pool.writeWithoutTransaction { db in

@@ -9,7 +9,9 @@ final class Cluster: Sendable {
     static let topic = "com.example.signalfetch"
     let directory: TemporaryDirectory
     let apnsSim: ChildProcess
-    let mailboxd: ChildProcess
+    private let mailboxdProcess: ProcessBox
+    private let mailboxdCommand: [String]
+    var mailboxd: ChildProcess { mailboxdProcess.current }
     let apiPort: UInt16
     let providerPort: UInt16
     let devicePort: UInt16
@@ -50,16 +52,25 @@ final class Cluster: Sendable {
                 "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key",
                 "--provider-key", "\(keyID):\(teamID):\(data)/apns/key.pub.pem", "--topic", Self.topic,
             ] + simArguments, logDirectory: directory.url.path)
-        mailboxd = try ChildProcess(
-            mailboxdPath,
-            [
+        mailboxdCommand = [mailboxdPath] + [
                 "serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)",
                 "--apns-url", "https://127.0.0.1:\(providerPort)", "--apns-ca", data + "/tls/ca.pem",
-                "--apns-topic", Self.topic, "--synchronous", "NORMAL",
-            ] + mailboxdArguments, logDirectory: directory.url.path)
+                "--apns-topic", Self.topic,
+            ] + mailboxdArguments
+        mailboxdProcess = ProcessBox(
+            try ChildProcess(
+                mailboxdCommand[0], Array(mailboxdCommand.dropFirst()), logDirectory: directory.url.path))
         client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
         try #require(waitForPort(devicePort), "apns-sim did not start: \(apnsSim.errorOutput)")
         try #require(waitForPort(apiPort), "mailboxd did not start: \(mailboxd.errorOutput)")
+    }
+
+    /// SIGKILLs mailboxd and starts it again on the same data and port.
+    func crashAndRestartMailboxd() throws {
+        mailboxd.stop(signal: SIGKILL)
+        mailboxdProcess.current = try ChildProcess(
+            mailboxdCommand[0], Array(mailboxdCommand.dropFirst()), logDirectory: directory.url.path)
+        try #require(waitForPort(apiPort), "mailboxd did not restart: \(mailboxd.errorOutput)")
     }
 
     deinit {
@@ -162,4 +173,14 @@ final class PayloadBuffer: Sendable {
     private let texts = Mutex<[String]>([])
     func append(_ text: String) { texts.withLock { $0.append(text) } }
     var all: [String] { texts.withLock { $0 } }
+}
+
+/// The current process of a service that a test may restart.
+final class ProcessBox: Sendable {
+    private let process: Mutex<ChildProcess>
+    init(_ process: ChildProcess) { self.process = Mutex(process) }
+    var current: ChildProcess {
+        get { process.withLock { $0 } }
+        set { process.withLock { $0 = newValue } }
+    }
 }

@@ -1,0 +1,79 @@
+import Foundation
+import HTTPClient
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite(.serialized) struct MailboxdCrashDrillTests {
+    /// `kill -9` mailboxd during a burst of 1,000 deliveries from 8 concurrent senders, then restart it.
+    /// Every delivery that got a 201 is present, and each device receives a signal whose `st` is the final state.
+    @Test func acknowledgedDeliveriesSurviveKillNine() async throws {
+        let cluster = try Cluster(accounts: ["alice"])
+        let session = try await cluster.login("alice")
+        var streams: [NotificationStream] = []
+        for _ in 0..<2 {
+            let token = try await cluster.registerDevice(session: session)
+            streams.append(try await cluster.notifications(token))
+        }
+        let acknowledged = Mutex<[String]>([])
+        let attempts = Mutex(0)
+        let killed = Mutex(false)
+        await withTaskGroup(of: Void.self) { group in
+            for sender in 0..<8 {
+                group.addTask {
+                    while true {
+                        let n = attempts.withLock { value -> Int in
+                            value += 1
+                            return value
+                        }
+                        if n > 1000 { return }
+                        let result = try? await cluster.call(
+                            .post, cluster.api + "/v1/deliveries", token: cluster.deliveryToken,
+                            json: ["to": "alice", "from": "s\(sender)@example.com", "subject": "m\(n)", "body": "b\(n)"])
+                        if let result, result.status == 201, let id = result.body["id"] as? String {
+                            acknowledged.withLock { $0.append(id) }
+                        }
+                        // Crash the server a third of the way in; the senders keep going through the restart.
+                        if n == 330 && killed.withLock({ !$0 }) {
+                            killed.withLock { $0 = true }
+                            try? cluster.crashAndRestartMailboxd()
+                        }
+                    }
+                }
+            }
+        }
+        #expect(killed.withLock { $0 })
+        let ids = acknowledged.withLock { $0 }
+        #expect(ids.count > 500, "too few deliveries acknowledged: \(ids.count)")
+
+        // Every acknowledged delivery is present.
+        var present = Set<String>()
+        var cursor: String?
+        var finalState = ""
+        repeat {
+            let query = cursor.map { "?limit=1000&cursor=\($0)" } ?? "?limit=1000"
+            let page = try await cluster.call(.get, cluster.api + "/v1/messages" + query, token: session)
+            try #require(page.status == 200)
+            for message in page.body["messages"] as? [[String: Any]] ?? [] {
+                if let id = message["id"] as? String { present.insert(id) }
+            }
+            if cursor == nil { finalState = page.body["state"] as? String ?? "" }
+            cursor = page.body["nextCursor"] as? String
+        } while cursor != nil
+        let lost = ids.filter { !present.contains($0) }
+        #expect(lost.isEmpty, "\(lost.count) acknowledged deliveries lost")
+
+        // Each device converges on a signal carrying the final state.
+        for stream in streams {
+            var last: String?
+            for _ in 0..<200 {
+                last = stream.payloads.last.flatMap {
+                    (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
+                }
+                if last == finalState { break }
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            #expect(last == finalState, "a device's last signal is \(last ?? "none"), the final state \(finalState)")
+        }
+    }
+}
