@@ -1,8 +1,8 @@
 import Foundation
 import HTTPClient
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// The real binaries on loopback: `mailboxd dev-setup`, accounts, `apns-sim` and `mailboxd serve`.
 final class Cluster: Sendable {
@@ -23,7 +23,9 @@ final class Cluster: Sendable {
     var api: String { "https://127.0.0.1:\(apiPort)" }
     var sim: String { "http://127.0.0.1:\(devicePort)" }
 
-    init(accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [])
+    init(
+        accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = []
+    )
         throws
     {
         directory = try TemporaryDirectory(prefix: "cluster")
@@ -52,7 +54,8 @@ final class Cluster: Sendable {
                 "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key",
                 "--provider-key", "\(keyID):\(teamID):\(data)/apns/key.pub.pem", "--topic", Self.topic,
             ] + simArguments, logDirectory: directory.url.path)
-        mailboxdCommand = [mailboxdPath] + [
+        mailboxdCommand =
+            [mailboxdPath] + [
                 "serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)",
                 "--apns-url", "https://127.0.0.1:\(providerPort)", "--apns-ca", data + "/tls/ca.pem",
                 "--apns-topic", Self.topic,
@@ -102,7 +105,8 @@ final class Cluster: Sendable {
 
     /// Registers a device at the simulator and at mailboxd; returns its token.
     func registerDevice(session: String) async throws -> String {
-        let created = try await call(.post, sim + "/sim/devices", json: ["topic": Self.topic, "environment": "sandbox"])
+        let created = try await call(
+            .post, sim + "/sim/devices", json: ["topic": Self.topic, "environment": "sandbox"])
         try #require(created.status == 201)
         let token = try #require(created.body["deviceToken"] as? String)
         let registered = try await call(
@@ -112,7 +116,9 @@ final class Cluster: Sendable {
         return token
     }
 
-    func deliver(to: String, from: String = "sender@example.com", subject: String, body: String) async throws
+    func deliver(
+        to: String, from: String = "sender@example.com", subject: String, body: String
+    ) async throws
         -> [String: Any]
     {
         let result = try await call(

@@ -1,8 +1,8 @@
 import Foundation
 import HTTPClient
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @Suite(.serialized) struct MailboxdCrashDrillTests {
     /// `kill -9` mailboxd during a burst of 1,000 deliveries from 8 concurrent senders, then restart it.
@@ -15,9 +15,9 @@ import TestSupport
             let token = try await cluster.registerDevice(session: session)
             streams.append(try await cluster.notifications(token))
         }
-        let acknowledged = Mutex<[String]>([])
-        let attempts = Mutex(0)
-        let killed = Mutex(false)
+        let acknowledged = Shared<[String]>([])
+        let attempts = Shared(0)
+        let killed = Shared(false)
         await withTaskGroup(of: Void.self) { group in
             for sender in 0..<8 {
                 group.addTask {
@@ -27,11 +27,19 @@ import TestSupport
                             return value
                         }
                         if n > 1000 { return }
-                        let result = try? await cluster.call(
-                            .post, cluster.api + "/v1/deliveries", token: cluster.deliveryToken,
-                            json: ["to": "alice", "from": "s\(sender)@example.com", "subject": "m\(n)", "body": "b\(n)"])
-                        if let result, result.status == 201, let id = result.body["id"] as? String {
-                            acknowledged.withLock { $0.append(id) }
+                        // A sender that gets no answer tries again, as a mail transfer agent would.
+                        for _ in 0..<200 {
+                            let result = try? await cluster.call(
+                                .post, cluster.api + "/v1/deliveries", token: cluster.deliveryToken,
+                                json: [
+                                    "to": "alice", "from": "s\(sender)@example.com", "subject": "m\(n)",
+                                    "body": "b\(n)",
+                                ])
+                            if let result, result.status == 201, let id = result.body["id"] as? String {
+                                acknowledged.withLock { $0.append(id) }
+                                break
+                            }
+                            try? await Task.sleep(for: .milliseconds(50))
                         }
                         // Crash the server a third of the way in; the senders keep going through the restart.
                         if n == 330 && killed.withLock({ !$0 }) {
@@ -76,4 +84,11 @@ import TestSupport
             #expect(last == finalState, "a device's last signal is \(last ?? "none"), the final state \(finalState)")
         }
     }
+}
+
+/// A value shared between tasks, behind a mutex.
+final class Shared<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+    init(_ value: Value) { self.value = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }
 }

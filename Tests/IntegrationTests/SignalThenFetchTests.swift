@@ -1,7 +1,7 @@
 import Foundation
 import HTTPClient
-import Testing
 import TestSupport
+import Testing
 
 /// mailboxd and apns-sim as real processes on loopback, talked to over real TLS.
 @Suite(.serialized) struct SignalThenFetchTests {
@@ -38,7 +38,8 @@ import TestSupport
 
         // And the client fetches what changed over its own TLS connection.
         let changes = try await cluster.call(
-            .get, cluster.api + "/v1/changes?since=\(try #require(signal["st"] as? String).prefix(17))0", token: session)
+            .get, cluster.api + "/v1/changes?since=\(try #require(signal["st"] as? String).prefix(17))0", token: session
+        )
         #expect(changes.status == 200)
         let created = try #require(changes.body["created"] as? [[String: Any]])
         #expect(created.first?["subject"] as? String == subject)
@@ -48,11 +49,13 @@ import TestSupport
         let cluster = try Cluster()
         let alice = try await cluster.login("alice")
         let bob = try await cluster.login("bob")
-        let id = try #require(try await cluster.deliver(to: "alice", subject: "private", body: "for alice")["id"] as? String)
+        let id = try #require(
+            try await cluster.deliver(to: "alice", subject: "private", body: "for alice")["id"] as? String)
         let aliceDevice = try await cluster.registerDevice(session: alice)
         let api = cluster.api
         #expect(try await cluster.call(.get, api + "/v1/messages/\(id)", token: bob).status == 404)
-        #expect(try await cluster.call(.patch, api + "/v1/messages/\(id)", token: bob, json: ["seen": true]).status == 404)
+        #expect(
+            try await cluster.call(.patch, api + "/v1/messages/\(id)", token: bob, json: ["seen": true]).status == 404)
         #expect(try await cluster.call(.delete, api + "/v1/messages/\(id)", token: bob).status == 404)
         #expect(try await cluster.call(.delete, api + "/v1/devices/\(aliceDevice)", token: bob).status == 404)
         let listing = try await cluster.call(.get, api + "/v1/messages", token: bob)
@@ -115,7 +118,8 @@ import TestSupport
         #expect(try await cluster.call(.get, api + "/v1/mailboxes").status == 401)
         #expect(try await cluster.call(.get, api + "/v1/mailboxes", token: "forged").status == 401)
         let badDelivery = try await cluster.call(
-            .post, api + "/v1/deliveries", token: "wrong", json: ["to": "alice", "from": "a", "subject": "s", "body": "b"])
+            .post, api + "/v1/deliveries", token: "wrong",
+            json: ["to": "alice", "from": "a", "subject": "s", "body": "b"])
         #expect(badDelivery.status == 401)
         // Failed logins are throttled per username.
         var statuses: [Int] = []
