@@ -43,7 +43,12 @@ enum StoreBenchmarks {
             }
             try await group.waitForAll()
         }
-        return Double(count) / seconds(since: start)
+        let rate = Double(count) / seconds(since: start)
+        FileHandle.standardError.write(
+            Data(
+                "store: \(synchronous.rawValue) \(count) deliveries in \(store.committedWriteBatches) transactions\n"
+                    .utf8))
+        return rate
     }
 
     /// The same rows with one transaction per message: the work a delivery does (insert, modseq bump, outbox
