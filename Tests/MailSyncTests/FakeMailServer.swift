@@ -111,7 +111,11 @@ final class FakeMailServer: MailTransport {
             for entry in taken where seen.insert(entry.id).inserted {
                 if let message = s.messages[entry.id] {
                     let wire = Self.wire(message)
-                    if s.createdAt[entry.id]! > modseq { changes.created.append(wire) } else { changes.updated.append(wire) }
+                    if s.createdAt[entry.id]! > modseq {
+                        changes.created.append(wire)
+                    } else {
+                        changes.updated.append(wire)
+                    }
                 } else {
                     changes.destroyed.append(entry.id)
                 }

@@ -4,8 +4,8 @@ import MailSync
 import MailSyncHTTP
 import MailSyncSQLite
 import OpenSSLCrypto
-import Testing
 import TestSupport
+import Testing
 
 @Suite("HTTPMailTransport against a real HTTP server")
 struct HTTPMailTransportTests {
@@ -54,7 +54,8 @@ struct HTTPMailTransportTests {
 
         let full = try await transport.fetchMessage(id: large.id)
         #expect(full.body?.count == 20_000)
-        let updated = try await transport.updateMessage(id: receipts[0].id, MessageUpdate(seen: true, mailbox: .archive))
+        let updated = try await transport.updateMessage(
+            id: receipts[0].id, MessageUpdate(seen: true, mailbox: .archive))
         #expect(updated.seen && updated.mailbox == .archive)
         try await transport.deleteMessage(id: receipts[1].id)
         let after = try await transport.fetchChanges(since: large.state, max: 10)
@@ -109,7 +110,9 @@ struct HTTPMailTransportTests {
         #expect(try await transport.fetchChanges(since: receipt.state, max: 5).created.isEmpty)
 
         try backend.control("/test/revoke")
-        await #expect(throws: MailSyncError.unauthorized) { try await transport.fetchChanges(since: receipt.state, max: 5) }
+        await #expect(throws: MailSyncError.unauthorized) {
+            try await transport.fetchChanges(since: receipt.state, max: 5)
+        }
 
         let dead = try makeTransport("http://127.0.0.1:\(freeLocalPort())")
         do {
@@ -167,7 +170,8 @@ struct HTTPMailTransportTests {
             try await untrusted.login(username: "alice", password: "secret", deviceName: "tls")
         }
         let wrongPin = try DevCertificates.spkiSHA256Base64(certificatePEM: authority.certificatePEM)
-        let pinned = try makeTransport(backend.baseURL, tls: TLSConfiguration(caFile: caPath, pinnedPublicKeys: [wrongPin]))
+        let pinned = try makeTransport(
+            backend.baseURL, tls: TLSConfiguration(caFile: caPath, pinnedPublicKeys: [wrongPin]))
         do {
             try await pinned.login(username: "alice", password: "secret", deviceName: "tls")
             Issue.record("a wrong pin must fail")

@@ -2,8 +2,8 @@ import Foundation
 import MailSync
 import MailSyncSQLite
 import SQLiteKit
-import Testing
 import TestSupport
+import Testing
 
 @Suite("SQLiteMailCache")
 struct SQLiteMailCacheTests {
@@ -25,7 +25,8 @@ struct SQLiteMailCacheTests {
             #expect(counts == ChangeCounts(created: 3))
             let second = try cache.apply(
                 MessageChanges(
-                    oldState: "s1", newState: "s2", updated: [message("a", body: nil, seen: true)], destroyed: ["b", "zz"]))
+                    oldState: "s1", newState: "s2", updated: [message("a", body: nil, seen: true)],
+                    destroyed: ["b", "zz"]))
             #expect(second == ChangeCounts(updated: 1, destroyed: 1))
         }
         let reopened = try SQLiteMailCache(path: path)
@@ -58,7 +59,8 @@ struct SQLiteMailCacheTests {
     func replaceAll() throws {
         let cache = try SQLiteMailCache(path: ":memory:")
         try cache.apply(
-            MessageChanges(oldState: "", newState: "s1", created: [message("a"), message("b", body: nil, size: 20_000)]))
+            MessageChanges(
+                oldState: "", newState: "s1", created: [message("a"), message("b", body: nil, size: 20_000)]))
         try cache.storeBody("large body", forMessageID: "b")
         let counts = try cache.replaceAll(
             with: [message("b", body: nil, seen: true, size: 20_000), message("c")], state: "s5")

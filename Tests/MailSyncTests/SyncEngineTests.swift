@@ -279,7 +279,9 @@ struct SyncEngineTests {
                 case 4..<6 where !ids.isEmpty:
                     server.modify(ids.randomElement(using: &random)!) { $0.seen.toggle() }
                 case 6 where !ids.isEmpty:
-                    server.modify(ids.randomElement(using: &random)!) { $0.mailbox = [.archive, .trash, .inbox][Int.random(in: 0..<3, using: &random)] }
+                    server.modify(ids.randomElement(using: &random)!) {
+                        $0.mailbox = [.archive, .trash, .inbox][Int.random(in: 0..<3, using: &random)]
+                    }
                 case 7 where !ids.isEmpty:
                     server.destroy(ids.randomElement(using: &random)!)
                 case 8:
