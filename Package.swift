@@ -80,7 +80,11 @@ let package = Package(
             dependencies: ["HTTPClient", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "MailboxStoreTests", dependencies: ["MailboxStore", "SQLiteKit", "TestSupport"]),
-        .testTarget(name: "MailSyncTests", dependencies: ["MailSync", "MailSyncSQLite", "TestSupport"]),
+        .testTarget(
+            name: "MailSyncTests",
+            dependencies: [
+                "MailSync", "MailSyncSQLite", "MailSyncHTTP", "HTTPClient", "SQLiteKit", "OpenSSLCrypto", "TestSupport",
+            ]),
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),

@@ -281,7 +281,9 @@ public actor SyncEngine {
         if let body = try cachedMessage(id)?.body { return body }
         let message = try await transport.fetchMessage(id: id)
         let body = message.body ?? ""
-        do { try cache.storeBody(body, forMessageID: id) } catch { throw MailSyncError.cache(String(describing: error)) }
+        do { try cache.storeBody(body, forMessageID: id) } catch {
+            throw MailSyncError.cache(String(describing: error))
+        }
         return body
     }
 

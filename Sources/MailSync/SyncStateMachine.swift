@@ -182,7 +182,8 @@ public struct SyncStateMachine: Sendable, Equatable {
         phase = .running(run)
         var retryAfter: Duration?
         if case .server(_, _, let after) = error { retryAfter = after }
-        return .retry(run.step, after: retryPolicy.delay(forAttempt: run.failures, retryAfter: retryAfter), attempt: run.failures)
+        return .retry(
+            run.step, after: retryPolicy.delay(forAttempt: run.failures, retryAfter: retryAfter), attempt: run.failures)
     }
 
     /// The backoff delay of a ``Action/retry(_:after:attempt:)`` has passed.

@@ -29,7 +29,8 @@ enum JSONValue: Sendable {
     /// Serializes a JSON object (from `JSONSerialization`) with sorted keys.
     static func object(_ value: Any) -> JSONValue {
         guard JSONSerialization.isValidJSONObject(value),
-            let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]),
+            let data = try? JSONSerialization.data(
+                withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]),
             let text = String(data: data, encoding: .utf8)
         else { return .null }
         return .raw(text)

@@ -63,7 +63,9 @@ enum RunCommand {
             signalDeadline: try arguments.double("signal-deadline", default: 25),
             pageSize: try arguments.int("page-size", default: 100),
             once: once,
-            untilMessages: try arguments.string("until-messages").map { _ in try arguments.int("until-messages", default: 0) },
+            untilMessages: try arguments.string("until-messages").map { _ in
+                try arguments.int("until-messages", default: 0)
+            },
             untilState: arguments.string("until-state"),
             timeout: try arguments.string("timeout").map { _ in try arguments.double("timeout", default: 0) })
         guard ["sandbox", "production"].contains(options.environment) else {
@@ -81,7 +83,8 @@ enum RunCommand {
                 baseURL: sim,
                 client: HTTPClient(
                     configuration: .init(
-                        httpVersion: .http1, tls: TLSConfiguration(caFile: options.simCA), requestTimeout: .seconds(30))))
+                        httpVersion: .http1, tls: TLSConfiguration(caFile: options.simCA), requestTimeout: .seconds(30))
+                ))
         }
         let client = DeviceClient(
             options: options, password: password, cache: cache, transport: transport, device: device)
@@ -147,7 +150,7 @@ actor DeviceClient {
         let printer = Task { await self.printEvents(engine) }
         if options.once {
             let report = await engine.sync(.launch)
-            try? await Task.sleep(for: .milliseconds(50))
+            for _ in 0..<200 where syncsPrinted == 0 { try? await Task.sleep(for: .milliseconds(10)) }
             printer.cancel()
             try? await transport.logout()
             exit(report.outcome == .completed ? 0 : 1)
@@ -200,7 +203,8 @@ actor DeviceClient {
             fail(error, context: "device registration with the server failed")
         }
         EventOutput.emit(
-            "registered", [("deviceToken", .string(token)), ("alias", registration.alias.map(JSONValue.string) ?? .null)])
+            "registered",
+            [("deviceToken", .string(token)), ("alias", registration.alias.map(JSONValue.string) ?? .null)])
     }
 
     // MARK: - Signals
@@ -258,6 +262,7 @@ actor DeviceClient {
     // MARK: - Events
 
     private var currentTrigger = "launch"
+    private var syncsPrinted = 0
 
     private func printEvents(_ engine: SyncEngine) async {
         for await event in engine.events {
@@ -268,10 +273,14 @@ actor DeviceClient {
             case .skipped(let trigger):
                 EventOutput.emit(
                     "sync-skipped",
-                    [("trigger", .string(trigger.description)), ("state", (await engine.localState).map(JSONValue.string) ?? .null)])
+                    [
+                        ("trigger", .string(trigger.description)),
+                        ("state", (await engine.localState).map(JSONValue.string) ?? .null),
+                    ])
             case .retrying(let attempt, let delay, let error):
                 EventOutput.error(
-                    errorCode(error), error.description, [("attempt", .int(attempt)), ("retryInMs", .int(milliseconds(delay)))])
+                    errorCode(error), error.description,
+                    [("attempt", .int(attempt)), ("retryInMs", .int(milliseconds(delay)))])
             case .syncFinished(let report, let count, let duration):
                 EventOutput.emit(
                     "sync-done",
@@ -283,6 +292,7 @@ actor DeviceClient {
                         ("pages", .int(report.pages)), ("result", .string(report.fetchResult.rawValue)),
                         ("outcome", .string(Self.outcomeName(report.outcome))),
                     ])
+                syncsPrinted += 1
                 await afterSync(report, messageCount: count)
             }
         }
@@ -307,8 +317,9 @@ actor DeviceClient {
         case .deadlineExceeded:
             EventOutput.error("deadlineExceeded", "the sync ran out of time; applied pages stay applied")
         case .completed:
-            if let target = options.untilMessages, messageCount == target, options.untilState == nil
-                || options.untilState == report.state
+            if let target = options.untilMessages, messageCount == target,
+                options.untilState == nil
+                    || options.untilState == report.state
             {
                 await finish("converged")
             }

@@ -44,7 +44,8 @@ struct SimulatorDevice: Sendable {
         let response: HTTPStreamingResponse
         do {
             response = try await client.stream(
-                HTTPRequest(url: baseURL + "/sim/devices/\(token)/notifications", headers: ["Accept": "text/event-stream"]))
+                HTTPRequest(
+                    url: baseURL + "/sim/devices/\(token)/notifications", headers: ["Accept": "text/event-stream"]))
         } catch let error as HTTPClientError {
             throw Failure(description: "cannot reach the push simulator: \(error)")
         }

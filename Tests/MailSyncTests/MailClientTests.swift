@@ -1,0 +1,181 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `mail-client` as a process, against the Python stand-in for mailboxd and apns-sim.
+@Suite("mail-client executable", .serialized)
+struct MailClientTests {
+    static var binary: String {
+        get throws {
+            let path = TestEnvironment.executable("mail-client").path
+            guard FileManager.default.isExecutableFile(atPath: path) else {
+                throw FakeBackendError("mail-client not built at \(path): run swift build first")
+            }
+            return path
+        }
+    }
+
+    /// The JSON event lines printed so far.
+    static func events(_ output: String) -> [[String: Any]] {
+        output.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    static func events(_ child: ChildProcess, named name: String) -> [[String: Any]] {
+        events(child.output).filter { $0["event"] as? String == name }
+    }
+
+    static func send(_ backend: FakeBackend.Process, subject: String, body: String) throws -> [String: Any] {
+        let tokenFile = backend.directory.path("delivery-token")
+        try "delivery-secret\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let bodyFile = backend.directory.path("body.txt")
+        try body.write(toFile: bodyFile, atomically: true, encoding: .utf8)
+        let result = try Subprocess.run(
+            try binary,
+            [
+                "send", "--server", backend.baseURL, "--delivery-token-file", tokenFile, "--to", "alice", "--from",
+                "bob@example.com", "--subject", subject, "--body-file", bodyFile,
+            ])
+        guard result.status == 0,
+            let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        else { throw FakeBackendError("send failed: \(result.stdout) \(result.stderr)") }
+        return object
+    }
+
+    func startClient(
+        _ backend: FakeBackend.Process, stateDir: String, extra: [String] = [], password: String = "secret"
+    ) throws -> ChildProcess {
+        try ChildProcess(
+            try Self.binary,
+            [
+                "run", "--server", backend.baseURL, "--sim", backend.baseURL, "--username", "alice", "--state-dir",
+                stateDir, "--device-name", "test-device",
+            ] + extra,
+            stdin: password + "\n", logDirectory: backend.directory.url.path)
+    }
+
+    @Test("registers, syncs on launch and on signals, recovers from 401, matches the server, exits on SIGTERM")
+    func fullLifecycle() throws {
+        let backend = try FakeBackend.Process()
+        let state = try TemporaryDirectory()
+        _ = try Self.send(backend, subject: "before launch", body: "hello")
+        let client = try startClient(backend, stateDir: state.path("client"), extra: ["--fallback-interval", "0"])
+        #expect(client.waitForOutput { $0.contains("\"sync-done\"") && $0.contains("\"stream\"") })
+        let registered = try #require(Self.events(client, named: "registered").first)
+        let token = try #require(registered["deviceToken"] as? String)
+        #expect(token.count == 64)
+        #expect(try backend.mailbox().devices == [token])
+        let launch = try #require(Self.events(client, named: "sync-done").first)
+        #expect(
+            launch["messages"] as? Int == 1 && launch["full"] as? Bool == true
+                && launch["trigger"] as? String == "launch")
+
+        let receipt = try Self.send(backend, subject: "big", body: String(repeating: "z", count: 20_000))
+        _ = try Self.send(backend, subject: "third", body: "three")
+        let done = client.waitForOutput(timeout: 20) { output in
+            Self.events(output).contains { $0["event"] as? String == "sync-done" && $0["messages"] as? Int == 3 }
+        }
+        #expect(done)
+        let signal = try #require(Self.events(client, named: "signal").first)
+        let payload = try #require(signal["payload"] as? [String: Any])
+        #expect(payload["st"] is String && payload["aps"] is [String: Any])
+        #expect(Self.events(client, named: "badge").first?["badge"] is Int)
+        let syncDone = Self.events(client, named: "sync-done")
+        #expect(syncDone.allSatisfy { $0["ms"] is Int && $0["created"] is Int && $0["state"] is String })
+
+        // A revoked token: the sync reports 401, the client logs in again and catches up.
+        try backend.control("/test/revoke")
+        _ = try Self.send(backend, subject: "after revoke", body: "four")
+        #expect(
+            client.waitForOutput(timeout: 20) { output in
+                Self.events(output).contains { $0["event"] as? String == "sync-done" && $0["messages"] as? Int == 4 }
+            })
+        #expect(Self.events(client, named: "error").contains { $0["code"] as? String == "unauthorized" })
+
+        let status = client.stop(signal: SIGTERM)
+        #expect(status == 0, "exit status \(status): \(client.errorOutput)")
+        #expect(Self.events(client, named: "exit").first?["reason"] as? String == "signal")
+        #expect(try backend.mailbox().devices.isEmpty)
+
+        let dump = try Subprocess.run(try Self.binary, ["dump", "--state-dir", state.path("client")])
+        #expect(dump.status == 0)
+        let cache = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        let server = try backend.mailbox()
+        #expect(cache["state"] as? String == server.state && cache["messageCount"] as? Int == 4)
+        let cachedMessages = try #require(cache["messages"] as? [[String: Any]])
+        #expect(
+            Set(cachedMessages.compactMap { $0["id"] as? String })
+                == Set(server.messages.compactMap { $0["id"] as? String }))
+        let big = try #require(cachedMessages.first { $0["id"] as? String == receipt["id"] as? String })
+        #expect(big["body"] == nil && big["size"] as? Int == 20_000)
+        // Nothing secret or content-bearing in the event stream's errors.
+        #expect(!client.output.contains("secret") && !client.errorOutput.contains("secret"))
+    }
+
+    @Test("lost signals: the fallback timer converges, and --until-messages exits 0")
+    func fallbackTimer() throws {
+        let backend = try FakeBackend.Process()
+        let state = try TemporaryDirectory()
+        try backend.control("/test/drop-signals", #"{"on":true}"#)
+        let client = try startClient(
+            backend, stateDir: state.path("client"),
+            extra: ["--fallback-interval", "0.2", "--until-messages", "2", "--timeout", "30"])
+        #expect(client.waitForOutput { $0.contains("\"sync-done\"") })
+        _ = try Self.send(backend, subject: "one", body: "1")
+        _ = try Self.send(backend, subject: "two", body: "2")
+        let status = client.waitForExit()
+        #expect(status == 0, "exit status \(status): \(client.output) \(client.errorOutput)")
+        #expect(Self.events(client, named: "signal").isEmpty)
+        #expect(Self.events(client, named: "sync-start").contains { $0["trigger"] as? String == "timer" })
+        #expect(Self.events(client, named: "exit").last?["reason"] as? String == "converged")
+    }
+
+    @Test("--once syncs without push; update, mark-read and delete change the server; wrong passwords fail")
+    func onceAndActions() throws {
+        let backend = try FakeBackend.Process()
+        let state = try TemporaryDirectory()
+        let first = try Self.send(backend, subject: "one", body: "1")
+        _ = try Self.send(backend, subject: "two", body: "2")
+        let id = try #require(first["id"] as? String)
+        let common = ["--server", backend.baseURL, "--username", "alice"]
+        let marked = try Subprocess.run(
+            try Self.binary, ["mark-read", "--message-id", id] + common, input: "secret\n")
+        #expect(marked.status == 0 && marked.stdout.contains("\"seen\":true"))
+        let moved = try Subprocess.run(
+            try Self.binary, ["update", "--message-id", id, "--mailbox", "archive", "--flagged", "true"] + common,
+            input: "secret\n")
+        #expect(moved.stdout.contains("\"mailbox\":\"archive\"") && moved.stdout.contains("\"flagged\":true"))
+        let wrong = try Subprocess.run(try Self.binary, ["mark-read", "--message-id", id] + common, input: "nope\n")
+        #expect(wrong.status == 1 && wrong.stdout.contains("invalidCredentials"))
+
+        let once = try Subprocess.run(
+            try Self.binary, ["run", "--once", "--state-dir", state.path("c")] + common, input: "secret\n")
+        #expect(once.status == 0, "\(once.stdout) \(once.stderr)")
+        #expect(once.stdout.contains("\"sync-done\"") && once.stdout.contains("\"messages\":2"))
+
+        let deleted = try Subprocess.run(try Self.binary, ["delete", "--message-id", id] + common, input: "secret\n")
+        #expect(deleted.status == 0 && deleted.stdout.contains("\"deleted\":true"))
+        let again = try Subprocess.run(
+            try Self.binary, ["run", "--once", "--state-dir", state.path("c")] + common, input: "secret\n")
+        let done = try #require(Self.events(again.stdout).first { $0["event"] as? String == "sync-done" })
+        #expect(done["messages"] as? Int == 1 && done["destroyed"] as? Int == 1 && done["full"] as? Bool == false)
+        let dump = try Subprocess.run(try Self.binary, ["dump", "--state-dir", state.path("c")])
+        #expect(dump.stdout.contains(try backend.mailbox().state))
+    }
+
+    @Test("every subcommand has --help; flags come from MAIL_CLIENT_ variables; bad usage exits 2")
+    func usage() throws {
+        for command in ["run", "send", "mark-read", "update", "delete", "dump"] {
+            let result = try Subprocess.run(try Self.binary, [command, "--help"])
+            #expect(result.status == 0 && result.stdout.contains("usage: mail-client \(command)"))
+        }
+        #expect(try Subprocess.run(try Self.binary, ["--help"]).status == 0)
+        #expect(try Subprocess.run(try Self.binary, ["bogus"]).status == 2)
+        #expect(try Subprocess.run(try Self.binary, ["send", "--nope", "x"]).status == 2)
+        let state = try TemporaryDirectory()
+        let fromEnvironment = try Subprocess.run(
+            try Self.binary, ["dump"], environment: ["MAIL_CLIENT_STATE_DIR": state.path("missing")])
+        #expect(fromEnvironment.status == 2 && fromEnvironment.stderr.contains("no cache in"))
+    }
+}
