@@ -30,6 +30,8 @@ final class ScriptedAPNsServer {
     struct Stats: Decodable {
         var maxConcurrent: Int
         var requests: [RecordedRequest]
+        /// The number of requests (set in summaries, which leave `requests` empty).
+        var count: Int?
     }
 
     let directory: TemporaryDirectory
@@ -88,13 +90,15 @@ final class ScriptedAPNsServer {
 
     deinit { process.stop(signal: SIGKILL) }
 
-    /// What the server recorded so far (fetched with curl over HTTP/2).
-    func stats() throws -> Stats {
+    /// What the server recorded so far (fetched with curl over HTTP/2); a summary leaves out the requests.
+    func stats(summary: Bool = false) throws -> Stats {
         guard let curl = Subprocess.which("curl") else { throw ServerError("curl not found on PATH") }
         var arguments = ["-sS", "--fail", "--max-time", "10"]
         arguments += tls ? ["--http2", "--cacert", caFile] : ["--http2-prior-knowledge"]
-        let result = try Subprocess.run(curl, arguments + [baseURL + "/stats"])
-        guard result.status == 0 else { throw ServerError("curl /stats failed: \(result.stderr)") }
+        let result = try Subprocess.run(curl, arguments + [baseURL + (summary ? "/stats?summary" : "/stats")])
+        guard result.status == 0 else {
+            throw ServerError("curl /stats failed: \(result.stderr); server log: \(process.errorOutput)")
+        }
         return try JSONDecoder().decode(Stats.self, from: Data(result.stdout.utf8))
     }
 
@@ -117,18 +121,31 @@ stats = {"maxConcurrent": 0, "requests": []}
 active = 0
 first_auth = {}
 
-def respond(conn, sid, status, headers, body):
+waiters = {}
+
+async def respond(conn, writer, sid, status, headers, body):
     hs = [(":status", str(status))] + headers + [("content-length", str(len(body)))]
     conn.send_headers(sid, hs, end_stream=not body)
-    if body:
-        conn.send_data(sid, body, end_stream=True)
+    while body:
+        room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+        if room <= 0:
+            event = asyncio.Event()
+            waiters.setdefault(id(conn), []).append(event)
+            writer.write(conn.data_to_send())
+            await event.wait()
+            continue
+        chunk, body = body[:room], body[room:]
+        conn.send_data(sid, chunk, end_stream=not body)
+    writer.write(conn.data_to_send())
 
 async def handle(conn, writer, sid, headers, body, peer_cert):
     global active
     path = headers.get(":path", "")
-    if path == "/stats":
-        respond(conn, sid, 200, [("content-type", "application/json")], json.dumps(stats).encode())
-        writer.write(conn.data_to_send()); return
+    if path.startswith("/stats"):
+        body = stats if path == "/stats" else {"maxConcurrent": stats["maxConcurrent"], "requests": []}
+        if path != "/stats": body["count"] = len(stats["requests"])
+        await respond(conn, writer, sid, 200, [("content-type", "application/json")], json.dumps(body).encode())
+        return
     stats["requests"].append({"path": path, "method": headers.get(":method"),
         "headers": {k: v for k, v in headers.items() if not k.startswith(":")},
         "body": body.decode("utf-8", "replace"), "clientCert": peer_cert})
@@ -145,14 +162,13 @@ async def handle(conn, writer, sid, headers, body, peer_cert):
         status, reason = (403, "ExpiredProviderToken") if auth == first else (200, None)
     if status == 200:
         if "uniqueId" in entry: out.append(("apns-unique-id", entry["uniqueId"]))
-        respond(conn, sid, 200, out, b"")
+        await respond(conn, writer, sid, 200, out, b"")
     else:
         if "retryAfter" in entry: out.append(("retry-after", str(entry["retryAfter"])))
         obj = {"reason": reason}
         if "timestamp" in entry: obj["timestamp"] = entry["timestamp"]
-        respond(conn, sid, status, out + [("content-type", "application/json")], json.dumps(obj).encode())
+        await respond(conn, writer, sid, status, out + [("content-type", "application/json")], json.dumps(obj).encode())
     active -= 1
-    writer.write(conn.data_to_send())
 
 async def client(reader, writer):
     global active
@@ -177,7 +193,7 @@ async def client(reader, writer):
             if isinstance(ev, h2.events.RequestReceived):
                 hs = dict(ev.headers)
                 pending[ev.stream_id] = [hs, b""]
-                if hs.get(":path") != "/stats":
+                if not hs.get(":path", "").startswith("/stats"):
                     active += 1
                     stats["maxConcurrent"] = max(stats["maxConcurrent"], active)
             elif isinstance(ev, h2.events.DataReceived):
@@ -187,7 +203,10 @@ async def client(reader, writer):
                 hs, body = pending.pop(ev.stream_id)
                 t = asyncio.ensure_future(handle(conn, writer, ev.stream_id, hs, body, peer_cert))
                 tasks.add(t); t.add_done_callback(tasks.discard)
+            elif isinstance(ev, h2.events.WindowUpdated):
+                for event in waiters.pop(id(conn), []): event.set()
         writer.write(conn.data_to_send())
+    waiters.pop(id(conn), None)
     writer.close()
 
 async def main():
