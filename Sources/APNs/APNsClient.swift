@@ -72,9 +72,9 @@ public final class APNsClient: Sendable {
     }
 
     /// Sends `payload` for `notification`'s headers; the payload must already have passed the guard.
-    func send(payloadAfterGuard payload: [UInt8], notification: APNsNotification)
-        async throws(APNsClientError) -> APNsResponse
-    {
+    func send(
+        payloadAfterGuard payload: [UInt8], notification: APNsNotification
+    ) async throws(APNsClientError) -> APNsResponse {
         await slots.acquire()
         defer { slots.release() }
         if Task.isCancelled { throw .cancelled }

@@ -66,9 +66,9 @@ enum Charset {
     }
 
     /// Whether `bytes` has a length in `lengths` and every byte passes `allowed`.
-    static func matches(_ bytes: some Collection<UInt8>, lengths: ClosedRange<Int>, _ allowed: (UInt8) -> Bool)
-        -> Bool
-    {
+    static func matches(
+        _ bytes: some Collection<UInt8>, lengths: ClosedRange<Int>, _ allowed: (UInt8) -> Bool
+    ) -> Bool {
         lengths.contains(bytes.count) && bytes.allSatisfy(allowed)
     }
 }

@@ -28,7 +28,9 @@ public struct RetryPolicy: Sendable {
         public var maximumDelay: Duration
 
         /// Creates a configuration.
-        public init(maximumAttempts: Int = 6, baseDelay: Duration = .milliseconds(500), maximumDelay: Duration = .seconds(60)) {
+        public init(
+            maximumAttempts: Int = 6, baseDelay: Duration = .milliseconds(500), maximumDelay: Duration = .seconds(60)
+        ) {
             self.maximumAttempts = maximumAttempts
             self.baseDelay = baseDelay
             self.maximumDelay = maximumDelay

@@ -236,7 +236,9 @@ struct APNsClientTests {
         }
         let legacyClient = makeClient(server, payloadLimit: .legacy)
         let oversized = Array(("{\"aps\":{\"badge\":1}" + String(repeating: " ", count: 2100) + "}").utf8)
-        await #expect(throws: APNsClientError.payloadRejected(PayloadGuardViolation(.tooLarge(size: 2119, limit: 2048)))) {
+        await #expect(
+            throws: APNsClientError.payloadRejected(PayloadGuardViolation(.tooLarge(size: 2119, limit: 2048)))
+        ) {
             try legacyClient.checkPayload(oversized)
             _ = try await legacyClient.send(payloadAfterGuard: oversized, notification: notification)
         }

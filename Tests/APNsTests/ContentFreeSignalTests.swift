@@ -32,9 +32,10 @@ struct ContentFreeSignalTests {
             deviceToken: testDeviceToken(1), signal: .background(), topic: testTopic, apnsID: apnsID)
         let headers = notification.headers(now: now)
         #expect(headers.map(\.name) == ["apns-push-type", "apns-priority", "apns-topic", "apns-expiration", "apns-id"])
-        #expect(headers.map(\.value) == [
-            "background", "5", "com.example.signalfetch", "1700003600", "9e8f7a6b-5c4d-4e3f-8a1b-0c2d3e4f5a6b",
-        ])
+        #expect(
+            headers.map(\.value) == [
+                "background", "5", "com.example.signalfetch", "1700003600", "9e8f7a6b-5c4d-4e3f-8a1b-0c2d3e4f5a6b",
+            ])
         #expect(notification.path == "/3/device/" + String(repeating: "ab", count: 28) + "00000001")
     }
 
@@ -98,9 +99,10 @@ struct ContentFreeSignalTests {
 
     @Test func deviceTokenValidation() throws {
         #expect(try DeviceToken(String(repeating: "AB", count: 32)).hex == String(repeating: "ab", count: 32))
-        for bad in ["", "abc", String(repeating: "g", count: 64), String(repeating: "a", count: 63),
-            String(repeating: "a", count: 202), "../" + String(repeating: "a", count: 62)]
-        {
+        for bad in [
+            "", "abc", String(repeating: "g", count: 64), String(repeating: "a", count: 63),
+            String(repeating: "a", count: 202), "../" + String(repeating: "a", count: 62),
+        ] {
             #expect(throws: APNsValidationError.invalidDeviceToken) { try DeviceToken(bad) }
         }
     }

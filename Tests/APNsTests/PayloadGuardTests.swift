@@ -8,7 +8,8 @@ struct PayloadGuardTests {
     let standard = PayloadGuard()
     let legacy = PayloadGuard(limit: .legacy)
 
-    private func violation(_ json: String, guard payloadGuard: PayloadGuard = PayloadGuard()) -> PayloadGuardViolation? {
+    private func violation(_ json: String, guard payloadGuard: PayloadGuard = PayloadGuard()) -> PayloadGuardViolation?
+    {
         do {
             try payloadGuard.inspect(Array(json.utf8))
             return nil
@@ -54,7 +55,8 @@ struct PayloadGuardTests {
     }
 
     @Test func rejectsNestedValues() {
-        #expect(violation(#"{"aps":{"badge":{"subject":"x"}}}"#) == PayloadGuardViolation(.wrongType, at: "$.aps.badge"))
+        #expect(
+            violation(#"{"aps":{"badge":{"subject":"x"}}}"#) == PayloadGuardViolation(.wrongType, at: "$.aps.badge"))
         #expect(
             violation(#"{"aps":{"content-available":[1]}}"#)
                 == PayloadGuardViolation(.wrongType, at: "$.aps.content-available"))
@@ -92,12 +94,15 @@ struct PayloadGuardTests {
 
     @Test func rejectsLongAliasAndState() {
         let long = String(repeating: "a", count: 65)
-        #expect(violation(#"{"aps":{"badge":1},"acct":"\#(long)"}"#) == PayloadGuardViolation(.invalidValue, at: "$.acct"))
+        #expect(
+            violation(#"{"aps":{"badge":1},"acct":"\#(long)"}"#) == PayloadGuardViolation(.invalidValue, at: "$.acct"))
         #expect(violation(#"{"aps":{"badge":1},"st":"\#(long)"}"#) == PayloadGuardViolation(.invalidValue, at: "$.st"))
     }
 
-    @Test(arguments: ["", " ", "{", "}", "{}x", #"{"aps":{"badge":1}}{}"#, "nul", "\u{FEFF}{}", #"{"aps":{"badge":01}}"#,
-        #"{'aps':{}}"#, #"{"aps":{"badge":1},}"#])
+    @Test(arguments: [
+        "", " ", "{", "}", "{}x", #"{"aps":{"badge":1}}{}"#, "nul", "\u{FEFF}{}", #"{"aps":{"badge":01}}"#,
+        #"{'aps':{}}"#, #"{"aps":{"badge":1},}"#,
+    ])
     func rejectsInvalidJSON(_ text: String) {
         #expect(violation(text) == PayloadGuardViolation(.notJSON))
     }

@@ -114,4 +114,3 @@ struct ProviderTokenManagerTests {
         #expect(throws: (any Error).self) { try APNsSigningKey(pem: "not a key", keyID: "K", teamID: "T") }
     }
 }
-

@@ -8,10 +8,13 @@ import Testing
 struct RetryPolicyTests {
     typealias Outcome = Result<APNsResponse, APNsClientError>
 
-    static func rejected(_ status: Int, _ reason: String, retryAfter: Duration? = nil, timestamp: Date? = nil)
+    static func rejected(
+        _ status: Int, _ reason: String, retryAfter: Duration? = nil, timestamp: Date? = nil
+    )
         -> Outcome
     {
-        .failure(.rejected(APNsError(status: status, reason: .init(reason), timestamp: timestamp, retryAfter: retryAfter)))
+        .failure(
+            .rejected(APNsError(status: status, reason: .init(reason), timestamp: timestamp, retryAfter: retryAfter)))
     }
 
     /// Apple's status for each documented reason.
@@ -81,9 +84,10 @@ struct RetryPolicyTests {
 
     @Test func unknownReasonsFollowTheStatus() {
         var random = SeededGenerator(seed: 2)
-        for (status, expected) in [(400, Kind.discard), (403, .discard), (410, .drop), (429, .retry), (500, .retry),
-            (502, .retry), (503, .retry)]
-        {
+        for (status, expected) in [
+            (400, Kind.discard), (403, .discard), (410, .drop), (429, .retry), (500, .retry),
+            (502, .retry), (503, .retry),
+        ] {
             var policy = RetryPolicy()
             #expect(Self.kind(policy.next(after: Self.rejected(status, "SomethingNew"), using: &random)) == expected)
         }
@@ -119,7 +123,8 @@ struct RetryPolicyTests {
         var low = RetryPolicy(configuration: configuration)
         var bottom = ConstantGenerator(value: 0)
         for _ in 0..<5 {
-            #expect(low.next(after: .failure(.transport(.connectionLost("reset"))), using: &bottom) == .retry(after: .zero))
+            #expect(
+                low.next(after: .failure(.transport(.connectionLost("reset"))), using: &bottom) == .retry(after: .zero))
         }
 
         var seeded = RetryPolicy(configuration: configuration)

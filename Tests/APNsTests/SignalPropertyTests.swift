@@ -17,7 +17,8 @@ struct SignalPropertyTests {
     /// A random content-like string: printable characters with at least one space or punctuation mark, so it
     /// can never pass as an opaque token.
     static func randomContent(using random: inout SeededGenerator) -> String {
-        let alphabet = Array(#"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!?@#"'{}[]<>\/éü中🙂-_"#)
+        let alphabet = Array(
+            #"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!?@#"'{}[]<>\/éü中🙂-_"#)
         let length = Int.random(in: 6...40, using: &random)
         var characters = (0..<length).map { _ in alphabet.randomElement(using: &random)! }
         let separators: [Character] = [" ", "\"", "{", ":", "@", ",", "."]
@@ -41,7 +42,8 @@ struct SignalPropertyTests {
             // The rest of the system holds these strings; the signal is built only from valid opaque values.
             let badge: Int? = Bool.random(using: &random) ? Int.random(in: 0...100_000, using: &random) : nil
             let contentAvailable = badge == nil || Bool.random(using: &random)
-            let alias = Bool.random(using: &random) ? try DeviceAlias(SecureRandom.base64URL(Int.random(in: 1...48))) : nil
+            let alias =
+                Bool.random(using: &random) ? try DeviceAlias(SecureRandom.base64URL(Int.random(in: 1...48))) : nil
             let state = Bool.random(using: &random) ? try SyncState(Self.randomState(using: &random)) : nil
             let signal = try ContentFreeSignal(
                 badge: badge, contentAvailable: contentAvailable, alias: alias, state: state)
