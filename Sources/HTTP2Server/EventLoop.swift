@@ -1,0 +1,374 @@
+import CNGHTTP2
+import Foundation
+import Synchronization
+
+/// How the application answers requests.
+enum HandlerKind: Sendable {
+    /// Runs as a task on the Swift concurrency pool; the response comes back through the inbox.
+    case async(@Sendable (HTTP2Request) async throws -> HTTP2Response)
+    /// Runs on the event-loop thread itself; must be quick and must not block.
+    case inline(@Sendable (HTTP2Request) -> HTTP2Response)
+}
+
+/// Work handed to the event loop from other threads.
+enum LoopCommand: Sendable {
+    case respond(connectionID: UInt64, streamID: Int32, response: HTTP2Response)
+    case shutdown(graceNanoseconds: UInt64)
+}
+
+/// The epoll event loop: one thread owns the listener, every connection and every nghttp2 session.
+///
+/// Thread-safety: everything except `inbox` and `metrics` is touched only on the loop thread (after
+/// `run()` starts; before that only by the starting thread). Other threads talk to the loop through
+/// `post(_:)`, which appends to `inbox` under its mutex and wakes the loop through `wakeFD` while still
+/// holding that mutex; the loop closes `wakeFD` only after marking the inbox closed under the same mutex.
+final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinement + `inbox` mutex
+    private struct Inbox {
+        var commands: [LoopCommand] = []
+        var open = true
+        var wakePending = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let inbox = Mutex(Inbox())
+    let metrics = Mutex(HTTP2ServerMetrics())
+
+    let configuration: HTTP2ServerConfiguration
+    let handler: HandlerKind
+    private let tlsContext: TLSContext?
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private var listenFD: Int32
+    private let callbacks: OpaquePointer
+    private var connections: [UInt64: Connection] = [:]
+    private var nextConnectionID: UInt64 = 1
+    private var shutdownDeadline: UInt64?
+    private let idleNanoseconds: UInt64
+    /// Monotonic time of the current loop iteration, in nanoseconds.
+    private(set) var now: UInt64
+    /// Scratch space for socket reads.
+    let readBuffer: UnsafeMutableRawBufferPointer
+    /// Scratch space for decrypted TLS data.
+    let plaintextBuffer: UnsafeMutableRawBufferPointer
+    /// Scratch space that gathers frames before one TLS write.
+    let tlsStaging: UnsafeMutableRawBufferPointer
+
+    private static let listenerTag: UInt64 = 0
+    private static let wakeTag: UInt64 = UInt64.max
+    private static let tick: UInt64 = 100_000_000
+
+    init(
+        configuration: HTTP2ServerConfiguration, handler: HandlerKind, tlsContext: TLSContext?, listener: Listener
+    ) throws(HTTP2ServerError) {
+        guard let callbacks = makeSessionCallbacks() else {
+            throw .setupFailed(reason: "nghttp2_session_callbacks_new failed")
+        }
+        let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epollFD >= 0 else {
+            nghttp2_session_callbacks_del(callbacks)
+            throw .setupFailed(reason: "epoll_create1: \(String(cString: strerror(errno)))")
+        }
+        let wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard wakeFD >= 0 else {
+            nghttp2_session_callbacks_del(callbacks)
+            close(epollFD)
+            throw .setupFailed(reason: "eventfd: \(String(cString: strerror(errno)))")
+        }
+        guard EventLoop.register(epollFD, listener.fd, tag: EventLoop.listenerTag, events: EPOLLIN.rawValue),
+            EventLoop.register(epollFD, wakeFD, tag: EventLoop.wakeTag, events: EPOLLIN.rawValue)
+        else {
+            let reason = String(cString: strerror(errno))
+            nghttp2_session_callbacks_del(callbacks)
+            close(epollFD)
+            close(wakeFD)
+            throw .setupFailed(reason: "epoll_ctl: \(reason)")
+        }
+        self.configuration = configuration
+        self.handler = handler
+        self.tlsContext = tlsContext
+        self.callbacks = callbacks
+        self.epollFD = epollFD
+        self.wakeFD = wakeFD
+        self.listenFD = listener.fd
+        self.idleNanoseconds = configuration.idleTimeout.nanosecondsClamped
+        self.now = DispatchTime.now().uptimeNanoseconds
+        readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+        plaintextBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+        tlsStaging = .allocate(byteCount: 64 * 1024, alignment: 16)
+    }
+
+    deinit {
+        if listenFD >= 0 { close(listenFD) }
+        close(epollFD)
+        inbox.withLock { inbox in
+            if inbox.open {
+                inbox.open = false
+                close(wakeFD)
+            }
+        }
+        nghttp2_session_callbacks_del(callbacks)
+        readBuffer.deallocate()
+        plaintextBuffer.deallocate()
+        tlsStaging.deallocate()
+    }
+
+    // MARK: Cross-thread entry points
+
+    /// Hands `command` to the loop; dropped if the loop has already stopped.
+    func post(_ command: LoopCommand) {
+        inbox.withLock { inbox in
+            guard inbox.open else { return }
+            inbox.commands.append(command)
+            if !inbox.wakePending {
+                inbox.wakePending = true
+                var one: UInt64 = 1
+                _ = write(wakeFD, &one, 8)
+            }
+        }
+    }
+
+    /// Starts a graceful shutdown and returns once the loop has stopped.
+    func shutdown(graceNanoseconds: UInt64) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let running = inbox.withLock { inbox -> Bool in
+                guard inbox.open else { return false }
+                inbox.waiters.append(continuation)
+                return true
+            }
+            if running {
+                post(.shutdown(graceNanoseconds: graceNanoseconds))
+            } else {
+                continuation.resume()
+            }
+        }
+    }
+
+    // MARK: The loop
+
+    /// Runs until shutdown completes. Call on the dedicated loop thread.
+    func run() {
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
+        var lastTimerCheck = DispatchTime.now().uptimeNanoseconds
+        while true {
+            let timeout: Int32 = connections.isEmpty && shutdownDeadline == nil ? -1 : Int32(EventLoop.tick / 1_000_000)
+            let count = events.withUnsafeMutableBufferPointer {
+                epoll_wait(epollFD, $0.baseAddress, Int32($0.count), timeout)
+            }
+            now = DispatchTime.now().uptimeNanoseconds
+            if count < 0 && errno != EINTR { break }
+            for index in 0..<max(0, Int(count)) {
+                let event = events[index]
+                switch event.data.u64 {
+                case EventLoop.listenerTag: acceptConnections()
+                case EventLoop.wakeTag: processInbox()
+                case let tag:
+                    if let connection = connections[tag] { handle(connection, events: event.events) }
+                }
+            }
+            if now &- lastTimerCheck >= EventLoop.tick {
+                lastTimerCheck = now
+                checkTimers()
+            }
+            if shutdownDeadline != nil && connections.isEmpty { break }
+        }
+        finish()
+    }
+
+    private func finish() {
+        for connection in Array(connections.values) { closeConnection(connection) }
+        if listenFD >= 0 {
+            close(listenFD)
+            listenFD = -1
+        }
+        let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
+            inbox.open = false
+            inbox.commands = []
+            close(wakeFD)
+            defer { inbox.waiters = [] }
+            return inbox.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private static func register(_ epollFD: Int32, _ fd: Int32, tag: UInt64, events: UInt32) -> Bool {
+        var event = epoll_event()
+        event.events = events
+        event.data.u64 = tag
+        return epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) == 0
+    }
+
+    private func acceptConnections() {
+        while listenFD >= 0 {
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listenFD, $0, &length) }
+            }
+            if fd < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                return  // EAGAIN: nothing more; other errors (EMFILE…): retry on the next event
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var one: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            var tls: TLSConnection?
+            if let tlsContext {
+                guard let made = tlsContext.makeConnection() else {
+                    close(fd)
+                    continue
+                }
+                tls = made
+            }
+            let connection = Connection(
+                id: nextConnectionID, fd: fd, remoteAddress: SocketAddress.describe(storage), loop: self, tls: tls,
+                now: now)
+            nextConnectionID += 1
+            guard connection.startSession(callbacks: callbacks, configuration: configuration),
+                EventLoop.register(epollFD, fd, tag: connection.id, events: EPOLLIN.rawValue)
+            else {
+                close(fd)
+                continue
+            }
+            connection.interest = EPOLLIN.rawValue
+            connections[connection.id] = connection
+            metrics.withLock {
+                $0.connectionsAccepted += 1
+                $0.connectionsOpen += 1
+            }
+            connection.flush()
+            settle(connection)
+        }
+    }
+
+    private func handle(_ connection: Connection, events: UInt32) {
+        let readable = EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue
+        if events & readable != 0 {
+            connection.readFromSocket(now: now)
+        }
+        connection.flush()
+        settle(connection)
+    }
+
+    /// Closes the connection if it is done, else updates which events it waits for.
+    private func settle(_ connection: Connection) {
+        if let reason = connection.closeReason {
+            if reason.flushesFirst && !connection.output.isEmpty {
+                if connection.hardCloseDeadline == nil { connection.hardCloseDeadline = now + 2_000_000_000 }
+                setInterest(connection, EPOLLOUT.rawValue)
+                return
+            }
+            closeConnection(connection)
+            return
+        }
+        if connection.sessionFinished {
+            closeConnection(connection)
+            return
+        }
+        var wanted: UInt32 = 0
+        if connection.output.count < Connection.highWater { wanted |= EPOLLIN.rawValue }
+        if !connection.output.isEmpty { wanted |= EPOLLOUT.rawValue }
+        setInterest(connection, wanted)
+    }
+
+    private func setInterest(_ connection: Connection, _ wanted: UInt32) {
+        guard wanted != connection.interest else { return }
+        var event = epoll_event()
+        event.events = wanted
+        event.data.u64 = connection.id
+        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, connection.fd, &event)
+        connection.interest = wanted
+    }
+
+    private func closeConnection(_ connection: Connection) {
+        guard connections.removeValue(forKey: connection.id) != nil else { return }
+        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.fd, nil)
+        close(connection.fd)
+        var unfinished = 0
+        for stream in connection.streams.values where !stream.responseComplete {
+            stream.task?.cancel()
+            unfinished += 1
+        }
+        connection.streams = [:]
+        let protocolError = connection.closeReason == .protocolError
+        metrics.withLock {
+            $0.connectionsOpen -= 1
+            $0.streamsReset += unfinished
+            if protocolError { $0.protocolErrors += 1 }
+        }
+    }
+
+    private func processInbox() {
+        var value: UInt64 = 0
+        _ = read(wakeFD, &value, 8)
+        let commands = inbox.withLock { inbox -> [LoopCommand] in
+            inbox.wakePending = false
+            defer { inbox.commands = [] }
+            return inbox.commands
+        }
+        var touched: [UInt64: Connection] = [:]
+        for command in commands {
+            switch command {
+            case .respond(let connectionID, let streamID, let response):
+                guard let connection = connections[connectionID], connection.closeReason == nil,
+                    let stream = connection.streams[streamID]
+                else { continue }
+                connection.submitResponse(stream, response, now: now)
+                touched[connectionID] = connection
+            case .shutdown(let grace):
+                beginShutdown(graceNanoseconds: grace)
+            }
+        }
+        for connection in touched.values where connections[connection.id] != nil {
+            connection.flush()
+            settle(connection)
+        }
+    }
+
+    private func beginShutdown(graceNanoseconds: UInt64) {
+        guard shutdownDeadline == nil else { return }
+        shutdownDeadline = now &+ graceNanoseconds
+        if listenFD >= 0 {
+            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, listenFD, nil)
+            close(listenFD)
+            listenFD = -1
+        }
+        for connection in Array(connections.values) {
+            if connection.sessionReady {
+                connection.submitGoAway(HTTP2GoAway())
+                connection.flush()
+                settle(connection)
+            } else {
+                connection.markClose(.deadline)
+                closeConnection(connection)
+            }
+        }
+    }
+
+    private func checkTimers() {
+        for connection in Array(connections.values) {
+            if let deadline = shutdownDeadline, now >= deadline {
+                connection.markClose(.deadline)
+                closeConnection(connection)
+                continue
+            }
+            if let deadline = connection.hardCloseDeadline, now >= deadline {
+                connection.markClose(.deadline)
+                closeConnection(connection)
+                continue
+            }
+            guard connection.streams.isEmpty, now &- connection.lastActivity >= idleNanoseconds,
+                !connection.goAwaySubmitted
+            else { continue }
+            if connection.sessionReady {
+                connection.terminate()
+                connection.hardCloseDeadline = now &+ 5_000_000_000
+                connection.flush()
+                settle(connection)
+            } else {
+                connection.markClose(.deadline)
+                closeConnection(connection)
+            }
+        }
+    }
+}

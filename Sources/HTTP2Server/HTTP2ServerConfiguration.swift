@@ -1,0 +1,67 @@
+/// Everything an ``HTTP2Server`` needs to know before it starts.
+public struct HTTP2ServerConfiguration: Sendable {
+    /// Certificate and key files for HTTP/2 over TLS.
+    public struct TLS: Sendable, Hashable {
+        /// PEM file with the server certificate followed by any intermediate certificates.
+        public var certificateChainPath: String
+        /// PEM file with the private key of the server certificate.
+        public var privateKeyPath: String
+
+        /// Creates a TLS configuration from PEM file paths.
+        public init(certificateChainPath: String, privateKeyPath: String) {
+            self.certificateChainPath = certificateChainPath
+            self.privateKeyPath = privateKeyPath
+        }
+    }
+
+    /// The address to bind: an IP literal (`127.0.0.1`, `::1`, `0.0.0.0`) or a resolvable name.
+    public var host: String
+    /// The TCP port to bind; `0` picks a free port (read it from ``HTTP2Server/port`` after start).
+    public var port: Int
+    /// TLS settings; `nil` serves cleartext HTTP/2 with prior knowledge (h2c).
+    public var tls: TLS?
+    /// The `SETTINGS_MAX_CONCURRENT_STREAMS` value advertised to every client (APNs uses 1000).
+    public var maxConcurrentStreams: Int
+    /// The largest request body accepted, in bytes. A larger body (or a larger declared
+    /// `content-length`) gets a `413` response with the JSON body `{"reason":"PayloadTooLarge"}` as
+    /// soon as the limit is crossed; the handler never sees such a request. The rest of the upload is
+    /// read and dropped so clients that finish sending before reading (curl) still get the 413; a
+    /// client that sends more than 16 MiB beyond that has the stream reset with `NO_ERROR`.
+    public var maxRequestBodySize: Int
+    /// The per-stream and per-connection receive window advertised to clients, in bytes.
+    public var initialWindowSize: Int
+    /// A connection with no open stream and no traffic for this long is sent GOAWAY and closed.
+    public var idleTimeout: Duration
+    /// On shutdown, how long in-flight streams may run after GOAWAY before connections are closed.
+    public var shutdownGracePeriod: Duration
+
+    /// Creates a configuration; only the address and TLS choice are required.
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        tls: TLS? = nil,
+        maxConcurrentStreams: Int = 1000,
+        maxRequestBodySize: Int = 1 << 20,
+        initialWindowSize: Int = 1 << 20,
+        idleTimeout: Duration = .seconds(300),
+        shutdownGracePeriod: Duration = .seconds(10)
+    ) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.maxRequestBodySize = maxRequestBodySize
+        self.initialWindowSize = initialWindowSize
+        self.idleTimeout = idleTimeout
+        self.shutdownGracePeriod = shutdownGracePeriod
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds, clamped at zero.
+    var nanosecondsClamped: UInt64 {
+        let (seconds, attoseconds) = components
+        if seconds < 0 { return 0 }
+        return UInt64(seconds) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+    }
+}
