@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import Synchronization
 
 /// Sends content-free signals to APNs over one shared, multiplexed HTTP/2 connection.
 ///
@@ -21,6 +22,10 @@ public final class APNsClient: Sendable {
     public let payloadGuard: PayloadGuard
     private let http: HTTPClient
     private let slots: AsyncSemaphore
+    /// Lets one request through at a time until a response has come back on the connection, so the server's
+    /// SETTINGS (its stream limit) are known before requests are multiplexed; reset by transport failures.
+    private let warmUp = AsyncSemaphore(limit: 1)
+    private let connectionIsWarm = Mutex(false)
 
     /// Creates a client; the connection opens on the first send.
     public init(configuration: Configuration) {
@@ -67,9 +72,9 @@ public final class APNsClient: Sendable {
     }
 
     /// Sends `payload` for `notification`'s headers; the payload must already have passed the guard.
-    func send(payloadAfterGuard payload: [UInt8], notification: APNsNotification)
-        async throws(APNsClientError) -> APNsResponse
-    {
+    func send(
+        payloadAfterGuard payload: [UInt8], notification: APNsNotification
+    ) async throws(APNsClientError) -> APNsResponse {
         await slots.acquire()
         defer { slots.release() }
         if Task.isCancelled { throw .cancelled }
@@ -94,14 +99,7 @@ public final class APNsClient: Sendable {
         let request = HTTPRequest(
             method: .post, url: configuration.endpoint.baseURL + notification.path, headers: headers,
             body: Data(payload), timeout: configuration.requestTimeout)
-        let response: HTTPResponse
-        do {
-            response = try await http.execute(request)
-        } catch let error as HTTPClientError {
-            throw .transport(error)
-        } catch {
-            throw .cancelled
-        }
+        let response = try await execute(request)
 
         if response.status == 200 {
             return APNsResponse(
@@ -115,6 +113,30 @@ public final class APNsClient: Sendable {
             await tokenManager.invalidate(providerToken)
         }
         throw .rejected(error)
+    }
+
+    /// Runs `request`; while the connection is not known to be up, requests go one at a time.
+    private func execute(_ request: HTTPRequest) async throws(APNsClientError) -> HTTPResponse {
+        var holdsWarmUp = false
+        if !connectionIsWarm.withLock({ $0 }) {
+            await warmUp.acquire()
+            if connectionIsWarm.withLock({ $0 }) {
+                warmUp.release()
+            } else {
+                holdsWarmUp = true
+            }
+        }
+        defer { if holdsWarmUp { warmUp.release() } }
+        do {
+            let response = try await http.execute(request)
+            if holdsWarmUp { connectionIsWarm.withLock { $0 = true } }
+            return response
+        } catch let error as HTTPClientError {
+            connectionIsWarm.withLock { $0 = false }
+            throw .transport(error)
+        } catch {
+            throw .cancelled
+        }
     }
 
     /// Sends `notification`, retrying as `retry` decides (sleeping between attempts), and returns the final

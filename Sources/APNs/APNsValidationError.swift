@@ -15,7 +15,7 @@ public enum APNsValidationError: Error, Sendable, Hashable, CustomStringConverti
     case invalidDeviceToken
     /// The topic (bundle id) is empty, longer than 255 characters, or has a character outside `[A-Za-z0-9._-]`.
     case invalidTopic
-    /// The collapse id is empty, longer than 64 bytes, or has a character outside `[A-Za-z0-9._:-]`.
+    /// The collapse id is empty, longer than 64 bytes, or has a character outside `[A-Za-z0-9_-]`.
     case invalidCollapseID
     /// A background (content-available only) signal must use priority 5.
     case backgroundRequiresPriority5
@@ -31,7 +31,7 @@ public enum APNsValidationError: Error, Sendable, Hashable, CustomStringConverti
         case .invalidState: "the sync state must be 1-64 characters of [0-9a-f-]"
         case .invalidDeviceToken: "the device token must be 16-200 hexadecimal characters"
         case .invalidTopic: "the topic must be 1-255 characters of [A-Za-z0-9._-]"
-        case .invalidCollapseID: "the collapse id must be 1-64 characters of [A-Za-z0-9._:-]"
+        case .invalidCollapseID: "the collapse id must be 1-64 characters of [A-Za-z0-9_-]"
         case .backgroundRequiresPriority5: "a background signal must use priority 5"
         case .invalidExpiration: "the expiration must not be negative"
         }
@@ -66,9 +66,9 @@ enum Charset {
     }
 
     /// Whether `bytes` has a length in `lengths` and every byte passes `allowed`.
-    static func matches(_ bytes: some Collection<UInt8>, lengths: ClosedRange<Int>, _ allowed: (UInt8) -> Bool)
-        -> Bool
-    {
+    static func matches(
+        _ bytes: some Collection<UInt8>, lengths: ClosedRange<Int>, _ allowed: (UInt8) -> Bool
+    ) -> Bool {
         lengths.contains(bytes.count) && bytes.allSatisfy(allowed)
     }
 }

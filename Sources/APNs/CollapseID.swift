@@ -3,14 +3,10 @@ public struct CollapseID: Sendable, Hashable, CustomStringConvertible {
     /// The id as sent.
     public let rawValue: String
 
-    /// Validates `rawValue`: 1 to 64 bytes of `[A-Za-z0-9._:-]` (Apple's limit is 64 bytes; the character set
-    /// keeps free text out of the header).
+    /// Validates `rawValue`: 1 to 64 bytes of `[A-Za-z0-9_-]` (Apple's limit is 64 bytes; the character set,
+    /// the same as a device alias, keeps free text out of the header).
     public init(_ rawValue: String) throws(APNsValidationError) {
-        let allowed: (UInt8) -> Bool = {
-            Charset.isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_")
-                || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "-")
-        }
-        guard Charset.matches(rawValue.utf8, lengths: 1...64, allowed) else { throw .invalidCollapseID }
+        guard Charset.matches(rawValue.utf8, lengths: 1...64, Charset.isAliasByte) else { throw .invalidCollapseID }
         self.rawValue = rawValue
     }
 

@@ -39,7 +39,8 @@ public struct ContentFreeSignal: Sendable, Hashable {
         badge: Int? = nil, contentAvailable: Bool = true, alias: String?, state: String?
     ) throws(APNsValidationError) {
         try self.init(
-            badge: badge, contentAvailable: contentAvailable, alias: try alias.map { s throws(APNsValidationError) in try DeviceAlias(s) },
+            badge: badge, contentAvailable: contentAvailable,
+            alias: try alias.map { s throws(APNsValidationError) in try DeviceAlias(s) },
             state: try state.map { s throws(APNsValidationError) in try SyncState(s) })
     }
 

@@ -65,9 +65,9 @@ public struct PayloadGuard: Sendable, Hashable {
         }
     }
 
-    private static func checkUnique(_ members: [(key: String, value: StrictJSON.Value)], at location: String)
-        throws(PayloadGuardViolation)
-    {
+    private static func checkUnique(
+        _ members: [(key: String, value: StrictJSON.Value)], at location: String
+    ) throws(PayloadGuardViolation) {
         var seen = Set<String>()
         for member in members where !seen.insert(member.key).inserted {
             throw PayloadGuardViolation(.duplicateKey, at: location)

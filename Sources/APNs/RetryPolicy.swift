@@ -28,7 +28,9 @@ public struct RetryPolicy: Sendable {
         public var maximumDelay: Duration
 
         /// Creates a configuration.
-        public init(maximumAttempts: Int = 6, baseDelay: Duration = .milliseconds(500), maximumDelay: Duration = .seconds(60)) {
+        public init(
+            maximumAttempts: Int = 6, baseDelay: Duration = .milliseconds(500), maximumDelay: Duration = .seconds(60)
+        ) {
             self.maximumAttempts = maximumAttempts
             self.baseDelay = baseDelay
             self.maximumDelay = maximumDelay
@@ -100,7 +102,10 @@ public struct RetryPolicy: Sendable {
         retryableFailures += 1
         let base = configuration.baseDelay.seconds
         let ceiling = min(configuration.maximumDelay.seconds, base * pow(2, Double(min(retryableFailures - 1, 62))))
-        let jittered = ceiling > 0 ? Double.random(in: 0...ceiling, using: &random) : 0
+        // Full jitter: uniform in [0, ceiling), from the top 53 bits of one draw (so a fixed source gives a
+        // fixed delay).
+        let unit = Double(random.next() >> 11) * 0x1p-53
+        let jittered = ceiling * unit
         let delay = max(jittered, retryAfter?.seconds ?? 0)
         return .retry(after: .milliseconds(Int64((delay * 1000).rounded())))
     }
