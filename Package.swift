@@ -78,7 +78,8 @@ let package = Package(
         .testTarget(
             name: "HTTPClientTests",
             dependencies: ["HTTPClient", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
-        .testTarget(name: "APNsTests", dependencies: ["APNs", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
+            name: "APNsTests", dependencies: ["APNs", "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "MailboxStoreTests", dependencies: ["MailboxStore", "SQLiteKit", "TestSupport"]),
         .testTarget(
             name: "MailSyncTests",
