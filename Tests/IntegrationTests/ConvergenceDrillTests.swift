@@ -98,6 +98,10 @@ import Testing
         let cluster = try Cluster(accounts: [user])
         let (client, _) = try startClient(cluster, user: user, name: "phone")
         defer { client.stop() }
+        // Deliver only once the device is registered, so every delivery is signalled.
+        try #require(
+            client.waitForOutput(timeout: 60) { $0.contains("\"sync-done\"") },
+            "the client never synced: \(client.output) \(client.errorOutput)")
         var canaries: [String] = [user]
         for _ in 0..<20 {
             let subject = "subj-\(SecureRandom.hex(10))"
@@ -106,9 +110,13 @@ import Testing
             canaries += [subject, sender, body]
             _ = try await cluster.deliver(to: user, from: sender, subject: subject, body: body)
         }
-        try await Task.sleep(for: .seconds(1))
-        let log = try await cluster.call(.get, cluster.sim + "/sim/log")
-        let text = String(decoding: log.data, as: UTF8.self)
+        var text = ""
+        for _ in 0..<100 {
+            let log = try await cluster.call(.get, cluster.sim + "/sim/log")
+            text = String(decoding: log.data, as: UTF8.self)
+            if text.contains("delivered") && client.output.components(separatedBy: "\"signal\"").count > 2 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
         #expect(text.count > 100, "the gateway log is empty")
         for canary in canaries { #expect(!text.contains(canary), "a canary reached the gateway") }
         #expect(!text.contains("subj-") && !text.contains("from-") && !text.contains("body-"))
