@@ -10,7 +10,8 @@ import Synchronization
 /// buffered. The stream ends when either side closes it; `onTermination` then runs exactly once.
 public final class EventStream: Sendable {
     private struct State: ~Copyable {
-        var pending: [UInt8] = []
+        /// Starts with a comment so the client gets the response headers and a first chunk at once.
+        var pending: [UInt8] = Array(": stream opened\n\n".utf8)
         var readOffset = 0
         /// No more events are accepted; the body ends once `pending` is drained.
         var closed = false

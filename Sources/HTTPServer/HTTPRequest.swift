@@ -66,9 +66,9 @@ public struct HTTPRequest: Sendable {
     ///
     /// Throws a 400 `HTTPError`: `invalidJSON` when the body is empty or not JSON, `invalidRequest` when
     /// the JSON does not have the expected shape. The message names the offending field, never the body.
-    public func decodeJSON<T: Decodable>(_ type: T.Type = T.self, decoder: JSONDecoder = JSONDecoder()) throws(
-        HTTPError
-    ) -> T {
+    public func decodeJSON<T: Decodable>(
+        _ type: T.Type = T.self, decoder: JSONDecoder = JSONDecoder()
+    ) throws(HTTPError) -> T {
         guard !body.isEmpty else {
             throw HTTPError(.badRequest, code: "invalidJSON", message: "The request body is empty; JSON expected.")
         }

@@ -11,7 +11,8 @@ extension HTTPServer {
         public var tls: TLS?
         /// Worker threads polling connections (each with its own epoll set).
         public var threadCount: Int
-        /// The most concurrent connections (event streams included).
+        /// The most concurrent connections (event streams included). Starting the server raises the
+        /// process's soft open-file limit towards its hard limit to fit this many.
         public var connectionLimit: Int
         /// Seconds of inactivity after which a connection (also one stuck mid-request) is closed.
         public var idleTimeoutSeconds: Int
@@ -79,7 +80,7 @@ extension HTTPServer {
         public var method: String
         /// The request path without the query string.
         public var path: String
-        /// The response status (0 when the client went away before a response was sent).
+        /// The response status (0 when the client went away before a response was queued).
         public var status: Int
         /// Time from the request line to the end of the response.
         public var duration: Duration

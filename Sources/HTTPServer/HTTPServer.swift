@@ -37,6 +37,9 @@ public final class HTTPServer: Sendable {
     /// Whether the server stopped or is stopping.
     public var isShuttingDown: Bool { core.lifecycle.withLock { $0 != .running } }
 
+    /// The number of requests whose handler runs or whose response is still being sent.
+    public var inFlightCount: Int { core.inFlightCount }
+
     /// The number of open event streams.
     public var eventStreamCount: Int { core.eventStreamCount }
 

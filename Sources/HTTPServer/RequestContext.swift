@@ -20,6 +20,8 @@ final class RequestContext: Sendable {
         var phase = Phase.new
         var body = Data()
         var bodyTooLarge = false
+        /// Body bytes received so far, kept or not.
+        var received = 0
         var method = ""
         var remoteAddress = ""
         var connection: MHDConnection?
@@ -30,6 +32,8 @@ final class RequestContext: Sendable {
         /// The connection is finished; MHD no longer knows this request.
         var finished = false
         var status = 0
+        /// The task running the handler, cancelled when the request times out.
+        var handlerTask: Task<Void, Never>?
     }
 
     /// The path as sent (percent-encoded, no query string).
@@ -73,6 +77,7 @@ final class RequestContext: Sendable {
             state.completed = true
             state.connection = nil
             state.body = Data()
+            state.handlerTask = nil
             return (state.method, state.status, state.remoteAddress)
         }
     }

@@ -29,8 +29,17 @@ let mhdRequestCompleted:
 let mhdLogMessage: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { cls, message in
     guard let cls, let message else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
-    let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
-    if !text.isEmpty { core.logError(text) }
+    if let text = libraryMessage(String(cString: message)) { core.logError(text) }
+}
+
+/// Prepares a libmicrohttpd diagnostic for the error log: drops the routine reports of clients that
+/// went away (normal for event streams) and removes quoted request targets, which may carry tokens.
+func libraryMessage(_ raw: String) -> String? {
+    let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+    let routine = ["no longer available for sending", "Connection reset", "Broken pipe", "closed by remote side"]
+    if text.isEmpty || routine.contains(where: { text.contains($0) }) { return nil }
+    guard let open = text.firstIndex(of: "`"), let close = text[open...].firstIndex(of: "'") else { return text }
+    return libraryMessage(String(text[..<open]) + "(request)" + String(text[text.index(after: close)...]))
 }
 
 /// The access handler: called after the headers, for each body chunk, after the body, and again
@@ -57,8 +66,8 @@ let mhdAccess: MHD_AccessHandlerCallback = {
 }
 
 /// Content reader of event-stream responses.
-let mhdEventStreamReader:
-    @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int = {
+let mhdEventStreamReader: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int =
+    {
         cls, _, buffer, capacity in
         guard let cls, let buffer else { return -2 }
         let binding = Unmanaged<EventStreamBinding>.fromOpaque(cls).takeUnretainedValue()
@@ -92,6 +101,7 @@ extension ServerCore {
         let maxBody = configuration.maxBodySize
         enum Step {
             case accept
+            case drop
             case reject(HTTPError, closing: Bool)
             case dispatch(Data)
             case queue(HTTPResponse?)
@@ -114,13 +124,17 @@ extension ServerCore {
                 return .accept
             case .receiving:
                 if let chunk {
-                    if !state.bodyTooLarge {
-                        if state.body.count + chunk.count > maxBody {
-                            state.bodyTooLarge = true
-                            state.body = Data()
-                        } else {
-                            state.body.append(contentsOf: chunk)
-                        }
+                    state.received += chunk.count
+                    if state.bodyTooLarge {
+                        // A chunked body past the limit is read and dropped so the 413 can follow it;
+                        // past a generous bound the connection is simply closed.
+                        return state.received > Self.discardLimit(maxBody) ? .drop : .accept
+                    }
+                    if state.body.count + chunk.count > maxBody {
+                        state.bodyTooLarge = true
+                        state.body = Data()
+                    } else {
+                        state.body.append(contentsOf: chunk)
                     }
                     return .accept
                 }
@@ -140,6 +154,8 @@ extension ServerCore {
         switch step {
         case .accept:
             return true
+        case .drop:
+            return false
         case .reject(let error, let closing):
             var response = error.response
             if closing { response.headers["Connection"] = "close" }
@@ -147,17 +163,19 @@ extension ServerCore {
         case .queue(let response):
             return queue(response ?? HTTPError.internalError.response, context: context, connection: connection)
         case .dispatch(let body):
-            guard beginHandler(context) else {
-                var response = Self.shuttingDown.response
-                response.headers["Connection"] = "close"
-                return queue(response, context: context, connection: connection)
-            }
             let request = HTTPRequest(
                 method: HTTPMethod(rawValue: method), path: context.path, queryString: context.query,
                 headers: Self.headers(of: connection), body: body,
                 remoteAddress: context.state.withLock { $0.remoteAddress })
+            // Suspend before anyone can learn about the request: every resume must follow its suspend.
             MHD_suspend_connection(connection)
-            run(request, for: context)
+            if beginHandler(context) {
+                run(request, for: context)
+            } else {
+                var response = Self.shuttingDown.response
+                response.headers["Connection"] = "close"
+                context.complete(with: response)
+            }
             return true
         }
     }
@@ -178,7 +196,6 @@ extension ServerCore {
                 stream.terminate()
             } else {
                 stream.attach(connection: MHDConnection(pointer: connection))
-                stream.sendComment("stream opened")
                 register(stream)
             }
         } else {
@@ -215,7 +232,8 @@ extension ServerCore {
         leftover?.eventStream?.terminate()
         let (method, status, remote) = context.finish()
         endRequest(context)
-        if let accessLog = configuration.accessLog {
+        // An empty method means the application never saw the request (the library refused it).
+        if let accessLog = configuration.accessLog, !method.isEmpty {
             accessLog(
                 HTTPServer.AccessLogEntry(
                     method: method, path: context.path, status: status,
@@ -230,6 +248,8 @@ extension ServerCore {
         HTTPError(
             .payloadTooLarge, code: "payloadTooLarge", message: "The request body exceeds the limit of \(limit) bytes.")
     }
+
+    static func discardLimit(_ maxBody: Int) -> Int { maxBody + max(maxBody * 4, 4 << 20) }
 
     static func headerValue(_ connection: OpaquePointer, _ name: String) -> String? {
         MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }

@@ -12,6 +12,8 @@ final class ServerCore: Sendable {
         var draining = false
         /// Requests between handler dispatch and the request-completed callback.
         var inFlight: [ObjectIdentifier: RequestContext] = [:]
+        /// Requests whose handler runs, with the instant it times out.
+        var running: [ObjectIdentifier: (context: RequestContext, deadline: ContinuousClock.Instant)] = [:]
         /// Event streams whose response is queued and not yet released.
         var streams: [ObjectIdentifier: EventStream] = [:]
     }
@@ -34,7 +36,8 @@ final class ServerCore: Sendable {
     let daemon = Mutex<Daemon?>(nil)
     /// libmicrohttpd diagnostics printed while starting (reported when start fails).
     let startupMessages = Mutex<[String]?>([])
-    let heartbeatTask = Mutex<Task<Void, Never>?>(nil)
+    /// The heartbeat and request-timeout loops.
+    let maintenanceTasks = Mutex<[Task<Void, Never>]>([])
     let listenSocket = Mutex<Int32>(-1)
     /// C strings handed to libmicrohttpd (TLS PEM, bound address); freed in deinit.
     let allocations = Mutex<[UInt]>([])  // addresses from malloc/calloc
@@ -67,6 +70,7 @@ final class ServerCore: Sendable {
         var flags =
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue | MHD_USE_ITC.rawValue
+        Self.raiseFileLimit(toFit: config.connectionLimit)
         let address = try resolve(host: config.host, port: config.port)
         if address.family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -75,6 +79,8 @@ final class ServerCore: Sendable {
         allocations.withLock { $0.append(UInt(bitPattern: logger)) }
 
         var options: [MHD_OptionItem] = [
+            // The logger must come first, or earlier option errors go to the default logger.
+            MHD_OptionItem(option: .EXTERNAL_LOGGER, value: sfmhd_logger_trampoline(), ptr_value: logger),
             MHD_OptionItem(option: .SOCK_ADDR, value: 0, ptr_value: address.pointer),
             MHD_OptionItem(option: .CONNECTION_LIMIT, value: max(1, config.connectionLimit), ptr_value: nil),
             MHD_OptionItem(
@@ -88,7 +94,6 @@ final class ServerCore: Sendable {
             MHD_OptionItem(
                 option: .URI_LOG_CALLBACK, value: unsafeBitCast(mhdURILog, to: Int.self),
                 ptr_value: context),
-            MHD_OptionItem(option: .EXTERNAL_LOGGER, value: sfmhd_logger_trampoline(), ptr_value: logger),
         ]
         if config.threadCount > 1 {
             options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: config.threadCount, ptr_value: nil))
@@ -110,12 +115,24 @@ final class ServerCore: Sendable {
             return messages ?? []
         }
         guard let started else {
-            let reason = messages.isEmpty ? "libmicrohttpd could not start the daemon" : messages.joined(separator: "; ")
+            let reason =
+                messages.isEmpty ? "libmicrohttpd could not start the daemon" : messages.joined(separator: "; ")
             throw .startFailed(reason.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         daemon.withLock { $0 = Daemon(pointer: started) }
-        startHeartbeat()
+        startMaintenance()
         return sfmhd_daemon_bind_port(started)
+    }
+
+    /// Raises the soft open-file limit (often 1024) towards the hard limit so `connectionLimit`
+    /// connections fit; never lowers it.
+    private static func raiseFileLimit(toFit connections: Int) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        let wanted = rlim_t(max(0, connections) + 256)
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = min(wanted, limit.rlim_max)
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     private func readPEM(_ path: String) throws(HTTPServer.StartError) -> UnsafeMutableRawPointer {
@@ -133,17 +150,22 @@ final class ServerCore: Sendable {
         return pointer
     }
 
-    private func resolve(host: String, port: UInt16) throws(HTTPServer.StartError) -> (
+    private func resolve(
+        host: String, port: UInt16
+    ) throws(HTTPServer.StartError) -> (
         pointer: UnsafeMutableRawPointer, family: Int32
     ) {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_PASSIVE
-        var result: UnsafeMutablePointer<addrinfo>?
+        // Prefer IPv4 so `localhost` binds where IPv4 clients connect; fall back to IPv6 literals.
         let lookup = host.isEmpty ? "0.0.0.0" : host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        guard getaddrinfo(lookup, nil, &hints, &result) == 0, let first = result, let address = first.pointee.ai_addr
-        else { throw .invalidHost(host) }
+        var result: UnsafeMutablePointer<addrinfo>?
+        for family in [AF_INET, AF_INET6] where result == nil {
+            var hints = addrinfo()
+            hints.ai_family = family
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            hints.ai_flags = AI_PASSIVE
+            if getaddrinfo(lookup, nil, &hints, &result) != 0 { result = nil }
+        }
+        guard let first = result, let address = first.pointee.ai_addr else { throw .invalidHost(host) }
         defer { freeaddrinfo(result) }
         let storage = calloc(1, MemoryLayout<sockaddr_storage>.size)!
         storage.copyMemory(from: address, byteCount: Int(first.pointee.ai_addrlen))
@@ -163,35 +185,51 @@ final class ServerCore: Sendable {
 
     /// Registers a request whose handler is about to run; `false` while shutting down.
     func beginHandler(_ context: RequestContext) -> Bool {
-        registry.withLock { registry in
+        let deadline = ContinuousClock.now + configuration.requestTimeout
+        return registry.withLock { registry in
             guard !registry.draining else { return false }
             registry.inFlight[ObjectIdentifier(context)] = context
+            registry.running[ObjectIdentifier(context)] = (context, deadline)
             return true
         }
     }
 
     func endRequest(_ context: RequestContext) {
-        _ = registry.withLock { $0.inFlight.removeValue(forKey: ObjectIdentifier(context)) }
+        registry.withLock { registry in
+            registry.inFlight.removeValue(forKey: ObjectIdentifier(context))
+            registry.running.removeValue(forKey: ObjectIdentifier(context))
+        }
     }
 
-    /// Runs the handler with the request timeout, turning thrown errors into responses.
+    /// Runs the handler in a task; thrown errors become responses. The timeout loop answers
+    /// handlers that outlive `requestTimeout`.
     func run(_ request: HTTPRequest, for context: RequestContext) {
-        let timeout = configuration.requestTimeout
-        Task {
-            let response = await withTaskGroup(of: HTTPResponse?.self) { group in
-                group.addTask { await self.respond(to: request) }
-                group.addTask {
-                    do { try await Task.sleep(for: timeout) } catch { return nil }
-                    self.logError("handler for \(request.method) \(request.path) exceeded \(timeout)")
-                    return HTTPError(
-                        .serviceUnavailable, code: "timeout", message: "The request took too long to process."
-                    ).response
-                }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first ?? HTTPError.internalError.response
-            }
-            if !context.complete(with: response) { response.eventStream?.terminate() }
+        let task = Task {
+            let response = await self.respond(to: request)
+            self.deliver(response, to: context)
+        }
+        context.state.withLock { $0.handlerTask = task }
+    }
+
+    private func deliver(_ response: HTTPResponse, to context: RequestContext) {
+        _ = registry.withLock { $0.running.removeValue(forKey: ObjectIdentifier(context)) }
+        if !context.complete(with: response) { response.eventStream?.terminate() }
+    }
+
+    /// Answers (with 503 `timeout`) and cancels every handler past its deadline.
+    private func expireHandlers() {
+        let now = ContinuousClock.now
+        let expired = registry.withLock { registry -> [RequestContext] in
+            let late = registry.running.values.filter { $0.deadline <= now }.map(\.context)
+            for context in late { registry.running.removeValue(forKey: ObjectIdentifier(context)) }
+            return late
+        }
+        guard !expired.isEmpty else { return }
+        let response = HTTPError(.serviceUnavailable, code: "timeout", message: "The request took too long to process.")
+            .response
+        for context in expired where context.complete(with: response) {
+            context.state.withLock { $0.handlerTask }?.cancel()
+            logError("a handler exceeded the request timeout of \(configuration.requestTimeout)")
         }
     }
 
@@ -223,9 +261,9 @@ final class ServerCore: Sendable {
 
     var eventStreamCount: Int { registry.withLock { $0.streams.count } }
 
-    private func startHeartbeat() {
+    private func startMaintenance() {
         let interval = configuration.eventStreamHeartbeat
-        let task = Task { [weak self] in
+        let heartbeat = Task { [weak self] in
             while !Task.isCancelled {
                 do { try await Task.sleep(for: interval) } catch { return }
                 guard let self else { return }
@@ -233,7 +271,15 @@ final class ServerCore: Sendable {
                 for stream in streams { stream.sendComment("keep-alive") }
             }
         }
-        heartbeatTask.withLock { $0 = task }
+        let tick = max(.milliseconds(10), min(.milliseconds(250), configuration.requestTimeout / 4))
+        let timeouts = Task { [weak self] in
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: tick) } catch { return }
+                guard let self else { return }
+                self.expireHandlers()
+            }
+        }
+        maintenanceTasks.withLock { $0 = [heartbeat, timeouts] }
     }
 
     // MARK: Shutdown
@@ -267,15 +313,19 @@ final class ServerCore: Sendable {
         let (contexts, streams) = registry.withLock { (Array($0.inFlight.values), Array($0.streams.values)) }
         let response = HTTPError(.serviceUnavailable, code: "shuttingDown", message: "The server is shutting down.")
             .response
-        for context in contexts { context.complete(with: response) }
+        for context in contexts where context.complete(with: response) {
+            context.state.withLock { $0.handlerTask }?.cancel()
+        }
         for stream in streams { stream.close() }
     }
 
     /// Stops the daemon (every connection must have been resumed) and releases its resources.
     func stopDaemon() {
-        heartbeatTask.withLock { task in
-            task?.cancel()
-            task = nil
+        for task in maintenanceTasks.withLock({ tasks in
+            defer { tasks = [] }
+            return tasks
+        }) {
+            task.cancel()
         }
         if let daemon = daemon.withLock({ state -> Daemon? in
             defer { state = nil }

@@ -49,7 +49,8 @@ struct CurlResponse {
         var headers: [String: String] = [:]
         for line in head.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         self.headers = headers
         body = parts.dropFirst().joined(separator: "\r\n\r\n")
@@ -119,7 +120,9 @@ final class RawSocket: @unchecked Sendable {  // used by one test at a time, fro
             let n = recv(fd, &buffer, buffer.count, 0)
             if n > 0 {
                 received.append(contentsOf: buffer[0..<n])
-                if done(String(decoding: received, as: UTF8.self)) { return (String(decoding: received, as: UTF8.self), .data) }
+                if done(String(decoding: received, as: UTF8.self)) {
+                    return (String(decoding: received, as: UTF8.self), .data)
+                }
             } else if n == 0 {
                 return (String(decoding: received, as: UTF8.self), .eof)
             } else {
