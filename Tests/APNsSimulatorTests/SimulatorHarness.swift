@@ -19,17 +19,26 @@ struct PushResult {
     var reason: String? { json["reason"] as? String }
 }
 
-/// Runs blocking work (child processes, polling) on a dispatch thread, never on the cooperative pool:
-/// the in-process servers under test need the pool's few threads to answer.
+/// Runs blocking work (child processes, polling) on a thread of its own, never on the cooperative pool
+/// (the in-process servers under test need the pool's few threads to answer) nor on Dispatch's global
+/// queue (as narrow as the machine's cores on Linux).
 func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
 
-/// Runs a tool to completion off the cooperative pool.
+/// Runs a tool to completion off the cooperative pool (with `posix_spawn`, not `Foundation.Process`).
 func runTool(_ executable: String, _ arguments: [String]) async throws -> ProcessResult {
-    try await offPool { try Subprocess.run(executable, arguments) }
+    try await offPool {
+        let directory = try TemporaryDirectory(prefix: "tool")
+        let child = try ChildProcess(executable, arguments, logDirectory: directory.url.path)
+        let status = child.waitForExit()
+        let signaled = status & 0x7f != 0
+        return ProcessResult(
+            status: signaled ? status & 0x7f : (status >> 8) & 0xff, terminatedBySignal: signaled,
+            stdout: child.output, stderr: child.errorOutput)
+    }
 }
 
 /// Fails the test with a clear message when a required tool is missing.
