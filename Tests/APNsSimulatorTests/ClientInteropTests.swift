@@ -1,0 +1,263 @@
+import APNsSimulator
+import Foundation
+import OpenSSLCrypto
+import TestSupport
+import Testing
+
+/// The real `apns-sim` binary over TLS with real APNs clients: Python's aioapns and curl with a token
+/// signed by the openssl CLI; also its configuration by environment and its graceful shutdown.
+@Suite("Real clients against the apns-sim binary")
+struct ClientInteropTests {
+    /// A running `apns-sim` process with its TLS material and provider key.
+    final class RunningSimulator: Sendable {
+        let directory: TemporaryDirectory
+        let process: ChildProcess
+        let providerPort: Int
+        let devicePort: Int
+        let curl: String
+        let keyPath: String
+        let caPath: String
+        static let topic = "com.example.mail"
+
+        init(extraArguments: [String] = [], environment: [String: String] = [:]) throws {
+            curl = try requireTool("curl")
+            let executable = TestEnvironment.executable("apns-sim").path
+            guard FileManager.default.isExecutableFile(atPath: executable) else {
+                Issue.record("apns-sim is not built at \(executable); run swift build first")
+                throw HarnessError("apns-sim missing")
+            }
+            directory = try TemporaryDirectory(prefix: "apns-sim-bin")
+            let authority = try DevCertificates.makeCertificateAuthority(commonName: "apns-sim test CA")
+            let serverCertificate = try DevCertificates.makeServerCertificate(
+                hosts: ["localhost", "127.0.0.1"], signedBy: authority)
+            caPath = directory.path("ca.pem")
+            keyPath = directory.path("key.p8")
+            let signingKey = try P256PrivateKey()
+            try authority.certificatePEM.write(toFile: caPath, atomically: true, encoding: .utf8)
+            try serverCertificate.certificatePEM.write(
+                toFile: directory.path("server.pem"), atomically: true, encoding: .utf8)
+            try serverCertificate.privateKeyPEM.write(
+                toFile: directory.path("server.key"), atomically: true, encoding: .utf8)
+            try signingKey.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
+            try signingKey.publicKey.pemRepresentation.write(
+                toFile: directory.path("key.pub.pem"), atomically: true, encoding: .utf8)
+            let arguments =
+                [
+                    "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
+                    "--provider-key", "KEY1234567:TEAM123456:\(directory.path("key.pub.pem"))",
+                    "--topic", Self.topic,
+                ] + extraArguments
+            var fullEnvironment = environment
+            fullEnvironment["APNS_SIM_TLS_CERT"] = directory.path("server.pem")
+            fullEnvironment["APNS_SIM_TLS_KEY"] = directory.path("server.key")
+            process = try ChildProcess(
+                executable, arguments, environment: fullEnvironment, logDirectory: directory.url.path)
+            var ports: (Int, Int)?
+            let deadline = Date().addingTimeInterval(20)
+            while ports == nil, Date() < deadline, process.isRunning {
+                ports = Self.parsePorts(process.errorOutput)
+                if ports == nil { usleep(20_000) }
+            }
+            guard let ports else {
+                throw HarnessError("apns-sim did not start: \(process.errorOutput)")
+            }
+            (providerPort, devicePort) = ports
+        }
+
+        static func parsePorts(_ text: String) -> (Int, Int)? {
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("apns-sim listening ") }) else {
+                return nil
+            }
+            var provider: Int?
+            var device: Int?
+            for field in line.split(separator: " ") {
+                let port = field.split(separator: ":").last.flatMap { Int($0) }
+                if field.hasPrefix("provider=") { provider = port }
+                if field.hasPrefix("device=") { device = port }
+            }
+            guard let provider, let device else { return nil }
+            return (provider, device)
+        }
+
+        var deviceURL: String { "http://127.0.0.1:\(devicePort)" }
+
+        static func start(
+            extraArguments: [String] = [], environment: [String: String] = [:]
+        ) async throws
+            -> RunningSimulator
+        {
+            try await offPool { try RunningSimulator(extraArguments: extraArguments, environment: environment) }
+        }
+
+        func registerDevice() async throws -> String {
+            let result = try await runTool(
+                curl, ["-s", "-X", "POST", "--data-binary", #"{"topic":"\#(Self.topic)"}"#, "\(deviceURL)/sim/devices"])
+            let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            guard let token = object?["deviceToken"] as? String else { throw HarnessError("registration failed") }
+            return token
+        }
+
+        func openStream(_ token: String) async throws -> ChildProcess {
+            let child = try ChildProcess(
+                curl, ["-sN", "\(deviceURL)/sim/devices/\(token)/notifications"], logDirectory: directory.url.path)
+            guard try await offPool({ child.waitForOutput({ $0.contains(": connected") }) }) else {
+                throw HarnessError("notification stream did not open")
+            }
+            return child
+        }
+
+        func providerToken() throws -> String {
+            let key = try P256PrivateKey(pemRepresentation: String(contentsOfFile: keyPath, encoding: .utf8))
+            let claims = JWTClaims(
+                keyID: "KEY1234567", issuer: "TEAM123456", issuedAt: Int64(Date().timeIntervalSince1970))
+            return try JWT.makeES256(claims: claims, key: key)
+        }
+
+        deinit { process.stop(signal: SIGKILL) }
+    }
+
+    static let aioapnsScript = #"""
+        import asyncio, json, ssl, sys
+        from aioapns import APNs, NotificationRequest, PushType
+        import aioapns.connection as connection
+
+        port, ca, key_path, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+        connection.APNsDevelopmentClientProtocol.APNS_SERVER = "127.0.0.1"
+        connection.APNsTLSClientProtocol.APNS_PORT = port
+        context = ssl.create_default_context(cafile=ca)
+
+        async def main():
+            client = APNs(key=open(key_path).read(), key_id="KEY1234567", team_id="TEAM123456",
+                          topic="com.example.mail", use_sandbox=True, ssl_context=context)
+            requests = {
+                "background": NotificationRequest(device_token=token, message={"aps": {"content-available": 1}, "st": "s1"},
+                                                  priority=5, push_type=PushType.BACKGROUND, time_to_live=3600),
+                "badge": NotificationRequest(device_token=token, message={"aps": {"badge": 4}},
+                                             push_type=PushType.ALERT, time_to_live=3600),
+                "badToken": NotificationRequest(device_token="00" * 31 + "zz", message={"aps": {"badge": 1}},
+                                                push_type=PushType.ALERT),
+                "tooLarge": NotificationRequest(device_token=token, message={"aps": {"badge": 1}, "pad": "x" * 5000},
+                                                push_type=PushType.ALERT),
+            }
+            results = {}
+            for name, request in requests.items():
+                result = await client.send_notification(request)
+                results[name] = {"status": result.status, "reason": result.description, "id": result.notification_id}
+            print(json.dumps(results))
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+        """#
+
+    @Test func aioapnsSendsOverTLSAndDeviceReceives() async throws {
+        let python = TestEnvironment.python
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            Issue.record("Python with aioapns is required: set SIGNALFETCH_PYTHON (e.g. /work/venv/bin/python3)")
+            return
+        }
+        let simulator = try await RunningSimulator.start()
+        let token = try await simulator.registerDevice()
+        let stream = try await simulator.openStream(token)
+        let script = simulator.directory.path("send.py")
+        try Self.aioapnsScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let run = try await runTool(
+            python, [script, "\(simulator.providerPort)", simulator.caPath, simulator.keyPath, token])
+        let results = try #require(
+            try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: [String: Any]],
+            "aioapns output: \(run.stdout) \(run.stderr.suffix(2000))")
+        let events = await waitForEvents(stream, count: 2)
+        stream.stop(signal: SIGKILL)
+
+        #expect(results["background"]?["status"] as? String == "200")
+        #expect(results["badge"]?["status"] as? String == "200")
+        #expect(results["badToken"]?["status"] as? String == "400")
+        #expect(results["badToken"]?["reason"] as? String == "BadDeviceToken")
+        #expect(results["tooLarge"]?["status"] as? String == "413")
+        #expect(results["tooLarge"]?["reason"] as? String == "PayloadTooLarge")
+        #expect(events.count == 2)
+        let background = events.first { $0["pushType"] as? String == "background" }
+        #expect(background?["apnsId"] as? String == results["background"]?["id"] as? String)
+        #expect(background?["priority"] as? Int == 5)
+        #expect((background?["payload"] as? [String: Any])?["st"] as? String == "s1")
+        let badge = events.first { $0["pushType"] as? String == "alert" }
+        #expect(((badge?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["badge"] as? Int == 4)
+    }
+
+    @Test func curlWithOpensslSignedTokenGets200() async throws {
+        let openssl = try requireTool("openssl")
+        let simulator = try await RunningSimulator.start()
+        let token = try await simulator.registerDevice()
+        let directory = simulator.directory
+
+        let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEY1234567"}"#.utf8))
+        let claims = Base64URL.encode(
+            Array(#"{"iss":"TEAM123456","iat":\#(Int(Date().timeIntervalSince1970))}"#.utf8))
+        let signingInput = "\(header).\(claims)"
+        try signingInput.write(toFile: directory.path("input.txt"), atomically: true, encoding: .utf8)
+        let sign = try await runTool(
+            openssl,
+            [
+                "dgst", "-sha256", "-sign", simulator.keyPath, "-out", directory.path("sig.der"),
+                directory.path("input.txt"),
+            ])
+        #expect(sign.status == 0, "openssl dgst: \(sign.stderr)")
+        let parsed = try await runTool(openssl, ["asn1parse", "-inform", "DER", "-in", directory.path("sig.der")])
+        let integers = parsed.stdout.split(separator: "\n").filter { $0.contains("INTEGER") }.compactMap {
+            $0.split(separator: ":").last.map(String.init)
+        }
+        try #require(integers.count == 2, "asn1parse output: \(parsed.stdout)")
+        var raw: [UInt8] = []
+        for hex in integers {
+            let bytes = try #require(Hex.decode(hex.count % 2 == 1 ? "0" + hex : hex))
+            let trimmed = Array(bytes.drop { $0 == 0 }.suffix(32))
+            raw += [UInt8](repeating: 0, count: 32 - trimmed.count) + trimmed
+        }
+        let jwt = "\(signingInput).\(Base64URL.encode(raw))"
+
+        let result = try await runTool(
+            simulator.curl,
+            [
+                "-s", "-i", "--http2", "--cacert", simulator.caPath, "-H", "authorization: bearer \(jwt)",
+                "-H", "apns-topic: \(RunningSimulator.topic)", "-H", "apns-push-type: alert",
+                "--data-binary", #"{"aps":{"badge":2}}"#,
+                "https://localhost:\(simulator.providerPort)/3/device/\(token)",
+            ])
+        let response = try SimulatorHarness.parseResponse(result.stdout)
+        #expect(response.status == 200, "curl: \(result.stdout) \(result.stderr)")
+        #expect(result.stdout.hasPrefix("HTTP/2 200"))
+        #expect(response.apnsID != nil)
+    }
+
+    @Test func environmentConfiguresFlagsAndSigtermStopsGracefully() async throws {
+        let simulator = try await RunningSimulator.start(environment: [
+            "APNS_SIM_FAULT_503": "1", "APNS_SIM_FAULT_SEED": "3",
+        ])
+        let token = try await simulator.registerDevice()
+        let harnessCurl = simulator.curl
+        let result = try await runTool(
+            harnessCurl,
+            [
+                "-s", "-i", "--http2", "--cacert", simulator.caPath, "-H", "apns-topic: \(RunningSimulator.topic)",
+                "-H", "authorization: bearer \(try simulator.providerToken())", "--data-binary",
+                #"{"aps":{"badge":2}}"#, "https://127.0.0.1:\(simulator.providerPort)/3/device/\(token)",
+            ])
+        let response = try SimulatorHarness.parseResponse(result.stdout)
+        let status = try await offPool { simulator.process.stop(signal: SIGTERM, timeout: 15) }
+        #expect(response.status == 503)
+        #expect(response.reason == "ServiceUnavailable")
+        #expect(status == 0, "exit status \(status); stderr: \(simulator.process.errorOutput)")
+        #expect(simulator.process.errorOutput.contains("apns-sim: stopped"))
+    }
+
+    @Test func helpAndBadFlags() async throws {
+        let executable = TestEnvironment.executable("apns-sim").path
+        let help = try await runTool(executable, ["--help"])
+        let bad = try await runTool(executable, ["--fault-drop", "2", "--h2c"])
+        let unknown = try await runTool(executable, ["--h2c", "--bogus", "1"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("--provider-key"))
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("--fault-drop"))
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("--bogus"))
+    }
+}

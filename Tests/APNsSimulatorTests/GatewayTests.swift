@@ -1,0 +1,73 @@
+import APNsSimulator
+import Foundation
+import OpenSSLCrypto
+import Testing
+
+/// The gateway's logic called directly, without sockets: token caching, the log bound, fault replay.
+@Suite("Gateway logic")
+struct GatewayTests {
+    private func makeGateway(
+        logCapacity: Int = 100, faults: FaultConfiguration = FaultConfiguration()
+    ) throws -> (
+        Gateway, P256PrivateKey, ManualClock
+    ) {
+        let key = try P256PrivateKey()
+        let clock = ManualClock()
+        let configuration = GatewayConfiguration(
+            providerKeys: [ProviderKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: try key.publicKey)],
+            faults: faults, logCapacity: logCapacity)
+        return (Gateway(configuration: configuration, clock: clock), key, clock)
+    }
+
+    private func request(token: String, jwt: String) -> ProviderRequest {
+        ProviderRequest(
+            method: "POST", path: "/3/device/\(token)",
+            headers: [.init("authorization", "bearer \(jwt)"), .init("apns-topic", "com.example.mail")],
+            body: Data(#"{"aps":{"badge":1}}"#.utf8))
+    }
+
+    @Test func verifiedTokensAreCachedAndAgeIsCheckedEachTime() throws {
+        let (gateway, key, clock) = try makeGateway()
+        let token = gateway.registerDevice(topic: "com.example.mail")
+        let jwt = try JWT.makeES256(
+            claims: JWTClaims(
+                keyID: "KEY1234567", issuer: "TEAM123456", issuedAt: Int64(clock.now().timeIntervalSince1970)),
+            key: key)
+        let statuses = (0..<50).map { _ in gateway.handle(request(token: token, jwt: jwt)).status }
+        clock.advance(by: 3601)
+        let late = gateway.handle(request(token: token, jwt: jwt))
+        #expect(statuses.allSatisfy { $0 == 200 })
+        #expect(gateway.metrics.tokenVerifications == 1)
+        #expect(late.reason == .expiredProviderToken)
+    }
+
+    @Test func logKeepsOnlyTheNewestEntries() throws {
+        let (gateway, _, _) = try makeGateway(logCapacity: 10)
+        for _ in 0..<25 { _ = gateway.handle(ProviderRequest(method: "GET", path: "/3/device/x")) }
+        let entries = gateway.logEntries()
+        #expect(entries.count == 10)
+        #expect(entries.first?.sequence == 16)
+        #expect(entries.last?.sequence == 25)
+        #expect(gateway.logEntries(after: 20).map(\.sequence) == [21, 22, 23, 24, 25])
+    }
+
+    @Test func faultInjectorReplaysBySeed() {
+        let configuration = FaultConfiguration(
+            dropProbability: 0.25, tooManyRequestsProbability: 0.25, serviceUnavailableProbability: 0.25, seed: 99)
+        var first = FaultInjector(configuration: configuration)
+        var second = FaultInjector(configuration: configuration)
+        let a = (0..<200).map { _ in first.nextDecision() }
+        let b = (0..<200).map { _ in second.nextDecision() }
+        #expect(a == b)
+        #expect(Set(a.map { "\($0)" }).count == 4)
+    }
+
+    @Test func everyReasonHasApplesStatus() {
+        #expect(RejectionReason.unregistered.status == 410)
+        #expect(RejectionReason.payloadTooLarge.status == 413)
+        #expect(RejectionReason.tooManyProviderTokenUpdates.status == 429)
+        #expect(RejectionReason.allCases.allSatisfy { (400...503).contains($0.status) })
+        let body = ProviderResponse(status: 410, apnsID: "x", reason: .unregistered, timestamp: 12).body
+        #expect(String(decoding: body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":12}"#)
+    }
+}
