@@ -31,12 +31,15 @@ final class Cluster: Sendable {
         directory = try TemporaryDirectory(prefix: "cluster")
         let data = directory.path("data")
         let mailboxdPath = TestEnvironment.executable("mailboxd").path
-        let setup = try Subprocess.run(mailboxdPath, ["dev-setup", "--data-dir", data])
-        try #require(setup.status == 0, "dev-setup failed: \(setup.stderr)")
+        let logs = directory.url.path
+        func runTool(_ arguments: [String], stdin: String? = nil) throws {
+            let tool = try ChildProcess(mailboxdPath, arguments, stdin: stdin, logDirectory: logs)
+            let status = tool.waitForExit()
+            try #require(status == 0, "mailboxd \(arguments[0]) failed: \(tool.errorOutput)")
+        }
+        try runTool(["dev-setup", "--data-dir", data])
         for name in accounts {
-            let added = try Subprocess.run(
-                mailboxdPath, ["account", "add", name, "--data-dir", data], input: "password-\(name)\n")
-            try #require(added.status == 0, "account add failed: \(added.stderr)")
+            try runTool(["account", "add", name, "--data-dir", data], stdin: "password-\(name)\n")
         }
         let keyID = try String(contentsOfFile: data + "/apns/key-id", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -66,6 +69,15 @@ final class Cluster: Sendable {
         client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
         try #require(waitForPort(devicePort), "apns-sim did not start: \(apnsSim.errorOutput)")
         try #require(waitForPort(apiPort), "mailboxd did not start: \(mailboxd.errorOutput)")
+    }
+
+    /// Starts a cluster off the cooperative thread pool (starting processes and waiting for ports blocks).
+    static func start(
+        accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = []
+    ) async throws -> Cluster {
+        try await offPool {
+            try Cluster(accounts: accounts, mailboxdArguments: mailboxdArguments, simArguments: simArguments)
+        }
     }
 
     /// SIGKILLs mailboxd and starts it again on the same data and port.
@@ -188,5 +200,13 @@ final class ProcessBox: Sendable {
     var current: ChildProcess {
         get { process.withLock { $0 } }
         set { process.withLock { $0 = newValue } }
+    }
+}
+
+/// Runs blocking work (starting processes, waiting for ports) on a thread of its own, so the cooperative thread
+/// pool — two threads on a two-core machine — keeps running the test's other tasks.
+func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }

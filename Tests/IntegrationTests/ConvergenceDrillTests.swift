@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 /// Real mailboxd, apns-sim and mail-client processes.
-@Suite(.serialized) struct ConvergenceDrillTests {
+@Suite(.serialized) struct ConvergenceDrillTests: Sendable {
     /// Starts `mail-client run` for `user`, with a short fallback timer so lost signals are made up for.
     func startClient(_ cluster: Cluster, user: String, name: String) throws -> (ChildProcess, String) {
         let stateDir = cluster.directory.path("client-\(name)")
@@ -48,11 +48,11 @@ import Testing
     /// 3 clients across 2 accounts; 200 deliveries plus flag changes and deletes; the gateway drops 30% of
     /// notifications. At the end every client's cache equals its account's server mailbox.
     @Test func everyClientConvergesDespiteDroppedSignals() async throws {
-        let cluster = try Cluster(simArguments: ["--fault-drop", "0.3", "--fault-seed", "7"])
+        let cluster = try await Cluster.start(simArguments: ["--fault-drop", "0.3", "--fault-seed", "7"])
         let clients = [
-            try startClient(cluster, user: "alice", name: "alice-phone"),
-            try startClient(cluster, user: "alice", name: "alice-tablet"),
-            try startClient(cluster, user: "bob", name: "bob-phone"),
+            try await offPool { try startClient(cluster, user: "alice", name: "alice-phone") },
+            try await offPool { try startClient(cluster, user: "alice", name: "alice-tablet") },
+            try await offPool { try startClient(cluster, user: "bob", name: "bob-phone") },
         ]
         let users = ["alice", "alice", "bob"]
         let sessions = ["alice": try await cluster.login("alice"), "bob": try await cluster.login("bob")]
@@ -78,7 +78,7 @@ import Testing
             converged = true
             for (index, (_, stateDir)) in clients.enumerated() {
                 let server = try await serverMailbox(cluster, session: sessions[users[index]]!)
-                let cache = try cachedMailbox(stateDir)
+                let cache = try await offPool { try cachedMailbox(stateDir) }
                 if server != cache {
                     converged = false
                     last.append("\(users[index]) #\(index): server \(server.count), cache \(cache.count)")
@@ -95,12 +95,13 @@ import Testing
     /// payload the gateway received.
     @Test func noContentReachesTheGateway() async throws {
         let user = "canary-\(SecureRandom.hex(6))"
-        let cluster = try Cluster(accounts: [user])
-        let (client, _) = try startClient(cluster, user: user, name: "phone")
+        let cluster = try await Cluster.start(accounts: [user])
+        let (client, _) = try await offPool { try startClient(cluster, user: user, name: "phone") }
         defer { client.stop() }
         // Deliver only once the device is registered, so every delivery is signalled.
+        let synced = try await offPool { client.waitForOutput(timeout: 60) { $0.contains("\"sync-done\"") } }
         try #require(
-            client.waitForOutput(timeout: 60) { $0.contains("\"sync-done\"") },
+            synced,
             "the client never synced: \(client.output) \(client.errorOutput)")
         var canaries: [String] = [user]
         for _ in 0..<20 {

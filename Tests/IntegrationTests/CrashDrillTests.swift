@@ -8,7 +8,7 @@ import Testing
     /// `kill -9` mailboxd during a burst of 1,000 deliveries from 8 concurrent senders, then restart it.
     /// Every delivery that got a 201 is present, and each device receives a signal whose `st` is the final state.
     @Test func acknowledgedDeliveriesSurviveKillNine() async throws {
-        let cluster = try Cluster(accounts: ["alice"])
+        let cluster = try await Cluster.start(accounts: ["alice"])
         let session = try await cluster.login("alice")
         var streams: [NotificationStream] = []
         for _ in 0..<2 {

@@ -9,7 +9,7 @@ import Testing
     static let allowedAPS: Set<String> = ["badge", "content-available"]
 
     @Test func deliveryReachesTheDeviceAsAContentFreeSignal() async throws {
-        let cluster = try Cluster()
+        let cluster = try await Cluster.start()
         let session = try await cluster.login("alice")
         let token = try await cluster.registerDevice(session: session)
         let stream = try await cluster.notifications(token)
@@ -46,7 +46,7 @@ import Testing
     }
 
     @Test func everyEndpointIsScopedToTheTokensAccount() async throws {
-        let cluster = try Cluster()
+        let cluster = try await Cluster.start()
         let alice = try await cluster.login("alice")
         let bob = try await cluster.login("bob")
         let id = try #require(
@@ -65,7 +65,7 @@ import Testing
     }
 
     @Test func revokedTokensStopWorking() async throws {
-        let cluster = try Cluster()
+        let cluster = try await Cluster.start()
         let session = try await cluster.login("alice")
         #expect(try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: session).status == 200)
         #expect(try await cluster.call(.delete, cluster.api + "/v1/session", token: session).status == 204)
@@ -75,7 +75,7 @@ import Testing
     }
 
     @Test func aDeviceDeletedAtTheGatewayIsRemovedFromMailboxd() async throws {
-        let cluster = try Cluster()
+        let cluster = try await Cluster.start()
         let session = try await cluster.login("alice")
         let token = try await cluster.registerDevice(session: session)
         let stream = try await cluster.notifications(token)
@@ -93,7 +93,7 @@ import Testing
     }
 
     @Test func badInputGetsClearFourHundreds() async throws {
-        let cluster = try Cluster()
+        let cluster = try await Cluster.start()
         let session = try await cluster.login("alice")
         let api = cluster.api
         let big = Data(repeating: 0x61, count: 2 << 20)
