@@ -64,7 +64,7 @@ let package = Package(
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
-                "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport",
+                "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport", "APNs", "HTTPServer", "HTTP2Server", "HTTPClient", "OpenSSLCrypto",
             ]),
 
         // MARK: Tests
