@@ -46,7 +46,7 @@ enum APNsBenchmarks {
     /// after a warm-up, and prints the rate as JSON.
     static func load(
         url: String, caFile: String?, keyFile: String, keyID: String, teamID: String, topic: String,
-        tokensFile: String?, count: Int, concurrency: Int, warmup: Int
+        tokensFile: String?, count: Int, concurrency: Int, warmup: Int, diagnose: Bool
     ) async throws {
         let key = try APNsSigningKey(p8File: keyFile, keyID: keyID, teamID: teamID)
         let client = APNsClient(
@@ -67,12 +67,47 @@ enum APNsBenchmarks {
             let warm = await client.benchmark(count: warmup, concurrency: concurrency, makeNotification: make)
             guard warm.succeeded > 0 else { throw BenchError("warm-up: every notification failed") }
         }
+        if diagnose {
+            try await tallyFailures(client: client, count: count, concurrency: concurrency, make: make)
+            return
+        }
         let result = await client.benchmark(count: count, concurrency: concurrency, makeNotification: make)
         TransportBenchmarks.emit(
             #"{"benchmark":"apnsclient-load","notifications":\#(result.count),"succeeded":\#(result.succeeded),"#
                 + #""failed":\#(result.failed),"concurrency":\#(concurrency),"#
                 + #""seconds":\#(String(format: "%.3f", result.elapsed.seconds)),"#
                 + #""rate":\#(String(format: "%.1f", result.rate)),"connections":\#(client.connectionsOpened)}"#)
+    }
+}
+
+extension APNsBenchmarks {
+    /// Sends like ``APNsClient/benchmark(count:concurrency:makeNotification:)`` but prints every distinct
+    /// failure with its count (for investigating failed sends).
+    static func tallyFailures(
+        client: APNsClient, count: Int, concurrency: Int, make: @escaping @Sendable (Int) -> APNsNotification
+    ) async throws {
+        let failures = await withTaskGroup(of: [String: Int].self) { group in
+            for worker in 0..<max(1, min(concurrency, count)) {
+                group.addTask {
+                    var seen: [String: Int] = [:]
+                    for index in stride(from: worker, to: count, by: concurrency) {
+                        do {
+                            _ = try await client.send(make(index))
+                        } catch {
+                            seen["\(error)", default: 0] += 1
+                        }
+                    }
+                    return seen
+                }
+            }
+            var all: [String: Int] = [:]
+            for await seen in group { all.merge(seen, uniquingKeysWith: +) }
+            return all
+        }
+        for (failure, times) in failures.sorted(by: { $0.value > $1.value }) {
+            TransportBenchmarks.emit("\(times)× \(failure)")
+        }
+        TransportBenchmarks.emit("\(failures.values.reduce(0, +)) of \(count) failed")
     }
 }
 

@@ -39,17 +39,20 @@ enum TransportBenchmarks {
     /// Starts an HTTP2Server (TLS unless `certificate` is `nil`) and prints `{"port":N}`.
     ///
     /// GET answers ``tinyJSON``; POST answers 200 with the request's `apns-id` (or a new one) and an empty
-    /// body, the way APNs accepts a notification.
-    static func serveHTTP2(port: Int, certificate: String?, key: String?, asyncHandler: Bool) async throws -> Never {
+    /// body, the way APNs accepts a notification (or `postBody` when given).
+    static func serveHTTP2(
+        port: Int, certificate: String?, key: String?, asyncHandler: Bool, postBody: String?
+    ) async throws -> Never {
         let tls = certificate.flatMap { certificate in
             key.map { HTTP2ServerConfiguration.TLS(certificateChainPath: certificate, privateKeyPath: $0) }
         }
         let configuration = HTTP2ServerConfiguration(host: "127.0.0.1", port: port, tls: tls)
         let body = tinyJSON
+        let answer = Data((postBody ?? "").utf8)
         let respond: @Sendable (HTTP2Request) -> HTTP2Response = { request in
             if request.method == "POST" {
                 let id = request.header("apns-id") ?? UUID().uuidString.lowercased()
-                return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", id)])
+                return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", id)], body: answer)
             }
             return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json")], body: body)
         }
@@ -59,6 +62,15 @@ enum TransportBenchmarks {
             : HTTP2Server(configuration: configuration, inlineHandler: respond)
         try server.start()
         emit(#"{"port":\#(server.port)}"#)
-        try await serveForever(server)
+        // Counters on standard error every second while they change (protocol errors, resets, GOAWAYs).
+        var last = HTTP2ServerMetrics()
+        while true {
+            try await Task.sleep(for: .seconds(1))
+            let metrics = server.metrics
+            if metrics != last {
+                FileHandle.standardError.write(Data("metrics: \(metrics)\n".utf8))
+                last = metrics
+            }
+        }
     }
 }

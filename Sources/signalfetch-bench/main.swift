@@ -12,13 +12,13 @@ let usage = """
       signalfetch-bench store-crash-writer --db PATH                deliver forever, print acknowledged ids
       signalfetch-bench serve-http [--port N] [--tls-cert F --tls-key F] [--threads N]
                                               HTTPServer serving a tiny JSON document; prints {"port":N}
-      signalfetch-bench serve-h2 [--port N] [--tls-cert F --tls-key F] [--async]
+      signalfetch-bench serve-h2 [--port N] [--tls-cert F --tls-key F] [--async] [--post-body TEXT]
                                               HTTP2Server: GET → tiny JSON, POST → 200 with apns-id (h2c
                                               without TLS files); prints {"port":N}
       signalfetch-bench client-load --url URL [--ca PEM] [--count N] [--concurrency N] [--http1] [--warmup N]
                                               HTTPClient requests over one connection; prints the rate (JSON)
       signalfetch-bench apns-load --url URL [--ca PEM] --key P8 --key-id ID --team-id ID --topic T
-                                  [--tokens FILE] [--count N] [--concurrency N] [--warmup N]
+                                  [--tokens FILE] [--count N] [--concurrency N] [--warmup N] [--diagnose]
                                               APNsClient notifications over one connection; prints the rate
       signalfetch-bench apns-describe --topic T   the benchmark notification's payload and headers (JSON)
       signalfetch-bench jwt --key P8 --key-id ID --team-id ID      one provider token
@@ -26,7 +26,7 @@ let usage = """
 
 await runCommand(usage: usage) {
     let arguments = try Arguments(
-        Array(CommandLine.arguments.dropFirst()), switches: ["help", "http1", "async"],
+        Array(CommandLine.arguments.dropFirst()), switches: ["help", "http1", "async", "diagnose"],
         environmentPrefix: "SIGNALFETCH_BENCH_")
     if arguments.wantsHelp || arguments.positionals.isEmpty {
         print(usage)
@@ -104,7 +104,8 @@ await runCommand(usage: usage) {
     case "serve-h2":
         try await TransportBenchmarks.serveHTTP2(
             port: try arguments.int("port", default: 0), certificate: arguments.string("tls-cert"),
-            key: arguments.string("tls-key"), asyncHandler: arguments.flag("async"))
+            key: arguments.string("tls-key"), asyncHandler: arguments.flag("async"),
+            postBody: arguments.string("post-body"))
     case "client-load":
         try await ClientBenchmarks.clientLoad(
             url: try arguments.required("url"), caFile: arguments.string("ca"),
@@ -118,7 +119,7 @@ await runCommand(usage: usage) {
             topic: try arguments.required("topic"), tokensFile: arguments.string("tokens"),
             count: try arguments.int("count", default: 20_000),
             concurrency: try arguments.int("concurrency", default: 100),
-            warmup: try arguments.int("warmup", default: 1_000))
+            warmup: try arguments.int("warmup", default: 1_000), diagnose: arguments.flag("diagnose"))
     case "apns-describe":
         try APNsBenchmarks.describe(topic: try arguments.required("topic"))
     case "jwt":
