@@ -64,7 +64,8 @@ let package = Package(
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
-                "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport",
+                "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport", "APNs", "HTTPServer", "HTTP2Server",
+                "HTTPClient", "OpenSSLCrypto",
             ]),
 
         // MARK: Tests

@@ -10,11 +10,24 @@ let usage = """
       signalfetch-bench sqlite-crash-writer --db PATH               insert forever, print committed ids
       signalfetch-bench store [--count N] [--large N] [--dir DIR]   group commit vs single transactions, changes cost
       signalfetch-bench store-crash-writer --db PATH                deliver forever, print acknowledged ids
+      signalfetch-bench serve-http [--port N] [--tls-cert F --tls-key F] [--threads N]
+                                              HTTPServer serving a tiny JSON document; prints {"port":N}
+      signalfetch-bench serve-h2 [--port N] [--tls-cert F --tls-key F] [--async] [--post-body TEXT]
+                                              HTTP2Server: GET → tiny JSON, POST → 200 with apns-id (h2c
+                                              without TLS files); prints {"port":N}
+      signalfetch-bench client-load --url URL [--ca PEM] [--count N] [--concurrency N] [--http1] [--warmup N]
+                                              HTTPClient requests over one connection; prints the rate (JSON)
+      signalfetch-bench apns-load --url URL [--ca PEM] --key P8 --key-id ID --team-id ID --topic T
+                                  [--tokens FILE] [--count N] [--concurrency N] [--warmup N] [--diagnose]
+                                              APNsClient notifications over one connection; prints the rate
+      signalfetch-bench apns-describe --topic T   the benchmark notification's payload and headers (JSON)
+      signalfetch-bench jwt --key P8 --key-id ID --team-id ID      one provider token
     """
 
 await runCommand(usage: usage) {
     let arguments = try Arguments(
-        Array(CommandLine.arguments.dropFirst()), switches: ["help"], environmentPrefix: "SIGNALFETCH_BENCH_")
+        Array(CommandLine.arguments.dropFirst()), switches: ["help", "http1", "async", "diagnose"],
+        environmentPrefix: "SIGNALFETCH_BENCH_")
     if arguments.wantsHelp || arguments.positionals.isEmpty {
         print(usage)
         return
@@ -83,6 +96,36 @@ await runCommand(usage: usage) {
         try await StoreBenchmarks.crashWriter(path: try arguments.required("db"))
     case "sqlite-crash-writer":
         try SQLiteBenchmarks.crashWriter(path: try arguments.required("db"))
+    case "serve-http":
+        try await TransportBenchmarks.serveHTTP(
+            port: try arguments.int("port", default: 0), certificate: arguments.string("tls-cert"),
+            key: arguments.string("tls-key"),
+            threads: arguments.string("threads").map { _ in try arguments.int("threads", default: 2) })
+    case "serve-h2":
+        try await TransportBenchmarks.serveHTTP2(
+            port: try arguments.int("port", default: 0), certificate: arguments.string("tls-cert"),
+            key: arguments.string("tls-key"), asyncHandler: arguments.flag("async"),
+            postBody: arguments.string("post-body"))
+    case "client-load":
+        try await ClientBenchmarks.clientLoad(
+            url: try arguments.required("url"), caFile: arguments.string("ca"),
+            count: try arguments.int("count", default: 20_000),
+            concurrency: try arguments.int("concurrency", default: 100),
+            http1: arguments.flag("http1"), warmup: try arguments.int("warmup", default: 1_000))
+    case "apns-load":
+        try await APNsBenchmarks.load(
+            url: try arguments.required("url"), caFile: arguments.string("ca"), keyFile: try arguments.required("key"),
+            keyID: try arguments.required("key-id"), teamID: try arguments.required("team-id"),
+            topic: try arguments.required("topic"), tokensFile: arguments.string("tokens"),
+            count: try arguments.int("count", default: 20_000),
+            concurrency: try arguments.int("concurrency", default: 100),
+            warmup: try arguments.int("warmup", default: 1_000), diagnose: arguments.flag("diagnose"))
+    case "apns-describe":
+        try APNsBenchmarks.describe(topic: try arguments.required("topic"))
+    case "jwt":
+        try APNsBenchmarks.providerToken(
+            keyFile: try arguments.required("key"), keyID: try arguments.required("key-id"),
+            teamID: try arguments.required("team-id"))
     default:
         throw UsageError("unknown command \(arguments.positionals[0])")
     }

@@ -1,0 +1,451 @@
+"""Shared pieces of Scripts/bench and Scripts/drills: processes, ports, the SignalFetch cluster, an HTTPS client,
+simulated devices (mail-client processes) and small statistics. Standard library only."""
+import http.client, json, os, random, re, resource, selectors, shutil, signal, socket, ssl, subprocess, sys
+import tempfile, threading, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPIC = "com.example.signalfetch"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def raise_fd_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=30, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited with status {proc.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on port {port} after {timeout} s")
+
+
+def percentile(values, p):
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def modseq(state):
+    """The modseq of an opaque `<epoch>-<modseq>` state (the bench knows the format; clients must not)."""
+    return int(str(state).rsplit("-", 1)[1])
+
+
+class Proc:
+    """A child process with its output in files (or a pipe), stopped by pid only."""
+
+    def __init__(self, name, args, workdir, stdin_text=None, stdout_pipe=False, env=None):
+        self.name = name
+        self.args = args
+        self.out_path = os.path.join(workdir, f"{name}.out")
+        self.err_path = os.path.join(workdir, f"{name}.err")
+        self._err = open(self.err_path, "ab")
+        stdout = subprocess.PIPE if stdout_pipe else open(self.out_path, "ab")
+        self.popen = subprocess.Popen(
+            args, stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL, stdout=stdout,
+            stderr=self._err, env=env, start_new_session=True)
+        if stdin_text is not None:
+            self.popen.stdin.write(stdin_text.encode())
+            self.popen.stdin.close()
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def poll(self):
+        return self.popen.poll()
+
+    @property
+    def returncode(self):
+        return self.popen.returncode
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        return self.popen.returncode
+
+    def kill9(self):
+        return self.stop(signal.SIGKILL)
+
+    def first_json_line(self, timeout=30):
+        """The first JSON line the process prints on its output file (e.g. `{"port": N}`)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if os.path.exists(self.out_path):
+                for line in open(self.out_path):
+                    line = line.strip()
+                    if line.startswith("{"):
+                        return json.loads(line)
+            if self.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({self.returncode}): {self.stderr_tail()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} printed nothing in {timeout} s")
+
+    def stderr_tail(self, n=600):
+        try:
+            return open(self.err_path, errors="replace").read()[-n:]
+        except OSError:
+            return ""
+
+    def rss_kb(self):
+        for line in open(f"/proc/{self.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return None
+
+    def cpu_seconds(self):
+        """utime + stime of the process (all threads), in seconds, from /proc/PID/stat."""
+        text = open(f"/proc/{self.pid}/stat").read()
+        fields = text[text.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def bin_dir():
+    return os.environ.get("SIGNALFETCH_BIN") or subprocess.run(
+        ["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True,
+        check=True).stdout.strip()
+
+
+class API:
+    """A small HTTPS JSON client with one keep-alive connection per thread."""
+
+    def __init__(self, port, ca, host="127.0.0.1", timeout=15):
+        self.host, self.port, self.timeout = host, port, timeout
+        self.ctx = ssl.create_default_context(cafile=ca)
+        self.local = threading.local()
+
+    def _conn(self):
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=self.timeout)
+            self.local.conn = conn
+        return conn
+
+    def reset(self):
+        conn = getattr(self.local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self.local.conn = None
+
+    def raw(self, method, path, token=None, body=None, headers=None):
+        """(status, body bytes); raises OSError / http.client exceptions on connection failures."""
+        data = json.dumps(body).encode() if body is not None and not isinstance(body, bytes) else body
+        h = {"Content-Type": "application/json"} if data is not None else {}
+        if token:
+            h["Authorization"] = "Bearer " + token
+        h.update(headers or {})
+        conn = self._conn()
+        try:
+            conn.request(method, path, body=data, headers=h)
+            response = conn.getresponse()
+            payload = response.read()
+            if response.getheader("connection", "").lower() == "close":
+                self.reset()
+            return response.status, payload
+        except Exception:
+            self.reset()
+            raise
+
+    def call(self, method, path, token=None, body=None):
+        status, payload = self.raw(method, path, token, body)
+        try:
+            return status, (json.loads(payload) if payload else None)
+        except ValueError:
+            return status, None
+
+    def login(self, user, password, device="bench"):
+        status, body = self.call("POST", "/v1/session", body={"username": user, "password": password,
+                                                               "deviceName": device})
+        if status != 201:
+            raise RuntimeError(f"login {user}: {status} {body}")
+        return body["accessToken"]
+
+
+def http_get(url, timeout=10, ctx=None):
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=timeout, context=ctx) as r:
+        return r.read()
+
+
+class Cluster:
+    """dev-setup, accounts, apns-sim and mailboxd (release binaries) in one temporary folder."""
+
+    def __init__(self, bin_path, prefix="signalfetch-bench-", keep=False):
+        self.bin = bin_path
+        self.work = tempfile.mkdtemp(prefix=prefix)
+        self.data = os.path.join(self.work, "data")
+        self.keep = keep
+        self.procs = []
+        self.apns_sim = None
+        self.mailboxd = None
+        self.clients = None
+        subprocess.run([self.exe("mailboxd"), "dev-setup", "--data-dir", self.data], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.ca = os.path.join(self.data, "tls/ca.pem")
+        self.cert = os.path.join(self.data, "tls/server.pem")
+        self.key = os.path.join(self.data, "tls/server.key")
+        self.p8 = os.path.join(self.data, "apns/key.p8")
+        self.key_id = open(os.path.join(self.data, "apns/key-id")).read().strip()
+        self.team_id = open(os.path.join(self.data, "apns/team-id")).read().strip()
+        self.delivery_token = open(os.path.join(self.data, "delivery-token")).read().strip()
+        self.db = os.path.join(self.data, "mailbox.sqlite")
+        self.sim_port = self.device_port = self.api_port = None
+
+    def exe(self, name):
+        return os.path.join(self.bin, name)
+
+    def add_accounts(self, users):
+        for user in users:
+            subprocess.run([self.exe("mailboxd"), "account", "add", user, "--data-dir", self.data],
+                           input=f"password-{user}\n", text=True, check=True, stdout=subprocess.DEVNULL)
+
+    def start(self, name, args, **kw):
+        proc = Proc(name, args, self.work, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def start_apns_sim(self, extra=(), provider_port=None, device_port=None):
+        self.sim_port = provider_port or self.sim_port or free_port()
+        self.device_port = device_port or self.device_port or free_port()
+        self.apns_sim = self.start("apns-sim", [
+            self.exe("apns-sim"), "--listen", f"127.0.0.1:{self.sim_port}", "--device-listen",
+            f"127.0.0.1:{self.device_port}", "--tls-cert", self.cert, "--tls-key", self.key, "--provider-key",
+            f"{self.key_id}:{self.team_id}:{os.path.join(self.data, 'apns/key.pub.pem')}", "--topic", TOPIC,
+            *extra])
+        wait_port(self.device_port, proc=self.apns_sim)
+        wait_port(self.sim_port, proc=self.apns_sim)
+        return self.apns_sim
+
+    @property
+    def sim_url(self):
+        return f"http://127.0.0.1:{self.device_port}"
+
+    def start_mailboxd(self, apns_port=None, extra=()):
+        self.api_port = self.api_port or free_port()
+        self.mailboxd = self.start("mailboxd", [
+            self.exe("mailboxd"), "serve", "--data-dir", self.data, "--listen", f"127.0.0.1:{self.api_port}",
+            "--apns-url", f"https://127.0.0.1:{apns_port or self.sim_port}", "--apns-ca", self.ca,
+            "--apns-topic", TOPIC, *extra])
+        wait_port(self.api_port, proc=self.mailboxd)
+        return self.mailboxd
+
+    @property
+    def api_url(self):
+        return f"https://127.0.0.1:{self.api_port}"
+
+    def api(self, timeout=15):
+        return API(self.api_port, self.ca, timeout=timeout)
+
+    def healthz(self):
+        status, body = self.api(timeout=5).call("GET", "/healthz")
+        return body if status == 200 else None
+
+    def metric(self, name):
+        status, raw = self.api(timeout=5).raw("GET", "/metrics")
+        total = 0.0
+        for line in raw.decode().splitlines():
+            if line.startswith(name) and not line.startswith("#"):
+                rest = line[len(name):]
+                if rest[:1] in (" ", "{"):
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def sim_log(self):
+        return json.loads(http_get(self.sim_url + "/sim/log", timeout=30))
+
+    def integrity(self):
+        out = subprocess.run(["sqlite3", self.db, "PRAGMA integrity_check"], capture_output=True, text=True)
+        return (out.stdout.strip() or out.stderr.strip())
+
+    def close(self):
+        if self.clients:
+            self.clients.stop()
+        for proc in reversed(self.procs):
+            proc.stop()
+        if not self.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+class Device:
+    def __init__(self, name, user):
+        self.name, self.user = name, user
+        self.token = None
+        self.syncs = []  # (monotonic time, modseq, messages)
+        self.last_sync = None
+        self.last_signal_st = None
+        self.signals = 0
+        self.errors = []
+        self.proc = None
+
+
+class MailClients:
+    """`mail-client run` processes (one per simulated device); one thread reads every event line."""
+
+    def __init__(self, cluster, fallback=0, on_sync=None):
+        self.cluster = cluster
+        self.fallback = fallback
+        self.devices = []
+        self.by_fd = {}
+        self.selector = selectors.DefaultSelector()
+        self.lock = threading.Lock()
+        self.on_sync = on_sync
+        self.running = True
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        cluster.clients = self
+
+    def add(self, name, user):
+        c = self.cluster
+        device = Device(name, user)
+        state_dir = os.path.join(c.work, "devices", name)
+        device.proc = Proc(f"client-{name}", [
+            c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, "--sim", c.sim_url, "--username",
+            user, "--state-dir", state_dir, "--device-name", name, "--topic", TOPIC, "--fallback-interval",
+            str(self.fallback)], c.work, stdin_text=f"password-{user}\n", stdout_pipe=True)
+        os.set_blocking(device.proc.popen.stdout.fileno(), False)
+        with self.lock:
+            self.devices.append(device)
+            device.buffer = b""
+            self.by_fd[device.proc.popen.stdout.fileno()] = device
+            self.selector.register(device.proc.popen.stdout, selectors.EVENT_READ, device)
+        return device
+
+    def _read(self):
+        while self.running:
+            with self.lock:
+                empty = not self.by_fd
+            if empty:
+                time.sleep(0.05)
+                continue
+            for key, _ in self.selector.select(timeout=0.1):
+                device = key.data
+                now = time.monotonic()
+                try:
+                    chunk = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    with self.lock:
+                        self.selector.unregister(key.fileobj)
+                        self.by_fd.pop(key.fd, None)
+                    continue
+                device.buffer += chunk
+                *lines, device.buffer = device.buffer.split(b"\n")
+                for line in lines:
+                    self._event(device, line, now)
+
+    def _event(self, device, line, now):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        kind = event.get("event")
+        if kind == "registered":
+            device.token = event.get("deviceToken")
+        elif kind == "signal":
+            device.signals += 1
+            device.last_signal_st = (event.get("payload") or {}).get("st")
+        elif kind == "sync-done" and event.get("state"):
+            device.last_sync = event
+            entry = (now, modseq(event["state"]), event.get("messages"))
+            device.syncs.append(entry)
+            if self.on_sync:
+                self.on_sync(device, entry)
+        elif kind == "error":
+            device.errors.append(event.get("code"))
+
+    def wait_ready(self, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if all(d.token and d.last_sync for d in self.devices):
+                return True
+            dead = [d for d in self.devices if d.proc.poll() is not None]
+            if dead:
+                raise RuntimeError(f"mail-client {dead[0].name} exited: {dead[0].proc.stderr_tail()}")
+            time.sleep(0.1)
+        missing = [d.name for d in self.devices if not (d.token and d.last_sync)]
+        raise RuntimeError(f"{len(missing)} devices never registered and synced, e.g. {missing[:3]}")
+
+    def stop(self):
+        self.running = False
+        for device in self.devices:
+            device.proc.stop(signal.SIGKILL)
+
+
+def server_states(cluster, users):
+    """{user: (modseq, message count)} read from the server."""
+    api = cluster.api()
+    result = {}
+    for user in users:
+        token = api.login(user, f"password-{user}", "bench-check")
+        ids, cursor, state = [], None, None
+        while True:
+            path = "/v1/messages?limit=1000" + (f"&cursor={cursor}" if cursor else "")
+            status, page = api.call("GET", path, token=token)
+            if status != 200:
+                raise RuntimeError(f"listing {user}: {status} {page}")
+            ids += [m["id"] for m in page["messages"]]
+            state = state or page["state"]
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        result[user] = (modseq(state), len(ids), set(ids), token)
+    return result
+
+
+def wait_converged(cluster, clients, users, timeout):
+    """Waits until every device's cache holds its account's server state; returns (ok, detail)."""
+    deadline = time.time() + timeout
+    states = server_states(cluster, users)
+    while True:
+        lagging = []
+        for device in clients.devices:
+            want_modseq, want_count = states[device.user][0], states[device.user][1]
+            got = device.last_sync or {}
+            if not got or modseq(got["state"]) != want_modseq or got.get("messages") != want_count:
+                lagging.append(device)
+        if not lagging:
+            return True, f"{len(clients.devices)} devices converged"
+        if time.time() > deadline:
+            d = lagging[0]
+            got = d.last_sync or {}
+            return False, (f"{len(lagging)}/{len(clients.devices)} devices not converged, e.g. {d.name}: cache "
+                           f"{got.get('state')} ({got.get('messages')} msgs) vs server modseq "
+                           f"{states[d.user][0]} ({states[d.user][1]} msgs); last signal st {d.last_signal_st}")
+        time.sleep(0.25)
+
+
+def deliver_body(i, size=600):
+    words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
+    rng = random.Random(i)
+    return " ".join(rng.choice(words) for _ in range(size // 6))[:size]

@@ -1,0 +1,665 @@
+#!/usr/bin/env python3
+"""SignalFetch failure drills: real release binaries, real faults, invariants checked at the end.
+
+Usage: bench-drills.py [--short] [crash] [gateway-faults] [gateway-down] [storage] [hostile]
+Exits non-zero when a drill's invariant fails; prints one summary line per drill."""
+import argparse, asyncio, importlib.machinery, json, os, random, signal, socket, ssl, subprocess, sys, threading
+import time
+
+common = importlib.machinery.SourceFileLoader(
+    "bench_common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-common.py")).load_module()
+log, percentile, modseq = common.log, common.percentile, common.modseq
+
+
+class DrillFailure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise DrillFailure(message)
+
+
+# MARK: - Mixed load with an acknowledgement ledger
+
+class Loader:
+    """Threads that deliver messages and change flags, recording every acknowledged write.
+
+    Each thread only changes flags of messages it delivered, so the operations on one message are ordered.
+    A request that got no answer (the server died) is "unacknowledged": it may or may not have happened."""
+
+    def __init__(self, cluster, users, threads=3, pause=0.01, flag_share=0.4):
+        self.cluster, self.users, self.pause, self.flag_share = cluster, users, pause, flag_share
+        self.stop_event = threading.Event()
+        self.lock = threading.Lock()
+        self.acked = {u: set() for u in users}  # message ids acknowledged per account
+        self.flag_ops = {}  # (id, field) -> list of (value, acked)
+        self.owner = {}  # id -> user
+        self.counts = {"deliveries": 0, "flags": 0, "unacknowledged": 0, "errors_5xx": 0, "storage_503": 0}
+        self.sessions = {}
+        api = cluster.api()
+        for u in users:
+            self.sessions[u] = api.login(u, f"password-{u}", "drill-loader")
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(threads)]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def stop(self):
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(30)
+
+    def _run(self, index):
+        rng = random.Random(index * 7919 + int(time.time()))
+        api = self.cluster.api(timeout=10)
+        mine = []
+        n = 0
+        while not self.stop_event.is_set():
+            n += 1
+            try:
+                if mine and rng.random() < self.flag_share:
+                    mid, user = rng.choice(mine)
+                    field = rng.choice(["seen", "flagged"])
+                    value = rng.random() < 0.5
+                    with self.lock:
+                        ops = self.flag_ops.setdefault((mid, field), [])
+                        ops.append([value, False])
+                        entry = ops[-1]
+                    status, _ = api.call("PATCH", f"/v1/messages/{mid}", token=self.sessions[user],
+                                         body={field: value})
+                    if status == 200:
+                        with self.lock:
+                            entry[1] = True
+                            self.counts["flags"] += 1
+                    else:
+                        self._status(status)
+                else:
+                    user = rng.choice(self.users)
+                    status, body = api.call("POST", "/v1/deliveries", token=self.cluster.delivery_token, body={
+                        "to": user, "from": f"drill{index}@example.com", "subject": f"Drill {index}-{n}",
+                        "body": common.deliver_body(n, 300)})
+                    if status == 201:
+                        with self.lock:
+                            self.acked[user].add(body["id"])
+                            self.owner[body["id"]] = user
+                            self.counts["deliveries"] += 1
+                        mine.append((body["id"], user))
+                    else:
+                        self._status(status)
+            except (OSError, ConnectionError, Exception) as error:  # the server went away mid-request
+                if isinstance(error, DrillFailure):
+                    raise
+                with self.lock:
+                    self.counts["unacknowledged"] += 1
+                time.sleep(0.05)
+            if self.pause:
+                time.sleep(self.pause)
+
+    def _status(self, status):
+        with self.lock:
+            if status == 503:
+                self.counts["storage_503"] += 1
+            elif status >= 500:
+                self.counts["errors_5xx"] += 1
+
+    def verify(self):
+        """Every acknowledged delivery exists; every flag is its last acknowledged value (or a later unacked one)."""
+        api = self.cluster.api()
+        lost, wrong, checked = [], [], 0
+        for user in self.users:
+            token = api.login(user, f"password-{user}", "drill-check")
+            messages, cursor = {}, None
+            while True:
+                status, page = api.call("GET", "/v1/messages?limit=1000" + (f"&cursor={cursor}" if cursor else ""),
+                                        token=token)
+                check(status == 200, f"listing {user}: HTTP {status}")
+                for m in page["messages"]:
+                    messages[m["id"]] = m
+                cursor = page.get("nextCursor")
+                if not cursor:
+                    break
+            for mid in self.acked[user]:
+                if mid not in messages:
+                    lost.append(mid)
+            for (mid, field), ops in self.flag_ops.items():
+                if self.owner.get(mid) != user or mid not in messages:
+                    continue
+                last_acked = max((i for i, op in enumerate(ops) if op[1]), default=None)
+                allowed = {ops[last_acked][0]} if last_acked is not None else {False}
+                allowed |= {op[0] for op in ops[(last_acked + 1 if last_acked is not None else 0):] if not op[1]}
+                checked += 1
+                if messages[mid][field] not in allowed:
+                    wrong.append((mid, field))
+        return lost, wrong, checked
+
+
+def device_order_violations(cluster):
+    """Per device token, states of the signals apns-sim received must never go backwards."""
+    last, violations, requests = {}, [], 0
+    for entry in sorted(cluster.sim_log(), key=lambda e: e["sequence"]):
+        token = entry.get("deviceToken")
+        try:
+            st = json.loads(entry["payload"]).get("st")
+        except (ValueError, TypeError):
+            continue
+        if not token or not st:
+            continue
+        requests += 1
+        m = modseq(st)
+        if token in last and m < last[token]:
+            violations.append((token[:8], last[token], m, entry["status"]))
+        last[token] = max(m, last.get(token, m))
+    return violations, requests
+
+
+def gateway_outcomes(cluster, last=None):
+    """{"status reason": count} of the provider requests apns-sim logged (the last `last` ones when given)."""
+    entries = sorted(cluster.sim_log(), key=lambda e: e["sequence"])
+    counts = {}
+    for e in entries[-last:] if last else entries:
+        key = f"{e['status']} {e.get('reason') or ''}".strip()
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def start_devices(cluster, users, per_user=2, fallback=0):
+    clients = common.MailClients(cluster, fallback=fallback)
+    for user in users:
+        for n in range(per_user):
+            clients.add(f"{user}-d{n}", user)
+    clients.wait_ready(timeout=120)
+    return clients
+
+
+# MARK: - Drills
+
+def drill_crash(bin_path, short, rounds=None):
+    rounds = rounds or (2 if short else 10)
+    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-crash-")
+    users = ["ann", "ben", "cat"]
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        cluster.start_mailboxd()
+        clients = start_devices(cluster, users)
+        loader = Loader(cluster, users)
+        loader.start()
+        integrity = []
+        rng = random.Random()
+        for r in range(rounds):
+            time.sleep(rng.uniform(0.5, 3.0))
+            cluster.mailboxd.kill9()
+            cluster.procs.remove(cluster.mailboxd)
+            integrity.append(cluster.integrity())
+            time.sleep(rng.uniform(0.0, 0.5))
+            cluster.start_mailboxd()
+        time.sleep(1.5)
+        loader.stop()
+        integrity.append(cluster.integrity())
+        lost, wrong, checked = loader.verify()
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=30)
+        if not ok:
+            detail += (f"; gateway answers (last 200): {gateway_outcomes(cluster, 200)}; outbox "
+                       f"{cluster.healthz()}; mailboxd log: {cluster.mailboxd.stderr_tail(300)!r}")
+        summary = (f"{rounds} kill -9 rounds, {loader.counts['deliveries']} deliveries and {loader.counts['flags']} "
+                   f"flag changes acknowledged, {loader.counts['unacknowledged']} unacknowledged; lost {len(lost)}, "
+                   f"wrong flags {len(wrong)}/{checked}; integrity {sorted(set(integrity))}; {detail}")
+        check(not lost, f"acknowledged deliveries lost: {lost[:5]} — {summary}")
+        check(not wrong, f"flags differ from the acknowledged value: {wrong[:5]} — {summary}")
+        check(all(i == "ok" for i in integrity), f"integrity_check failed: {integrity} — {summary}")
+        check(loader.counts["errors_5xx"] == 0, f"{loader.counts['errors_5xx']} 5xx answers — {summary}")
+        check(ok, summary)
+        return summary
+    finally:
+        cluster.close()
+
+
+def drill_gateway_faults(bin_path, short):
+    seconds = 15 if short else 60
+    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-faults-")
+    users = ["dan", "eve", "fay", "gus"]
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim(extra=["--fault-drop", "0.3", "--fault-429", "0.1", "--fault-503", "0.05",
+                                      "--fault-goaway-after", "500", "--fault-seed", "42"])
+        cluster.start_mailboxd()
+        clients = start_devices(cluster, users, fallback=5)
+        loader = Loader(cluster, users, threads=2, pause=0.02)
+        loader.start()
+        time.sleep(seconds)
+        loader.stop()
+        lost, wrong, checked = loader.verify()
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        retries = cluster.metric("mailboxd_signal_retries_total")
+        sent = cluster.metric("mailboxd_signals_sent_total")
+        violations, requests = device_order_violations(cluster)
+        summary = (f"{loader.counts['deliveries']} deliveries + {loader.counts['flags']} flag changes over {seconds} s "
+                   f"with drop 0.3 / 429 0.1 / 503 0.05 / GOAWAY after 500; {int(sent)} signals accepted, "
+                   f"{int(retries)} retries, {requests} provider requests, {len(violations)} out-of-order states; "
+                   f"{detail}")
+        check(not lost and not wrong, f"lost {len(lost)} deliveries, {len(wrong)} wrong flags — {summary}")
+        check(not violations, f"a device was sent an older state after a newer one: {violations[:5]} — {summary}")
+        check(retries > 0, f"no retries recorded although the gateway refused requests — {summary}")
+        check(ok, summary)
+        return summary
+    finally:
+        cluster.close()
+
+
+class GatewayProxy:
+    """A TCP proxy in front of apns-sim that can refuse every connection (the gateway is down) and come back."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.port = common.free_port()
+        self.loop = asyncio.new_event_loop()
+        self.server = None
+        self.transports = set()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.up()
+
+    async def _handle(self, reader, writer):
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        except OSError:
+            writer.close()
+            return
+        self.transports |= {writer.transport, up_writer.transport}
+
+        async def pipe(src, dst):
+            try:
+                while True:
+                    data = await src.read(65536)
+                    if not data:
+                        break
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.transport.abort()
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def up(self):
+        async def start():
+            self.server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, reuse_address=True)
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
+
+    def down(self):
+        async def stop():
+            self.server.close()
+            await self.server.wait_closed()
+            for t in list(self.transports):
+                t.abort()
+            self.transports.clear()
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+
+
+def drill_gateway_down(bin_path, short):
+    down_seconds = 5 if short else 30
+    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-down-")
+    users = ["hal", "ivy"]
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        proxy = GatewayProxy(cluster.sim_port)
+        cluster.start_mailboxd(apns_port=proxy.port)
+        clients = start_devices(cluster, users)
+        api = cluster.api()
+        proxy.down()
+        t_down = time.monotonic()
+        for i in range(20):
+            status, _ = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
+                "to": users[i % 2], "from": "down@example.com", "subject": f"While down {i}", "body": "x"})
+            check(status == 201, f"delivery while the gateway is down: HTTP {status}")
+        time.sleep(1.0)
+        depth_down = cluster.healthz()["outboxDepth"]
+        cpu0, wall0 = cluster.mailboxd.cpu_seconds(), time.monotonic()
+        time.sleep(max(1.0, down_seconds - (time.monotonic() - t_down)))
+        cpu = cluster.mailboxd.cpu_seconds() - cpu0
+        wall = time.monotonic() - wall0
+        cpu_percent = 100.0 * cpu / wall
+        retries = cluster.metric("mailboxd_signal_retries_total")
+        proxy.up()
+        t_up = time.monotonic()
+        drained = None
+        while time.monotonic() - t_up < (60 if short else 120):
+            if cluster.healthz()["outboxDepth"] == 0:
+                drained = time.monotonic() - t_up
+                break
+            time.sleep(0.2)
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=30)
+        summary = (f"gateway down {down_seconds} s with {depth_down} outbox rows: mailboxd CPU {cpu_percent:.2f}% "
+                   f"over {wall:.1f} s ({int(retries)} retries), outbox drained "
+                   f"{'in %.1f s' % drained if drained is not None else 'NEVER'} after the gateway came back; {detail}")
+        check(depth_down > 0, f"the outbox was empty while the gateway was down — {summary}")
+        check(cpu_percent < 5.0, f"mailboxd is busy while waiting for the gateway — {summary}")
+        check(drained is not None, f"the outbox did not drain — {summary}")
+        check(ok, summary)
+        return summary
+    finally:
+        cluster.close()
+
+
+def mount(*args):
+    return subprocess.run(["mount", *args], capture_output=True, text=True)
+
+
+def drill_storage(bin_path, short):
+    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-storage-")
+    users = ["jon", "kim"]
+    notes = []
+    problems = []
+    mounted = []
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        # Disk full: the data folder on a small tmpfs, filled up while mailboxd runs.
+        tmpfs = os.path.join(cluster.work, "small")
+        os.makedirs(tmpfs)
+        r = mount("-t", "tmpfs", "-o", "size=24m", "tmpfs", tmpfs)
+        check(r.returncode == 0, f"cannot mount a tmpfs for the disk-full drill (needs root): {r.stderr.strip()}")
+        mounted.append(tmpfs)
+        subprocess.run(["cp", "-a", cluster.data, tmpfs], check=True)
+        cluster.data = os.path.join(tmpfs, "data")
+        cluster.db = os.path.join(cluster.data, "mailbox.sqlite")
+        cluster.start_mailboxd(extra=["--data-dir", cluster.data])
+        api = cluster.api()
+        acked = []
+
+        def deliver(i):
+            try:
+                status, body = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
+                    "to": users[i % 2], "from": "disk@example.com", "subject": f"Disk {i}", "body": "y" * 2000})
+            except Exception as error:  # a dropped connection is recorded as the exception's name
+                return type(error).__name__, None
+            if status == 201:
+                acked.append(body["id"])
+            return status, body
+
+        for i in range(50):
+            check(deliver(i)[0] == 201, "delivery before the disk filled up failed")
+        filler = os.path.join(tmpfs, "filler")
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
+        statuses = {}
+        codes = set()
+        first_failure = None
+        for i in range(50, 250):
+            status, body = deliver(i)
+            statuses[status] = statuses.get(status, 0) + 1
+            if status != 201:
+                codes.add((body or {}).get("error"))
+                first_failure = first_failure or i
+        status, _ = api.call("GET", "/healthz")
+        healthz_full = status
+        os.remove(filler)
+        time.sleep(0.5)
+        after = [deliver(i)[0] for i in range(250, 270)]
+        notes.append(f"disk full: deliveries answered {statuses} (first refusal at #{first_failure}) with errors {sorted(codes - {None})}, "
+                     f"/healthz {healthz_full}; after freeing space {after.count(201)}/20 succeeded")
+        check(all(isinstance(s, int) and (400 <= s < 500 or s in (201, 503, 507)) for s in statuses),
+              f"unclear errors while the disk was full: {statuses} (mailboxd: {cluster.mailboxd.stderr_tail(300)!r})")
+        check(any(s != 201 for s in statuses), f"the disk never filled up: {statuses}")
+        check(after.count(201) == 20, f"deliveries failed after space was freed: {after}")
+        cluster.mailboxd.stop()
+        cluster.procs.remove(cluster.mailboxd)
+        integrity_full = cluster.integrity()
+        check(integrity_full == "ok", f"integrity_check after disk full: {integrity_full}")
+
+        # Read-only: the data folder bind-mounted read-only before mailboxd starts. (A read-only remount cannot
+        # be forced under a running process that holds the database open for writing: the kernel says EBUSY.)
+        r1 = mount("--bind", cluster.data, cluster.data)
+        r2 = mount("-o", "remount,bind,ro", cluster.data) if r1.returncode == 0 else r1
+        check(r2.returncode == 0, f"cannot make the data folder read-only: {r2.stderr.strip()}")
+        mounted.append(cluster.data)
+        proc = cluster.start("mailboxd-ro", [
+            cluster.exe("mailboxd"), "serve", "--data-dir", cluster.data, "--listen", f"127.0.0.1:{cluster.api_port}",
+            "--apns-url", f"https://127.0.0.1:{cluster.sim_port}", "--apns-ca", cluster.ca, "--apns-topic",
+            common.TOPIC])
+        ro_result = None
+        api.reset()
+        deadline = time.time() + 15
+        while time.time() < deadline and ro_result is None:
+            if proc.poll() is not None:
+                first = open(proc.err_path, errors="replace").read().strip().splitlines()[:3]
+                ro_result = f"mailboxd exited with status {proc.returncode}: {' | '.join(first)!r}"
+                if proc.returncode <= 0:
+                    problems.append(f"mailboxd crashed (signal {-proc.returncode}) on a read-only data folder "
+                                    f"instead of exiting with a clear error: {ro_result}")
+                break
+            try:
+                socket.create_connection(("127.0.0.1", cluster.api_port), timeout=0.2).close()
+                status_r, _ = api.call("GET", "/healthz")
+                status_w, body_w = deliver(999)
+                ro_result = f"served: /healthz {status_r}, delivery {status_w} {(body_w or {}).get('error')}"
+                check(status_w in (503, 507) or 400 <= status_w < 500, f"unclear error on a read-only disk: {ro_result}")
+            except OSError:
+                time.sleep(0.1)
+        check(ro_result is not None, "mailboxd neither served nor exited on a read-only data folder")
+        notes.append("read-only: " + ro_result)
+        proc.stop()
+        cluster.procs.remove(proc)
+        mount_out = subprocess.run(["umount", cluster.data], capture_output=True, text=True)
+        check(mount_out.returncode == 0, f"umount: {mount_out.stderr}")
+        mounted.remove(cluster.data)
+        integrity_ro = cluster.integrity()
+        check(integrity_ro == "ok", f"integrity_check after read-only: {integrity_ro}")
+        cluster.start_mailboxd(extra=["--data-dir", cluster.data])
+        listed = common.server_states(cluster, users)
+        present = set().union(*(v[2] for v in listed.values()))
+        missing = [m for m in acked if m not in present]
+        check(not missing, f"{len(missing)} acknowledged deliveries missing after the storage faults")
+        api.reset()
+        status, _ = deliver(1000)
+        check(status == 201, f"delivery after the storage faults: HTTP {status}")
+        notes.append(f"afterwards: integrity ok, all {len(acked)} acknowledged deliveries present")
+        check(not problems, " ".join(problems) + " — " + "; ".join(notes))
+        return "; ".join(notes)
+    finally:
+        for proc in list(cluster.procs):
+            proc.stop()
+        cluster.procs.clear()
+        for path in reversed(mounted):
+            subprocess.run(["umount", "-l", path], capture_output=True)
+        cluster.close()
+
+
+def drill_hostile(bin_path, short):
+    idle_target = 10000
+    attack_seconds = 10 if short else 45  # held after the 10,000 idle connections are open
+    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-hostile-")
+    users = ["lee"]
+    hold = []
+    try:
+        common.raise_fd_limit()
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        cluster.start_mailboxd()
+        token = cluster.api().login("lee", "password-lee", "legit")
+        failures = []
+        t_attack = time.monotonic()
+        ctx = ssl.create_default_context(cafile=cluster.ca)
+
+        def legit_once():
+            """One legitimate request on a fresh TLS connection; (ok, ms)."""
+            t0 = time.perf_counter()
+            try:
+                api = common.API(cluster.api_port, cluster.ca, timeout=3)
+                status, _ = api.raw("GET", "/v1/mailboxes", token=token)
+                api.reset()
+                if status != 200:
+                    failures.append(f"HTTP {status} at +{time.monotonic() - t_attack:.1f} s")
+                return status == 200, (time.perf_counter() - t0) * 1000
+            except Exception as error:
+                failures.append(f"{type(error).__name__} at +{time.monotonic() - t_attack:.1f} s "
+                                f"({stats['idle_open']} idle open)")
+                return False, (time.perf_counter() - t0) * 1000
+
+        def legit_series(seconds):
+            results = []
+            end = time.time() + seconds
+            while time.time() < end:
+                results.append(legit_once())
+                time.sleep(0.05)
+            return results
+
+        stats = {"oversize": {}, "utf8": {}, "headers": {}, "slowloris_open": 0, "idle_open": 0}
+        base = legit_series(3)
+        failures.clear()
+        stop = threading.Event()
+
+        # 10,000 idle TCP connections.
+        def idle():
+            for _ in range(idle_target):
+                if stop.is_set():
+                    break
+                try:
+                    s = socket.create_connection(("127.0.0.1", cluster.api_port), timeout=2)
+                    hold.append(s)
+                    stats["idle_open"] += 1
+                except OSError:
+                    time.sleep(0.01)
+
+        # Slowloris: 200 connections sending a header line every 2 s and never finishing.
+        def slowloris():
+            socks = []
+            for _ in range(200):
+                try:
+                    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", cluster.api_port), timeout=5),
+                                        server_hostname="127.0.0.1")
+                    s.sendall(b"GET /v1/mailboxes HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                    socks.append(s)
+                except OSError:
+                    pass
+            stats["slowloris_open"] = len(socks)
+            i = 0
+            while not stop.is_set():
+                i += 1
+                for s in list(socks):
+                    try:
+                        s.sendall(f"X-Slow-{i}: a\r\n".encode())
+                    except OSError:
+                        socks.remove(s)
+                stop.wait(2)
+            stats["slowloris_alive_at_end"] = len(socks)
+            for s in socks:
+                s.close()
+
+        def tally(key, status):
+            stats[key][status] = stats[key].get(status, 0) + 1
+
+        def malformed():
+            api = common.API(cluster.api_port, cluster.ca, timeout=10)
+            big = b'{"to":"lee","from":"a@b.c","subject":"s","body":"' + b"z" * (2 << 20) + b'"}'
+            bad = b'{"to":"lee","from":"a@b.c","subject":"\xff\xfe\xc3","body":"x"}'
+            while not stop.is_set():
+                for key, call in (("oversize", lambda: api.raw("POST", "/v1/deliveries", cluster.delivery_token, big)),
+                                  ("utf8", lambda: api.raw("POST", "/v1/deliveries", cluster.delivery_token, bad)),
+                                  ("headers", lambda: api.raw("GET", "/v1/mailboxes", token,
+                                                              headers={"X-Huge": "h" * 65536}))):
+                    try:
+                        tally(key, call()[0])
+                    except Exception as error:
+                        tally(key, type(error).__name__)
+                        api.reset()
+                stop.wait(0.1)
+
+        lua = os.path.join(cluster.work, "paced.lua")
+        with open(lua, "w") as f:
+            f.write("function delay() return 9 end\n")  # 10 connections, ~100/s each: ~1,000 requests/s
+        t_attack = time.monotonic()
+        wrk = subprocess.Popen(["wrk", "-t1", "-c10", f"-d{attack_seconds + 60}s", "-s", lua, "-H",
+                                "Authorization: Bearer not-a-valid-token-0123456789",
+                                f"{cluster.api_url}/v1/mailboxes"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+        workers = [threading.Thread(target=f, daemon=True) for f in (slowloris, malformed)]
+        for w in workers:
+            w.start()
+        time.sleep(1)
+        opener = threading.Thread(target=idle, daemon=True)
+        opener.start()
+        workers.append(opener)
+        ramp = []
+        while opener.is_alive() and time.monotonic() - t_attack < 90:
+            ramp += legit_series(1)
+        t_saturated = time.monotonic() - t_attack
+        saturated = legit_series(attack_seconds)
+        during = ramp + saturated
+        wrk.send_signal(signal.SIGINT)  # wrk prints its summary on SIGINT
+        wrk_out = wrk.communicate(timeout=60)[0]
+        stop.set()
+        for w in workers:
+            w.join(30)
+        import re
+        m = re.search(r"(\d+) requests in ([\d.]+)s", wrk_out)
+        bad_rate = int(m.group(1)) / float(m.group(2)) if m else 0
+        non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", wrk_out)
+        still_alive = cluster.mailboxd.poll() is None
+
+        def describe(series):
+            oks = [ms for ok, ms in series if ok]
+            return (f"{len(oks)}/{len(series)} ok, p50 {percentile(oks, 50) or 0:.1f} ms, "
+                    f"p99 {percentile(oks, 99) or 0:.1f} ms")
+
+        served = sum(1 for ok, _ in saturated if ok) / max(1, len(saturated))
+        summary = (f"{stats['idle_open']} idle connections, {stats['slowloris_open']} slowloris, "
+                   f"{bad_rate:.0f} bad-token req/s ({non2xx.group(1) if non2xx else 0} non-2xx), oversize bodies "
+                   f"{stats['oversize']}, invalid UTF-8 {stats['utf8']}, huge headers {stats['headers']}; legitimate "
+                   f"client before: {describe(base)}; while connecting the idle ones: {describe(ramp)}; with all "
+                   f"{stats['idle_open']} open (from +{t_saturated:.0f} s, {attack_seconds} s): {describe(saturated)}"
+                   + (f"; legitimate failures: {failures[:6]}" if failures else ""))
+        check(still_alive, f"mailboxd died — {summary}")
+        closed = ("ConnectionResetError", "BrokenPipeError", "RemoteDisconnected", "SSLEOFError", "SSLError")
+        check(413 in stats["oversize"] and all(k == 413 or k in closed or k == "TimeoutError"
+                                               for k in stats["oversize"]),
+              f"bodies over the cap not refused with 413 (or the connection closed) — {summary}")
+        check(stats["utf8"] and all(not isinstance(k, int) or 400 <= k < 500 for k in stats["utf8"]),
+              f"invalid UTF-8 not a 4xx — {summary}")
+        check(all(not isinstance(k, int) or 400 <= k < 500 for k in stats["headers"]),
+              f"huge headers not refused with a 4xx — {summary}")
+        check(served >= 0.95, f"legitimate clients were not served during the attack — {summary}")
+        return summary
+    finally:
+        for s in hold:
+            s.close()
+        cluster.close()
+
+
+DRILLS = {"crash": drill_crash, "gateway-faults": drill_gateway_faults, "gateway-down": drill_gateway_down,
+          "storage": drill_storage, "hostile": drill_hostile}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--short", action="store_true")
+    parser.add_argument("--rounds", type=int, help="crash rounds (default 10, 2 with --short)")
+    parser.add_argument("drills", nargs="*", choices=[[]] + list(DRILLS), default=[])
+    args = parser.parse_args()
+    names = args.drills or list(DRILLS)
+    bin_path = common.bin_dir()
+    common.raise_fd_limit()
+    failed = []
+    lines = []
+    for name in names:
+        start = time.monotonic()
+        log(f"==> drill {name}{' (short)' if args.short else ''}")
+        try:
+            extra = {"rounds": args.rounds} if name == "crash" and args.rounds else {}
+            summary = DRILLS[name](bin_path, args.short, **extra)
+            lines.append(f"PASS {name} ({time.monotonic() - start:.0f} s): {summary}")
+        except DrillFailure as failure:
+            failed.append(name)
+            lines.append(f"FAIL {name} ({time.monotonic() - start:.0f} s): {failure}")
+        except Exception as error:
+            failed.append(name)
+            lines.append(f"FAIL {name} ({time.monotonic() - start:.0f} s): the drill could not run: "
+                         f"{type(error).__name__}: {error}")
+        print(lines[-1], flush=True)
+    print("\n".join(["", "drills summary:"] + lines), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""SignalFetch component benchmarks, each against a baseline measured in the same run.
+
+Usage: bench-suite.py BENCHMARK --mode quick|full --out DIR
+BENCHMARK: transport | apns | apns-sim | e2e. Prints one JSON object per figure on standard output."""
+import argparse, importlib.machinery, json, os, random, re, shutil, signal, subprocess, sys, tempfile, threading
+import time
+
+common = importlib.machinery.SourceFileLoader(
+    "bench_common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-common.py")).load_module()
+log, Proc, free_port, wait_port, percentile = common.log, common.Proc, common.free_port, common.wait_port, \
+    common.percentile
+TOPIC = common.TOPIC
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+TINY_JSON = '{"status":"ok","service":"signalfetch","version":1}'
+
+
+def figure(benchmark, title, unit, ours_label, ours, base_label, base, goal, higher_is_better=True, **details):
+    ratio = ours / base if base else 0.0
+    met = ratio >= goal if higher_is_better else ratio <= goal
+    record = {"benchmark": benchmark, "title": title, "unit": unit, "ours_label": ours_label,
+              "ours": round(ours, 1), "baseline_label": base_label, "baseline": round(base, 1),
+              "ratio": round(ratio, 3), "goal": goal, "goal_op": ">=" if higher_is_better else "<=", "met": met}
+    record.update(details)
+    return record
+
+
+def emit(record):
+    print(json.dumps(record), flush=True)
+
+
+# MARK: - Tools
+
+def wrk(url, seconds, connections=32):
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url], capture_output=True,
+                         text=True, timeout=seconds + 30).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    scale = {"us": 0.001, "ms": 1, "s": 1000}
+    return {"rate": rate, "non2xx": int(errors.group(1)) if errors else 0,
+            "p99_ms": round(float(p99.group(1)) * scale[p99.group(2)], 3) if p99 else None}
+
+
+def h2load(target, seconds, streams=100, headers=(), data=None, input_file=None, warmup=1):
+    args = ["h2load", "-c1", f"-m{streams}", "-D", str(seconds), "--warm-up-time", str(warmup)]
+    for h in headers:
+        args += ["-H", h]
+    if data:
+        args += ["-d", data]
+    if input_file:
+        args += ["-i", input_file]
+    else:
+        args.append(target)
+    out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + warmup + 60).stdout
+    m = re.search(r"finished in ([\d.]+)s, ([\d.]+) req/s", out)
+    if not m:
+        raise RuntimeError("h2load produced no result: " + out[-800:])
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done", out)
+    ok, done_n = int(codes.group(1)), int(done.group(1))
+    rate = float(m.group(2))
+    return {"rate": rate, "rate_2xx": rate * ok / done_n if done_n else 0.0, "done": done_n, "2xx": ok,
+            "4xx": int(codes.group(3)), "5xx": int(codes.group(4))}
+
+
+def bench_json(proc_output):
+    for line in proc_output.splitlines():
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError("no JSON result in: " + proc_output[-500:])
+
+
+class Env:
+    def __init__(self, args):
+        self.mode = args.mode
+        self.quick = args.mode == "quick"
+        self.bin = common.bin_dir()
+        self.bench = os.path.join(self.bin, "signalfetch-bench")
+        self.work = tempfile.mkdtemp(prefix="signalfetch-bench-")
+        self.data = os.path.join(self.work, "data")
+        subprocess.run([os.path.join(self.bin, "mailboxd"), "dev-setup", "--data-dir", self.data], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.ca = os.path.join(self.data, "tls/ca.pem")
+        self.cert = os.path.join(self.data, "tls/server.pem")
+        self.key = os.path.join(self.data, "tls/server.key")
+        self.p8 = os.path.join(self.data, "apns/key.p8")
+        self.key_id = open(os.path.join(self.data, "apns/key-id")).read().strip()
+        self.team_id = open(os.path.join(self.data, "apns/team-id")).read().strip()
+        self.procs = []
+        self.www = os.path.join(self.work, "www")
+        os.makedirs(self.www)
+        with open(os.path.join(self.www, "status.json"), "w") as f:
+            f.write(TINY_JSON)
+        for path in (self.work, self.www):
+            os.chmod(path, 0o755)
+        os.chmod(os.path.join(self.www, "status.json"), 0o644)
+
+    def start(self, name, args, **kw):
+        proc = Proc(name, args, self.work, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc):
+        proc.stop()
+        self.procs.remove(proc)
+
+    def serve(self, kind, tls=True, extra=()):
+        args = [self.bench, kind] + (["--tls-cert", self.cert, "--tls-key", self.key] if tls else []) + list(extra)
+        proc = self.start(kind + str(len(self.procs)), args)
+        port = proc.first_json_line()["port"]
+        wait_port(port, proc=proc)
+        return proc, port
+
+    def nginx(self):
+        port = free_port()
+        conf = os.path.join(self.work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""worker_processes auto;
+pid {self.work}/nginx.pid;
+error_log {self.work}/nginx-error.log;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {self.work}/nginx-body;
+    proxy_temp_path {self.work}/nginx-proxy;
+    fastcgi_temp_path {self.work}/nginx-fastcgi;
+    uwsgi_temp_path {self.work}/nginx-uwsgi;
+    scgi_temp_path {self.work}/nginx-scgi;
+    keepalive_requests 1000000;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ root {self.www}; default_type application/json; }}
+    }}
+}}
+""")
+        proc = self.start("nginx", ["nginx", "-c", conf, "-p", self.work, "-g", "daemon off;"])
+        wait_port(port, proc=proc)
+        return proc, port
+
+    def nghttpd(self):
+        port = free_port()
+        proc = self.start("nghttpd", ["nghttpd", "-d", self.www, str(port), self.key, self.cert])
+        wait_port(port, proc=proc)
+        return proc, port
+
+    def close(self):
+        for proc in reversed(self.procs):
+            proc.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+# MARK: - transport
+
+def transport(env):
+    seconds = 5 if env.quick else 15
+    rounds = 2 if env.quick else 3
+    # (a) HTTPServer vs nginx, HTTP/1.1 keep-alive, plain HTTP.
+    ours_proc, ours_port = env.serve("serve-http", tls=False)
+    nginx_proc, nginx_port = env.nginx()
+    ours, base = [], []
+    for _ in range(rounds):  # alternate, keep the best of each
+        ours.append(wrk(f"http://127.0.0.1:{ours_port}/status.json", seconds))
+        base.append(wrk(f"http://127.0.0.1:{nginx_port}/status.json", seconds))
+    o, b = max(ours, key=lambda r: r["rate"]), max(base, key=lambda r: r["rate"])
+    emit(figure("transport-http1", "HTTPServer tiny-JSON GET, HTTP/1.1 keep-alive (wrk -t1 -c32)", "req/s",
+                "HTTPServer", o["rate"], "nginx (static file)", b["rate"], 0.5, ours_p99_ms=o["p99_ms"],
+                baseline_p99_ms=b["p99_ms"], ours_non2xx=o["non2xx"], samples_ours=[r["rate"] for r in ours],
+                samples_baseline=[r["rate"] for r in base]))
+    env.stop(ours_proc)
+    env.stop(nginx_proc)
+
+    # (b) HTTP2Server vs nghttpd, h2load -c1 -m100 over TLS.
+    h2_proc, h2_port = env.serve("serve-h2")
+    ng_proc, ng_port = env.nghttpd()
+    ours, base = [], []
+    for _ in range(rounds):
+        ours.append(h2load(f"https://127.0.0.1:{h2_port}/status.json", seconds))
+        base.append(h2load(f"https://127.0.0.1:{ng_port}/status.json", seconds))
+    o, b = max(ours, key=lambda r: r["rate_2xx"]), max(base, key=lambda r: r["rate_2xx"])
+    emit(figure("transport-http2", "HTTP2Server tiny-JSON GET over TLS (h2load -c1 -m100)", "req/s",
+                "HTTP2Server", o["rate_2xx"], "nghttpd", b["rate_2xx"], 0.5,
+                samples_ours=[round(r["rate_2xx"]) for r in ours],
+                samples_baseline=[round(r["rate_2xx"]) for r in base]))
+    env.stop(h2_proc)
+
+    # (c) HTTPClient vs h2load against the same server (nghttpd), one HTTP/2 connection, 100 in flight.
+    count = 20000 if env.quick else 60000
+    ours, base = [], []
+    for _ in range(rounds):
+        out = subprocess.run([env.bench, "client-load", "--url", f"https://127.0.0.1:{ng_port}/status.json",
+                              "--ca", env.ca, "--count", str(count), "--concurrency", "100"], capture_output=True,
+                             text=True, timeout=600)
+        result = bench_json(out.stdout)
+        if result["failed"]:
+            raise RuntimeError(f"client-load: {result['failed']} requests failed")
+        ours.append(result)
+        base.append(h2load(f"https://127.0.0.1:{ng_port}/status.json", seconds))
+    o, b = max(ours, key=lambda r: r["rate"]), max(base, key=lambda r: r["rate_2xx"])
+    emit(figure("transport-client", "HTTPClient GETs over one HTTP/2 connection, 100 concurrent (server: nghttpd)",
+                "req/s", "HTTPClient", o["rate"], "h2load -c1 -m100", b["rate_2xx"], 0.5,
+                connections=o["connections"], samples_ours=[r["rate"] for r in ours],
+                samples_baseline=[round(r["rate_2xx"]) for r in base]))
+    env.stop(ng_proc)
+
+
+# MARK: - apns
+
+def describe(env):
+    out = subprocess.run([env.bench, "apns-describe", "--topic", TOPIC], capture_output=True, text=True, check=True)
+    spec = json.loads(out.stdout)
+    payload = os.path.join(env.work, "payload.json")
+    with open(payload, "w") as f:
+        f.write(spec["payload"])
+    jwt = subprocess.run([env.bench, "jwt", "--key", env.p8, "--key-id", env.key_id, "--team-id", env.team_id],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    headers = [f"{k}: {v}" for k, v in spec["headers"].items()]
+    headers += ["content-type: application/json", f"authorization: bearer {jwt}"]
+    return payload, headers
+
+
+def bench_python():
+    """A Python with aioapns: .venv-bench (created here when missing)."""
+    venv = os.path.join(common.ROOT, ".venv-bench")
+    python = os.path.join(venv, "bin", "python3")
+    if not os.path.exists(python) or subprocess.run([python, "-c", "import aioapns"],
+                                                    capture_output=True).returncode:
+        log("==> creating .venv-bench with aioapns")
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "aioapns"], check=True)
+    return python
+
+
+def apns(env):
+    seconds = 5 if env.quick else 15
+    rounds = 2 if env.quick else 3
+    count = 20000 if env.quick else 60000
+    payload, headers = describe(env)
+    proc, port = env.serve("serve-h2")
+    token = "ab" * 32
+    url = f"https://127.0.0.1:{port}/3/device/{token}"
+    python = bench_python()
+    ours, base, py = [], [], []
+    for _ in range(rounds):
+        out = subprocess.run([env.bench, "apns-load", "--url", f"https://127.0.0.1:{port}", "--ca", env.ca,
+                              "--key", env.p8, "--key-id", env.key_id, "--team-id", env.team_id, "--topic", TOPIC,
+                              "--count", str(count), "--concurrency", "100"], capture_output=True, text=True,
+                             timeout=600)
+        result = bench_json(out.stdout)
+        if result["succeeded"] == 0:
+            raise RuntimeError("apns-load: every notification failed")
+        result["accepted_rate"] = result["succeeded"] / result["seconds"]
+        ours.append(result)
+        base.append(h2load(url, seconds, headers=headers, data=payload))
+        out = subprocess.run([python, os.path.join(SCRIPTS, "bench-aioapns.py"), "--port", str(port), "--ca", env.ca,
+                              "--key", env.p8, "--key-id", env.key_id, "--team-id", env.team_id, "--topic", TOPIC,
+                              "--payload", payload, "--count", "2000"], capture_output=True, text=True,
+                             timeout=600)
+        result = bench_json(out.stdout + "\n" + out.stderr[-300:])
+        if result["succeeded"] != result["notifications"]:
+            raise RuntimeError(f"aioapns: only {result['succeeded']} of {result['notifications']} accepted")
+        py.append(result)
+    o = max(ours, key=lambda r: r["accepted_rate"])
+    b = max(base, key=lambda r: r["rate_2xx"])
+    p = max(py, key=lambda r: r["rate"])
+    failures = {"ours_failed": sum(r["failed"] for r in ours), "ours_sent": sum(r["notifications"] for r in ours),
+                "ours_connections": [r["connections"] for r in ours]}
+    emit(figure("apns-h2load", "APNsClient accepted signals/s to a local HTTP2Server gateway (TLS, one connection)",
+                "signals/s", "APNsClient", o["accepted_rate"], "h2load (same headers and payload)", b["rate_2xx"],
+                0.5, samples_ours=[round(r["accepted_rate"]) for r in ours],
+                samples_baseline=[round(r["rate_2xx"]) for r in base], **failures))
+    emit(figure("apns-aioapns", "APNsClient vs Python aioapns (2,000 notifications, default concurrency)",
+                "signals/s", "APNsClient", o["accepted_rate"], "aioapns", p["rate"], 3.0,
+                samples_baseline=[r["rate"] for r in py]))
+    env.stop(proc)
+
+
+# MARK: - apns-sim
+
+def apns_sim(env):
+    seconds = 5 if env.quick else 15
+    cluster = common.Cluster(env.bin, prefix="signalfetch-apnssim-")
+    devices = []
+    try:
+        sim = cluster.start_apns_sim()
+        time.sleep(0.5)
+        rss_idle = sim.rss_kb()
+        payload, headers = describe(env)
+        # apns-sim verifies tokens from its own dev-setup key: make the JWT with the cluster's key.
+        jwt = subprocess.run([env.bench, "jwt", "--key", cluster.p8, "--key-id", cluster.key_id, "--team-id",
+                              cluster.team_id], capture_output=True, text=True, check=True).stdout.strip()
+        headers = [h for h in headers if not h.startswith("authorization")] + [f"authorization: bearer {jwt}"]
+        tokens_file = os.path.join(env.work, "tokens-1k.txt")
+        first = Proc("devices-1k", [sys.executable, os.path.join(SCRIPTS, "bench-devices.py"), "--sim",
+                                    f"127.0.0.1:{cluster.device_port}", "--count", "1000", "--tokens-out",
+                                    tokens_file], env.work)
+        devices.append(first)
+        ready = first.first_json_line(timeout=180)
+        rss_1k = sim.rss_kb()
+        tokens = [t for t in open(tokens_file).read().split() if t]
+        uris = os.path.join(env.work, "uris.txt")
+        with open(uris, "w") as f:
+            f.write("\n".join(f"https://127.0.0.1:{cluster.sim_port}/3/device/{t}" for t in tokens) + "\n")
+        bare_proc, bare_port = env.serve("serve-h2")
+        bare_uris = os.path.join(env.work, "bare-uris.txt")
+        with open(bare_uris, "w") as f:
+            f.write("\n".join(f"https://127.0.0.1:{bare_port}/3/device/{t}" for t in tokens) + "\n")
+        sims, bares = [], []
+        for _ in range(2 if env.quick else 3):
+            sims.append(h2load(None, seconds, headers=headers, data=payload, input_file=uris))
+            bares.append(h2load(None, seconds, headers=headers, data=payload, input_file=bare_uris))
+        s = max(sims, key=lambda r: r["rate_2xx"])
+        b = max(bares, key=lambda r: r["rate_2xx"])
+        if s["4xx"] or s["5xx"]:
+            log(f"apns-sim: {s['4xx']} 4xx and {s['5xx']} 5xx answers during the run")
+        env.stop(bare_proc)
+        rss_after_load = sim.rss_kb()
+        # Grow to 10,000 connected devices and read the gateway's resident memory.
+        more = Proc("devices-9k", [sys.executable, os.path.join(SCRIPTS, "bench-devices.py"), "--sim",
+                                   f"127.0.0.1:{cluster.device_port}", "--count", "9000"], env.work)
+        devices.append(more)
+        ready_9k = more.first_json_line(timeout=600)
+        time.sleep(1)
+        rss_10k = sim.rss_kb()
+        delivered = 0
+        for proc in devices:
+            proc.stop(signal.SIGTERM)
+            try:
+                lines = [json.loads(l) for l in open(proc.out_path) if l.startswith("{")]
+                delivered += sum(l.get("events", 0) for l in lines)
+            except (OSError, ValueError):
+                pass
+        emit(figure("apns-sim", "apns-sim accepted notifications/s, 1,000 connected devices (h2load -c1 -m100, "
+                    "cached JWT)", "notifications/s", "apns-sim", s["rate_2xx"], "bare HTTP2Server endpoint",
+                    b["rate_2xx"], 0.5, refused_4xx=s["4xx"], refused_5xx=s["5xx"],
+                    events_received_by_devices=delivered, devices_connected=ready["ready"],
+                    samples_ours=[round(r["rate_2xx"]) for r in sims],
+                    samples_baseline=[round(r["rate_2xx"]) for r in bares]))
+        emit({"benchmark": "apns-sim-rss", "title": "apns-sim resident memory (VmRSS)",
+              "rss_idle_mb": round(rss_idle / 1024, 1), "rss_1k_mb": round(rss_1k / 1024, 1),
+              "rss_after_load_mb": round(rss_after_load / 1024, 1), "rss_10k_mb": round(rss_10k / 1024, 1),
+              "devices": ready["ready"] + ready_9k["ready"],
+              "per_device_kb": round((rss_10k - rss_after_load) / max(1, ready_9k["ready"]), 1)})
+    finally:
+        for proc in devices:
+            proc.stop(signal.SIGKILL)
+        cluster.close()
+
+
+# MARK: - e2e
+
+def e2e(env):
+    accounts = 50
+    per_account = 2
+    deliveries = 1000
+    rate = 50.0  # deliveries per second, Poisson arrivals
+    cluster = common.Cluster(env.bin, prefix="signalfetch-e2e-")
+    users = [f"user{i:03d}" for i in range(accounts)]
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        cluster.start_mailboxd()
+        common.raise_fd_limit()
+        clients = common.MailClients(cluster, fallback=0)
+        start = time.monotonic()
+        for user in users:
+            for n in range(per_account):
+                clients.add(f"{user}-d{n}", user)
+        clients.wait_ready(timeout=300)
+        log(f"e2e: {len(clients.devices)} devices registered and synced in {time.monotonic() - start:.1f} s")
+        api = cluster.api()
+        rng = random.Random(7)
+        sent = []  # (user, modseq, t201)
+        next_at = time.monotonic()
+        for i in range(deliveries):
+            next_at += rng.expovariate(rate)
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            user = rng.choice(users)
+            status, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
+                "to": user, "from": f"sender{i}@example.com", "subject": f"Message {i}",
+                "body": common.deliver_body(i)})
+            t201 = time.monotonic()
+            if status != 201:
+                raise RuntimeError(f"delivery {i}: HTTP {status} {receipt}")
+            sent.append((user, common.modseq(receipt["state"]), t201))
+        send_seconds = time.monotonic() - start
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        if not ok:
+            raise RuntimeError("e2e: " + detail)
+        # Freshness: per (delivery, device), the first sync whose state covers the delivery.
+        samples, early = [], 0
+        by_user = {}
+        for d in clients.devices:
+            by_user.setdefault(d.user, []).append(list(d.syncs))
+        for user, m, t201 in sent:
+            for syncs in by_user[user]:
+                t = next((t for (t, s, _) in syncs if s >= m), None)
+                if t is None:
+                    raise RuntimeError(f"e2e: no sync covered modseq {m} of {user}")
+                if t < t201:
+                    early += 1
+                samples.append(max(0.0, t - t201) * 1000)
+        # The floor: the raw /v1/changes round trip (keep-alive TLS), one new message.
+        probe = users[0]
+        token = api.login(probe, f"password-{probe}", "bench-floor")
+        status, listing = api.call("GET", "/v1/messages?limit=1", token=token)
+        current = listing["state"]
+        epoch, top = current.rsplit("-", 1)
+        floor = []
+        for _ in range(300):
+            t0 = time.perf_counter()
+            status, _ = api.raw("GET", f"/v1/changes?since={epoch}-{int(top) - 1}&max=100", token=token)
+            floor.append((time.perf_counter() - t0) * 1000)
+            if status != 200:
+                raise RuntimeError(f"changes: HTTP {status}")
+        # Traffic: bytes of one-message incremental syncs vs a full refetch of the same mailbox.
+        incremental, full, messages = [], [], 0
+        for user in users[:10]:
+            tok = api.login(user, f"password-{user}", "bench-traffic")
+            mods = sorted(m for (u, m, _) in sent if u == user)
+            for m in mods:
+                status, raw = api.raw("GET", f"/v1/changes?since={epoch}-{m - 1}&max=1", token=tok)
+                incremental.append(len(raw))
+            total, cursor = 0, None
+            while True:
+                status, raw = api.raw("GET", "/v1/messages?limit=100" + (f"&cursor={cursor}" if cursor else ""),
+                                      token=tok)
+                total += len(raw)
+                page = json.loads(raw)
+                messages += len(page["messages"])
+                cursor = page.get("nextCursor")
+                if not cursor:
+                    break
+            full.append(total)
+        p50, p99 = percentile(samples, 50), percentile(samples, 99)
+        f50, f99 = percentile(floor, 50), percentile(floor, 99)
+        with open(os.path.join(env.out, "e2e-freshness.dat"), "w") as f:
+            f.write("\n".join(f"{v:.3f}" for v in sorted(samples)) + "\n")
+        with open(os.path.join(env.out, "e2e-floor.dat"), "w") as f:
+            f.write("\n".join(f"{v:.3f}" for v in sorted(floor)) + "\n")
+        emit({"benchmark": "e2e-freshness", "title": "Freshness: delivery 201 → message in the device cache",
+              "devices": len(clients.devices), "accounts": accounts, "deliveries": deliveries,
+              "offered_rate": rate, "send_seconds": round(send_seconds, 1), "samples": len(samples),
+              "p50_ms": round(p50, 1), "p90_ms": round(percentile(samples, 90), 1), "p99_ms": round(p99, 1),
+              "max_ms": round(max(samples), 1), "floor_p50_ms": round(f50, 2), "floor_p99_ms": round(f99, 2),
+              "ratio_p50_to_floor": round(p50 / f50, 1), "synced_before_201": early,
+              "signals_received": sum(d.signals for d in clients.devices),
+              "syncs": sum(len(d.syncs) for d in clients.devices)})
+        inc = sum(incremental) / len(incremental)
+        fmean = sum(full) / len(full)
+        emit({"benchmark": "e2e-traffic", "title": "Bytes fetched: one-message incremental sync vs full refetch",
+              "incremental_bytes": round(inc), "full_refetch_bytes": round(fmean),
+              "mailbox_messages": round(messages / len(full), 1), "ratio_full_to_incremental": round(fmean / inc, 1),
+              "accounts_sampled": len(full)})
+    finally:
+        cluster.close()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "e2e"])
+    parser.add_argument("--mode", default="quick", choices=["quick", "full"])
+    parser.add_argument("--out", default="bench-results")
+    args = parser.parse_args()
+    common.raise_fd_limit()
+    env = Env(args)
+    env.out = os.path.abspath(args.out)
+    try:
+        {"transport": transport, "apns": apns, "apns-sim": apns_sim, "e2e": e2e}[args.benchmark](env)
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
