@@ -1,4 +1,5 @@
 import Foundation
+import OpenSSLCrypto
 
 /// Hands out provider tokens, reusing one until it is due for renewal.
 ///
@@ -45,7 +46,31 @@ public actor ProviderTokenManager {
         current = token
         invalidated = false
         tokensIssued += 1
+        tokenIssuedHandler?(token)
         return token
+    }
+
+    private var tokenIssuedHandler: (@Sendable (ProviderToken) -> Void)?
+
+    /// Calls `handler` with every token this manager signs, so a provider can keep it across restarts: APNs
+    /// refuses a key's token replaced more than once in 20 minutes, and a restart must not count as one.
+    public func onTokenIssued(_ handler: @escaping @Sendable (ProviderToken) -> Void) {
+        tokenIssuedHandler = handler
+    }
+
+    /// Adopts a token signed earlier with this key (restored after a restart), when it is still fresh: it is
+    /// used until it is due for refresh, as if this manager had signed it.
+    public func adopt(_ token: ProviderToken) {
+        let date = now()
+        guard age(of: token, at: date) >= 0, age(of: token, at: date) < refreshInterval.seconds,
+            let publicKey = try? signingKey.privateKey.publicKey,
+            let claims = try? JWT.verifyES256(token.value, key: publicKey),
+            claims.keyID == signingKey.keyID, claims.issuer == signingKey.teamID,
+            claims.issuedAt == Int64(token.issuedAt.timeIntervalSince1970)
+        else { return }
+        if let current, current.issuedAt >= token.issuedAt { return }
+        current = token
+        invalidated = false
     }
 
     /// Reports that APNs refused `token` as expired. Returns whether the next ``token()`` will be a new one.

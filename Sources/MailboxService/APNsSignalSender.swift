@@ -35,12 +35,16 @@ public final class APNsSignalSender: SignalSender {
         public var kind: Kind
         /// Cap payloads at 2048 bytes instead of 4096.
         public var legacyPayloadLimit: Bool
+        /// Where the current provider token is kept, so a restart reuses it instead of signing a new one
+        /// (APNs refuses a key's token replaced more than once in 20 minutes).
+        public var tokenCacheFile: String?
 
         /// Creates a configuration.
         public init(
             url: String, caFile: String?, keyFile: String, keyID: String, teamID: String, topic: String, kind: Kind,
-            legacyPayloadLimit: Bool
+            legacyPayloadLimit: Bool, tokenCacheFile: String? = nil
         ) {
+            self.tokenCacheFile = tokenCacheFile
             self.url = url
             self.caFile = caFile
             self.keyFile = keyFile
@@ -65,11 +69,39 @@ public final class APNsSignalSender: SignalSender {
             p8File: configuration.keyFile, keyID: configuration.keyID, teamID: configuration.teamID)
         topic = try APNsTopic(configuration.topic)
         kind = configuration.kind
+        let tokens = ProviderTokenManager(signingKey: key)
+        tokenSetup = Task { [cacheFile = configuration.tokenCacheFile] in
+            guard let cacheFile else { return }
+            if let saved = Self.readToken(cacheFile) { await tokens.adopt(saved) }
+            await tokens.onTokenIssued { token in Self.writeToken(token, to: cacheFile) }
+        }
         client = APNsClient(
             configuration: .init(
                 endpoint: .custom(url: configuration.url, caFile: configuration.caFile),
-                authentication: .token(ProviderTokenManager(signingKey: key)),
+                authentication: .token(tokens),
                 payloadLimit: configuration.legacyPayloadLimit ? .legacy : .standard))
+    }
+
+    private let tokenSetup: Task<Void, Never>
+
+    /// Reads a token saved by `writeToken`: the issue time (UNIX seconds) on the first line, the JWT on the second.
+    static func readToken(_ path: String) -> ProviderToken? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        let lines = text.split(separator: "\n")
+        guard lines.count == 2, let issued = Double(lines[0]) else { return nil }
+        return ProviderToken(value: String(lines[1]), issuedAt: Date(timeIntervalSince1970: issued))
+    }
+
+    static func writeToken(_ token: ProviderToken, to path: String) {
+        let text = "\(Int64(token.issuedAt.timeIntervalSince1970))\n\(token.value)\n"
+        let temporary = path + ".tmp"
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+        else { return }
+        _ = try? FileManager.default.replaceItemAt(
+            URL(fileURLWithPath: path), withItemAt: URL(fileURLWithPath: temporary))
+        if FileManager.default.fileExists(atPath: temporary) { rename(temporary, path) }
     }
 
     /// Whether signals are background-only.
@@ -77,6 +109,7 @@ public final class APNsSignalSender: SignalSender {
 
     /// Builds the signal for `item`, sends it once and classifies the result.
     public func send(_ item: OutboxItem) async -> SignalOutcome {
+        await tokenSetup.value
         let notification: APNsNotification
         do {
             let signal = try ContentFreeSignal(

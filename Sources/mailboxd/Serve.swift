@@ -58,17 +58,17 @@ enum Serve {
                 teamID: try args.string("apns-team-id")
                     ?? readTrimmed(dataDir + "/apns/team-id", what: "the APNs team id"),
                 topic: try args.required("apns-topic"), kind: signalKind,
-                legacyPayloadLimit: args.flag("legacy-payload-limit")))
+                legacyPayloadLimit: args.flag("legacy-payload-limit"),
+                tokenCacheFile: dataDir + "/apns/provider-token"))
         var dispatcher = SignalDispatcher.Configuration()
         dispatcher.backgroundBudget = try args.int("background-budget", default: 3)
 
-        let signals = SignalWaiter()
         let service = try MailboxService(
             configuration: configuration, sender: sender, dispatcherConfiguration: dispatcher,
             log: { message in printError(message) })
         let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
         printError("mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir))")
-        await signals.wait()
+        await SignalWaiter().wait()
         printError("mailboxd: shutting down")
         await service.shutdown()
         sender.shutdown()
@@ -89,6 +89,8 @@ final class SignalWaiter {
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
         sources = [SIGTERM, SIGINT].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
+        // Resumed at once: libdispatch traps when an inactive source is released.
+        for source in sources { source.resume() }
     }
 
     func wait() async {
@@ -96,7 +98,6 @@ final class SignalWaiter {
             let once = OnceFlag()
             for source in sources {
                 source.setEventHandler { if once.claim() { continuation.resume() } }
-                source.resume()
             }
         }
     }

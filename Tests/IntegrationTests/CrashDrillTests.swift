@@ -92,3 +92,30 @@ final class Shared<Value: Sendable>: Sendable {
     init(_ value: Value) { self.value = Mutex(value) }
     func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }
 }
+
+@Suite(.serialized) struct ProviderTokenRestartTests {
+    /// Restarts must not count as provider-token updates: APNs refuses a key's token replaced more than once in
+    /// 20 minutes, so mailboxd keeps its token across restarts.
+    @Test func restartsReuseTheProviderToken() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice"])
+        let session = try await cluster.login("alice")
+        let token = try await cluster.registerDevice(session: session)
+        let stream = try await cluster.notifications(token)
+        _ = await stream.waitFor(count: 1)
+        for round in 0..<3 {
+            try await offPool { try cluster.crashAndRestartMailboxd() }
+            let receipt = try await cluster.deliver(to: "alice", subject: "after restart \(round)", body: "x")
+            let state = try #require(receipt["state"] as? String)
+            var last: String?
+            for _ in 0..<200 where last != state {
+                try await Task.sleep(for: .milliseconds(25))
+                last = stream.payloads.last.flatMap {
+                    (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
+                }
+            }
+            #expect(last == state, "round \(round): no signal for \(state)")
+        }
+        let log = String(decoding: try await cluster.call(.get, cluster.sim + "/sim/log").data, as: UTF8.self)
+        #expect(!log.contains("TooManyProviderTokenUpdates"))
+    }
+}
