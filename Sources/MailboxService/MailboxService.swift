@@ -32,6 +32,7 @@ public final class MailboxService: Sendable {
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
         serverConfiguration.maxBodySize = configuration.maxBodySize
+        serverConfiguration.connectionLimit = configuration.connectionLimit
         if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
             serverConfiguration.tls = .init(certificatePath: certificate, privateKeyPath: key)
         }

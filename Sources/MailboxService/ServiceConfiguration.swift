@@ -15,6 +15,9 @@ public struct ServiceConfiguration: Sendable {
     public var tlsKeyPath: String?
     /// The bearer token senders present on `POST /v1/deliveries`.
     public var deliveryToken: String
+    /// The most simultaneous client connections: room for many idle (or hostile) connections while legitimate
+    /// clients are still accepted. Bounded in practice by the process's open-file limit.
+    public var connectionLimit = 16_000
     /// The largest accepted request body.
     public var maxBodySize = 1 << 20
     /// Bodies up to this size are included in listings and changes; larger ones are fetched on demand.
