@@ -89,7 +89,7 @@ await runCommand(usage: usage) {
     try arguments.rejectUnknownFlags(known: knownFlags)
     let configuration = try configuration(from: arguments)
     let (stopRequested, signals) = AsyncStream.makeStream(of: Int32.self)
-    let sources = ProcessResources.onTerminationSignal { signals.yield($0) }
+    let sources = TerminationSignals.install { signals.yield($0) }
     ProcessResources.raiseOpenFileLimit()
     let server = SimulatorServer(configuration: configuration)
     try server.start()

@@ -1,7 +1,7 @@
+import CommandLineSupport
 import Foundation
 
-/// Turns SIGTERM and SIGINT into a clean exit: the signals are unblocked (a parent may have blocked them),
-/// ignored as process signals and handled on a dispatch queue, which runs the registered cleanup and exits 0.
+/// Turns SIGTERM and SIGINT into a clean exit: runs the registered cleanup and exits 0.
 ///
 /// `@unchecked Sendable`: `lock` guards `cleanup` and `sources`.
 final class ShutdownSignals: @unchecked Sendable {
@@ -13,20 +13,8 @@ final class ShutdownSignals: @unchecked Sendable {
     private var shuttingDown = false
 
     func install() {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGTERM)
-        sigaddset(&set, SIGINT)
-        sigprocmask(SIG_UNBLOCK, &set, nil)
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
-        signal(SIGPIPE, SIG_IGN)
-        for number in [SIGTERM, SIGINT] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in self?.shutDown() }
-            source.resume()
-            lock.withLock { sources.append(source) }
-        }
+        let installed = TerminationSignals.install { [weak self] _ in self?.shutDown() }
+        lock.withLock { sources = installed }
     }
 
     /// Sets the work to do before exiting (bounded by a few seconds).

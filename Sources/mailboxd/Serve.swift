@@ -68,49 +68,9 @@ enum Serve {
             log: { message in printError(message) })
         let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
         printError("mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir))")
-        await SignalWaiter().wait()
+        await TerminationSignals.wait()
         printError("mailboxd: shutting down")
         await service.shutdown()
         sender.shutdown()
-    }
-}
-
-/// Waits for SIGTERM or SIGINT. The signals are unblocked first: a parent may have started us with them blocked.
-final class SignalWaiter {
-    private let sources: [any DispatchSourceSignal]
-
-    init() {
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        sigaddset(&mask, SIGTERM)
-        sigaddset(&mask, SIGINT)
-        pthread_sigmask(SIG_UNBLOCK, &mask, nil)
-        signal(SIGPIPE, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        sources = [SIGTERM, SIGINT].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
-        // Resumed at once: libdispatch traps when an inactive source is released.
-        for source in sources { source.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let once = OnceFlag()
-            for source in sources {
-                source.setEventHandler { if once.claim() { continuation.resume() } }
-            }
-        }
-    }
-}
-
-/// True exactly once.
-final class OnceFlag: @unchecked Sendable {  // `lock` guards `claimed`
-    private let lock = NSLock()
-    private var claimed = false
-    func claim() -> Bool {
-        lock.withLock {
-            defer { claimed = true }
-            return !claimed
-        }
     }
 }

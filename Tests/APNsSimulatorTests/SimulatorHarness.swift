@@ -19,15 +19,6 @@ struct PushResult {
     var reason: String? { json["reason"] as? String }
 }
 
-/// Runs blocking work (child processes, polling) on a thread of its own, never on the cooperative pool
-/// (the in-process servers under test need the pool's few threads to answer) nor on Dispatch's global
-/// queue (as narrow as the machine's cores on Linux).
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
-
 /// Runs a tool to completion off the cooperative pool (with `posix_spawn`, not `Foundation.Process`).
 func runTool(_ executable: String, _ arguments: [String]) async throws -> ProcessResult {
     try await offPool {

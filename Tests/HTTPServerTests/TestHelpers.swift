@@ -4,16 +4,6 @@ import Synchronization
 import TestSupport
 import Testing
 
-/// Runs blocking work (child processes, blocking sockets) off the cooperative thread pool so the
-/// server's handler tasks keep running.
-func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(with: Result { try work() })
-        }
-    }
-}
-
 /// Runs the `curl` CLI and returns its result.
 func curl(_ arguments: [String]) async throws -> ProcessResult {
     let path = try #require(Subprocess.which("curl"), "curl is not installed")

@@ -202,11 +202,3 @@ final class ProcessBox: Sendable {
         set { process.withLock { $0 = newValue } }
     }
 }
-
-/// Runs blocking work (starting processes, waiting for ports) on a thread of its own, so the cooperative thread
-/// pool — two threads on a two-core machine — keeps running the test's other tasks.
-func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
-    }
-}

@@ -148,3 +148,11 @@ public func waitForPort(_ port: UInt16, host: String = "127.0.0.1", timeout: Dou
     }
     return false
 }
+
+/// Runs blocking work (starting processes, blocking sockets, waiting for ports) on a thread of its own, so the
+/// cooperative thread pool — as wide as the cores, two here — keeps running the test's other tasks.
+public func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import Synchronization
+
+/// SIGTERM and SIGINT handling shared by every SignalFetch binary.
+public enum TerminationSignals {
+    /// Unblocks SIGTERM and SIGINT (a parent may have started the process with them blocked), lets SIGPIPE be
+    /// ignored, and calls `handler` once, on the first SIGTERM or SIGINT. Keep the returned sources alive for as
+    /// long as the handler should run.
+    public static func install(_ handler: @escaping @Sendable (Int32) -> Void) -> [any DispatchSourceSignal] {
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, SIGTERM)
+        sigaddset(&mask, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &mask, nil)
+        signal(SIGPIPE, SIG_IGN)
+        let fired = FiredFlag()
+        return [SIGTERM, SIGINT].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                if fired.fireOnce() { handler(number) }
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    /// Waits for the first SIGTERM or SIGINT.
+    public static func wait() async {
+        var sources: [any DispatchSourceSignal] = []
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            sources = install { _ in continuation.resume() }
+        }
+        for source in sources { source.cancel() }
+    }
+}
+
+/// A flag that turns on once, for running a handler a single time from any thread.
+private final class FiredFlag: Sendable {
+    private let fired = Mutex(false)
+
+    /// Returns `true` the first time only.
+    func fireOnce() -> Bool {
+        fired.withLock { fired in
+            defer { fired = true }
+            return !fired
+        }
+    }
+}
