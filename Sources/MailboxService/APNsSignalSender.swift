@@ -99,9 +99,7 @@ public final class APNsSignalSender: SignalSender {
             FileManager.default.createFile(
                 atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
         else { return }
-        _ = try? FileManager.default.replaceItemAt(
-            URL(fileURLWithPath: path), withItemAt: URL(fileURLWithPath: temporary))
-        if FileManager.default.fileExists(atPath: temporary) { rename(temporary, path) }
+        rename(temporary, path)  // atomic: a reader sees the old token or the new one, never half of one
     }
 
     /// Whether signals are background-only.

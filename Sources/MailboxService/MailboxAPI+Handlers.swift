@@ -126,7 +126,7 @@ extension MailboxAPI {
 
     func deliver(_ request: HTTPRequest) async throws -> HTTPResponse {
         guard let token = request.bearerToken,
-            ConstantTime.equals(SHA256.hash(token), SHA256.hash(configuration.deliveryToken))
+            ConstantTime.equals(SHA256.hash(token), deliveryTokenHash)
         else { throw HTTPError.unauthorized("A valid delivery token is required.") }
         let body = try decode(DeliveryRequest.self, from: request, allowed: ["to", "from", "subject", "body"])
         guard !body.to.isEmpty, body.from.utf8.count <= 998, body.subject.utf8.count <= 998 else {

@@ -9,6 +9,8 @@ struct MailboxAPI: Sendable {
     let configuration: ServiceConfiguration
     let metrics: Metrics
     let throttle: LoginThrottle
+    /// The SHA-256 of the delivery token; presented tokens are hashed and compared in constant time.
+    let deliveryTokenHash: [UInt8]
     /// Called after every write that queued signals, so the dispatcher wakes at once.
     let signalsQueued: @Sendable () -> Void
 
@@ -20,6 +22,7 @@ struct MailboxAPI: Sendable {
         self.configuration = configuration
         self.metrics = metrics
         self.signalsQueued = signalsQueued
+        deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
         throttle = LoginThrottle(
             perUsername: configuration.loginFailuresPerUsername, perAddress: configuration.loginFailuresPerAddress,
             window: configuration.loginWindow)

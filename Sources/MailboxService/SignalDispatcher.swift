@@ -157,24 +157,18 @@ public final class SignalDispatcher: Sendable {
                 if sender.isBackgroundOnly(item) { recordBackgroundSend(deviceID: item.deviceID, now: now) }
                 try await store.completeSignal(item, sentModseq: item.modseq)
             case .dropRegistration(let reason, let unregisteredAt):
-                metrics.increment(
-                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason."
-                )
+                countFailure(reason)
                 let deleted = try await store.deleteUnregisteredDevice(
                     id: item.deviceID, unregisteredAt: unregisteredAt)
                 if !deleted { try await store.dropSignal(item) }
                 log("dispatcher: device \(item.deviceID) \(deleted ? "removed" : "kept (stale report)"): \(reason)")
             case .retry(let reason, let retryAfter):
-                metrics.increment(
-                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason."
-                )
+                countFailure(reason)
                 metrics.increment("mailboxd_signal_retries_total", help: "Signals scheduled for another attempt.")
                 try await store.rescheduleSignal(
                     item, after: backoff(attempt: item.attempts + 1, retryAfter: retryAfter), error: reason)
             case .defect(let reason):
-                metrics.increment(
-                    "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason."
-                )
+                countFailure(reason)
                 metrics.increment("mailboxd_signal_defects_total", help: "Signals that can never be sent (a defect).")
                 log("dispatcher: DEFECT, signal for device \(item.deviceID) dropped: \(reason)")
                 try await store.dropSignal(item)
@@ -182,6 +176,11 @@ public final class SignalDispatcher: Sendable {
         } catch {
             log("dispatcher: cannot record the outcome for device \(item.deviceID): \(error)")
         }
+    }
+
+    private func countFailure(_ reason: String) {
+        metrics.increment(
+            "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
     }
 
     private func backgroundDelay(deviceID: Int64, now: Double) -> Double? {
