@@ -36,11 +36,13 @@ let package = Package(
 
         // MARK: Transport
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "COpenSSL"]),
         .target(name: "HTTP2Server", dependencies: ["CNGHTTP2", "COpenSSL"]),
+        .target(name: "HTTP2Client", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL"]),
         .target(name: "HTTPClient", dependencies: ["CCurl"]),
 
         // MARK: Domain
-        .target(name: "APNs", dependencies: ["HTTPClient", "OpenSSLCrypto"]),
+        .target(name: "APNs", dependencies: ["HTTP2Client", "OpenSSLCrypto"]),
         .target(name: "MailboxStore", dependencies: ["SQLiteKit", "OpenSSLCrypto"]),
         .target(
             name: "MailboxService",
@@ -65,7 +67,7 @@ let package = Package(
             name: "signalfetch-bench",
             dependencies: [
                 "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport", "APNs", "HTTPServer", "HTTP2Server",
-                "HTTPClient", "OpenSSLCrypto",
+                "HTTPClient", "HTTP2Client", "OpenSSLCrypto",
             ]),
 
         // MARK: Tests
@@ -80,7 +82,8 @@ let package = Package(
             name: "HTTPClientTests",
             dependencies: ["HTTPClient", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
-            name: "APNsTests", dependencies: ["APNs", "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            name: "APNsTests",
+            dependencies: ["APNs", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "MailboxStoreTests", dependencies: ["MailboxStore", "SQLiteKit", "TestSupport"]),
         .testTarget(
             name: "MailSyncTests",

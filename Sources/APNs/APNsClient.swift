@@ -1,12 +1,13 @@
 import Foundation
-import HTTPClient
-import Synchronization
+import HTTP2Client
 
 /// Sends content-free signals to APNs over one shared, multiplexed HTTP/2 connection.
 ///
 /// Every send runs the ``PayloadGuard`` on the exact bytes it is about to write; a payload that fails is never
-/// sent and comes back as ``APNsClientError/payloadRejected(_:)``. At most
-/// ``Configuration/maximumConcurrentStreams`` requests are in flight; more wait for a free slot.
+/// sent and comes back as ``APNsClientError/payloadRejected(_:)``. Nothing is sent before the server's SETTINGS
+/// arrive; then at most ``Configuration/maximumConcurrentStreams`` requests (or the server's
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`, when lower) are in flight, and more wait for a free stream. APNs answers
+/// 200 with a HEADERS frame that ends the stream; the client reads it as the complete response.
 ///
 /// ```swift
 /// let tokens = ProviderTokenManager(signingKey: try APNsSigningKey(p8File: "key.p8", keyID: kid, teamID: team))
@@ -20,30 +21,26 @@ public final class APNsClient: Sendable {
     public let configuration: Configuration
     /// The guard every payload passes before it is sent.
     public let payloadGuard: PayloadGuard
-    private let http: HTTPClient
-    private let slots: AsyncSemaphore
-    /// Lets one request through at a time until a response has come back on the connection, so the server's
-    /// SETTINGS (its stream limit) are known before requests are multiplexed; reset by transport failures.
-    private let warmUp = AsyncSemaphore(limit: 1)
-    private let connectionIsWarm = Mutex(false)
+    /// The shared connection: it sends nothing before the server's SETTINGS arrive, then keeps at most
+    /// `min(maximumConcurrentStreams, the server's limit)` streams open; further sends wait their turn.
+    private let http: HTTP2Client
 
     /// Creates a client; the connection opens on the first send.
     public init(configuration: Configuration) {
         precondition(configuration.maximumConcurrentStreams > 0, "maximumConcurrentStreams must be positive")
         self.configuration = configuration
         payloadGuard = PayloadGuard(limit: configuration.payloadLimit)
-        slots = AsyncSemaphore(limit: configuration.maximumConcurrentStreams)
-        var tls = TLSConfiguration(caFile: configuration.endpoint.caFile)
+        var tls = HTTP2Client.TLS(caFile: configuration.endpoint.caFile)
         if case .certificate(let certificateFile, let keyFile) = configuration.authentication {
-            tls.clientCertificateFile = certificateFile
-            tls.clientKeyFile = keyFile
+            tls.certificateFile = certificateFile
+            tls.keyFile = keyFile
         }
-        http = HTTPClient(
-            configuration: HTTPClient.Configuration(
-                httpVersion: configuration.endpoint.httpVersion, tls: tls,
-                connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout,
-                maximumConnectionsPerHost: 1, maximumConcurrentStreams: configuration.maximumConcurrentStreams,
-                maximumResponseBodySize: 64 * 1024, userAgent: nil))
+        http = HTTP2Client(
+            configuration: HTTP2Client.Configuration(
+                baseURL: configuration.endpoint.baseURL, tls: tls, connectTimeout: configuration.connectTimeout,
+                requestTimeout: configuration.requestTimeout,
+                maximumConcurrentStreams: configuration.maximumConcurrentStreams,
+                maximumResponseBodySize: 64 * 1024))
     }
 
     deinit {
@@ -75,11 +72,9 @@ public final class APNsClient: Sendable {
     func send(
         payloadAfterGuard payload: [UInt8], notification: APNsNotification
     ) async throws(APNsClientError) -> APNsResponse {
-        await slots.acquire()
-        defer { slots.release() }
         if Task.isCancelled { throw .cancelled }
-
-        var headers = HTTPHeaders()
+        var headers: [HTTP2Client.Header] = []
+        headers.reserveCapacity(8)
         var providerToken: ProviderToken?
         var tokenManager: ProviderTokenManager?
         if case .token(let manager) = configuration.authentication {
@@ -87,56 +82,39 @@ public final class APNsClient: Sendable {
                 let token = try await manager.token()
                 providerToken = token
                 tokenManager = manager
-                headers.add(name: "authorization", value: "bearer " + token.value)
+                headers.append(HTTP2Client.Header("authorization", "bearer " + token.value))
             } catch {
                 throw .providerToken("signing failed")
             }
         }
         let now = configuration.now()
-        for field in notification.headers(now: now) { headers.add(name: field.name, value: field.value) }
-        headers.add(name: "content-type", value: "application/json")
+        for field in notification.headers(now: now) { headers.append(HTTP2Client.Header(field.name, field.value)) }
+        headers.append(HTTP2Client.Header("content-type", "application/json"))
 
-        let request = HTTPRequest(
-            method: .post, url: configuration.endpoint.baseURL + notification.path, headers: headers,
-            body: Data(payload), timeout: configuration.requestTimeout)
-        let response = try await execute(request)
+        let request = HTTP2Client.Request(
+            method: "POST", path: notification.path, headers: headers, body: payload,
+            timeout: configuration.requestTimeout)
+        let response: HTTP2Client.Response
+        do {
+            response = try await http.execute(request)
+        } catch .cancelled {
+            throw .cancelled
+        } catch {
+            throw .transport(error)
+        }
 
         if response.status == 200 {
             return APNsResponse(
-                apnsID: response.headers["apns-id"] ?? notification.apnsID.uuidString.lowercased(),
-                uniqueID: response.headers["apns-unique-id"])
+                apnsID: response[header: "apns-id"] ?? notification.apnsID.uuidString.lowercased(),
+                uniqueID: response[header: "apns-unique-id"])
         }
         let error = APNsError(
-            status: response.status, body: response.body, apnsID: response.headers["apns-id"],
-            retryAfter: response.headers["retry-after"], now: now)
+            status: response.status, body: response.body, apnsID: response[header: "apns-id"],
+            retryAfter: response[header: "retry-after"], now: now)
         if error.reason == .expiredProviderToken, let tokenManager, let providerToken {
             await tokenManager.invalidate(providerToken)
         }
         throw .rejected(error)
-    }
-
-    /// Runs `request`; while the connection is not known to be up, requests go one at a time.
-    private func execute(_ request: HTTPRequest) async throws(APNsClientError) -> HTTPResponse {
-        var holdsWarmUp = false
-        if !connectionIsWarm.withLock({ $0 }) {
-            await warmUp.acquire()
-            if connectionIsWarm.withLock({ $0 }) {
-                warmUp.release()
-            } else {
-                holdsWarmUp = true
-            }
-        }
-        defer { if holdsWarmUp { warmUp.release() } }
-        do {
-            let response = try await http.execute(request)
-            if holdsWarmUp { connectionIsWarm.withLock { $0 = true } }
-            return response
-        } catch let error as HTTPClientError {
-            connectionIsWarm.withLock { $0 = false }
-            throw .transport(error)
-        } catch {
-            throw .cancelled
-        }
     }
 
     /// Sends `notification`, retrying as `retry` decides (sleeping between attempts), and returns the final
@@ -176,8 +154,8 @@ public final class APNsClient: Sendable {
     /// The number of connections opened to the gateway so far (1 while the shared connection holds).
     public var connectionsOpened: Int { http.connectionsOpened }
 
-    /// The highest number of requests that were in flight at once.
-    public var maximumInFlight: Int { slots.maximumInUse }
+    /// The highest number of requests that were in flight at once on the connection.
+    public var maximumInFlight: Int { http.maximumStreamsInFlight }
 
     /// Closes the connection; later sends fail with `.transport(.shutdown)`.
     public func shutdown() {

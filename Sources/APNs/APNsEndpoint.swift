@@ -1,5 +1,3 @@
-import HTTPClient
-
 /// Where an ``APNsClient`` sends: Apple's production or sandbox gateway, or a local gateway such as apns-sim.
 public struct APNsEndpoint: Sendable, Hashable {
     /// The base URL, scheme, host and port, without a trailing slash (e.g. `https://api.push.apple.com:443`).
@@ -30,9 +28,6 @@ public struct APNsEndpoint: Sendable, Hashable {
 
     /// Whether the endpoint is cleartext h2c.
     public var isCleartext: Bool { baseURL.lowercased().hasPrefix("http://") }
-
-    /// The HTTP version to ask libcurl for.
-    var httpVersion: HTTPVersionPreference { isCleartext ? .http2PriorKnowledge : .http2 }
 }
 
 /// How the provider proves its identity to APNs.

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPClient
+import HTTP2Client
 
 /// Decides what to do after each attempt to send one notification: a value-type state machine.
 ///

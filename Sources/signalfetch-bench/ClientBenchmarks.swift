@@ -1,7 +1,9 @@
+import CommandLineSupport
 import Foundation
+import HTTP2Client
 import HTTPClient
 
-/// The HTTPClient load loop of the transport benchmarks.
+/// The client load loops of the transport benchmarks: HTTPClient (libcurl) and HTTP2Client (nghttp2).
 enum ClientBenchmarks {
     /// Sends `count` GET requests to `url`, `concurrency` at a time, over one HTTPClient (one HTTP/2 connection
     /// unless HTTP/1.1 is asked for) and prints the rate as JSON.
@@ -14,21 +16,52 @@ enum ClientBenchmarks {
                 maximumConcurrentStreams: max(100, concurrency)))
         defer { client.shutdown() }
         let request = HTTPRequest(url: url)
+        let send: @Sendable () async -> Bool = {
+            (try? await client.execute(request))?.status == 200
+        }
+        try await measure("httpclient-load", count: count, concurrency: concurrency, warmup: warmup, send: send) {
+            client.connectionsOpened
+        }
+    }
+
+    /// The same load through an ``HTTP2Client``: `url` is split into its origin and path.
+    static func http2ClientLoad(url: String, caFile: String?, count: Int, concurrency: Int, warmup: Int) async throws {
+        guard let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host
+        else { throw UsageError("--url must be an absolute http(s) URL") }
+        let port = components.port.map { ":\($0)" } ?? ""
+        let client = HTTP2Client(
+            configuration: .init(
+                baseURL: "\(scheme)://\(host)\(port)", tls: .init(caFile: caFile),
+                maximumConcurrentStreams: max(100, concurrency)))
+        defer { client.shutdown() }
+        let request = HTTP2Client.Request(path: components.path.isEmpty ? "/" : components.path)
+        let send: @Sendable () async -> Bool = {
+            (try? await client.execute(request))?.status == 200
+        }
+        try await measure("http2client-load", count: count, concurrency: concurrency, warmup: warmup, send: send) {
+            client.connectionsOpened
+        }
+    }
+
+    private static func measure(
+        _ name: String, count: Int, concurrency: Int, warmup: Int, send: @escaping @Sendable () async -> Bool,
+        connections: () -> Int
+    ) async throws {
         // Warm-up: open the connection and let both sides settle.
-        _ = try await run(client: client, request: request, count: warmup, concurrency: concurrency)
+        _ = await run(count: warmup, concurrency: concurrency, send: send)
         let start = ContinuousClock.now
-        let (ok, failed) = try await run(client: client, request: request, count: count, concurrency: concurrency)
+        let (ok, failed) = await run(count: count, concurrency: concurrency, send: send)
         let elapsed = seconds(since: start)
         let rate = Double(count) / elapsed
         TransportBenchmarks.emit(
-            #"{"benchmark":"httpclient-load","requests":\#(count),"ok":\#(ok),"failed":\#(failed),"#
+            #"{"benchmark":"\#(name)","requests":\#(count),"ok":\#(ok),"failed":\#(failed),"#
                 + #""concurrency":\#(concurrency),"seconds":\#(String(format: "%.3f", elapsed)),"#
-                + #""rate":\#(String(format: "%.1f", rate)),"connections":\#(client.connectionsOpened)}"#)
+                + #""rate":\#(String(format: "%.1f", rate)),"connections":\#(connections())}"#)
     }
 
     private static func run(
-        client: HTTPClient, request: HTTPRequest, count: Int, concurrency: Int
-    ) async throws -> (Int, Int) {
+        count: Int, concurrency: Int, send: @escaping @Sendable () async -> Bool
+    ) async -> (Int, Int) {
         let workers = max(1, min(concurrency, count))
         return await withTaskGroup(of: (Int, Int).self) { group in
             for worker in 0..<workers {
@@ -36,12 +69,7 @@ enum ClientBenchmarks {
                     var ok = 0
                     var failed = 0
                     for _ in stride(from: worker, to: count, by: workers) {
-                        do {
-                            let response = try await client.execute(request)
-                            if response.status == 200 { ok += 1 } else { failed += 1 }
-                        } catch {
-                            failed += 1
-                        }
+                        if await send() { ok += 1 } else { failed += 1 }
                     }
                     return (ok, failed)
                 }

@@ -17,6 +17,8 @@ let usage = """
                                               without TLS files); prints {"port":N}
       signalfetch-bench client-load --url URL [--ca PEM] [--count N] [--concurrency N] [--http1] [--warmup N]
                                               HTTPClient requests over one connection; prints the rate (JSON)
+      signalfetch-bench h2client-load --url URL [--ca PEM] [--count N] [--concurrency N] [--warmup N]
+                                              the same through HTTP2Client (nghttp2)
       signalfetch-bench apns-load --url URL [--ca PEM] --key P8 --key-id ID --team-id ID --topic T
                                   [--tokens FILE] [--count N] [--concurrency N] [--warmup N] [--diagnose]
                                               APNsClient notifications over one connection; prints the rate
@@ -112,6 +114,12 @@ await runCommand(usage: usage) {
             count: try arguments.int("count", default: 20_000),
             concurrency: try arguments.int("concurrency", default: 100),
             http1: arguments.flag("http1"), warmup: try arguments.int("warmup", default: 1_000))
+    case "h2client-load":
+        try await ClientBenchmarks.http2ClientLoad(
+            url: try arguments.required("url"), caFile: arguments.string("ca"),
+            count: try arguments.int("count", default: 20_000),
+            concurrency: try arguments.int("concurrency", default: 100),
+            warmup: try arguments.int("warmup", default: 1_000))
     case "apns-load":
         try await APNsBenchmarks.load(
             url: try arguments.required("url"), caFile: arguments.string("ca"), keyFile: try arguments.required("key"),

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPClient
+import HTTP2Client
 import Testing
 
 @testable import APNs
@@ -176,9 +176,11 @@ struct RetryPolicyTests {
 
     @Test(arguments: [
         (APNsClientError.transport(.connectionFailed("refused")), Kind.retry),
-        (.transport(.connectionLost("GOAWAY")), .retry),
+        (.transport(.connectionLost("reset by peer")), .retry),
+        (.transport(.goAway(errorCode: 0)), .retry),
         (.transport(.timeout), .retry),
-        (.transport(.curl(code: 92, message: "stream error")), .retry),
+        (.transport(.streamReset(errorCode: 2)), .retry),
+        (.transport(.pinMismatch), .retry),
         (.transport(.tlsFailure("handshake")), .retry),
         (.transport(.untrustedCertificate("unknown CA")), .retry),
         (.transport(.invalidRequest("bad url")), .discard),

@@ -1,0 +1,48 @@
+/// Why an ``HTTP2Client`` request failed.
+///
+/// Messages name hosts, ports and TLS details, never request or response bodies nor header values.
+public enum HTTP2ClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The request or the client's configuration is unusable (a bad URL, path or header); the text says why.
+    case invalidRequest(String)
+    /// No connection could be made: name resolution failed, or the peer refused or did not answer.
+    case connectionFailed(String)
+    /// The connection broke while the request was in flight, or the peer spoke invalid HTTP/2.
+    case connectionLost(String)
+    /// The server sent GOAWAY and did not process the request (it was already retried once on a new connection).
+    case goAway(errorCode: UInt32)
+    /// The server reset the request's stream with this HTTP/2 error code.
+    case streamReset(errorCode: UInt32)
+    /// The server's certificate is not trusted by the configured CA, or does not match the host name.
+    case untrustedCertificate(String)
+    /// The server's public key matches none of the configured pins.
+    case pinMismatch
+    /// The TLS handshake or TLS configuration failed for another reason (bad client certificate, CA file,
+    /// no `h2` from ALPN…).
+    case tlsFailure(String)
+    /// The connect timeout or the request's timeout expired.
+    case timeout
+    /// The calling task was cancelled.
+    case cancelled
+    /// The response body grew past ``HTTP2Client/Configuration/maximumResponseBodySize``.
+    case responseTooLarge(limit: Int)
+    /// The client was shut down before the request finished.
+    case shutdown
+
+    /// A one-line explanation that is safe to log.
+    public var description: String {
+        switch self {
+        case .invalidRequest(let reason): "invalid request: \(reason)"
+        case .connectionFailed(let reason): "connection failed: \(reason)"
+        case .connectionLost(let reason): "connection lost: \(reason)"
+        case .goAway(let code): "server sent GOAWAY (error code \(code)) before processing the request"
+        case .streamReset(let code): "stream reset by the server (error code \(code))"
+        case .untrustedCertificate(let reason): "server certificate not trusted: \(reason)"
+        case .pinMismatch: "server public key does not match any pinned key"
+        case .tlsFailure(let reason): "TLS failure: \(reason)"
+        case .timeout: "request timed out"
+        case .cancelled: "request cancelled"
+        case .responseTooLarge(let limit): "response body larger than \(limit) bytes"
+        case .shutdown: "HTTP/2 client was shut down"
+        }
+    }
+}

@@ -1,0 +1,32 @@
+import CNGHTTP2
+
+/// Builds an nghttp2 header array over one temporary buffer and passes it to `body` (nghttp2 copies the
+/// names and values when a frame is submitted, so the buffer only lives for the call).
+package func withHeaderBlock(
+    _ fields: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> Int32
+) -> Int32 {
+    var total = 0
+    for (name, value) in fields { total += name.utf8.count + value.utf8.count }
+    let storage = UnsafeMutablePointer<UInt8>.allocate(capacity: max(total, 1))
+    defer { storage.deallocate() }
+    var nva: [nghttp2_nv] = []
+    nva.reserveCapacity(fields.count)
+    var offset = 0
+    for (name, value) in fields {
+        let namePointer = storage + offset
+        for byte in name.utf8 {
+            storage[offset] = byte
+            offset += 1
+        }
+        let valuePointer = storage + offset
+        for byte in value.utf8 {
+            storage[offset] = byte
+            offset += 1
+        }
+        nva.append(
+            nghttp2_nv(
+                name: namePointer, value: valuePointer, namelen: name.utf8.count, valuelen: value.utf8.count,
+                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+    }
+    return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+}
