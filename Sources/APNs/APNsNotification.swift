@@ -17,11 +17,11 @@ public struct APNsNotification: Sendable, Hashable {
     /// The priority (`apns-priority`).
     public let priority: APNsPriority
 
-    /// Creates a notification. `priority` defaults to the signal's (5 for background, 10 for a badge); a
+    /// Creates a notification; `apnsID` defaults to a new random UUID. `priority` defaults to the signal's (5 for background, 10 for a badge); a
     /// background signal with priority 10 throws ``APNsValidationError/backgroundRequiresPriority5``.
     public init(
         deviceToken: DeviceToken, signal: ContentFreeSignal, topic: APNsTopic,
-        expiration: APNsExpiration = .default, collapseID: CollapseID? = nil, apnsID: UUID = UUID(),
+        expiration: APNsExpiration = .default, collapseID: CollapseID? = nil, apnsID: UUID? = nil,
         priority: APNsPriority? = nil
     ) throws(APNsValidationError) {
         if signal.pushType == .background, priority == .immediate { throw .backgroundRequiresPriority5 }
@@ -31,7 +31,7 @@ public struct APNsNotification: Sendable, Hashable {
         self.topic = topic
         self.expiration = expiration
         self.collapseID = collapseID
-        self.apnsID = apnsID
+        self.apnsID = apnsID ?? UUID.random()
         self.priority = priority ?? signal.defaultPriority
     }
 
@@ -53,4 +53,26 @@ public struct APNsNotification: Sendable, Hashable {
         return fields
     }
 
+}
+
+extension UUID {
+    /// A random (version 4) UUID from the system generator (`getrandom`), without the file opened per call by
+    /// `UUID()` on Linux.
+    static func random() -> UUID {
+        var generator = SystemRandomNumberGenerator()
+        let high = generator.next() as UInt64
+        let low = generator.next() as UInt64
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for index in 0..<8 {
+            bytes[index] = UInt8(truncatingIfNeeded: high >> (8 * index))
+            bytes[8 + index] = UInt8(truncatingIfNeeded: low >> (8 * index))
+        }
+        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
+        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
+    }
 }

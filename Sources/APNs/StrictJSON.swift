@@ -111,6 +111,18 @@ enum StrictJSON {
 
         mutating func parseString() throws(ParseError) -> String {
             try expect(UInt8(ascii: "\""))
+            // Fast path: no escapes before the closing quote, so the string is the bytes in between.
+            var scan = index
+            while scan < bytes.count {
+                let byte = bytes[scan]
+                if byte == UInt8(ascii: "\"") {
+                    guard let text = String(validating: bytes[index..<scan], as: UTF8.self) else { throw ParseError() }
+                    index = scan + 1
+                    return text
+                }
+                if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                scan += 1
+            }
             var scalars = String.UnicodeScalarView()
             var raw: [UInt8] = []
             func flush() throws(ParseError) {

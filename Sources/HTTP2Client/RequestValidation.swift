@@ -8,24 +8,34 @@ enum RequestValidation {
 
     /// What is wrong with `request`, or `nil`. The text names the field, never its value.
     static func problem(in request: HTTP2Client.Request) -> String? {
-        guard !request.method.isEmpty, request.method.utf8.allSatisfy(isTokenByte) else {
+        guard !request.method.isEmpty, all(request.method, isTokenByte) else {
             return "method is not an HTTP token"
         }
-        guard request.path.hasPrefix("/"), request.path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+        guard request.path.utf8.first == UInt8(ascii: "/"), all(request.path, { $0 > 0x20 && $0 < 0x7F }) else {
             return "path must start with / and hold only visible ASCII"
         }
         for header in request.headers {
-            guard !header.name.isEmpty, header.name.utf8.allSatisfy(isTokenByte), !header.name.hasPrefix(":") else {
+            guard !header.name.isEmpty, all(header.name, isTokenByte) else {
                 return "header name is not an HTTP token"
             }
             guard !connectionSpecific.contains(header.name.lowercased()) else {
                 return "header \(header.name.lowercased()) is connection-specific and not allowed in HTTP/2"
             }
-            guard header.value.utf8.allSatisfy({ $0 != 0 && $0 != 0x0A && $0 != 0x0D }) else {
+            guard all(header.value, { $0 != 0 && $0 != 0x0A && $0 != 0x0D }) else {
                 return "value of header \(header.name.lowercased()) contains a control character"
             }
         }
         return nil
+    }
+
+    /// Whether every UTF-8 byte of `text` passes `test` (over contiguous storage, without per-byte iteration
+    /// overhead).
+    private static func all(_ text: String, _ test: (UInt8) -> Bool) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            for byte in bytes where !test(byte) { return false }
+            return true
+        }
     }
 
     private static func isTokenByte(_ byte: UInt8) -> Bool {

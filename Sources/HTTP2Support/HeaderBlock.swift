@@ -12,17 +12,18 @@ package func withHeaderBlock(
     var nva: [nghttp2_nv] = []
     nva.reserveCapacity(fields.count)
     var offset = 0
+    func copy(_ text: String) -> UnsafeMutablePointer<UInt8> {
+        let start = storage + offset
+        var text = text
+        text.withUTF8 { bytes in
+            if let base = bytes.baseAddress { start.update(from: base, count: bytes.count) }
+            offset += bytes.count
+        }
+        return start
+    }
     for (name, value) in fields {
-        let namePointer = storage + offset
-        for byte in name.utf8 {
-            storage[offset] = byte
-            offset += 1
-        }
-        let valuePointer = storage + offset
-        for byte in value.utf8 {
-            storage[offset] = byte
-            offset += 1
-        }
+        let namePointer = copy(name)
+        let valuePointer = copy(value)
         nva.append(
             nghttp2_nv(
                 name: namePointer, value: valuePointer, namelen: name.utf8.count, valuelen: value.utf8.count,
