@@ -19,13 +19,38 @@ extension MailboxStore {
             modseq: row[11].int64!)
     }
 
+    /// A new message id: 24 lowercase hex characters, the delivery time in milliseconds (12) then 48 random bits
+    /// (12). Ids of messages delivered close together sort together, so a batch of deliveries adds to one or two
+    /// pages of the id index instead of one scattered page per message.
+    static func newMessageID(time: Double) -> String {
+        let milliseconds = UInt64(max(0, time * 1000)) & 0xffff_ffff_ffff
+        let digits = String(milliseconds, radix: 16)
+        return String(repeating: "0", count: 12 - digits.count) + digits + SecureRandom.hex(6)
+    }
+
+    /// The body's first `previewLength` characters with each run of line breaks folded into one space (leading
+    /// and trailing breaks dropped). Only the start of the body is examined.
+    static func preview(of body: String) -> String {
+        // Cut after the first `previewLength + 1` characters that are not line breaks: everything the preview
+        // can hold comes before that point.
+        var seen = 0
+        var end = body.endIndex
+        for index in body.indices where !body[index].isNewline {
+            seen += 1
+            if seen > previewLength {
+                end = index
+                break
+            }
+        }
+        return String(body[..<end].split(whereSeparator: \.isNewline).joined(separator: " ").prefix(previewLength))
+    }
+
     /// Stores a delivered message in the recipient's inbox: in one transaction it inserts the message, bumps
     /// the account's modseq and upserts the outbox row of each of the account's devices.
     public func deliver(_ message: NewMessage) async throws -> DeliveryReceipt {
-        let id = SecureRandom.hex(12)
         let received = now()
-        let preview = String(
-            message.body.split(whereSeparator: \.isNewline).joined(separator: " ").prefix(Self.previewLength))
+        let id = Self.newMessageID(time: received)
+        let preview = Self.preview(of: message.body)
         let recipient = message.to.lowercased()
         let (accountID, modseq) = try await write { db -> (Int64, Int64) in
             guard

@@ -56,7 +56,7 @@ public final class MailboxStore: Sendable {
         }
         batcher = WriteBatcher(
             pool: pool, maximumBatch: configuration.maximumBatch,
-            lingerMicroseconds: configuration.synchronous == .full ? 300 : 50)
+            lingerMicroseconds: configuration.synchronous == .full ? 300 : 200)
         self.configuration = configuration
         self.now = now
         decoyPasswordHash = try PasswordHash.hash(SecureRandom.hex(16), parameters: configuration.passwordParameters)

@@ -5,7 +5,12 @@ import SQLiteKit
 /// Group commit: write operations queued from many tasks run together in one `BEGIN IMMEDIATE` transaction,
 /// each inside its own savepoint, so one failing operation does not undo the others and a burst of
 /// deliveries costs one fsync instead of one per message. Callers resume only after the COMMIT.
-final class WriteBatcher: @unchecked Sendable {  // `lock` guards `pending` and `draining`
+///
+/// The writer opens the transaction as soon as one operation is queued and runs operations as they arrive,
+/// so the SQL of a batch overlaps with the callers still preparing theirs. It commits when the queue is empty
+/// and as many operations have joined as joined the last batch (the callers the last commit released are
+/// usually a few microseconds from queueing again), or when the linger time since the transaction began is up.
+final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`, `draining`, `writerWaiting`
     private struct Job {
         /// Runs the operation inside the batch; returns whether it succeeded.
         let run: (Database) -> Bool
@@ -15,22 +20,27 @@ final class WriteBatcher: @unchecked Sendable {  // `lock` guards `pending` and 
 
     private let pool: DatabasePool
     private let maximumBatch: Int
-    private let lock = NSLock()
+    private let condition = NSCondition()
     private var pending: [Job] = []
     private var draining = false
-    private let queue = DispatchQueue(label: "signalfetch.mailboxstore.writer", qos: .userInitiated)
+    /// Whether the writer is waiting on `condition` for more operations.
+    private var writerWaiting = false
     private var batchesCommitted = 0
-
-    private let lingerMicroseconds: UInt32
+    private let queue = DispatchQueue(label: "signalfetch.mailboxstore.writer", qos: .userInitiated)
+    private let lingerNanoseconds: UInt64
 
     init(pool: DatabasePool, maximumBatch: Int = 512, lingerMicroseconds: UInt32 = 200) {
         self.pool = pool
-        self.maximumBatch = maximumBatch
-        self.lingerMicroseconds = lingerMicroseconds
+        self.maximumBatch = max(1, maximumBatch)
+        self.lingerNanoseconds = UInt64(lingerMicroseconds) * 1_000
     }
 
     /// Transactions committed so far (a batch is one transaction).
-    var committedBatches: Int { lock.withLock { batchesCommitted } }
+    var committedBatches: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return batchesCommitted
+    }
 
     /// Runs `body` in the next group-committed transaction and returns its result after the commit.
     func perform<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
@@ -58,44 +68,71 @@ final class WriteBatcher: @unchecked Sendable {  // `lock` guards `pending` and 
     }
 
     private func enqueue(_ job: Job) {
-        let startDrain = lock.withLock { () -> Bool in
-            pending.append(job)
-            if draining { return false }
-            draining = true
-            return true
-        }
+        condition.lock()
+        pending.append(job)
+        let startDrain = !draining
+        draining = true
+        if writerWaiting { condition.signal() }
+        condition.unlock()
         if startDrain { queue.async { self.drain() } }
     }
 
+    /// Takes up to `limit` queued operations. When none is queued: waits until `deadline` (uptime nanoseconds)
+    /// for one if `deadline` is given, else (or when it passes) returns none; with `stopWhenEmpty`, an empty
+    /// queue also ends the drain.
+    private func take(limit: Int, waitingUntil deadline: UInt64?, stopWhenEmpty: Bool) -> [Job] {
+        condition.lock()
+        defer { condition.unlock() }
+        if pending.isEmpty, let deadline {
+            writerWaiting = true
+            while pending.isEmpty {
+                let now = DispatchTime.now().uptimeNanoseconds
+                if now >= deadline { break }
+                _ = condition.wait(until: Date(timeIntervalSinceNow: Double(deadline - now) / 1e9))
+            }
+            writerWaiting = false
+        }
+        if pending.isEmpty {
+            if stopWhenEmpty { draining = false }
+            return []
+        }
+        let taken = Array(pending.prefix(limit))
+        pending.removeFirst(taken.count)
+        return taken
+    }
+
     private func drain() {
-        var previousBatch = 0
+        // How many operations joined the last batch: the writers it released are expected back.
+        var expected = 0
         while true {
-            // When fewer writers are waiting than joined the last batch, the others are usually a few
-            // microseconds from enqueueing (they were just resumed by the last commit): linger briefly so they
-            // share this transaction's fsync instead of paying for the next one.
-            if lock.withLock({ pending.count }) < previousBatch {
-                usleep(lingerMicroseconds)
-            }
-            let batch = lock.withLock { () -> [Job] in
-                let taken = Array(pending.prefix(maximumBatch))
-                pending.removeFirst(taken.count)
-                if taken.isEmpty { draining = false }
-                return taken
-            }
-            if batch.isEmpty { return }
-            previousBatch = batch.count
+            var joined = take(limit: maximumBatch, waitingUntil: nil, stopWhenEmpty: true)
+            if joined.isEmpty { return }
+            let deadline = DispatchTime.now().uptimeNanoseconds + lingerNanoseconds
+            var batch = joined
             var commitError: (any Error)?
             do {
                 try pool.writeWithoutTransaction { db in
                     try db.transaction(.immediate) {
-                        for job in batch { _ = job.run(db) }
+                        while true {
+                            for job in joined { _ = job.run(db) }
+                            let room = maximumBatch - batch.count
+                            if room == 0 { break }
+                            joined = take(
+                                limit: room, waitingUntil: batch.count < expected ? deadline : nil,
+                                stopWhenEmpty: false)
+                            if joined.isEmpty { break }
+                            batch += joined
+                        }
                     }
                 }
             } catch {
                 commitError = error
             }
-            lock.withLock { batchesCommitted += commitError == nil ? 1 : 0 }
+            condition.lock()
+            batchesCommitted += commitError == nil ? 1 : 0
+            condition.unlock()
             for job in batch { job.finish(commitError) }
+            expected = batch.count
         }
     }
 }

@@ -168,10 +168,11 @@ public final class Database {
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     @discardableResult
     public func transaction<T>(_ kind: TransactionKind = .immediate, _ body: () throws -> T) throws -> T {
-        try execute("BEGIN \(kind.rawValue)")
+        // Transaction control runs as cached prepared statements: no parsing on the hot path.
+        try run(kind == .immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         do {
             let result = try body()
-            try execute("COMMIT")
+            try run("COMMIT")
             return result
         } catch {
             if isInTransaction { try? execute("ROLLBACK") }
@@ -182,10 +183,10 @@ public final class Database {
     /// Runs `body` inside a savepoint: released when it returns, rolled back (alone) when it throws.
     @discardableResult
     public func savepoint<T>(_ body: () throws -> T) throws -> T {
-        try execute("SAVEPOINT sf_savepoint")
+        try run("SAVEPOINT sf_savepoint")
         do {
             let result = try body()
-            try execute("RELEASE sf_savepoint")
+            try run("RELEASE sf_savepoint")
             return result
         } catch {
             try? execute("ROLLBACK TO sf_savepoint")
