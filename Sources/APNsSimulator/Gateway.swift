@@ -30,7 +30,7 @@ public final class Gateway: Sendable {
         let now = clock.now()
         let nowMilliseconds = Self.milliseconds(now)
         let given = request.header("apns-id")
-        let apnsID = given.flatMap { PushRequestParser.isUUID($0) ? $0 : nil } ?? UUID().uuidString.lowercased()
+        let apnsID = given.flatMap { PushRequestParser.isUUID($0) ? $0 : nil } ?? Self.randomUUID()
         return state.withLock { state in
             let goAway = state.faults.countStream(on: request.connectionID)
             var tokenText: String?
@@ -184,6 +184,28 @@ public final class Gateway: Sendable {
 
     /// A snapshot of the counters.
     public var metrics: GatewayMetrics { state.withLock { $0.metrics } }
+
+    /// A random (version 4) UUID in lowercase text, from OpenSSL's DRBG (Foundation's `UUID()` reads the
+    /// system's random device on every call).
+    static func randomUUID() -> String {
+        var bytes = SecureRandom.bytes(16)
+        bytes[6] = (bytes[6] & 0x0F) | 0x40
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var index = 0
+            for (position, byte) in bytes.enumerated() {
+                if position == 4 || position == 6 || position == 8 || position == 10 {
+                    buffer[index] = UInt8(ascii: "-")
+                    index += 1
+                }
+                buffer[index] = digits[Int(byte >> 4)]
+                buffer[index + 1] = digits[Int(byte & 0x0F)]
+                index += 2
+            }
+            return index
+        }
+    }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }

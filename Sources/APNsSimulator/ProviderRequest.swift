@@ -11,7 +11,7 @@ public struct ProviderRequest: Sendable {
 
         /// Creates a header field; the name is lowercased.
         public init(_ name: String, _ value: String) {
-            self.name = name.lowercased()
+            self.name = ProviderRequest.isLowercaseASCII(name) ? name : name.lowercased()
             self.value = value
         }
     }
@@ -38,12 +38,20 @@ public struct ProviderRequest: Sendable {
 
     /// Every value of the header `name` (case-insensitive).
     public func values(_ name: String) -> [String] {
-        let lowered = name.lowercased()
+        let lowered = Self.isLowercaseASCII(name) ? name : name.lowercased()
         return headers.filter { $0.name == lowered }.map(\.value)
     }
 
     /// The first value of the header `name` (case-insensitive).
-    public func header(_ name: String) -> String? { values(name).first }
+    public func header(_ name: String) -> String? {
+        let lowered = Self.isLowercaseASCII(name) ? name : name.lowercased()
+        return headers.first { $0.name == lowered }?.value
+    }
+
+    /// Whether `text` is ASCII without uppercase letters (so lowercasing it would change nothing).
+    static func isLowercaseASCII(_ text: String) -> Bool {
+        text.utf8.allSatisfy { $0 < 0x80 && !($0 >= 0x41 && $0 <= 0x5A) }
+    }
 }
 
 /// The gateway's answer to a ``ProviderRequest``.

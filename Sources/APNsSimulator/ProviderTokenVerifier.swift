@@ -49,7 +49,7 @@ public struct ProviderTokenVerifier: Sendable {
         guard let authorization, !authorization.isEmpty else { return .missingProviderToken }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .invalidProviderToken }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        let token = Self.trimmed(parts[1])
         let claims: JWTClaims
         switch cache[token] ?? verify(token) {
         case .invalid: return .invalidProviderToken
@@ -59,6 +59,18 @@ public struct ProviderTokenVerifier: Sendable {
         if Double(nowSeconds - claims.issuedAt) > tokenLifetime { return .expiredProviderToken }
         return recordUse(of: claims, now: now)
     }
+
+    /// `text` without surrounding whitespace. Tokens are ASCII: when neither end is a space, a tab or a
+    /// non-ASCII byte the text is taken as is, without a trip through Foundation's Unicode trimming.
+    private static func trimmed(_ text: Substring) -> String {
+        let utf8 = text.utf8
+        if let first = utf8.first, let last = utf8.last, Self.isPlainByte(first), Self.isPlainByte(last) {
+            return String(text)
+        }
+        return text.trimmingCharacters(in: .whitespaces)
+    }
+
+    private static func isPlainByte(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x80 }
 
     private mutating func verify(_ token: String) -> Cached {
         if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }

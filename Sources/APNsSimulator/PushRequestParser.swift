@@ -27,12 +27,25 @@ enum PushRequestParser {
     /// The method and path rules; returns the device token text from the path.
     static func checkTarget(_ request: ProviderRequest) throws(RejectionReason) -> String {
         guard request.method == "POST" else { throw .methodNotAllowed }
+        let bytes = request.path.utf8
+        if bytes.allSatisfy({ $0 < 0x80 }) {
+            // ASCII (every real path): the same rules on bytes, without Unicode-aware comparisons.
+            let end = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
+            let path = request.path.utf8[..<end]
+            if path.elementsEqual("/3/device".utf8) || path.elementsEqual(pathPrefix.utf8) {
+                throw .missingDeviceToken
+            }
+            guard path.starts(with: pathPrefix.utf8) else { throw .badPath }
+            let token = path.dropFirst(pathPrefix.utf8.count)
+            guard !token.contains(UInt8(ascii: "/")) else { throw .badPath }
+            return String(Substring(token))
+        }
         var path = Substring(request.path)
         if let query = path.firstIndex(of: "?") { path = path[..<query] }
         if path == "/3/device" || path == pathPrefix { throw .missingDeviceToken }
         guard path.hasPrefix(pathPrefix) else { throw .badPath }
         let token = path.dropFirst(pathPrefix.count)
-        guard !token.contains("/") else { throw .badPath }
+        guard !token.utf8.contains(UInt8(ascii: "/")) else { throw .badPath }
         return String(token)
     }
 
@@ -86,7 +99,8 @@ enum PushRequestParser {
         }
         // Line breaks can only be whitespace between JSON tokens (inside strings they are escaped).
         var text = String(decoding: request.body, as: UTF8.self)
-        if text.contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) {
+        let hasLineBreak = request.body.contains { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") }
+        if hasLineBreak, text.contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) {
             text = String(text.map { $0 == "\n" || $0 == "\r" || $0 == "\r\n" ? " " : $0 })
         }
         return ParsedPush(

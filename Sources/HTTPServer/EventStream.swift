@@ -56,6 +56,15 @@ public final class EventStream: Sendable {
     /// stream is closed. A client that lets more than `bufferLimit` bytes pile up is disconnected.
     @discardableResult
     public func send(event: String? = nil, id: String? = nil, data: String) -> Bool {
+        if event == nil, id == nil, !data.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
+            // One line without carriage returns (the usual case): "data: <data>\n\n", built as bytes.
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(data.utf8.count + 8)
+            bytes.append(contentsOf: "data: ".utf8)
+            bytes.append(contentsOf: data.utf8)
+            bytes.append(contentsOf: "\n\n".utf8)
+            return enqueue(bytes)
+        }
         var text = ""
         if let event { text += "event: \(Self.singleLine(event))\n" }
         if let id { text += "id: \(Self.singleLine(id))\n" }
