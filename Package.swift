@@ -37,7 +37,7 @@ let package = Package(
         // MARK: Transport
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "COpenSSL"]),
-        .target(name: "HTTP2Server", dependencies: ["CNGHTTP2", "COpenSSL"]),
+        .target(name: "HTTP2Server", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL"]),
         .target(name: "HTTP2Client", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL"]),
         .target(name: "HTTPClient", dependencies: ["CCurl"]),
 

@@ -1,5 +1,6 @@
 import CNGHTTP2
 import Foundation
+import HTTP2Support
 
 /// Why a connection is being closed.
 enum CloseReason {
@@ -55,7 +56,7 @@ final class Connection {
     let fd: Int32
     let remoteAddress: String
     unowned let loop: EventLoop
-    let tls: TLSConnection?
+    let tls: TLSEngine?
     var session: OpaquePointer?
     var output = OutputBuffer()
     var streams: [Int32: StreamState] = [:]
@@ -68,7 +69,7 @@ final class Connection {
     /// Stop generating (and reading) once this many bytes wait for the socket.
     static let highWater = 256 * 1024
 
-    init(id: UInt64, fd: Int32, remoteAddress: String, loop: EventLoop, tls: TLSConnection?, now: UInt64) {
+    init(id: UInt64, fd: Int32, remoteAddress: String, loop: EventLoop, tls: TLSEngine?, now: UInt64) {
         self.id = id
         self.fd = fd
         self.remoteAddress = remoteAddress
@@ -228,7 +229,7 @@ final class Connection {
         return produced
     }
 
-    private func encrypt(_ tls: TLSConnection, _ bytes: UnsafeRawBufferPointer) {
+    private func encrypt(_ tls: TLSEngine, _ bytes: UnsafeRawBufferPointer) {
         if !tls.writePlaintext(bytes) { markClose(.protocolError) }
         tls.drainCiphertext(into: &output)
     }
@@ -332,36 +333,6 @@ final class Connection {
         goAwaySubmitted = true
         loop.metrics.withLock { $0.goAwaysSent += 1 }
         _ = nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
-    }
-
-    /// Builds an nghttp2 header array over one temporary buffer (nghttp2 copies it on submit).
-    private func withHeaderBlock(
-        _ fields: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> Int32
-    ) -> Int32 {
-        var total = 0
-        for (name, value) in fields { total += name.utf8.count + value.utf8.count }
-        let storage = UnsafeMutablePointer<UInt8>.allocate(capacity: max(total, 1))
-        defer { storage.deallocate() }
-        var nva: [nghttp2_nv] = []
-        nva.reserveCapacity(fields.count)
-        var offset = 0
-        for (name, value) in fields {
-            let namePointer = storage + offset
-            for byte in name.utf8 {
-                storage[offset] = byte
-                offset += 1
-            }
-            let valuePointer = storage + offset
-            for byte in value.utf8 {
-                storage[offset] = byte
-                offset += 1
-            }
-            nva.append(
-                nghttp2_nv(
-                    name: namePointer, value: valuePointer, namelen: name.utf8.count, valuelen: value.utf8.count,
-                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
-        }
-        return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
     }
 }
 

@@ -1,5 +1,6 @@
 import CNGHTTP2
 import Foundation
+import HTTP2Support
 import Synchronization
 
 /// How the application answers requests.
@@ -212,7 +213,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var one: Int32 = 1
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            var tls: TLSConnection?
+            var tls: TLSEngine?
             if let tlsContext {
                 guard let made = tlsContext.makeConnection() else {
                     close(fd)

@@ -1,6 +1,7 @@
 import CNGHTTP2
 import COpenSSL
 import Foundation
+import HTTP2Support
 
 /// An OpenSSL server context (certificate, key, ALPN policy) shared by all TLS connections.
 /// Owns its `SSL_CTX`; read-only after init, and OpenSSL allows creating connections from one
@@ -54,21 +55,13 @@ final class TLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX_
     }
 
     /// Creates the per-connection TLS state (server side, memory BIOs).
-    func makeConnection() -> TLSConnection? {
-        TLSConnection(context: context)
+    func makeConnection() -> TLSEngine? {
+        TLSEngine(context: context, role: .server)
     }
 
     /// The OpenSSL error queue of this thread as text (and empties it).
     static func drainErrors() -> String {
-        var parts: [String] = []
-        while true {
-            let code = ERR_get_error()
-            if code == 0 { break }
-            var buffer = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &buffer, buffer.count)
-            parts.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
-        return parts.isEmpty ? "unknown OpenSSL error" : parts.joined(separator: "; ")
+        OpenSSLErrors.drain()
     }
 }
 
@@ -84,113 +77,4 @@ private func selectALPN(
         nghttp2_select_next_protocol($0, outlen, input, inlen)
     }
     return selected == 1 ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_ALERT_FATAL
-}
-
-/// One connection's TLS engine. Encrypted bytes move through memory BIOs, so all socket I/O stays in
-/// the event loop (non-blocking `recv`/`send` with `MSG_NOSIGNAL`). Confined to the event-loop thread.
-final class TLSConnection {
-    let ssl: OpaquePointer
-    private let readBIO: OpaquePointer
-    private let writeBIO: OpaquePointer
-    private(set) var handshakeComplete = false
-
-    init?(context: OpaquePointer) {
-        guard let ssl = SSL_new(context) else { return nil }
-        guard let readBIO = BIO_new(BIO_s_mem()), let writeBIO = BIO_new(BIO_s_mem()) else {
-            SSL_free(ssl)
-            return nil
-        }
-        // An empty read BIO means "retry later", not end of file.
-        _ = BIO_ctrl(readBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
-        _ = BIO_ctrl(writeBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
-        SSL_set_bio(ssl, readBIO, writeBIO)  // the SSL now owns both BIOs
-        SSL_set_accept_state(ssl)
-        self.ssl = ssl
-        self.readBIO = readBIO
-        self.writeBIO = writeBIO
-    }
-
-    deinit { SSL_free(ssl) }
-
-    enum Outcome {
-        case ok
-        case closed
-        case failed
-    }
-
-    /// Hands received ciphertext to OpenSSL.
-    func receiveCiphertext(_ bytes: UnsafeRawBufferPointer) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = BIO_write(readBIO, bytes.baseAddress! + offset, Int32(bytes.count - offset))
-            if written <= 0 { break }
-            offset += Int(written)
-        }
-    }
-
-    /// Advances the handshake; `.ok` also while it still waits for the peer.
-    func continueHandshake() -> Outcome {
-        if handshakeComplete { return .ok }
-        ERR_clear_error()
-        let result = SSL_do_handshake(ssl)
-        if result == 1 {
-            handshakeComplete = true
-            return .ok
-        }
-        switch SSL_get_error(ssl, result) {
-        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return .ok
-        default:
-            ERR_clear_error()
-            return .failed
-        }
-    }
-
-    /// Decrypts available application data into `buffer`, calling `consume` per chunk.
-    func readPlaintext(
-        into buffer: UnsafeMutableRawBufferPointer, _ consume: (UnsafeRawBufferPointer) -> Bool
-    )
-        -> Outcome
-    {
-        while true {
-            ERR_clear_error()
-            let count = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
-            if count > 0 {
-                if !consume(UnsafeRawBufferPointer(rebasing: buffer[0..<Int(count)])) { return .failed }
-                continue
-            }
-            switch SSL_get_error(ssl, count) {
-            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return .ok
-            case SSL_ERROR_ZERO_RETURN: return .closed
-            default:
-                ERR_clear_error()
-                return .failed
-            }
-        }
-    }
-
-    /// Encrypts `bytes`; the ciphertext is then available from ``drainCiphertext(into:)``.
-    func writePlaintext(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            ERR_clear_error()
-            let written = SSL_write(ssl, bytes.baseAddress! + offset, Int32(bytes.count - offset))
-            if written <= 0 {
-                ERR_clear_error()
-                return false
-            }
-            offset += Int(written)
-        }
-        return true
-    }
-
-    /// Moves pending ciphertext (handshake records, alerts, application data) into `output`.
-    func drainCiphertext(into output: inout OutputBuffer) {
-        while BIO_ctrl_pending(writeBIO) > 0 {
-            let pending = Int(BIO_ctrl_pending(writeBIO))
-            let read = output.appendWith(maximumCount: pending) { pointer in
-                Int(BIO_read(writeBIO, pointer, Int32(pending)))
-            }
-            if read <= 0 { break }
-        }
-    }
 }
