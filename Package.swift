@@ -63,6 +63,8 @@ let package = Package(
         .executableTarget(
             name: "mail-client",
             dependencies: ["MailSync", "MailSyncHTTP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport"]),
+        // The reference libcurl client loop (C) that the transport benchmark measures HTTPClient against.
+        .executableTarget(name: "curl-multi-load", linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
@@ -80,7 +82,7 @@ let package = Package(
             name: "HTTP2ServerTests", dependencies: ["HTTP2Server", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "HTTPClientTests",
-            dependencies: ["HTTPClient", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: ["HTTPClient", "HTTP2Client", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "APNsTests",
             dependencies: ["APNs", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),

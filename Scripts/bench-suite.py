@@ -184,22 +184,43 @@ def transport(env):
                 samples_baseline=[round(r["rate_2xx"]) for r in base]))
     env.stop(h2_proc)
 
-    # (c) HTTPClient vs h2load against the same server (nghttpd), one HTTP/2 connection, 100 in flight.
+    # (c) The clients against the same server (nghttpd), one HTTP/2 connection over TLS, 100 requests in flight:
+    # HTTPClient (libcurl multi), the same libcurl loop written directly in C (the ceiling of any libcurl-based
+    # client here), HTTP2Client (nghttp2), and h2load.
     count = 20000 if env.quick else 60000
-    ours, base = [], []
-    for _ in range(rounds):
-        out = subprocess.run([env.bench, "client-load", "--url", f"https://127.0.0.1:{ng_port}/status.json",
-                              "--ca", env.ca, "--count", str(count), "--concurrency", "100"], capture_output=True,
-                             text=True, timeout=600)
+    url = f"https://127.0.0.1:{ng_port}/status.json"
+    curl_c, ours, h2c, base = [], [], [], []
+
+    def load(args, name):
+        out = subprocess.run(args, capture_output=True, text=True, timeout=600)
         result = bench_json(out.stdout)
         if result["failed"]:
-            raise RuntimeError(f"client-load: {result['failed']} requests failed")
-        ours.append(result)
-        base.append(h2load(f"https://127.0.0.1:{ng_port}/status.json", seconds))
-    o, b = max(ours, key=lambda r: r["rate"]), max(base, key=lambda r: r["rate_2xx"])
-    emit(figure("transport-client", "HTTPClient GETs over one HTTP/2 connection, 100 concurrent (server: nghttpd)",
-                "req/s", "HTTPClient", o["rate"], "h2load -c1 -m100", b["rate_2xx"], 0.5,
+            raise RuntimeError(f"{name}: {result['failed']} requests failed")
+        return result
+
+    for _ in range(rounds):
+        ours.append(load([env.bench, "client-load", "--url", url, "--ca", env.ca, "--count", str(count),
+                          "--concurrency", "100"], "client-load"))
+        curl_c.append(load([os.path.join(env.bin, "curl-multi-load"), url, env.ca, str(count), "100", "1000"],
+                           "curl-multi-load"))
+        h2c.append(load([env.bench, "h2client-load", "--url", url, "--ca", env.ca, "--count", str(count * 3),
+                         "--concurrency", "100"], "h2client-load"))
+        base.append(h2load(url, seconds))
+    o = max(ours, key=lambda r: r["rate"])
+    c = max(curl_c, key=lambda r: r["rate"])
+    h = max(h2c, key=lambda r: r["rate"])
+    b = max(base, key=lambda r: r["rate_2xx"])
+    emit(figure("transport-client", "HTTPClient (libcurl) GETs over one HTTP/2 connection, 100 concurrent "
+                "(server: nghttpd)", "req/s", "HTTPClient", o["rate"], "h2load -c1 -m100", b["rate_2xx"], 0.5,
                 connections=o["connections"], samples_ours=[r["rate"] for r in ours],
+                samples_baseline=[round(r["rate_2xx"]) for r in base]))
+    emit(figure("transport-client-libcurl", "HTTPClient vs the same libcurl multi loop written in C (the libcurl "
+                "ceiling on this machine)", "req/s", "HTTPClient", o["rate"], "libcurl multi loop in C", c["rate"],
+                0.5, samples_ours=[r["rate"] for r in ours], samples_baseline=[r["rate"] for r in curl_c],
+                libcurl_c_vs_h2load=round(c["rate"] / b["rate_2xx"], 3)))
+    emit(figure("transport-http2client", "HTTP2Client (nghttp2) GETs over one HTTP/2 connection, 100 concurrent "
+                "(server: nghttpd)", "req/s", "HTTP2Client", h["rate"], "h2load -c1 -m100", b["rate_2xx"], 0.5,
+                connections=h["connections"], samples_ours=[r["rate"] for r in h2c],
                 samples_baseline=[round(r["rate_2xx"]) for r in base]))
     env.stop(ng_proc)
 

@@ -123,7 +123,9 @@ struct TestCertificates {
     /// The base64 SHA-256 of the server key's DER SubjectPublicKeyInfo.
     let serverPin: String
 
-    static func make(in directory: TemporaryDirectory, name: String = "test") throws -> TestCertificates {
+    static func make(
+        in directory: TemporaryDirectory, name: String = "test", subjectAltName: String = "IP:127.0.0.1,DNS:localhost"
+    ) throws -> TestCertificates {
         guard let openssl = Subprocess.which("openssl") else {
             throw TestSetupError(description: "openssl not found on PATH")
         }
@@ -146,7 +148,7 @@ struct TestCertificates {
         ])
         try run(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", serverKey])
         try run(["req", "-new", "-key", serverKey, "-subj", "/CN=localhost", "-out", serverRequest])
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+        try "subjectAltName=\(subjectAltName)\nextendedKeyUsage=serverAuth\n"
             .write(toFile: extensions, atomically: true, encoding: .utf8)
         try run([
             "x509", "-req", "-in", serverRequest, "-CA", caCertificate, "-CAkey", caKey, "-CAcreateserial",
