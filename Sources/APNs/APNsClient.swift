@@ -105,7 +105,7 @@ public final class APNsClient: Sendable {
 
         if response.status == 200 {
             return APNsResponse(
-                apnsID: response[header: "apns-id"] ?? notification.apnsID.uuidString.lowercased(),
+                apnsID: response[header: "apns-id"] ?? notification.apnsID.lowercasedText,
                 uniqueID: response[header: "apns-unique-id"])
         }
         let error = APNsError(

@@ -1,4 +1,5 @@
 import Foundation
+import OpenSSLCrypto
 
 /// One signal addressed to one device, with the APNs headers that go with it.
 public struct APNsNotification: Sendable, Hashable {
@@ -31,7 +32,7 @@ public struct APNsNotification: Sendable, Hashable {
         self.topic = topic
         self.expiration = expiration
         self.collapseID = collapseID
-        self.apnsID = apnsID ?? UUID.random()
+        self.apnsID = apnsID ?? SecureRandom.uuid()
         self.priority = priority ?? signal.defaultPriority
     }
 
@@ -47,32 +48,10 @@ public struct APNsNotification: Sendable, Hashable {
             ("apns-priority", String(priority.rawValue)),
             ("apns-topic", topic.rawValue),
             ("apns-expiration", expiration.headerValue(now: now)),
-            ("apns-id", apnsID.uuidString.lowercased()),
+            ("apns-id", apnsID.lowercasedText),
         ]
         if let collapseID { fields.append(("apns-collapse-id", collapseID.rawValue)) }
         return fields
     }
 
-}
-
-extension UUID {
-    /// A random (version 4) UUID from the system generator (`getrandom`), without the file opened per call by
-    /// `UUID()` on Linux.
-    static func random() -> UUID {
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64
-        let low = generator.next() as UInt64
-        var bytes = [UInt8](repeating: 0, count: 16)
-        for index in 0..<8 {
-            bytes[index] = UInt8(truncatingIfNeeded: high >> (8 * index))
-            bytes[8 + index] = UInt8(truncatingIfNeeded: low >> (8 * index))
-        }
-        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
-        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
-        return UUID(
-            uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
-                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
-    }
 }

@@ -8,37 +8,63 @@ enum RequestValidation {
 
     /// What is wrong with `request`, or `nil`. The text names the field, never its value.
     static func problem(in request: HTTP2Client.Request) -> String? {
-        guard !request.method.isEmpty, all(request.method, isTokenByte) else {
+        guard isToken(request.method) else {
             return "method is not an HTTP token"
         }
-        guard request.path.utf8.first == UInt8(ascii: "/"), all(request.path, { $0 > 0x20 && $0 < 0x7F }) else {
+        guard isPath(request.path) else {
             return "path must start with / and hold only visible ASCII"
         }
         for header in request.headers {
-            guard !header.name.isEmpty, all(header.name, isTokenByte) else {
+            guard isToken(header.name) else {
                 return "header name is not an HTTP token"
             }
             guard !connectionSpecific.contains(header.name.lowercased()) else {
                 return "header \(header.name.lowercased()) is connection-specific and not allowed in HTTP/2"
             }
-            guard all(header.value, { $0 != 0 && $0 != 0x0A && $0 != 0x0D }) else {
+            guard isFieldValue(header.value) else {
                 return "value of header \(header.name.lowercased()) contains a control character"
             }
         }
         return nil
     }
 
-    /// Whether every UTF-8 byte of `text` passes `test` (over contiguous storage, without per-byte iteration
-    /// overhead).
-    private static func all(_ text: String, _ test: (UInt8) -> Bool) -> Bool {
+    /// A non-empty HTTP token (RFC 9110 §5.6.2).
+    private static func isToken(_ text: String) -> Bool {
         var text = text
         return text.withUTF8 { bytes in
-            for byte in bytes where !test(byte) { return false }
+            guard !bytes.isEmpty else { return false }
+            for byte in bytes where !isTokenByte(byte) { return false }
             return true
         }
     }
 
+    /// Starts with `/` and holds only visible ASCII.
+    private static func isPath(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard bytes.first == UInt8(ascii: "/") else { return false }
+            for byte in bytes where byte <= 0x20 || byte >= 0x7F { return false }
+            return true
+        }
+    }
+
+    /// Holds no NUL, CR or LF.
+    private static func isFieldValue(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            for byte in bytes where byte == 0 || byte == 0x0A || byte == 0x0D { return false }
+            return true
+        }
+    }
+
+    @inline(__always)
     private static func isTokenByte(_ byte: UInt8) -> Bool {
+        tokenBytes[Int(byte)]
+    }
+
+    /// `tchar` of RFC 9110: letters, digits and ``!#$%&'*+-.^_`|~``.
+    private static let tokenBytes: [Bool] = (0..<256).map { value in
+        let byte = UInt8(value)
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"):
