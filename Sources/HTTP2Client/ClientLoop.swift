@@ -1,5 +1,6 @@
 import CNGHTTP2
 import Foundation
+import HTTP2Support
 import Synchronization
 
 /// The I/O thread of one ``HTTP2Client``: an epoll loop that owns the connections, their nghttp2 sessions and
@@ -338,17 +339,5 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
 
     func unwatch(_ fd: Int32) {
         _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
-    }
-}
-
-extension Duration {
-    /// The duration in nanoseconds, clamped to `0...UInt64.max`.
-    var nanosecondsClamped: UInt64 {
-        let (seconds, attoseconds) = components
-        if seconds < 0 { return 0 }
-        let (product, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return UInt64.max }
-        return product.addingReportingOverflow(UInt64(max(0, attoseconds) / 1_000_000_000)).overflow
-            ? UInt64.max : product + UInt64(max(0, attoseconds) / 1_000_000_000)
     }
 }

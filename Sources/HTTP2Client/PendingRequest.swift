@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Support
 import Synchronization
 
 /// One request on its way through the I/O thread, and the response being assembled for it.

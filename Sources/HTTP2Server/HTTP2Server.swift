@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Support
 import Synchronization
 
 /// An HTTP/2 server on nghttp2 and OpenSSL: TLS with ALPN `h2` (a TLS client that offers no ALPN is

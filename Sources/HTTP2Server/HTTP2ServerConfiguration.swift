@@ -56,12 +56,3 @@ public struct HTTP2ServerConfiguration: Sendable {
         self.shutdownGracePeriod = shutdownGracePeriod
     }
 }
-
-extension Duration {
-    /// The duration in whole nanoseconds, clamped at zero.
-    var nanosecondsClamped: UInt64 {
-        let (seconds, attoseconds) = components
-        if seconds < 0 { return 0 }
-        return UInt64(seconds) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
-    }
-}
