@@ -250,26 +250,40 @@ final class Transfer: @unchecked Sendable {
     // MARK: - Callbacks (I/O thread)
 
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Int {
-        var line = Substring(String(decoding: bytes, as: UTF8.self))
-        while let last = line.last, last == "\r\n" || last == "\n" || last == "\r" { line.removeLast() }
-        if line.hasPrefix("HTTP/") {
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0D || bytes[end - 1] == 0x0A { end -= 1 }
+        if end >= 5, bytes[0..<5].elementsEqual("HTTP/".utf8) {
+            let line = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self)
             // A new status line starts a new header block (after a 1xx interim response, for example).
             let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             version = Self.version(fromStatusLine: parts.first ?? "")
             headers = HTTPHeaders()
             headComplete = false
-        } else if line.isEmpty {
+        } else if end == 0 {
             if status >= 200 && !headComplete {
                 headComplete = true
                 if isStreaming { deliverStreamingHead() }
             }
-        } else if !headComplete, let colon = line.firstIndex(of: ":") {
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        } else if !headComplete, let (name, value) = Self.headerField(bytes) {
             headers.add(name: name, value: value)
         }
         return bytes.count
+    }
+
+    /// Splits a `name: value` header line at its first colon, trimming spaces and tabs (and the line end) from
+    /// both parts; `nil` when there is no colon.
+    static func headerField(_ bytes: UnsafeRawBufferPointer) -> (name: String, value: String)? {
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        func trimmed(_ range: Range<Int>) -> String {
+            var lower = range.lowerBound
+            var upper = range.upperBound
+            let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+            while lower < upper, blank(bytes[lower]) { lower += 1 }
+            while upper > lower, blank(bytes[upper - 1]) { upper -= 1 }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[lower..<upper]), as: UTF8.self)
+        }
+        return (trimmed(0..<colon), trimmed((colon + 1)..<bytes.count))
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {

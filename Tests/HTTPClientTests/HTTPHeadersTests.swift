@@ -3,6 +3,24 @@ import Testing
 @testable import HTTPClient
 
 @Suite struct HTTPHeadersTests {
+    @Test(arguments: [
+        ("Content-Type: application/json\r\n", "Content-Type", "application/json"),
+        ("  X-Spaced \t:  a value  with spaces \t\r\n", "X-Spaced", "a value  with spaces"),
+        ("x-url: https://example.com:8443/path\r\n", "x-url", "https://example.com:8443/path"),
+        ("x-empty:\r\n", "x-empty", ""),
+        ("x-bare-lf: v\n", "x-bare-lf", "v"),
+        ("x-utf8: caf\u{E9}\r\n", "x-utf8", "caf\u{E9}"),
+    ])
+    func headerLinesSplitAtTheFirstColon(_ line: String, _ name: String, _ value: String) {
+        let field = Array(line.utf8).withUnsafeBytes { Transfer.headerField($0) }
+        #expect(field?.name == name)
+        #expect(field?.value == value)
+    }
+
+    @Test func headerLineWithoutColonIsIgnored() {
+        #expect(Array("not a header\r\n".utf8).withUnsafeBytes { Transfer.headerField($0) } == nil)
+    }
+
     @Test func lookupIsCaseInsensitiveAndKeepsOrder() {
         var headers: HTTPHeaders = ["Content-Type": "application/json", "X-Trace": "a"]
         headers.add(name: "x-trace", value: "b")
