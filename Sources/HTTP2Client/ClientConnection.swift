@@ -203,26 +203,14 @@ final class ClientConnection {
     }
 
     private func readFromSocket() {
-        let buffer = loop.readBuffer
-        var total = 0
-        while total < 256 * 1024 && state != .closed {
-            let count = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if count > 0 {
-                total += count
-                receive(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                continue
-            }
-            if count == 0 {
-                fail(.connectionLost("the server closed the connection"))
-                return
-            }
-            switch errno {
-            case EAGAIN, EWOULDBLOCK: return
-            case EINTR: continue
-            default:
-                fail(.connectionLost(String(cString: strerror(errno))))
-                return
-            }
+        let end = SocketIO.read(fd, into: loop.readBuffer, budget: 256 * 1024) { bytes in
+            receive(bytes)
+            return state != .closed
+        }
+        switch end {
+        case .drained, .stopped: break
+        case .peerClosed: fail(.connectionLost("the server closed the connection"))
+        case .failed(let code): fail(.connectionLost(String(cString: strerror(code))))
         }
     }
 
@@ -231,30 +219,26 @@ final class ClientConnection {
             feed(bytes)
             return
         }
-        tls.receiveCiphertext(bytes)
-        if !tls.handshakeComplete {
-            let outcome = tls.continueHandshake()
-            tls.drainCiphertext(into: &output)
-            if outcome == .failed {
-                fail(tlsContext?.check(tls, handshakeFailed: true) ?? .tlsFailure("handshake failed"))
-                return
-            }
-            guard tls.handshakeComplete else { return }
-            if let problem = tlsContext?.check(tls, handshakeFailed: false) {
-                fail(problem)
-                return
-            }
-            startSession()
-        }
-        let outcome = tls.readPlaintext(into: loop.plaintextBuffer) { chunk in
-            feed(chunk)
-            return state != .closed
-        }
-        tls.drainCiphertext(into: &output)
+        let outcome = tls.receive(
+            bytes, output: &output, scratch: loop.plaintextBuffer,
+            handshakeDone: {
+                if let problem = tlsContext?.check(tls, handshakeFailed: false) {
+                    fail(problem)
+                    return false
+                }
+                startSession()
+                return state != .closed
+            },
+            feed: { chunk in
+                feed(chunk)
+                return state != .closed
+            })
         switch outcome {
         case .ok: break
         case .closed: fail(.connectionLost("the server closed the TLS session"))
-        case .failed: if state != .closed { fail(.connectionLost("TLS error")) }
+        case .failed where !tls.handshakeComplete:
+            fail(tlsContext?.check(tls, handshakeFailed: true) ?? .tlsFailure("handshake failed"))
+        case .failed: fail(.connectionLost("TLS error"))
         }
     }
 
@@ -283,62 +267,30 @@ final class ClientConnection {
     }
 
     private func generate(_ session: OpaquePointer) -> Int {
-        var produced = 0
-        let staging = loop.staging
-        var staged = 0
-        while output.count + staged < ClientConnection.highWater {
-            var chunk: UnsafePointer<UInt8>?
-            let count = nghttp2_session_mem_send(session, &chunk)
-            if count < 0 {
-                fail(.connectionLost("HTTP/2 protocol error: \(String(cString: nghttp2_strerror(Int32(count))))"))
-                return 0
-            }
-            guard count > 0, let chunk else { break }
-            produced += count
-            guard let tls else {
-                output.append(UnsafeRawBufferPointer(start: chunk, count: count))
-                continue
-            }
-            var offset = 0
-            while offset < count {
-                let take = min(count - offset, staging.count - staged)
-                (staging.baseAddress! + staged).copyMemory(from: chunk + offset, byteCount: take)
-                staged += take
-                offset += take
-                if staged == staging.count {
-                    encrypt(tls, UnsafeRawBufferPointer(rebasing: staging[0..<staged]))
-                    staged = 0
-                }
-            }
+        switch SocketIO.generateFrames(
+            session, tls: tls, staging: loop.staging, output: &output, highWater: ClientConnection.highWater)
+        {
+        case .success(let produced):
+            return produced
+        case .failure(.nghttp2(let code)):
+            fail(.connectionLost("HTTP/2 protocol error: \(String(cString: nghttp2_strerror(code)))"))
+            return 0
+        case .failure(.tls):
+            fail(.connectionLost("TLS write failed"))
+            return 0
         }
-        if let tls, staged > 0 { encrypt(tls, UnsafeRawBufferPointer(rebasing: staging[0..<staged])) }
-        return produced
-    }
-
-    private func encrypt(_ tls: TLSEngine, _ bytes: UnsafeRawBufferPointer) {
-        if !tls.writePlaintext(bytes) { fail(.connectionLost("TLS write failed")) }
-        tls.drainCiphertext(into: &output)
     }
 
     /// Writes queued bytes; returns whether the queue is now empty.
     private func sendPending() -> Bool {
-        while !output.isEmpty && state != .closed {
-            var failure: Int32 = 0
-            let sent = output.drain { bytes in
-                let result = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
-                if result < 0 { failure = errno }
-                return result
-            }
-            if sent > 0 { continue }
-            switch failure {
-            case EAGAIN, EWOULDBLOCK: return false
-            case EINTR: continue
-            default:
-                fail(.connectionLost(String(cString: strerror(failure))))
-                return false
-            }
+        guard state != .closed else { return false }
+        switch SocketIO.write(fd, from: &output) {
+        case .drained: return true
+        case .blocked: return false
+        case .failed(let code):
+            fail(.connectionLost(String(cString: strerror(code))))
+            return false
         }
-        return true
     }
 
     /// Waits for writability only while bytes are queued (or the connect is pending).

@@ -117,27 +117,15 @@ final class Connection {
 
     /// Reads what the socket has (bounded per call, the loop is level-triggered) and feeds it on.
     func readFromSocket(now: UInt64) {
-        let buffer = loop.readBuffer
-        var total = 0
-        while total < 256 * 1024 && closeReason == nil {
-            let count = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if count > 0 {
-                total += count
-                lastActivity = now
-                receive(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                continue
-            }
-            if count == 0 {
-                markClose(.peerClosed)
-                return
-            }
-            switch errno {
-            case EAGAIN, EWOULDBLOCK: return
-            case EINTR: continue
-            default:
-                markClose(.socketError)
-                return
-            }
+        let end = SocketIO.read(fd, into: loop.readBuffer, budget: 256 * 1024) { bytes in
+            lastActivity = now
+            receive(bytes)
+            return closeReason == nil
+        }
+        switch end {
+        case .drained, .stopped: break
+        case .peerClosed: markClose(.peerClosed)
+        case .failed: markClose(.socketError)
         }
     }
 
@@ -146,21 +134,11 @@ final class Connection {
             feed(bytes)
             return
         }
-        tls.receiveCiphertext(bytes)
-        if !tls.handshakeComplete {
-            let outcome = tls.continueHandshake()
-            tls.drainCiphertext(into: &output)
-            if outcome == .failed {
-                markClose(.protocolError)
-                return
-            }
-            if !tls.handshakeComplete { return }
-        }
-        let outcome = tls.readPlaintext(into: loop.plaintextBuffer) { chunk in
+        let outcome = tls.receive(bytes, output: &output, scratch: loop.plaintextBuffer, handshakeDone: { true }) {
+            chunk in
             feed(chunk)
             return closeReason == nil
         }
-        tls.drainCiphertext(into: &output)
         switch outcome {
         case .ok: break
         case .closed: markClose(.peerClosed)
@@ -195,64 +173,26 @@ final class Connection {
     }
 
     private func generate(_ session: OpaquePointer) -> Int {
-        var produced = 0
-        let staging = loop.tlsStaging
-        var staged = 0
-        while output.count + staged < Connection.highWater {
-            var chunk: UnsafePointer<UInt8>?
-            let count = nghttp2_session_mem_send(session, &chunk)
-            if count < 0 {
-                markClose(.protocolError)
-                break
-            }
-            guard count > 0, let chunk else { break }
-            produced += count
-            if let tls {
-                var offset = 0
-                while offset < count {
-                    let take = min(count - offset, staging.count - staged)
-                    (staging.baseAddress! + staged).copyMemory(from: chunk + offset, byteCount: take)
-                    staged += take
-                    offset += take
-                    if staged == staging.count {
-                        encrypt(tls, UnsafeRawBufferPointer(rebasing: staging[0..<staged]))
-                        staged = 0
-                    }
-                }
-            } else {
-                output.append(UnsafeRawBufferPointer(start: chunk, count: count))
-            }
+        switch SocketIO.generateFrames(
+            session, tls: tls, staging: loop.tlsStaging, output: &output, highWater: Connection.highWater)
+        {
+        case .success(let produced):
+            return produced
+        case .failure:
+            markClose(.protocolError)
+            return 0
         }
-        if let tls, staged > 0 {
-            encrypt(tls, UnsafeRawBufferPointer(rebasing: staging[0..<staged]))
-        }
-        return produced
-    }
-
-    private func encrypt(_ tls: TLSEngine, _ bytes: UnsafeRawBufferPointer) {
-        if !tls.writePlaintext(bytes) { markClose(.protocolError) }
-        tls.drainCiphertext(into: &output)
     }
 
     /// Writes queued bytes; returns whether the queue is now empty.
     func sendPending() -> Bool {
-        while !output.isEmpty {
-            var failure: Int32 = 0
-            let sent = output.drain { bytes in
-                let result = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
-                if result < 0 { failure = errno }
-                return result
-            }
-            if sent > 0 { continue }
-            switch failure {
-            case EAGAIN, EWOULDBLOCK: return false
-            case EINTR: continue
-            default:
-                closeReason = .socketError
-                return false
-            }
+        switch SocketIO.write(fd, from: &output) {
+        case .drained: return true
+        case .blocked: return false
+        case .failed:
+            closeReason = .socketError
+            return false
         }
-        return true
     }
 
     /// Whether the HTTP/2 session has ended on its own (GOAWAY exchanged and no streams left).
