@@ -89,13 +89,11 @@ enum PushRequestParser {
 
         guard !request.body.isEmpty else { throw .payloadEmpty }
         guard request.body.count <= pushType.maximumPayloadSize else { throw .payloadTooLarge }
-        guard let object = try? JSONSerialization.jsonObject(with: request.body) as? [String: Any] else {
-            throw .badPayload
-        }
-        if pushType == .background {
-            let aps = object["aps"] as? [String: Any]
-            guard priority == 5, let available = aps?["content-available"] as? NSNumber, available.intValue == 1
-            else { throw .invalidPushType }
+        let background = pushType == .background
+        guard case .object(let contentAvailableIsOne) = PayloadCheck.check(request.body, needsContentAvailable: background)
+        else { throw .badPayload }
+        if background {
+            guard priority == 5, contentAvailableIsOne == true else { throw .invalidPushType }
         }
         // Line breaks can only be whitespace between JSON tokens (inside strings they are escaped).
         var text = String(decoding: request.body, as: UTF8.self)

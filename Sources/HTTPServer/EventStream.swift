@@ -8,6 +8,9 @@ import Synchronization
 /// to unregister it, and returns `HTTPResponse.eventStream(stream)`. Publishers call
 /// `send(event:id:data:)` from any thread or task; events sent before the client is attached are
 /// buffered. The stream ends when either side closes it; `onTermination` then runs exactly once.
+///
+/// A stream created with an ``EventStreamBatch`` defers waking its connection while a batch scope is
+/// open, so a burst of sends to many streams wakes the server's workers once instead of once per event.
 public final class EventStream: Sendable {
     private struct State: ~Copyable {
         /// Starts with a comment so the client gets the response headers and a first chunk at once.
@@ -19,6 +22,8 @@ public final class EventStream: Sendable {
         var terminated = false
         /// The content reader suspended the connection and nobody has resumed it yet.
         var suspended = false
+        /// The stream is suspended, has bytes to send and waits in its batch for the wake-up.
+        var marked = false
         /// The MHD connection serving this stream, once the response is queued.
         var connection: MHDConnection?
         var terminationHandlers: [@Sendable () -> Void] = []
@@ -32,10 +37,14 @@ public final class EventStream: Sendable {
 
     /// The most bytes buffered for a slow client before the stream is closed.
     public let bufferLimit: Int
+    /// Where wake-ups are deferred while a batch scope is open; `nil` wakes at once.
+    private let batch: EventStreamBatch?
 
-    /// Creates a stream that buffers at most `bufferLimit` bytes for a slow client.
-    public init(bufferLimit: Int = 1 << 20) {
+    /// Creates a stream that buffers at most `bufferLimit` bytes for a slow client. With `batch`, sends
+    /// made while one of its scopes is open wake the connection when the scope ends.
+    public init(bufferLimit: Int = 1 << 20, batch: EventStreamBatch? = nil) {
         self.bufferLimit = bufferLimit
+        self.batch = batch
     }
 
     /// Whether the stream no longer accepts events.
@@ -89,24 +98,53 @@ public final class EventStream: Sendable {
         }
     }
 
+    private enum Enqueued {
+        case refused
+        case queued
+        /// Queued for a suspended connection: the batch (if a scope is open) or the caller wakes it.
+        case queuedToMark
+    }
+
     private func enqueue(_ bytes: [UInt8]) -> Bool {
-        let overflow = state.withLock { state -> Bool? in
-            guard !state.closed else { return nil }
+        let batched = batch != nil
+        let result = state.withLock { state -> Enqueued in
+            guard !state.closed else { return .refused }
             if state.pendingCount + bytes.count > bufferLimit {
                 state.closed = true
                 state.pending = []
                 state.readOffset = 0
                 Self.resumeIfSuspended(&state)
-                return true
+                return .refused
             }
             state.pending.append(contentsOf: bytes)
-            Self.resumeIfSuspended(&state)
-            return false
+            guard state.suspended, state.connection != nil else { return .queued }
+            guard batched else {
+                Self.resumeIfSuspended(&state)
+                return .queued
+            }
+            if state.marked { return .queued }
+            state.marked = true
+            return .queuedToMark
         }
-        return overflow == false
+        switch result {
+        case .refused: return false
+        case .queued: return true
+        case .queuedToMark:
+            if batch?.mark(self) != true { wakeMarked() }
+            return true
+        }
+    }
+
+    /// Wakes the connection of a marked stream (end of a batch scope, or no scope was open).
+    func wakeMarked() {
+        state.withLock { state in
+            guard state.marked else { return }
+            Self.resumeIfSuspended(&state)
+        }
     }
 
     private static func resumeIfSuspended(_ state: inout State) {
+        state.marked = false
         guard state.suspended, let connection = state.connection else { return }
         state.suspended = false
         MHD_resume_connection(connection.pointer)
@@ -159,6 +197,7 @@ public final class EventStream: Sendable {
             state.terminated = true
             state.closed = true
             state.suspended = false
+            state.marked = false
             state.connection = nil
             state.pending = []
             state.readOffset = 0
