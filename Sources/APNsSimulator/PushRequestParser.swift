@@ -102,7 +102,9 @@ enum PushRequestParser {
         guard !request.body.isEmpty else { throw .payloadEmpty }
         guard request.body.count <= pushType.maximumPayloadSize else { throw .payloadTooLarge }
         let background = pushType == .background
-        guard case .object(let contentAvailableIsOne) = PayloadCheck.check(request.body, needsContentAvailable: background)
+        guard
+            case .object(let contentAvailableIsOne) = PayloadCheck.check(
+                request.body, needsContentAvailable: background)
         else { throw .badPayload }
         if background {
             guard priority == 5, contentAvailableIsOne == true else { throw .invalidPushType }

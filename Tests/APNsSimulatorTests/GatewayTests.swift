@@ -80,7 +80,8 @@ struct GatewayTests {
         let entries = gateway.logEntries()
         try #require(entries.count == 2)
         let first = entries[0]
-        #expect(first.headers == ["authorization": "[redacted]", "apns-topic": "com.example.mail", "x-trace": "one, two"])
+        #expect(
+            first.headers == ["authorization": "[redacted]", "apns-topic": "com.example.mail", "x-trace": "one, two"])
         #expect(!first.headers.values.contains { $0.contains(jwt) })
         #expect(first.payload == String(decoding: Data(body.utf8).prefix(12), as: UTF8.self))
         #expect(first.payloadTruncated)

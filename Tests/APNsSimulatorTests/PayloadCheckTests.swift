@@ -69,7 +69,8 @@ struct PayloadCheckTests {
 
     @Test func invalidUTF8AndControlBytesAreLeftToJSONSerialization() {
         let bodies: [[UInt8]] = [
-            [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D], [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0x01, 0x22, 0x7D],
+            [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D],
+            [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0x01, 0x22, 0x7D],
             [0x7B, 0x7D, 0x00], [0xEF, 0xBB, 0xBF, 0x7B, 0x7D], [0xFE, 0xFF, 0x00, 0x7B, 0x00, 0x7D],
             [0x7B, 0x00, 0x7D, 0x00],
         ]
@@ -83,7 +84,9 @@ struct PayloadCheckTests {
     @Test func generatedObjectsAgree() {
         // Small random documents over the scan's grammar, plus random single-byte damage to them.
         var generator = SystemRandomNumberGenerator()
-        let atoms = ["1", "0", "-3", "true", "false", "null", "\"s\"", "\"\"", "[]", "{}", "[1,\"x\"]", "1.5", "\"\\n\""]
+        let atoms = [
+            "1", "0", "-3", "true", "false", "null", "\"s\"", "\"\"", "[]", "{}", "[1,\"x\"]", "1.5", "\"\\n\"",
+        ]
         let keys = ["aps", "content-available", "a", "badge", "aps"]
         for _ in 0..<400 {
             var members: [String] = []
