@@ -26,13 +26,18 @@ public final class EventStream: Sendable {
         var marked = false
         /// The MHD connection serving this stream, once the response is queued.
         var connection: MHDConnection?
+        /// A batch wake-up took this stream's suspension and calls `MHD_resume_connection` outside the
+        /// mutex; `close()` waits until that call has returned.
+        var resumingOutsideLock = false
         var terminationHandlers: [@Sendable () -> Void] = []
 
         var pendingCount: Int { pending.count - readOffset }
     }
 
-    // Every field is guarded by this mutex. MHD_suspend_connection / MHD_resume_connection are
-    // called while it is held, so a resume can never overtake the suspend it undoes.
+    // Every field is guarded by this mutex. MHD_suspend_connection is called while it is held, and so is
+    // MHD_resume_connection, except for a batch wake-up (`wakeMarked()`): that one clears `suspended`
+    // under the mutex and resumes right after releasing it (the connection stays suspended in between,
+    // so no new suspend can happen), and `close()` does not return before that resume was issued.
     private let state = Mutex(State())
 
     /// The most bytes buffered for a slow client before the stream is closed.
@@ -91,10 +96,18 @@ public final class EventStream: Sendable {
 
     /// Ends the stream after the already-queued events have been delivered.
     public func close() {
-        state.withLock { state in
-            guard !state.closed else { return }
-            state.closed = true
-            Self.resumeIfSuspended(&state)
+        var waitForResume = state.withLock { state -> Bool in
+            if !state.closed {
+                state.closed = true
+                Self.resumeIfSuspended(&state)
+            }
+            return state.resumingOutsideLock
+        }
+        // Every resume of this stream's connection must be issued before `close()` returns (the server
+        // stops the daemon once every stream is closed); a batch wake-up is at most a system call away.
+        while waitForResume {
+            sched_yield()
+            waitForResume = state.withLock { $0.resumingOutsideLock }
         }
     }
 
@@ -136,11 +149,20 @@ public final class EventStream: Sendable {
     }
 
     /// Wakes the connection of a marked stream (end of a batch scope, or no scope was open).
+    /// The mutex is released before `MHD_resume_connection`, so the worker thread that the resume wakes
+    /// does not find it held when it reads the stream.
     func wakeMarked() {
-        state.withLock { state in
-            guard state.marked else { return }
-            Self.resumeIfSuspended(&state)
+        let connection = state.withLock { state -> MHDConnection? in
+            guard state.marked else { return nil }
+            state.marked = false
+            guard state.suspended, let connection = state.connection else { return nil }
+            state.suspended = false
+            state.resumingOutsideLock = true
+            return connection
         }
+        guard let connection else { return }
+        MHD_resume_connection(connection.pointer)
+        state.withLock { $0.resumingOutsideLock = false }
     }
 
     private static func resumeIfSuspended(_ state: inout State) {
