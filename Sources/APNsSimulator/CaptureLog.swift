@@ -65,9 +65,46 @@ public struct LogEntry: Sendable, Codable, Equatable {
     public var events: [LogEvent]
 }
 
+/// A provider request as the capture log keeps it: the headers as they arrived (the `authorization`
+/// value already redacted) and the payload bytes. The ``LogEntry`` (header dictionary, payload text) is
+/// built only when the log is read.
+struct CapturedRequest: Sendable {
+    var sequence = 0
+    var timestamp: Int64
+    var apnsId: String
+    var method: String
+    var path: String
+    var deviceToken: String?
+    /// Header fields in arrival order.
+    var headers: [ProviderRequest.Header]
+    /// The payload bytes, already cut at the configured limit.
+    var payload: Data
+    var payloadTruncated: Bool
+    var status: Int
+    var reason: String?
+    var outcome: NotificationOutcome
+    var events: [LogEvent]
+
+    /// The entry as ``Gateway/logEntries(after:limit:)`` reports it: repeated headers joined with `", "`.
+    var entry: LogEntry {
+        var fields: [String: String] = [:]
+        for header in headers {
+            if let existing = fields[header.name] {
+                fields[header.name] = existing + ", " + header.value
+            } else {
+                fields[header.name] = header.value
+            }
+        }
+        return LogEntry(
+            sequence: sequence, timestamp: timestamp, apnsId: apnsId, method: method, path: path,
+            deviceToken: deviceToken, headers: fields, payload: String(decoding: payload, as: UTF8.self),
+            payloadTruncated: payloadTruncated, status: status, reason: reason, outcome: outcome, events: events)
+    }
+}
+
 /// The bounded, ordered capture log.
 struct CaptureLog: Sendable {
-    private var entries: [LogEntry] = []
+    private var entries: [CapturedRequest] = []
     private var start = 0
     private var nextSequence = 1
     let capacity: Int
@@ -75,7 +112,7 @@ struct CaptureLog: Sendable {
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
     /// Appends an entry (its sequence is assigned here) and returns its sequence number.
-    mutating func append(_ entry: LogEntry) -> Int {
+    mutating func append(_ entry: CapturedRequest) -> Int {
         var entry = entry
         entry.sequence = nextSequence
         nextSequence += 1
@@ -101,7 +138,7 @@ struct CaptureLog: Sendable {
         let live = entries[start...]
         let firstSequence = live.first?.sequence ?? nextSequence
         let skip = max(0, after - firstSequence + 1)
-        return Array(live.dropFirst(skip).prefix(limit))
+        return live.dropFirst(skip).prefix(limit).map(\.entry)
     }
 
     private func index(of sequence: Int) -> Int? {

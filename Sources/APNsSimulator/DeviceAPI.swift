@@ -4,11 +4,12 @@ import HTTPServer
 /// The device side of the simulator (HTTP/1.1, JSON): registration, notification streams, the capture
 /// log, health and metrics.
 enum DeviceAPI {
-    static func router(for gateway: Gateway) -> Router {
+    /// `batch` defers the wake-ups of notification streams while one of its scopes is open.
+    static func router(for gateway: Gateway, batch: EventStreamBatch? = nil) -> Router {
         var router = Router()
         router.post("/sim/devices") { request in try register(request, gateway: gateway) }
         router.get("/sim/devices/:token/notifications") { request in
-            try subscribe(request.parameter("token") ?? "", gateway: gateway)
+            try subscribe(request.parameter("token") ?? "", gateway: gateway, batch: batch)
         }
         router.delete("/sim/devices/:token") { request in
             let token = request.parameter("token") ?? ""
@@ -50,9 +51,9 @@ enum DeviceAPI {
         return try .json(["deviceToken": token], status: .created)
     }
 
-    private static func subscribe(_ token: String, gateway: Gateway) throws -> HTTPResponse {
+    private static func subscribe(_ token: String, gateway: Gateway, batch: EventStreamBatch?) throws -> HTTPResponse {
         guard case .active = gateway.status(of: token) else { throw unknownDevice(token, gateway: gateway) }
-        let stream = EventStream()
+        let stream = EventStream(batch: batch)
         stream.sendComment("connected")
         let sink = DeviceSink(send: { data in stream.send(data: data) }, close: { stream.close() })
         guard let streamID = gateway.connect(token, sink: sink) else { throw unknownDevice(token, gateway: gateway) }

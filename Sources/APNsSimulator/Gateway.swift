@@ -93,23 +93,17 @@ public final class Gateway: Sendable {
     private func makeEntry(
         _ request: ProviderRequest, apnsID: String, token: String?, response: ProviderResponse,
         outcome: NotificationOutcome, event: LogEvent?, at timestamp: Int64
-    ) -> LogEntry {
-        var headers: [String: String] = [:]
-        for header in request.headers {
-            let value = header.name == "authorization" ? "[redacted]" : header.value
-            if let existing = headers[header.name] {
-                headers[header.name] = existing + ", " + value
-            } else {
-                headers[header.name] = value
-            }
+    ) -> CapturedRequest {
+        var headers = request.headers
+        for index in headers.indices where headers[index].name == "authorization" {
+            headers[index].value = "[redacted]"
         }
         let limit = configuration.logPayloadLimit
         let truncated = request.body.count > limit
-        let payload = String(decoding: truncated ? request.body.prefix(limit) : request.body, as: UTF8.self)
-        return LogEntry(
-            sequence: 0, timestamp: timestamp, apnsId: apnsID, method: request.method, path: request.path,
-            deviceToken: token, headers: headers, payload: payload, payloadTruncated: truncated,
-            status: response.status, reason: response.reason?.rawValue, outcome: outcome,
+        return CapturedRequest(
+            timestamp: timestamp, apnsId: apnsID, method: request.method, path: request.path, deviceToken: token,
+            headers: headers, payload: truncated ? Data(request.body.prefix(limit)) : request.body,
+            payloadTruncated: truncated, status: response.status, reason: response.reason?.rawValue, outcome: outcome,
             events: event.map { [$0] } ?? [])
     }
 

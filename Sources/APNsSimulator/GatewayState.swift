@@ -108,9 +108,12 @@ struct GatewayState: Sendable {
 
     /// Delivers, throttles, stores or drops `notification` for the device `token`, recording the outcome.
     mutating func route(_ notification: PendingNotification, token: String, now: Date) {
-        guard var device = devices.removeValue(forKey: token) else { return }
-        route(notification, device: &device, now: now)
-        devices[token] = device
+        // Take the table out of `self` (an O(1) move) so the record can be changed in place.
+        var table = devices
+        devices = [:]
+        defer { devices = table }
+        guard let index = table.index(forKey: token) else { return }
+        route(notification, device: &table.values[index], now: now)
     }
 
     private mutating func route(_ notification: PendingNotification, device: inout DeviceRecord, now: Date) {

@@ -27,6 +27,9 @@ public struct ProviderTokenVerifier: Sendable {
     public var cacheLimit: Int
 
     private var cache: [String: Cached] = [:]
+    /// The last `authorization` value that verified, and its claims: providers reuse one token for
+    /// many requests, so most requests are answered without hashing the token.
+    private var lastValid: (authorization: String, claims: JWTClaims)?
     private var histories: [String: KeyHistory] = [:]
     private(set) var signatureChecks = 0
 
@@ -47,6 +50,9 @@ public struct ProviderTokenVerifier: Sendable {
     /// Checks the value of an `authorization` header at time `now`; `nil` means the request is authorized.
     public mutating func authorize(_ authorization: String?, now: Date) -> RejectionReason? {
         guard let authorization, !authorization.isEmpty else { return .missingProviderToken }
+        if let lastValid, lastValid.authorization == authorization {
+            return check(lastValid.claims, now: now)
+        }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .invalidProviderToken }
         let token = Self.trimmed(parts[1])
@@ -55,6 +61,11 @@ public struct ProviderTokenVerifier: Sendable {
         case .invalid: return .invalidProviderToken
         case .valid(let verified): claims = verified
         }
+        lastValid = (authorization, claims)
+        return check(claims, now: now)
+    }
+
+    private mutating func check(_ claims: JWTClaims, now: Date) -> RejectionReason? {
         let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
         if Double(nowSeconds - claims.issuedAt) > tokenLifetime { return .expiredProviderToken }
         return recordUse(of: claims, now: now)
@@ -73,7 +84,10 @@ public struct ProviderTokenVerifier: Sendable {
     private static func isPlainByte(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x80 }
 
     private mutating func verify(_ token: String) -> Cached {
-        if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
+        if cache.count >= cacheLimit {
+            cache.removeAll(keepingCapacity: true)
+            lastValid = nil
+        }
         signatureChecks += 1
         let result: Cached
         if let unverified = try? JWT.decodeUnverified(token), let key = keys[unverified.keyID],

@@ -19,10 +19,6 @@ struct ParsedPush: Sendable {
 /// Apple's stateless request rules, one reason per rule.
 enum PushRequestParser {
     static let pathPrefix = "/3/device/"
-    static let singleValuedHeaders: Set<String> = [
-        "authorization", "apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration",
-        "apns-collapse-id",
-    ]
 
     /// The method and path rules; returns the device token text from the path.
     static func checkTarget(_ request: ProviderRequest) throws(RejectionReason) -> String {
@@ -49,11 +45,27 @@ enum PushRequestParser {
         return String(token)
     }
 
+    /// A distinct bit for each header that may appear only once, `nil` for other names.
+    static func singleValuedHeaderBit(_ name: String) -> UInt8? {
+        switch name {
+        case "authorization": return 1 << 0
+        case "apns-id": return 1 << 1
+        case "apns-topic": return 1 << 2
+        case "apns-push-type": return 1 << 3
+        case "apns-priority": return 1 << 4
+        case "apns-expiration": return 1 << 5
+        case "apns-collapse-id": return 1 << 6
+        default: return nil
+        }
+    }
+
     /// Repeated headers and the `apns-id` format.
     static func checkHeaders(_ request: ProviderRequest) throws(RejectionReason) {
-        var seen: Set<String> = []
-        for header in request.headers where singleValuedHeaders.contains(header.name) {
-            guard seen.insert(header.name).inserted else { throw .duplicateHeaders }
+        var seen: UInt8 = 0
+        for header in request.headers {
+            guard let bit = singleValuedHeaderBit(header.name) else { continue }
+            guard seen & bit == 0 else { throw .duplicateHeaders }
+            seen |= bit
         }
         if let apnsID = request.header("apns-id"), !isUUID(apnsID) { throw .badMessageId }
     }
@@ -89,13 +101,13 @@ enum PushRequestParser {
 
         guard !request.body.isEmpty else { throw .payloadEmpty }
         guard request.body.count <= pushType.maximumPayloadSize else { throw .payloadTooLarge }
-        guard let object = try? JSONSerialization.jsonObject(with: request.body) as? [String: Any] else {
-            throw .badPayload
-        }
-        if pushType == .background {
-            let aps = object["aps"] as? [String: Any]
-            guard priority == 5, let available = aps?["content-available"] as? NSNumber, available.intValue == 1
-            else { throw .invalidPushType }
+        let background = pushType == .background
+        guard
+            case .object(let contentAvailableIsOne) = PayloadCheck.check(
+                request.body, needsContentAvailable: background)
+        else { throw .badPayload }
+        if background {
+            guard priority == 5, contentAvailableIsOne == true else { throw .invalidPushType }
         }
         // Line breaks can only be whitespace between JSON tokens (inside strings they are escaped).
         var text = String(decoding: request.body, as: UTF8.self)

@@ -23,6 +23,8 @@ public final class SimulatorServer: Sendable {
     public let configuration: SimulatorConfiguration
     /// The gateway logic behind both APIs.
     public let gateway: Gateway
+    /// Groups the notification-stream wake-ups of each round of provider requests (and of each tick).
+    private let eventBatch = EventStreamBatch()
     private let running = Mutex<Running?>(nil)
 
     /// Creates a server; nothing listens until ``start()``.
@@ -48,18 +50,19 @@ public final class SimulatorServer: Sendable {
                     threadCount: configuration.deviceThreads, connectionLimit: configuration.deviceConnectionLimit,
                     eventStreamHeartbeat: configuration.heartbeat,
                     shutdownGracePeriod: .seconds(2)),
-                router: DeviceAPI.router(for: gateway))
+                router: DeviceAPI.router(for: gateway, batch: eventBatch))
         } catch {
             let provider = provider
             Task { await provider.shutdown(gracePeriod: .zero) }
             throw .deviceStartFailed("\(error)")
         }
         let gateway = gateway
+        let batch = eventBatch
         let interval = configuration.tickInterval
         let ticker = Task.detached {
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
-                gateway.processDueWork()
+                batch.run { gateway.processDueWork() }
             }
         }
         running.withLock { $0 = Running(provider: provider, device: device, ticker: ticker) }
@@ -73,6 +76,10 @@ public final class SimulatorServer: Sendable {
             host: configuration.providerHost, port: configuration.providerPort, tls: tls, maxConcurrentStreams: 1000,
             idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2))
         let gateway = gateway
+        let batch = eventBatch
+        // Inline handlers run inside the loop's rounds: notifications a round delivers wake the device
+        // API's workers once, after the round's responses are written.
+        let hooks = HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() })
         if configuration.gateway.faults.latency > .zero {
             return HTTP2Server(configuration: serverConfiguration) { request in
                 let response = gateway.handle(ProviderRequest(request))
@@ -81,7 +88,7 @@ public final class SimulatorServer: Sendable {
             }
         }
         return HTTP2Server(
-            configuration: serverConfiguration,
+            configuration: serverConfiguration, loopHooks: hooks,
             inlineHandler: { request in
                 HTTP2Response(gateway.handle(ProviderRequest(request)))
             })

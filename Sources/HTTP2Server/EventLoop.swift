@@ -36,6 +36,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
 
     let configuration: HTTP2ServerConfiguration
     let handler: HandlerKind
+    private let hooks: HTTP2LoopHooks?
     private let tlsContext: TLSContext?
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -59,7 +60,8 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
     private static let tick: UInt64 = 100_000_000
 
     init(
-        configuration: HTTP2ServerConfiguration, handler: HandlerKind, tlsContext: TLSContext?, listener: Listener
+        configuration: HTTP2ServerConfiguration, handler: HandlerKind, hooks: HTTP2LoopHooks?,
+        tlsContext: TLSContext?, listener: Listener
     ) throws(HTTP2ServerError) {
         guard let callbacks = makeSessionCallbacks() else {
             throw .setupFailed(reason: "nghttp2_session_callbacks_new failed")
@@ -86,6 +88,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         }
         self.configuration = configuration
         self.handler = handler
+        self.hooks = hooks
         self.tlsContext = tlsContext
         self.callbacks = callbacks
         self.epollFD = epollFD
@@ -157,6 +160,8 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
             }
             now = DispatchTime.now().uptimeNanoseconds
             if count < 0 && errno != EINTR { break }
+            let hooks = count > 0 ? hooks : nil
+            hooks?.willHandleEvents()
             for index in 0..<max(0, Int(count)) {
                 let event = events[index]
                 switch event.data.u64 {
@@ -170,6 +175,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
                 lastTimerCheck = now
                 checkTimers()
             }
+            hooks?.didHandleEvents()
             if shutdownDeadline != nil && connections.isEmpty { break }
         }
         finish()

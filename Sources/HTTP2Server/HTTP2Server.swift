@@ -29,25 +29,30 @@ public final class HTTP2Server: Sendable {
     /// The configuration the server was created with.
     public let configuration: HTTP2ServerConfiguration
     private let handler: HandlerKind
+    private let loopHooks: HTTP2LoopHooks?
     private let state = Mutex(State.idle)
 
     /// Creates a server whose handler runs asynchronously; a thrown error becomes a `500` response.
     /// If the client goes away first, the handler's task is cancelled and its response dropped.
+    /// `loopHooks` run on the event-loop thread around each round of socket events.
     public init(
-        configuration: HTTP2ServerConfiguration,
+        configuration: HTTP2ServerConfiguration, loopHooks: HTTP2LoopHooks? = nil,
         handler: @escaping @Sendable (HTTP2Request) async throws -> HTTP2Response
     ) {
         self.configuration = configuration
+        self.loopHooks = loopHooks
         self.handler = .async(handler)
     }
 
     /// Creates a server whose handler runs synchronously on the event-loop thread: the fastest
-    /// path, for handlers that answer at once and never block.
+    /// path, for handlers that answer at once and never block. `loopHooks` run on the event-loop thread
+    /// around each round of socket events (so around every inline handler call of that round).
     public init(
-        configuration: HTTP2ServerConfiguration,
+        configuration: HTTP2ServerConfiguration, loopHooks: HTTP2LoopHooks? = nil,
         inlineHandler: @escaping @Sendable (HTTP2Request) -> HTTP2Response
     ) {
         self.configuration = configuration
+        self.loopHooks = loopHooks
         self.handler = .inline(inlineHandler)
     }
 
@@ -82,7 +87,8 @@ public final class HTTP2Server: Sendable {
         let loop: EventLoop
         do {
             loop = try EventLoop(
-                configuration: configuration, handler: handler, tlsContext: tlsContext, listener: listener)
+                configuration: configuration, handler: handler, hooks: loopHooks, tlsContext: tlsContext,
+                listener: listener)
         } catch {
             close(listener.fd)
             throw error

@@ -8,6 +8,9 @@ import Synchronization
 /// to unregister it, and returns `HTTPResponse.eventStream(stream)`. Publishers call
 /// `send(event:id:data:)` from any thread or task; events sent before the client is attached are
 /// buffered. The stream ends when either side closes it; `onTermination` then runs exactly once.
+///
+/// A stream created with an ``EventStreamBatch`` defers waking its connection while a batch scope is
+/// open, so a burst of sends to many streams wakes the server's workers once instead of once per event.
 public final class EventStream: Sendable {
     private struct State: ~Copyable {
         /// Starts with a comment so the client gets the response headers and a first chunk at once.
@@ -19,23 +22,34 @@ public final class EventStream: Sendable {
         var terminated = false
         /// The content reader suspended the connection and nobody has resumed it yet.
         var suspended = false
+        /// The stream is suspended, has bytes to send and waits in its batch for the wake-up.
+        var marked = false
         /// The MHD connection serving this stream, once the response is queued.
         var connection: MHDConnection?
+        /// A batch wake-up took this stream's suspension and calls `MHD_resume_connection` outside the
+        /// mutex; `close()` waits until that call has returned.
+        var resumingOutsideLock = false
         var terminationHandlers: [@Sendable () -> Void] = []
 
         var pendingCount: Int { pending.count - readOffset }
     }
 
-    // Every field is guarded by this mutex. MHD_suspend_connection / MHD_resume_connection are
-    // called while it is held, so a resume can never overtake the suspend it undoes.
+    // Every field is guarded by this mutex. MHD_suspend_connection is called while it is held, and so is
+    // MHD_resume_connection, except for a batch wake-up (`wakeMarked()`): that one clears `suspended`
+    // under the mutex and resumes right after releasing it (the connection stays suspended in between,
+    // so no new suspend can happen), and `close()` does not return before that resume was issued.
     private let state = Mutex(State())
 
     /// The most bytes buffered for a slow client before the stream is closed.
     public let bufferLimit: Int
+    /// Where wake-ups are deferred while a batch scope is open; `nil` wakes at once.
+    private let batch: EventStreamBatch?
 
-    /// Creates a stream that buffers at most `bufferLimit` bytes for a slow client.
-    public init(bufferLimit: Int = 1 << 20) {
+    /// Creates a stream that buffers at most `bufferLimit` bytes for a slow client. With `batch`, sends
+    /// made while one of its scopes is open wake the connection when the scope ends.
+    public init(bufferLimit: Int = 1 << 20, batch: EventStreamBatch? = nil) {
         self.bufferLimit = bufferLimit
+        self.batch = batch
     }
 
     /// Whether the stream no longer accepts events.
@@ -82,31 +96,77 @@ public final class EventStream: Sendable {
 
     /// Ends the stream after the already-queued events have been delivered.
     public func close() {
-        state.withLock { state in
-            guard !state.closed else { return }
-            state.closed = true
-            Self.resumeIfSuspended(&state)
+        var waitForResume = state.withLock { state -> Bool in
+            if !state.closed {
+                state.closed = true
+                Self.resumeIfSuspended(&state)
+            }
+            return state.resumingOutsideLock
+        }
+        // Every resume of this stream's connection must be issued before `close()` returns (the server
+        // stops the daemon once every stream is closed); a batch wake-up is at most a system call away.
+        while waitForResume {
+            sched_yield()
+            waitForResume = state.withLock { $0.resumingOutsideLock }
         }
     }
 
+    private enum Enqueued {
+        case refused
+        case queued
+        /// Queued for a suspended connection: the batch (if a scope is open) or the caller wakes it.
+        case queuedToMark
+    }
+
     private func enqueue(_ bytes: [UInt8]) -> Bool {
-        let overflow = state.withLock { state -> Bool? in
-            guard !state.closed else { return nil }
+        let batched = batch != nil
+        let result = state.withLock { state -> Enqueued in
+            guard !state.closed else { return .refused }
             if state.pendingCount + bytes.count > bufferLimit {
                 state.closed = true
                 state.pending = []
                 state.readOffset = 0
                 Self.resumeIfSuspended(&state)
-                return true
+                return .refused
             }
             state.pending.append(contentsOf: bytes)
-            Self.resumeIfSuspended(&state)
-            return false
+            guard state.suspended, state.connection != nil else { return .queued }
+            guard batched else {
+                Self.resumeIfSuspended(&state)
+                return .queued
+            }
+            if state.marked { return .queued }
+            state.marked = true
+            return .queuedToMark
         }
-        return overflow == false
+        switch result {
+        case .refused: return false
+        case .queued: return true
+        case .queuedToMark:
+            if batch?.mark(self) != true { wakeMarked() }
+            return true
+        }
+    }
+
+    /// Wakes the connection of a marked stream (end of a batch scope, or no scope was open).
+    /// The mutex is released before `MHD_resume_connection`, so the worker thread that the resume wakes
+    /// does not find it held when it reads the stream.
+    func wakeMarked() {
+        let connection = state.withLock { state -> MHDConnection? in
+            guard state.marked else { return nil }
+            state.marked = false
+            guard state.suspended, let connection = state.connection else { return nil }
+            state.suspended = false
+            state.resumingOutsideLock = true
+            return connection
+        }
+        guard let connection else { return }
+        MHD_resume_connection(connection.pointer)
+        state.withLock { $0.resumingOutsideLock = false }
     }
 
     private static func resumeIfSuspended(_ state: inout State) {
+        state.marked = false
         guard state.suspended, let connection = state.connection else { return }
         state.suspended = false
         MHD_resume_connection(connection.pointer)
@@ -159,6 +219,7 @@ public final class EventStream: Sendable {
             state.terminated = true
             state.closed = true
             state.suspended = false
+            state.marked = false
             state.connection = nil
             state.pending = []
             state.readOffset = 0

@@ -51,6 +51,53 @@ struct GatewayTests {
         #expect(gateway.logEntries(after: 20).map(\.sequence) == [21, 22, 23, 24, 25])
     }
 
+    @Test func logReportsHeadersJoinedAndRedactedAndThePayloadCut() throws {
+        let key = try P256PrivateKey()
+        let clock = ManualClock()
+        let configuration = GatewayConfiguration(
+            providerKeys: [ProviderKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: try key.publicKey)],
+            logCapacity: 10, logPayloadLimit: 12)
+        let gateway = Gateway(configuration: configuration, clock: clock)
+        let token = gateway.registerDevice(topic: "com.example.mail")
+        let jwt = try JWT.makeES256(
+            claims: JWTClaims(
+                keyID: "KEY1234567", issuer: "TEAM123456", issuedAt: Int64(clock.now().timeIntervalSince1970)),
+            key: key)
+        let body = #"{"aps":{"badge":1},"acct":"é-alias"}"#
+        let response = gateway.handle(
+            ProviderRequest(
+                method: "POST", path: "/3/device/\(token)",
+                headers: [
+                    .init("Authorization", "bearer \(jwt)"), .init("apns-topic", "com.example.mail"),
+                    .init("X-Trace", "one"), .init("x-trace", "two"),
+                ],
+                body: Data(body.utf8)))
+        #expect(response.status == 200)
+        _ = gateway.handle(
+            ProviderRequest(
+                method: "POST", path: "/3/device/\(token)", headers: [.init("apns-topic", "com.example.mail")],
+                body: Data("{}".utf8)))
+        let entries = gateway.logEntries()
+        try #require(entries.count == 2)
+        let first = entries[0]
+        #expect(
+            first.headers == ["authorization": "[redacted]", "apns-topic": "com.example.mail", "x-trace": "one, two"])
+        #expect(!first.headers.values.contains { $0.contains(jwt) })
+        #expect(first.payload == String(decoding: Data(body.utf8).prefix(12), as: UTF8.self))
+        #expect(first.payloadTruncated)
+        #expect(first.outcome == .stored)
+        #expect(first.deviceToken == token)
+        #expect(first.method == "POST")
+        #expect(first.status == 200)
+        let second = entries[1]
+        #expect(second.headers == ["apns-topic": "com.example.mail"])
+        #expect(second.payload == "{}")
+        #expect(!second.payloadTruncated)
+        #expect(second.status == 403)
+        #expect(second.reason == "MissingProviderToken")
+        #expect(second.outcome == .refused)
+    }
+
     @Test func faultInjectorReplaysBySeed() {
         let configuration = FaultConfiguration(
             dropProbability: 0.25, tooManyRequestsProbability: 0.25, serviceUnavailableProbability: 0.25, seed: 99)

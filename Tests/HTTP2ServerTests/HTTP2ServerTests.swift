@@ -1,5 +1,6 @@
 import Foundation
 import HTTP2Server
+import Synchronization
 import TestSupport
 import Testing
 
@@ -326,5 +327,45 @@ struct HTTP2ServerTests {
             try tool("curl"), ["-sS", "--http2-prior-knowledge", "-X", "PUT", "http://127.0.0.1:\(server.port)/"])
         #expect(curl.stdout == "inline PUT")
         await server.shutdown()
+    }
+
+    @Test("loop hooks run around every round of events, so inline handlers run between them")
+    func loopHooksSurroundInlineHandlers() async throws {
+        struct Rounds {
+            var open = 0
+            var started = 0
+            var finished = 0
+            var handledInside = 0
+            var handledOutside = 0
+        }
+        let rounds = Mutex(Rounds())
+        let hooks = HTTP2LoopHooks(
+            willHandleEvents: {
+                rounds.withLock {
+                    $0.open += 1
+                    $0.started += 1
+                }
+            },
+            didHandleEvents: {
+                rounds.withLock {
+                    $0.open -= 1
+                    $0.finished += 1
+                }
+            })
+        let server = HTTP2Server(configuration: HTTP2ServerConfiguration(), loopHooks: hooks) { _ in
+            rounds.withLock { $0.open == 1 ? ($0.handledInside += 1) : ($0.handledOutside += 1) }
+            return HTTP2Response(status: 200, body: Data("ok".utf8))
+        }
+        try server.start()
+        let result = try await run(
+            try tool("h2load"), ["-n", "300", "-c", "2", "-m", "50", "http://127.0.0.1:\(server.port)/"])
+        #expect(result.stdout.contains("300 succeeded"), "h2load: \(result.stdout)")
+        await server.shutdown()
+        let final = rounds.withLock { $0 }
+        #expect(final.handledInside == 300)
+        #expect(final.handledOutside == 0)
+        #expect(final.started == final.finished)
+        #expect(final.open == 0)
+        #expect(final.started > 0)
     }
 }

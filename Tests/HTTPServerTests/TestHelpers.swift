@@ -166,6 +166,9 @@ final class StreamRegistry: Sendable {
 
     var count: Int { streams.withLock { $0.count } }
 
+    /// The open streams, in no particular order.
+    var all: [EventStream] { streams.withLock { Array($0.values) } }
+
     func broadcast(event: String, data: String) {
         for stream in streams.withLock({ Array($0.values) }) { stream.send(event: event, data: data) }
     }
