@@ -69,7 +69,7 @@ let package = Package(
             name: "signalfetch-bench",
             dependencies: [
                 "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport", "APNs", "HTTPServer", "HTTP2Server",
-                "HTTPClient", "HTTP2Client", "OpenSSLCrypto",
+                "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2",
             ]),
 
         // MARK: Tests

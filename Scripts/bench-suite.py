@@ -312,9 +312,8 @@ def apns_sim(env):
                               cluster.team_id], capture_output=True, text=True, check=True).stdout.strip()
         headers = [h for h in headers if not h.startswith("authorization")] + [f"authorization: bearer {jwt}"]
         tokens_file = os.path.join(env.work, "tokens-1k.txt")
-        first = Proc("devices-1k", [sys.executable, os.path.join(SCRIPTS, "bench-devices.py"), "--sim",
-                                    f"127.0.0.1:{cluster.device_port}", "--count", "1000", "--tokens-out",
-                                    tokens_file], env.work)
+        first = Proc("devices-1k", [env.bench, "devices", "--sim", f"127.0.0.1:{cluster.device_port}", "--count",
+                                    "1000", "--tokens-out", tokens_file], env.work)
         devices.append(first)
         ready = first.first_json_line(timeout=180)
         rss_1k = sim.rss_kb()
@@ -337,8 +336,8 @@ def apns_sim(env):
         env.stop(bare_proc)
         rss_after_load = sim.rss_kb()
         # Grow to 10,000 connected devices and read the gateway's resident memory.
-        more = Proc("devices-9k", [sys.executable, os.path.join(SCRIPTS, "bench-devices.py"), "--sim",
-                                   f"127.0.0.1:{cluster.device_port}", "--count", "9000"], env.work)
+        more = Proc("devices-9k", [env.bench, "devices", "--sim", f"127.0.0.1:{cluster.device_port}", "--count",
+                                   "9000"], env.work)
         devices.append(more)
         ready_9k = more.first_json_line(timeout=600)
         time.sleep(1)

@@ -23,6 +23,9 @@ let usage = """
                                   [--tokens FILE] [--count N] [--concurrency N] [--warmup N] [--diagnose]
                                               APNsClient notifications over one connection; prints the rate
       signalfetch-bench apns-describe --topic T   the benchmark notification's payload and headers (JSON)
+      signalfetch-bench devices --sim HOST:PORT --count N [--topic T] [--tokens-out FILE]
+                                              apns-sim devices that hold their notification streams and count
+                                              every event (JSON lines: ready, then events on SIGTERM)
       signalfetch-bench jwt --key P8 --key-id ID --team-id ID      one provider token
     """
 
@@ -139,6 +142,10 @@ await runCommand(usage: usage) {
             warmup: try arguments.int("warmup", default: 1_000), diagnose: arguments.flag("diagnose"))
     case "apns-describe":
         try APNsBenchmarks.describe(topic: try arguments.required("topic"))
+    case "devices":
+        try DeviceBenchmarks.run(
+            sim: try arguments.required("sim"), count: try arguments.int("count", default: 1_000),
+            topic: arguments.string("topic") ?? "com.example.signalfetch", tokensOut: arguments.string("tokens-out"))
     case "jwt":
         try APNsBenchmarks.providerToken(
             keyFile: try arguments.required("key"), keyID: try arguments.required("key-id"),
