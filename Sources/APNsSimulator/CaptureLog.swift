@@ -65,25 +65,117 @@ public struct LogEntry: Sendable, Codable, Equatable {
     public var events: [LogEvent]
 }
 
-/// A provider request as the capture log keeps it: the headers as they arrived (the `authorization`
-/// value already redacted) and the payload bytes. The ``LogEntry`` (header dictionary, payload text) is
-/// built only when the log is read.
+/// A provider request as the capture log keeps it, compactly: the text fields, the headers as they
+/// arrived (the `authorization` value already redacted) and the payload bytes share one byte buffer,
+/// with the names of the usual headers as one-byte codes. The ``LogEntry`` (header dictionary, payload
+/// text) is built only when the log is read.
 struct CapturedRequest: Sendable {
+    /// Header names stored as a one-byte code (their position plus one); other names are stored in full.
+    static let commonHeaderNames = [
+        "authorization", "apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration",
+        "apns-collapse-id", "content-type", "content-length", "user-agent", "accept", "accept-encoding",
+    ]
+
     var sequence = 0
     var timestamp: Int64
-    var apnsId: String
-    var method: String
-    var path: String
-    var deviceToken: String?
-    /// Header fields in arrival order.
-    var headers: [ProviderRequest.Header]
-    /// The payload bytes, already cut at the configured limit.
-    var payload: Data
-    var payloadTruncated: Bool
     var status: Int
-    var reason: String?
+    var reason: RejectionReason?
     var outcome: NotificationOutcome
-    var events: [LogEvent]
+    var payloadTruncated: Bool
+    /// The first event, kept inline (most requests have exactly one).
+    var firstEvent: LogEvent?
+    /// The events after the first.
+    var laterEvents: [LogEvent] = []
+    /// `apnsId`, `method`, `path`, the device token, the encoded headers and the payload, back to back.
+    private var bytes: [UInt8]
+    private var methodStart: UInt32
+    private var pathStart: UInt32
+    private var tokenStart: UInt32
+    private var headersStart: UInt32
+    private var payloadStart: UInt32
+    private var hasToken: Bool
+
+    /// Captures a request; `payload` is the part of the body to keep (already cut at the limit), and the
+    /// value of every `authorization` header is replaced by `[redacted]`.
+    init(
+        timestamp: Int64, apnsId: String, method: String, path: String, deviceToken: String?,
+        headers: [ProviderRequest.Header], payload: UnsafeRawBufferPointer, payloadTruncated: Bool, status: Int,
+        reason: RejectionReason?, outcome: NotificationOutcome, event: LogEvent?
+    ) {
+        self.timestamp = timestamp
+        self.status = status
+        self.reason = reason
+        self.outcome = outcome
+        self.payloadTruncated = payloadTruncated
+        firstEvent = event
+        var bytes: [UInt8] = []
+        var capacity = apnsId.utf8.count + method.utf8.count + path.utf8.count + (deviceToken?.utf8.count ?? 0)
+        capacity += payload.count
+        for header in headers { capacity += header.name.utf8.count + header.value.utf8.count + 4 }
+        bytes.reserveCapacity(capacity)
+        bytes.append(contentsOf: apnsId.utf8)
+        methodStart = UInt32(bytes.count)
+        bytes.append(contentsOf: method.utf8)
+        pathStart = UInt32(bytes.count)
+        bytes.append(contentsOf: path.utf8)
+        tokenStart = UInt32(bytes.count)
+        hasToken = deviceToken != nil
+        if let deviceToken { bytes.append(contentsOf: deviceToken.utf8) }
+        headersStart = UInt32(bytes.count)
+        for header in headers {
+            if let code = Self.code(of: header.name) {
+                bytes.append(code)
+            } else {
+                bytes.append(0)
+                Self.appendLength(header.name.utf8.count, to: &bytes)
+                bytes.append(contentsOf: header.name.utf8)
+            }
+            let value = header.name == "authorization" ? "[redacted]" : header.value
+            Self.appendLength(value.utf8.count, to: &bytes)
+            bytes.append(contentsOf: value.utf8)
+        }
+        payloadStart = UInt32(bytes.count)
+        bytes.append(contentsOf: payload)
+        self.bytes = bytes
+    }
+
+    var apnsId: String { text(0, methodStart) }
+    var method: String { text(methodStart, pathStart) }
+    var path: String { text(pathStart, tokenStart) }
+    var deviceToken: String? { hasToken ? text(tokenStart, headersStart) : nil }
+
+    /// The header fields in arrival order.
+    var headers: [ProviderRequest.Header] {
+        var result: [ProviderRequest.Header] = []
+        var index = Int(headersStart)
+        let end = Int(payloadStart)
+        while index < end {
+            let code = bytes[index]
+            index += 1
+            let name: String
+            if code == 0 {
+                let count = Self.readLength(bytes, at: &index)
+                name = String(decoding: bytes[index..<(index + count)], as: UTF8.self)
+                index += count
+            } else {
+                name = Self.commonHeaderNames[Int(code) - 1]
+            }
+            let count = Self.readLength(bytes, at: &index)
+            let value = String(decoding: bytes[index..<(index + count)], as: UTF8.self)
+            index += count
+            result.append(ProviderRequest.Header(name, value))
+        }
+        return result
+    }
+
+    /// Every event, oldest first.
+    var events: [LogEvent] { (firstEvent.map { [$0] } ?? []) + laterEvents }
+
+    /// Records a new outcome.
+    mutating func record(_ event: LogEvent) {
+        outcome = event.outcome
+        if firstEvent == nil { firstEvent = event } else { laterEvents.append(event) }
+    }
 
     /// The entry as ``Gateway/logEntries(after:limit:)`` reports it: repeated headers joined with `", "`.
     var entry: LogEntry {
@@ -97,54 +189,92 @@ struct CapturedRequest: Sendable {
         }
         return LogEntry(
             sequence: sequence, timestamp: timestamp, apnsId: apnsId, method: method, path: path,
-            deviceToken: deviceToken, headers: fields, payload: String(decoding: payload, as: UTF8.self),
-            payloadTruncated: payloadTruncated, status: status, reason: reason, outcome: outcome, events: events)
+            deviceToken: deviceToken, headers: fields,
+            payload: String(decoding: bytes[Int(payloadStart)...], as: UTF8.self), payloadTruncated: payloadTruncated,
+            status: status, reason: reason?.rawValue, outcome: outcome, events: events)
+    }
+
+    private func text(_ start: UInt32, _ end: UInt32) -> String {
+        String(decoding: bytes[Int(start)..<Int(end)], as: UTF8.self)
+    }
+
+    private static func code(of name: String) -> UInt8? {
+        guard let index = commonHeaderNames.firstIndex(of: name) else { return nil }
+        return UInt8(index + 1)
+    }
+
+    /// A length in 7-bit groups, low group first, the high bit marking that more follow.
+    private static func appendLength(_ length: Int, to bytes: inout [UInt8]) {
+        var rest = length
+        while rest >= 0x80 {
+            bytes.append(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    private static func readLength(_ bytes: [UInt8], at index: inout Int) -> Int {
+        var length = 0
+        var shift = 0
+        while true {
+            let byte = bytes[index]
+            index += 1
+            length |= Int(byte & 0x7F) << shift
+            if byte < 0x80 { return length }
+            shift += 7
+        }
     }
 }
 
-/// The bounded, ordered capture log.
+/// The bounded, ordered capture log: a ring of at most `capacity` entries, the oldest overwritten first.
 struct CaptureLog: Sendable {
-    private var entries: [CapturedRequest] = []
-    private var start = 0
+    /// The live entries; once full, entry `sequence` sits at `(sequence - 1) % capacity`.
+    private var ring: [CapturedRequest] = []
     private var nextSequence = 1
     let capacity: Int
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
+    /// The sequence number of the oldest entry still kept.
+    private var firstSequence: Int { nextSequence - ring.count }
+
     /// Appends an entry (its sequence is assigned here) and returns its sequence number.
     mutating func append(_ entry: CapturedRequest) -> Int {
         var entry = entry
-        entry.sequence = nextSequence
+        let sequence = nextSequence
+        entry.sequence = sequence
         nextSequence += 1
-        entries.append(entry)
-        if entries.count - start > capacity { start += 1 }
-        if start > 4096, start * 2 > entries.count {
-            entries.removeFirst(start)
-            start = 0
+        if ring.count < capacity {
+            ring.append(entry)
+        } else {
+            ring[(sequence - 1) % capacity] = entry
         }
-        return entry.sequence
+        return sequence
     }
 
     /// Records a new outcome for the entry `sequence`, if it is still in the log.
     mutating func record(_ outcome: NotificationOutcome, for sequence: Int, at timestamp: Int64, detail: String? = nil)
     {
-        guard let index = index(of: sequence) else { return }
-        entries[index].outcome = outcome
-        entries[index].events.append(LogEvent(outcome: outcome, timestamp: timestamp, detail: detail))
+        guard let slot = slot(of: sequence) else { return }
+        ring[slot].record(LogEvent(outcome: outcome, timestamp: timestamp, detail: detail))
     }
 
     /// Entries with a sequence above `after`, oldest first, at most `limit`.
     func entries(after: Int = 0, limit: Int = .max) -> [LogEntry] {
-        let live = entries[start...]
-        let firstSequence = live.first?.sequence ?? nextSequence
-        let skip = max(0, after - firstSequence + 1)
-        return live.dropFirst(skip).prefix(limit).map(\.entry)
+        guard after < nextSequence - 1, limit > 0 else { return [] }
+        let first = max(after + 1, firstSequence)
+        let last = nextSequence - 1
+        let count = min(last - first + 1, limit)
+        var result: [LogEntry] = []
+        result.reserveCapacity(count)
+        for sequence in first..<(first + count) {
+            result.append(ring[(sequence - 1) % capacity].entry)
+        }
+        return result
     }
 
-    private func index(of sequence: Int) -> Int? {
-        guard let firstSequence = entries.first?.sequence else { return nil }
-        let index = sequence - firstSequence
-        guard index >= start, index < entries.count else { return nil }
-        return index
+    private func slot(of sequence: Int) -> Int? {
+        guard sequence >= firstSequence, sequence < nextSequence else { return nil }
+        return (sequence - 1) % capacity
     }
 }

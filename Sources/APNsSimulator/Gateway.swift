@@ -29,29 +29,30 @@ public final class Gateway: Sendable {
     public func handle(_ request: ProviderRequest) -> ProviderResponse {
         let now = clock.now()
         let nowMilliseconds = Self.milliseconds(now)
-        let given = request.header("apns-id")
-        let apnsID = given.flatMap { PushRequestParser.isUUID($0) ? $0 : nil } ?? Self.randomUUID()
+        let headers = PushRequestParser.KnownHeaders(request.headers)
+        let given = headers.apnsID.flatMap { PushRequestParser.isUUID($0) ? $0 : nil }
         return state.withLock { state in
+            let apnsID = given ?? state.randomUUID()
             let goAway = state.faults.countStream(on: request.connectionID)
             var tokenText: String?
             var response: ProviderResponse
             var outcome = NotificationOutcome.refused
             var detail: String?
-            var accepted: (ParsedPush, FaultDecision)?
+            var accepted: (ParsedPush, FaultDecision, GatewayState.DeviceIndex)?
             do throws(RejectionReason) {
                 tokenText = try PushRequestParser.checkTarget(request)
-                try PushRequestParser.checkHeaders(request)
+                try PushRequestParser.checkHeaders(headers)
                 defer { state.metrics.tokenVerifications = state.verifier.signatureVerificationCount }
-                if let reason = state.verifier.authorize(request.header("authorization"), now: now) { throw reason }
-                let push = try PushRequestParser.parse(request, tokenText: tokenText ?? "")
-                try state.checkDevice(for: push)
+                if let reason = state.verifier.authorize(headers.authorization, now: now) { throw reason }
+                let push = try PushRequestParser.parse(request, headers: headers, tokenText: tokenText ?? "")
+                let device = try state.checkDevice(for: push)
                 let decision = state.faults.nextDecision()
                 switch decision {
                 case .serviceUnavailable: throw .serviceUnavailable
                 case .tooManyRequests: throw .tooManyRequests
                 case .none, .drop: break
                 }
-                accepted = (push, decision)
+                accepted = (push, decision, device)
                 response = ProviderResponse(status: 200, apnsID: apnsID)
             } catch {
                 if error == .serviceUnavailable || error == .tooManyRequests { detail = "fault" }
@@ -63,10 +64,9 @@ public final class Gateway: Sendable {
             }
             response.goAway = goAway
             response.delay = configuration.faults.latency
-            let key = GatewayMetrics.Response(status: response.status, reason: response.reason?.rawValue ?? "")
-            state.metrics.responses[key, default: 0] += 1
+            state.countResponse(status: response.status, reason: response.reason)
 
-            if let (push, decision) = accepted {
+            if let (push, decision, _) = accepted {
                 outcome = decision == .drop ? .dropped : .delivered
                 if decision == .drop { detail = "fault" }
                 tokenText = push.deviceToken
@@ -78,12 +78,12 @@ public final class Gateway: Sendable {
                 event: routed ? nil : LogEvent(outcome: outcome, timestamp: nowMilliseconds, detail: detail),
                 at: nowMilliseconds)
             let sequence = state.log.append(entry)
-            if let (push, decision) = accepted {
+            if let (push, decision, device) = accepted {
                 if decision == .drop {
                     state.metrics.dropped += 1
                 } else {
                     let notification = PendingNotification(push, apnsID: apnsID, logSequence: sequence)
-                    state.route(notification, token: push.deviceToken, now: now)
+                    state.route(notification, device: device, now: now)
                 }
             }
             return response
@@ -94,17 +94,15 @@ public final class Gateway: Sendable {
         _ request: ProviderRequest, apnsID: String, token: String?, response: ProviderResponse,
         outcome: NotificationOutcome, event: LogEvent?, at timestamp: Int64
     ) -> CapturedRequest {
-        var headers = request.headers
-        for index in headers.indices where headers[index].name == "authorization" {
-            headers[index].value = "[redacted]"
-        }
         let limit = configuration.logPayloadLimit
         let truncated = request.body.count > limit
-        return CapturedRequest(
-            timestamp: timestamp, apnsId: apnsID, method: request.method, path: request.path, deviceToken: token,
-            headers: headers, payload: truncated ? Data(request.body.prefix(limit)) : request.body,
-            payloadTruncated: truncated, status: response.status, reason: response.reason?.rawValue, outcome: outcome,
-            events: event.map { [$0] } ?? [])
+        return request.body.withUnsafeBytes { body in
+            CapturedRequest(
+                timestamp: timestamp, apnsId: apnsID, method: request.method, path: request.path, deviceToken: token,
+                headers: request.headers, payload: truncated ? UnsafeRawBufferPointer(rebasing: body[..<limit]) : body,
+                payloadTruncated: truncated, status: response.status, reason: response.reason, outcome: outcome,
+                event: event)
+        }
     }
 
     // MARK: Devices
@@ -177,29 +175,7 @@ public final class Gateway: Sendable {
     }
 
     /// A snapshot of the counters.
-    public var metrics: GatewayMetrics { state.withLock { $0.metrics } }
-
-    /// A random (version 4) UUID in lowercase text, from OpenSSL's DRBG (Foundation's `UUID()` reads the
-    /// system's random device on every call).
-    static func randomUUID() -> String {
-        var bytes = SecureRandom.bytes(16)
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 36) { buffer in
-            var index = 0
-            for (position, byte) in bytes.enumerated() {
-                if position == 4 || position == 6 || position == 8 || position == 10 {
-                    buffer[index] = UInt8(ascii: "-")
-                    index += 1
-                }
-                buffer[index] = digits[Int(byte >> 4)]
-                buffer[index + 1] = digits[Int(byte & 0x0F)]
-                index += 2
-            }
-            return index
-        }
-    }
+    public var metrics: GatewayMetrics { state.withLock { $0.metricsSnapshot } }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }

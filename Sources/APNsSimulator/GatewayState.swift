@@ -1,4 +1,5 @@
 import Foundation
+import OpenSSLCrypto
 
 /// A notification accepted for a device and not yet delivered.
 struct PendingNotification: Sendable {
@@ -14,10 +15,23 @@ struct PendingNotification: Sendable {
         pushType = push.pushType
         expiration = push.expiration
         self.logSequence = logSequence
+        let id = Self.jsonString(apnsID)
         let collapse = push.collapseID.map(Self.jsonString) ?? "null"
-        eventData =
-            #"{"apnsId":\#(Self.jsonString(apnsID)),"pushType":"\#(push.pushType.rawValue)","#
-            + #""priority":\#(push.priority),"collapseId":\#(collapse),"payload":\#(push.payloadJSON)}"#
+        var data = #"{"apnsId":"#
+        data.reserveCapacity(
+            80 + id.utf8.count + push.pushType.rawValue.utf8.count + collapse.utf8.count
+                + push.payloadJSON.utf8.count)
+        data += id
+        data += #","pushType":""#
+        data += push.pushType.rawValue
+        data += #"","priority":"#
+        data += String(push.priority)
+        data += #","collapseId":"#
+        data += collapse
+        data += #","payload":"#
+        data += push.payloadJSON
+        data += "}"
+        eventData = data
     }
 
     /// Whether the expiration (seconds since 1970) lies before `now`.
@@ -27,7 +41,9 @@ struct PendingNotification: Sendable {
     }
 
     static func jsonString(_ text: String) -> String {
-        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+        if PushRequestParser.allBytes(
+            of: text, satisfy: { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
+        {
             return "\"" + text + "\""
         }
         var result = "\""
@@ -84,6 +100,11 @@ struct GatewayState: Sendable {
     /// Devices holding something that time may change (a throttled push, a stored push that expires).
     var pendingWork: Set<String> = []
     var nextStreamID: UInt64 = 1
+    /// Answers with status 200, not yet added to `metrics.responses` (counted apart, without hashing a key).
+    var successResponses = 0
+    /// Random bytes from OpenSSL's DRBG, drawn in blocks and used from `randomOffset` on.
+    private var randomBytes: [UInt8] = []
+    private var randomOffset = 0
 
     init(configuration: GatewayConfiguration) {
         self.configuration = configuration
@@ -94,25 +115,80 @@ struct GatewayState: Sendable {
         log = CaptureLog(capacity: configuration.logCapacity)
     }
 
-    /// The stateful rules: allowed topic, registered and active device, device topic.
-    func checkDevice(for push: ParsedPush) throws(RejectionReason) {
+    /// Where a device sits in `devices`; valid until the table changes.
+    typealias DeviceIndex = [String: DeviceRecord].Index
+
+    /// The stateful rules: allowed topic, registered and active device, device topic. Returns where the
+    /// device is, for ``route(_:device:now:)``.
+    func checkDevice(for push: ParsedPush) throws(RejectionReason) -> DeviceIndex {
         if !configuration.allowedTopics.isEmpty, !configuration.allowedTopics.contains(push.baseTopic) {
             throw .topicDisallowed
         }
-        guard let device = devices[push.deviceToken] else { throw .badDeviceToken }
+        guard let index = devices.index(forKey: push.deviceToken) else { throw .badDeviceToken }
+        let device = devices.values[index]
         if device.unregisteredAt != nil { throw .unregistered }
         guard device.topic == push.baseTopic else { throw .deviceTokenNotForTopic }
+        return index
+    }
+
+    /// Counts one provider response.
+    mutating func countResponse(status: Int, reason: RejectionReason?) {
+        if status == 200, reason == nil {
+            successResponses += 1
+            return
+        }
+        metrics.responses[GatewayMetrics.Response(status: status, reason: reason?.rawValue ?? ""), default: 0] += 1
+    }
+
+    /// The counters, with the 200 answers folded in.
+    var metricsSnapshot: GatewayMetrics {
+        var snapshot = metrics
+        if successResponses > 0 {
+            snapshot.responses[GatewayMetrics.Response(status: 200, reason: ""), default: 0] += successResponses
+        }
+        return snapshot
+    }
+
+    /// A random (version 4) UUID in lowercase text, from OpenSSL's DRBG (Foundation's `UUID()` reads the
+    /// system's random device on every call); the bytes are drawn 4 KiB at a time.
+    mutating func randomUUID() -> String {
+        if randomOffset + 16 > randomBytes.count {
+            randomBytes = SecureRandom.bytes(4096)
+            randomOffset = 0
+        }
+        let offset = randomOffset
+        randomOffset += 16
+        return randomBytes.withUnsafeBufferPointer { pool in
+            String(unsafeUninitializedCapacity: 36) { buffer in
+                let digits: StaticString = "0123456789abcdef"
+                let hex = digits.utf8Start
+                var index = 0
+                for position in 0..<16 {
+                    var byte = pool[offset + position]
+                    if position == 6 { byte = (byte & 0x0F) | 0x40 }
+                    if position == 8 { byte = (byte & 0x3F) | 0x80 }
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        buffer[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    buffer[index] = hex[Int(byte >> 4)]
+                    buffer[index + 1] = hex[Int(byte & 0x0F)]
+                    index += 2
+                }
+                return index
+            }
+        }
     }
 
     // MARK: Routing
 
-    /// Delivers, throttles, stores or drops `notification` for the device `token`, recording the outcome.
-    mutating func route(_ notification: PendingNotification, token: String, now: Date) {
+    /// Delivers, throttles, stores or drops `notification` for the device at `index` (from
+    /// ``checkDevice(for:)``, with the table unchanged since), recording the outcome.
+    mutating func route(_ notification: PendingNotification, device index: DeviceIndex, now: Date) {
         // Take the table out of `self` (an O(1) move) so the record can be changed in place.
         var table = devices
         devices = [:]
         defer { devices = table }
-        guard let index = table.index(forKey: token) else { return }
         route(notification, device: &table.values[index], now: now)
     }
 

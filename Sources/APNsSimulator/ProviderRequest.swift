@@ -50,7 +50,7 @@ public struct ProviderRequest: Sendable {
 
     /// Whether `text` is ASCII without uppercase letters (so lowercasing it would change nothing).
     static func isLowercaseASCII(_ text: String) -> Bool {
-        text.utf8.allSatisfy { $0 < 0x80 && !($0 >= 0x41 && $0 <= 0x5A) }
+        PushRequestParser.allBytes(of: text) { $0 < 0x80 && !($0 >= 0x41 && $0 <= 0x5A) }
     }
 }
 

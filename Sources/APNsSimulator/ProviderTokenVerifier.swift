@@ -30,6 +30,9 @@ public struct ProviderTokenVerifier: Sendable {
     /// The last `authorization` value that verified, and its claims: providers reuse one token for
     /// many requests, so most requests are answered without hashing the token.
     private var lastValid: (authorization: String, claims: JWTClaims)?
+    /// `lastValid`'s claims were accepted by ``recordUse(of:now:)``: the key's newest `iat` is at least
+    /// theirs from then on (it never decreases), so later uses of the same token are never replacements.
+    private var lastValidRecorded = false
     private var histories: [String: KeyHistory] = [:]
     private(set) var signatureChecks = 0
 
@@ -51,7 +54,10 @@ public struct ProviderTokenVerifier: Sendable {
     public mutating func authorize(_ authorization: String?, now: Date) -> RejectionReason? {
         guard let authorization, !authorization.isEmpty else { return .missingProviderToken }
         if let lastValid, lastValid.authorization == authorization {
-            return check(lastValid.claims, now: now)
+            if lastValidRecorded { return checkLifetime(lastValid.claims, now: now) }
+            let reason = check(lastValid.claims, now: now)
+            lastValidRecorded = reason == nil
+            return reason
         }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .invalidProviderToken }
@@ -62,13 +68,20 @@ public struct ProviderTokenVerifier: Sendable {
         case .valid(let verified): claims = verified
         }
         lastValid = (authorization, claims)
-        return check(claims, now: now)
+        let reason = check(claims, now: now)
+        lastValidRecorded = reason == nil
+        return reason
     }
 
     private mutating func check(_ claims: JWTClaims, now: Date) -> RejectionReason? {
+        if let reason = checkLifetime(claims, now: now) { return reason }
+        return recordUse(of: claims, now: now)
+    }
+
+    private func checkLifetime(_ claims: JWTClaims, now: Date) -> RejectionReason? {
         let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
         if Double(nowSeconds - claims.issuedAt) > tokenLifetime { return .expiredProviderToken }
-        return recordUse(of: claims, now: now)
+        return nil
     }
 
     /// `text` without surrounding whitespace. Tokens are ASCII: when neither end is a space, a tab or a
@@ -87,6 +100,7 @@ public struct ProviderTokenVerifier: Sendable {
         if cache.count >= cacheLimit {
             cache.removeAll(keepingCapacity: true)
             lastValid = nil
+            lastValidRecorded = false
         }
         signatureChecks += 1
         let result: Cached

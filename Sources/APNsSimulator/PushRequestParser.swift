@@ -23,11 +23,11 @@ enum PushRequestParser {
     /// The method and path rules; returns the device token text from the path.
     static func checkTarget(_ request: ProviderRequest) throws(RejectionReason) -> String {
         guard request.method == "POST" else { throw .methodNotAllowed }
-        let bytes = request.path.utf8
-        if bytes.allSatisfy({ $0 < 0x80 }) {
+        if allBytes(of: request.path, satisfy: { $0 < 0x80 }) {
             // ASCII (every real path): the same rules on bytes, without Unicode-aware comparisons.
+            let bytes = request.path.utf8
             let end = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
-            let path = request.path.utf8[..<end]
+            let path = bytes[..<end]
             if path.elementsEqual("/3/device".utf8) || path.elementsEqual(pathPrefix.utf8) {
                 throw .missingDeviceToken
             }
@@ -45,44 +45,88 @@ enum PushRequestParser {
         return String(token)
     }
 
-    /// A distinct bit for each header that may appear only once, `nil` for other names.
+    /// A distinct bit for each header that may appear only once, `nil` for other names. The length
+    /// picks the candidates, so most names are compared at most twice.
     static func singleValuedHeaderBit(_ name: String) -> UInt8? {
-        switch name {
-        case "authorization": return 1 << 0
-        case "apns-id": return 1 << 1
-        case "apns-topic": return 1 << 2
-        case "apns-push-type": return 1 << 3
-        case "apns-priority": return 1 << 4
-        case "apns-expiration": return 1 << 5
-        case "apns-collapse-id": return 1 << 6
+        switch name.utf8.count {
+        case 7: return name == "apns-id" ? KnownHeaders.apnsIDBit : nil
+        case 10: return name == "apns-topic" ? KnownHeaders.topicBit : nil
+        case 13:
+            if name == "authorization" { return KnownHeaders.authorizationBit }
+            return name == "apns-priority" ? KnownHeaders.priorityBit : nil
+        case 14: return name == "apns-push-type" ? KnownHeaders.pushTypeBit : nil
+        case 15: return name == "apns-expiration" ? KnownHeaders.expirationBit : nil
+        case 16: return name == "apns-collapse-id" ? KnownHeaders.collapseIDBit : nil
         default: return nil
         }
     }
 
-    /// Repeated headers and the `apns-id` format.
-    static func checkHeaders(_ request: ProviderRequest) throws(RejectionReason) {
-        var seen: UInt8 = 0
-        for header in request.headers {
-            guard let bit = singleValuedHeaderBit(header.name) else { continue }
-            guard seen & bit == 0 else { throw .duplicateHeaders }
-            seen |= bit
+    /// The values of the headers that may appear only once, taken in one pass over the request's fields
+    /// (the first value of each, as ``ProviderRequest/header(_:)`` gives it).
+    struct KnownHeaders {
+        static let authorizationBit: UInt8 = 1 << 0
+        static let apnsIDBit: UInt8 = 1 << 1
+        static let topicBit: UInt8 = 1 << 2
+        static let pushTypeBit: UInt8 = 1 << 3
+        static let priorityBit: UInt8 = 1 << 4
+        static let expirationBit: UInt8 = 1 << 5
+        static let collapseIDBit: UInt8 = 1 << 6
+
+        var authorization: String?
+        var apnsID: String?
+        var topic: String?
+        var pushType: String?
+        var priority: String?
+        var expiration: String?
+        var collapseID: String?
+        /// One of these headers came more than once.
+        var hasDuplicates = false
+
+        init(_ headers: [ProviderRequest.Header]) {
+            var seen: UInt8 = 0
+            for header in headers {
+                guard let bit = PushRequestParser.singleValuedHeaderBit(header.name) else { continue }
+                guard seen & bit == 0 else {
+                    hasDuplicates = true
+                    continue
+                }
+                seen |= bit
+                switch bit {
+                case Self.authorizationBit: authorization = header.value
+                case Self.apnsIDBit: apnsID = header.value
+                case Self.topicBit: topic = header.value
+                case Self.pushTypeBit: pushType = header.value
+                case Self.priorityBit: priority = header.value
+                case Self.expirationBit: expiration = header.value
+                default: collapseID = header.value
+                }
+            }
         }
-        if let apnsID = request.header("apns-id"), !isUUID(apnsID) { throw .badMessageId }
+    }
+
+    /// Repeated headers and the `apns-id` format.
+    static func checkHeaders(_ headers: KnownHeaders) throws(RejectionReason) {
+        guard !headers.hasDuplicates else { throw .duplicateHeaders }
+        if let apnsID = headers.apnsID, !isUUID(apnsID) { throw .badMessageId }
     }
 
     /// Every rule about topic, token, headers and payload (authentication is checked before this).
-    static func parse(_ request: ProviderRequest, tokenText: String) throws(RejectionReason) -> ParsedPush {
-        guard let topic = request.header("apns-topic") else { throw .missingTopic }
+    static func parse(
+        _ request: ProviderRequest, headers: KnownHeaders, tokenText: String
+    ) throws(RejectionReason)
+        -> ParsedPush
+    {
+        guard let topic = headers.topic else { throw .missingTopic }
         guard isValidTopic(topic) else { throw .badTopic }
-        guard tokenText.utf8.count == 64, tokenText.utf8.allSatisfy(isHexDigit) else { throw .badDeviceToken }
+        guard tokenText.utf8.count == 64, allBytes(of: tokenText, satisfy: isHexDigit) else { throw .badDeviceToken }
 
         var priority = 10
-        if let text = request.header("apns-priority") {
-            guard let value = Int(text), [1, 5, 10].contains(value) else { throw .badPriority }
+        if let text = headers.priority {
+            guard let value = Int(text), value == 1 || value == 5 || value == 10 else { throw .badPriority }
             priority = value
         }
         var pushType = PushType.alert
-        if let text = request.header("apns-push-type") {
+        if let text = headers.pushType {
             guard let value = PushType(rawValue: text) else { throw .invalidPushType }
             pushType = value
         }
@@ -92,11 +136,11 @@ enum PushRequestParser {
             baseTopic = String(topic.dropLast(suffix.count))
         }
         var expiration: Int64?
-        if let text = request.header("apns-expiration") {
+        if let text = headers.expiration {
             guard let value = Int64(text), value >= 0 else { throw .badExpirationDate }
             expiration = value
         }
-        let collapseID = request.header("apns-collapse-id")
+        let collapseID = headers.collapseID
         if let collapseID, collapseID.utf8.count > 64 { throw .badCollapseId }
 
         guard !request.body.isEmpty else { throw .payloadEmpty }
@@ -111,24 +155,37 @@ enum PushRequestParser {
         }
         // Line breaks can only be whitespace between JSON tokens (inside strings they are escaped).
         var text = String(decoding: request.body, as: UTF8.self)
-        let hasLineBreak = request.body.contains { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") }
+        let hasLineBreak = request.body.withUnsafeBytes { raw in
+            raw.contains { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") }
+        }
         if hasLineBreak, text.contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) {
             text = String(text.map { $0 == "\n" || $0 == "\r" || $0 == "\r\n" ? " " : $0 })
         }
+        let isLowercase = allBytes(of: tokenText) { !($0 >= 0x41 && $0 <= 0x46) }
         return ParsedPush(
-            deviceToken: tokenText.lowercased(), topic: topic, baseTopic: baseTopic, pushType: pushType,
-            priority: priority, expiration: expiration, collapseID: collapseID, payloadJSON: text)
+            deviceToken: isLowercase ? tokenText : tokenText.lowercased(), topic: topic, baseTopic: baseTopic,
+            pushType: pushType, priority: priority, expiration: expiration, collapseID: collapseID, payloadJSON: text)
+    }
+
+    /// Whether every UTF-8 byte of `text` satisfies `predicate`, reading the bytes in place when the
+    /// string is stored contiguously (always, for native strings).
+    @inline(__always)
+    static func allBytes(of text: String, satisfy predicate: (UInt8) -> Bool) -> Bool {
+        if let result = text.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(predicate) }) {
+            return result
+        }
+        return text.utf8.allSatisfy(predicate)
     }
 
     static func isUUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
-        for (index, byte) in bytes.enumerated() {
-            if [8, 13, 18, 23].contains(index) {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else if !isHexDigit(byte) {
-                return false
+        guard text.utf8.count == 36 else { return false }
+        var index = 0
+        for byte in text.utf8 {
+            switch index {
+            case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
+            default: guard isHexDigit(byte) else { return false }
             }
+            index += 1
         }
         return true
     }
@@ -137,7 +194,7 @@ enum PushRequestParser {
         guard !topic.isEmpty, topic.utf8.count <= 255, !topic.hasPrefix("."), !topic.hasSuffix(".") else {
             return false
         }
-        return topic.utf8.allSatisfy { byte in
+        return allBytes(of: topic) { byte in
             (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
                 || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
         }

@@ -70,14 +70,14 @@ public final class EventStream: Sendable {
     /// stream is closed. A client that lets more than `bufferLimit` bytes pile up is disconnected.
     @discardableResult
     public func send(event: String? = nil, id: String? = nil, data: String) -> Bool {
-        if event == nil, id == nil, !data.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
-            // One line without carriage returns (the usual case): "data: <data>\n\n", built as bytes.
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(data.utf8.count + 8)
-            bytes.append(contentsOf: "data: ".utf8)
-            bytes.append(contentsOf: data.utf8)
-            bytes.append(contentsOf: "\n\n".utf8)
-            return enqueue(bytes)
+        if event == nil, id == nil, Self.isSingleLine(data) {
+            // One line without carriage returns (the usual case): "data: <data>\n\n", appended as bytes.
+            let count = data.utf8.count
+            return enqueue(count: count + 8) { pending in
+                pending.append(contentsOf: "data: ".utf8)
+                pending.append(contentsOf: data.utf8)
+                pending.append(contentsOf: "\n\n".utf8)
+            }
         }
         var text = ""
         if let event { text += "event: \(Self.singleLine(event))\n" }
@@ -86,6 +86,15 @@ public final class EventStream: Sendable {
         for line in lines { text += "data: \(line.replacingOccurrences(of: "\r", with: ""))\n" }
         text += "\n"
         return enqueue(Array(text.utf8))
+    }
+
+    /// Whether `text` holds no line feed and no carriage return, read in place when stored contiguously.
+    private static func isSingleLine(_ text: String) -> Bool {
+        let check = { (bytes: UnsafeBufferPointer<UInt8>) -> Bool in
+            for byte in bytes where byte == 0x0A || byte == 0x0D { return false }
+            return true
+        }
+        return text.utf8.withContiguousStorageIfAvailable(check) ?? !text.utf8.contains { $0 == 0x0A || $0 == 0x0D }
     }
 
     /// Sends a comment line (`: text`), which clients ignore; used for heartbeats.
@@ -119,17 +128,22 @@ public final class EventStream: Sendable {
     }
 
     private func enqueue(_ bytes: [UInt8]) -> Bool {
+        enqueue(count: bytes.count) { $0.append(contentsOf: bytes) }
+    }
+
+    /// Queues `count` bytes, which `write` appends to the pending buffer (under the mutex).
+    private func enqueue(count: Int, write: (inout [UInt8]) -> Void) -> Bool {
         let batched = batch != nil
         let result = state.withLock { state -> Enqueued in
             guard !state.closed else { return .refused }
-            if state.pendingCount + bytes.count > bufferLimit {
+            if state.pendingCount + count > bufferLimit {
                 state.closed = true
                 state.pending = []
                 state.readOffset = 0
                 Self.resumeIfSuspended(&state)
                 return .refused
             }
-            state.pending.append(contentsOf: bytes)
+            write(&state.pending)
             guard state.suspended, state.connection != nil else { return .queued }
             guard batched else {
                 Self.resumeIfSuspended(&state)

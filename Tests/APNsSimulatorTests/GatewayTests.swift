@@ -51,6 +51,34 @@ struct GatewayTests {
         #expect(gateway.logEntries(after: 20).map(\.sequence) == [21, 22, 23, 24, 25])
     }
 
+    @Test func logKeepsLongHeadersAndLaterEventsAcrossTheRing() throws {
+        let (gateway, key, clock) = try makeGateway(logCapacity: 3)
+        let token = gateway.registerDevice(topic: "com.example.mail")
+        let jwt = try JWT.makeES256(
+            claims: JWTClaims(
+                keyID: "KEY1234567", issuer: "TEAM123456", issuedAt: Int64(clock.now().timeIntervalSince1970)),
+            key: key)
+        let long = String(repeating: "v", count: 300)
+        for index in 0..<5 {
+            var push = request(token: token, jwt: jwt)
+            push.headers += [.init("x-long", long), .init("apns-id", "00000000-0000-4000-8000-00000000000\(index)")]
+            #expect(gateway.handle(push).status == 200)
+        }
+        let entries = gateway.logEntries()
+        #expect(entries.map(\.sequence) == [3, 4, 5])
+        #expect(entries.map(\.outcome) == [.coalesced, .coalesced, .stored])
+        #expect(entries[0].events.map(\.outcome) == [.stored, .coalesced])
+        #expect(entries[0].events.last?.detail == "replaced by 00000000-0000-4000-8000-000000000003")
+        #expect(entries[2].apnsId == "00000000-0000-4000-8000-000000000004")
+        #expect(entries.allSatisfy { $0.headers["x-long"] == long && $0.headers["authorization"] == "[redacted]" })
+        #expect(entries.allSatisfy { $0.payload == #"{"aps":{"badge":1}}"# && $0.deviceToken == token })
+        #expect(gateway.logEntries(after: 4).map(\.sequence) == [5])
+        #expect(gateway.logEntries(after: 5).isEmpty)
+        #expect(gateway.logEntries(after: .max).isEmpty)
+        #expect(gateway.logEntries(limit: 2).map(\.sequence) == [3, 4])
+        #expect(gateway.metrics.responses == [GatewayMetrics.Response(status: 200, reason: ""): 5])
+    }
+
     @Test func logReportsHeadersJoinedAndRedactedAndThePayloadCut() throws {
         let key = try P256PrivateKey()
         let clock = ManualClock()
