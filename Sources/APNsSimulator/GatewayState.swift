@@ -15,23 +15,42 @@ struct PendingNotification: Sendable {
         pushType = push.pushType
         expiration = push.expiration
         self.logSequence = logSequence
-        let id = Self.jsonString(apnsID)
+        // The apns-id is a UUID (checked, or made here): it never needs escaping.
         let collapse = push.collapseID.map(Self.jsonString) ?? "null"
-        var data = #"{"apnsId":"#
-        data.reserveCapacity(
-            80 + id.utf8.count + push.pushType.rawValue.utf8.count + collapse.utf8.count
-                + push.payloadJSON.utf8.count)
-        data += id
-        data += #","pushType":""#
-        data += push.pushType.rawValue
-        data += #"","priority":"#
-        data += String(push.priority)
-        data += #","collapseId":"#
-        data += collapse
-        data += #","payload":"#
-        data += push.payloadJSON
-        data += "}"
-        eventData = data
+        let priority = String(push.priority)
+        let pieces = (
+            apnsID, push.pushType.rawValue, priority, collapse, push.payloadJSON
+        )
+        let capacity =
+            80 + pieces.0.utf8.count + pieces.1.utf8.count + pieces.2.utf8.count + pieces.3.utf8.count
+            + pieces.4.utf8.count
+        eventData = String(unsafeUninitializedCapacity: capacity) { buffer in
+            var index = 0
+            func put(_ text: String) {
+                var text = text
+                text.withUTF8 { bytes in
+                    _ = UnsafeMutableBufferPointer(rebasing: buffer[index...]).initialize(fromContentsOf: bytes)
+                    index += bytes.count
+                }
+            }
+            func put(_ text: StaticString) {
+                let bytes = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+                _ = UnsafeMutableBufferPointer(rebasing: buffer[index...]).initialize(fromContentsOf: bytes)
+                index += bytes.count
+            }
+            put(#"{"apnsId":""#)
+            put(pieces.0)
+            put(#"","pushType":""#)
+            put(pieces.1)
+            put(#"","priority":"#)
+            put(pieces.2)
+            put(#","collapseId":"#)
+            put(pieces.3)
+            put(#","payload":"#)
+            put(pieces.4)
+            put("}")
+            return index
+        }
     }
 
     /// Whether the expiration (seconds since 1970) lies before `now`.
@@ -120,15 +139,19 @@ struct GatewayState: Sendable {
 
     /// The stateful rules: allowed topic, registered and active device, device topic. Returns where the
     /// device is, for ``route(_:device:now:)``.
-    func checkDevice(for push: ParsedPush) throws(RejectionReason) -> DeviceIndex {
+    mutating func checkDevice(for push: ParsedPush) throws(RejectionReason) -> DeviceIndex {
         if !configuration.allowedTopics.isEmpty, !configuration.allowedTopics.contains(push.baseTopic) {
             throw .topicDisallowed
         }
         guard let index = devices.index(forKey: push.deviceToken) else { throw .badDeviceToken }
-        let device = devices.values[index]
+        // Read in place (an inout access), without copying the record.
+        try Self.check(&devices.values[index], for: push)
+        return index
+    }
+
+    private static func check(_ device: inout DeviceRecord, for push: ParsedPush) throws(RejectionReason) {
         if device.unregisteredAt != nil { throw .unregistered }
         guard device.topic == push.baseTopic else { throw .deviceTokenNotForTopic }
-        return index
     }
 
     /// Counts one provider response.

@@ -23,18 +23,8 @@ enum PushRequestParser {
     /// The method and path rules; returns the device token text from the path.
     static func checkTarget(_ request: ProviderRequest) throws(RejectionReason) -> String {
         guard request.method == "POST" else { throw .methodNotAllowed }
-        if allBytes(of: request.path, satisfy: { $0 < 0x80 }) {
-            // ASCII (every real path): the same rules on bytes, without Unicode-aware comparisons.
-            let bytes = request.path.utf8
-            let end = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
-            let path = bytes[..<end]
-            if path.elementsEqual("/3/device".utf8) || path.elementsEqual(pathPrefix.utf8) {
-                throw .missingDeviceToken
-            }
-            guard path.starts(with: pathPrefix.utf8) else { throw .badPath }
-            let token = path.dropFirst(pathPrefix.utf8.count)
-            guard !token.contains(UInt8(ascii: "/")) else { throw .badPath }
-            return String(Substring(token))
+        if let result = request.path.utf8.withContiguousStorageIfAvailable(asciiTarget) ?? nil {
+            return try result.get()
         }
         var path = Substring(request.path)
         if let query = path.firstIndex(of: "?") { path = path[..<query] }
@@ -43,6 +33,31 @@ enum PushRequestParser {
         let token = path.dropFirst(pathPrefix.count)
         guard !token.utf8.contains(UInt8(ascii: "/")) else { throw .badPath }
         return String(token)
+    }
+
+    /// The target rules on the bytes of an ASCII path (every real path), without Unicode-aware
+    /// comparisons; `nil` when the path is not ASCII (the caller then applies them on characters).
+    private static func asciiTarget(_ path: UnsafeBufferPointer<UInt8>) -> Result<String, RejectionReason>? {
+        guard path.allSatisfy({ $0 < 0x80 }) else { return nil }
+        return Result { () throws(RejectionReason) in try asciiToken(path) }
+    }
+
+    private static func asciiToken(_ path: UnsafeBufferPointer<UInt8>) throws(RejectionReason) -> String {
+        let end = path.firstIndex(of: UInt8(ascii: "?")) ?? path.endIndex
+        let target = UnsafeBufferPointer(rebasing: path[..<end])
+        let prefix: StaticString = "/3/device/"
+        let prefixBytes = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+        if target.count <= prefixBytes.count, target.elementsEqual(prefixBytes.prefix(target.count)),
+            target.count >= prefixBytes.count - 1
+        {
+            throw .missingDeviceToken
+        }
+        guard target.count > prefixBytes.count, target.prefix(prefixBytes.count).elementsEqual(prefixBytes) else {
+            throw .badPath
+        }
+        let token = UnsafeBufferPointer(rebasing: target[prefixBytes.count...])
+        guard !token.contains(UInt8(ascii: "/")) else { throw .badPath }
+        return String(decoding: token, as: UTF8.self)
     }
 
     /// A distinct bit for each header that may appear only once, `nil` for other names. The length
