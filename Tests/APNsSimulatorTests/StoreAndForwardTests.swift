@@ -36,6 +36,24 @@ struct StoreAndForwardTests {
         #expect(logged == "delivered")
     }
 
+    @Test func payloadAtTheSizeLimitReachesTheDeviceIntact() async throws {
+        let harness = try await SimulatorHarness()
+        let token = try await harness.registerDevice()
+        let stream = try await harness.openStream(token)
+        // Exactly 4096 bytes: the largest payload APNs accepts, several times a small connection buffer.
+        let prefix = #"{"aps":{"badge":1},"filler":""#
+        let filler = String(repeating: "abcdefghij", count: 410).prefix(4096 - prefix.utf8.count - 2)
+        let body = prefix + filler + #""}"#
+        #expect(body.utf8.count == 4096)
+        let result = try await harness.push(to: token, body: body)
+        let events = await waitForEvents(stream, count: 1)
+        stream.stop(signal: SIGKILL)
+        await harness.stop()
+        #expect(result.status == 200)
+        let payload = try #require(events.first?["payload"] as? [String: Any])
+        #expect(payload["filler"] as? String == String(filler))
+    }
+
     @Test func offlineDeviceKeepsOnlyTheLastNotification() async throws {
         let harness = try await SimulatorHarness()
         let token = try await harness.registerDevice()
