@@ -104,7 +104,23 @@ enum StoreBenchmarks {
     }
 
     /// Median latency (ms) of `changes` for the last 100 deliveries in a mailbox of `size` messages.
-    static func changesLatency(path: String, size: Int) async throws -> Double {
+    /// A mailbox of `size` messages plus 100 new deliveries, and the state it had before them.
+    struct ChangesFixture {
+        let store: MailboxStore
+        let accountID: Int64
+        let since: SyncState
+
+        /// The time of one `changes` call that returns the 100 new messages, in milliseconds.
+        func sample() throws -> Double {
+            let start = ContinuousClock.now
+            let changes = try store.changes(accountID: accountID, since: since, maxChanges: 500)
+            let elapsed = seconds(since: start) * 1000
+            guard changes.created.count == 100 else { throw BenchError("expected 100 changes") }
+            return elapsed
+        }
+    }
+
+    static func changesFixture(path: String, size: Int) async throws -> ChangesFixture {
         let store = try await makeStore(path: path, synchronous: .normal)
         let pool = try DatabasePool(path: path)
         let account = try require(try store.account(username: "bench"))
@@ -125,14 +141,23 @@ enum StoreBenchmarks {
         }
         let since = try store.currentState(accountID: account.id)
         for i in 0..<100 { _ = try await store.deliver(message(i)) }
-        var samples: [Double] = []
-        for _ in 0..<50 {
-            let start = ContinuousClock.now
-            let changes = try store.changes(accountID: account.id, since: since, maxChanges: 500)
-            samples.append(seconds(since: start) * 1000)
-            guard changes.created.count == 100 else { throw BenchError("expected 100 changes") }
+        return ChangesFixture(store: store, accountID: account.id, since: since)
+    }
+
+    /// Median `changes` latency (ms) for 100 new messages in a small and a large mailbox, sampled alternately so
+    /// both see the same machine.
+    static func changesLatency(small: ChangesFixture, large: ChangesFixture) throws -> (small: Double, large: Double) {
+        var smallSamples: [Double] = []
+        var largeSamples: [Double] = []
+        for _ in 0..<5 {  // warm both caches
+            _ = try small.sample()
+            _ = try large.sample()
         }
-        return samples.sorted()[samples.count / 2]
+        for _ in 0..<100 {
+            smallSamples.append(try small.sample())
+            largeSamples.append(try large.sample())
+        }
+        return (smallSamples.sorted()[smallSamples.count / 2], largeSamples.sorted()[largeSamples.count / 2])
     }
 
     /// A child process for crash drills: delivers from 8 concurrent producers forever and prints each delivered

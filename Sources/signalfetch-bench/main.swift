@@ -99,8 +99,9 @@ await runCommand(usage: usage) {
             fields.append(#""\#(name)_single_tx_per_s":\#(Int(single))"#)
             fields.append(#""\#(name)_ratio":\#(String(format: "%.2f", grouped / single))"#)
         }
-        let small = try await StoreBenchmarks.changesLatency(path: fresh("small"), size: 1_000)
-        let big = try await StoreBenchmarks.changesLatency(path: fresh("large"), size: large)
+        let (small, big) = try StoreBenchmarks.changesLatency(
+            small: try await StoreBenchmarks.changesFixture(path: fresh("small"), size: 1_000),
+            large: try await StoreBenchmarks.changesFixture(path: fresh("large"), size: large))
         fields.append(#""changes_ms_1k":\#(String(format: "%.3f", small))"#)
         fields.append(#""changes_ms_large":\#(String(format: "%.3f", big))"#)
         fields.append(#""large_mailbox":\#(large)"#)
