@@ -31,6 +31,35 @@ extension MailboxStore {
     /// The body's first `previewLength` characters with each run of line breaks folded into one space (leading
     /// and trailing breaks dropped). Only the start of the body is examined.
     static func preview(of body: String) -> String {
+        asciiPreview(of: body) ?? characterPreview(of: body)
+    }
+
+    /// ``preview(of:)`` on bytes, for a body whose preview comes from ASCII alone; `nil` otherwise (a non-ASCII
+    /// byte before the cut, or right after it, where it could combine with the last character).
+    static func asciiPreview(of body: String) -> String? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(previewLength)
+        var pendingSpace = false
+        var iterator = body.utf8.makeIterator()
+        while let byte = iterator.next() {
+            if byte >= 0x80 { return nil }
+            if byte >= 0x0A && byte <= 0x0D {  // LF, VT, FF, CR: the ASCII line breaks
+                pendingSpace = !bytes.isEmpty
+                continue
+            }
+            if pendingSpace {
+                bytes.append(0x20)
+                pendingSpace = false
+                if bytes.count == previewLength { break }
+            }
+            bytes.append(byte)
+            if bytes.count == previewLength { break }
+        }
+        if bytes.count == previewLength, let next = iterator.next(), next >= 0x80 { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func characterPreview(of body: String) -> String {
         // Cut after the first `previewLength + 1` characters that are not line breaks: everything the preview
         // can hold comes before that point.
         var seen = 0
