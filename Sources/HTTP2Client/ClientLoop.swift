@@ -144,7 +144,9 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     private func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         while true {
-            let busy = !connections.isEmpty || queueHead < queue.count
+            // Deadlines exist only for queued requests, open streams and connections still opening: an idle
+            // connection costs no wake-ups.
+            let busy = queueHead < queue.count || connections.values.contains { $0.isOpening || $0.streamCount > 0 }
             let count = events.withUnsafeMutableBufferPointer {
                 epoll_wait(epollFD, $0.baseAddress, Int32($0.count), busy ? Int32(ClientLoop.tick / 1_000_000) : -1)
             }
