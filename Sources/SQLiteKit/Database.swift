@@ -32,6 +32,7 @@ public struct DatabaseConfiguration: Sendable {
 public final class Database {
     private let handle: OpaquePointer
     private var statementCache: [String: Statement] = [:]
+    private var lastStatement: Statement?
     /// The file path, or `:memory:`.
     public let path: String
 
@@ -57,6 +58,7 @@ public final class Database {
             try execute("PRAGMA synchronous=\(configuration.synchronous.rawValue)")
             try execute("PRAGMA foreign_keys=\(configuration.foreignKeys ? "ON" : "OFF")")
         } catch {
+            lastStatement = nil
             statementCache.removeAll()
             sqlite3_close_v2(connection)
             throw error
@@ -64,6 +66,7 @@ public final class Database {
     }
 
     deinit {
+        lastStatement = nil
         statementCache.removeAll()
         sqlite3_close_v2(handle)
     }
@@ -82,12 +85,22 @@ public final class Database {
 
     /// A prepared statement for `sql`, reused from this connection's cache when it was prepared before.
     public func cachedStatement(_ sql: String) throws -> Statement {
+        let statement = try preparedStatement(sql)
+        statement.reset()
+        return statement
+    }
+
+    /// The cached statement for `sql`, as it was left. Loops usually run the same statement again and again,
+    /// so the last one is compared first, before the cache is hashed.
+    private func preparedStatement(_ sql: String) throws -> Statement {
+        if let last = lastStatement, last.sql == sql { return last }
         if let statement = statementCache[sql] {
-            statement.reset()
+            lastStatement = statement
             return statement
         }
         let statement = try Statement(connection: handle, sql: sql)
         statementCache[sql] = statement
+        lastStatement = statement
         return statement
     }
 
@@ -105,8 +118,8 @@ public final class Database {
     /// Runs `sql` with `arguments` and returns the number of rows it changed.
     @discardableResult
     public func run(_ sql: String, arguments: [any SQLBindable]) throws -> Int {
-        let statement = try cachedStatement(sql)
-        try statement.bind(arguments)
+        let statement = try preparedStatement(sql)
+        try statement.bind(arguments)  // resets it first
         while try statement.step() {}
         statement.reset()
         return changes

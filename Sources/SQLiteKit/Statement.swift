@@ -8,6 +8,8 @@ public final class Statement {
     private let connection: OpaquePointer
     /// The SQL this statement was prepared from.
     public let sql: String
+    /// The number of `?` parameters.
+    private let parameterCount: Int
 
     init(connection: OpaquePointer, sql: String) throws {
         var statement: OpaquePointer?
@@ -19,6 +21,7 @@ public final class Statement {
         self.handle = statement
         self.connection = connection
         self.sql = sql
+        parameterCount = Int(sqlite3_bind_parameter_count(statement))
     }
 
     deinit { sqlite3_finalize(handle) }
@@ -34,7 +37,8 @@ public final class Statement {
     /// Resets the statement and binds `values` to its parameters, in order.
     public func bind(_ values: [any SQLBindable]) throws {
         sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
+        // Parameters left unbound must read as NULL, not as the previous run's values.
+        if values.count < parameterCount { sqlite3_clear_bindings(handle) }
         for (offset, value) in values.enumerated() {
             try bind(value.sqlValue, at: Int32(offset + 1))
         }

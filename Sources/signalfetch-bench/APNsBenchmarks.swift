@@ -113,7 +113,7 @@ extension APNsBenchmarks {
 
 extension Duration {
     /// The duration in seconds.
-    fileprivate var seconds: Double {
+    var seconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

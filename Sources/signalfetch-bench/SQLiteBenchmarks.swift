@@ -9,38 +9,38 @@ enum SQLiteBenchmarks {
     static let schema = "CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, label TEXT NOT NULL)"
     static let insert = "INSERT INTO items (n, label) VALUES (?, ?)"
 
-    /// Rows per second inserting `rows` rows in transactions of `batch` rows through SQLiteKit.
-    static func sqliteKitInsertRate(path: String, rows: Int, batch: Int) throws -> Double {
-        let pool = try DatabasePool(path: path)
+    /// Rows per second inserting `rows` rows in transactions of `batch` rows, through SQLiteKit (at `kitPath`) and
+    /// through direct sqlite3 C calls (at `rawPath`). The two sides take turns batch by batch and only the time
+    /// inside each side's batches is summed, so both see the same moments of a noisy machine.
+    static func interleavedInsertRates(
+        kitPath: String, rawPath: String, rows: Int, batch: Int
+    ) throws -> (kit: Double, raw: Double) {
+        let pool = try DatabasePool(path: kitPath)
         try pool.writeWithoutTransaction { try $0.execute(schema) }
-        let start = ContinuousClock.now
-        var done = 0
-        while done < rows {
-            let count = min(batch, rows - done)
-            try pool.write { db in
-                for i in 0..<count {
-                    try db.run(insert, done + i, "label-\(done + i)")
-                }
-            }
-            done += count
-        }
-        return Double(rows) / seconds(since: start)
-    }
 
-    /// Rows per second for the same work through direct sqlite3 C calls.
-    static func rawCInsertRate(path: String, rows: Int, batch: Int) throws -> Double {
         var db: OpaquePointer?
-        guard sqlite3_open(path, &db) == SQLITE_OK else { throw BenchError("open failed") }
+        guard sqlite3_open(rawPath, &db) == SQLITE_OK else { throw BenchError("open failed") }
         defer { sqlite3_close(db) }
         sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", nil, nil, nil)
         sqlite3_exec(db, schema, nil, nil, nil)
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(db, insert, -1, &statement, nil) == SQLITE_OK else { throw BenchError("prepare") }
         defer { sqlite3_finalize(statement) }
-        let start = ContinuousClock.now
+
+        var kitTime = Duration.zero
+        var rawTime = Duration.zero
         var done = 0
         while done < rows {
             let count = min(batch, rows - done)
+            let kitStart = ContinuousClock.now
+            try pool.write { db in
+                for i in 0..<count {
+                    try db.run(insert, done + i, "label-\(done + i)")
+                }
+            }
+            kitTime += ContinuousClock.now - kitStart
+
+            let rawStart = ContinuousClock.now
             sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
             for i in 0..<count {
                 sqlite3_bind_int64(statement, 1, Int64(done + i))
@@ -49,9 +49,10 @@ enum SQLiteBenchmarks {
                 sqlite3_reset(statement)
             }
             sqlite3_exec(db, "COMMIT", nil, nil, nil)
+            rawTime += ContinuousClock.now - rawStart
             done += count
         }
-        return Double(rows) / seconds(since: start)
+        return (Double(rows) / kitTime.seconds, Double(rows) / rawTime.seconds)
     }
 
     /// A child process for crash drills: inserts rows in small transactions forever and prints each committed

@@ -50,12 +50,14 @@ await runCommand(usage: usage) {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             }
         }
-        // Alternate and keep the best of three, so a noisy moment does not decide the ratio.
+        // Batch by batch in turns (see interleavedInsertRates), three rounds, best of each side.
         var kit: [Double] = []
         var raw: [Double] = []
         for round in 0..<3 {
-            raw.append(try SQLiteBenchmarks.rawCInsertRate(path: rawPath + "\(round)", rows: rows, batch: batch))
-            kit.append(try SQLiteBenchmarks.sqliteKitInsertRate(path: kitPath + "\(round)", rows: rows, batch: batch))
+            let rates = try SQLiteBenchmarks.interleavedInsertRates(
+                kitPath: kitPath + "\(round)", rawPath: rawPath + "\(round)", rows: rows, batch: batch)
+            kit.append(rates.kit)
+            raw.append(rates.raw)
             for path in [kitPath + "\(round)", rawPath + "\(round)"] {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             }

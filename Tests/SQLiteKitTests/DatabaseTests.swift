@@ -29,6 +29,26 @@ import Testing
         #expect(row["n"] == .null)
     }
 
+    @Test func cachedStatementsNeverReuseEarlierBindings() throws {
+        let pool = try DatabasePool.inMemory()
+        let (second, rows) = try pool.write { db -> (SQLValue, [Row]) in
+            try db.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+            try db.run("INSERT INTO t VALUES (?, ?)", 1, "one")
+            // The same cached statement with one argument fewer: the second parameter must be NULL, not "one".
+            try db.run("INSERT INTO t VALUES (?, ?)", 2)
+            let second = try db.scalar("SELECT b FROM t WHERE a = 2")
+            // Alternating statements, each run again with new values.
+            for n in 3...6 {
+                try db.run("INSERT INTO t VALUES (?, ?)", n, "n\(n)")
+                try db.run("UPDATE t SET b = ? WHERE a = ?", "u\(n)", n - 1)
+            }
+            return (second, try db.query("SELECT a, b FROM t ORDER BY a"))
+        }
+        #expect(second == .null)
+        #expect(rows.map { $0["a"] } == (1...6).map { .integer(Int64($0)) })
+        #expect(rows.map { $0["b"] } == ["one", "u3", "u4", "u5", "u6", "n6"].map { .text($0) })
+    }
+
     @Test func constraintViolationSurfacesExtendedCode() throws {
         let pool = try DatabasePool.inMemory()
         try pool.write { try $0.execute("CREATE TABLE u (name TEXT UNIQUE NOT NULL)") }
