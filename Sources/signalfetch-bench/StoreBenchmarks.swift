@@ -32,14 +32,17 @@ enum StoreBenchmarks {
             body: String(repeating: "Lorem ipsum dolor sit amet. ", count: 20))
     }
 
-    /// Deliveries per second from `producers` concurrent producers through the group-committing store.
-    static func groupCommitRate(
-        path: String, synchronous: SynchronousMode, count: Int, producers: Int
-    ) async throws
-        -> Double
-    {
-        let store = try await makeStore(path: path, synchronous: synchronous)
-        func run(_ range: Range<Int>) async throws {
+    /// Delivery rates through the group-committing store (`producers` concurrent producers) and with one
+    /// transaction per message, each on its own file. After the same warm-up on both, the two sides take turns in
+    /// `chunks` slices of `count / chunks` deliveries and only the time inside each side's slices is summed, so
+    /// both see the same moments of the disk (whose fsync latency drifts by several times within minutes).
+    static func deliveryRates(
+        groupPath: String, singlePath: String, synchronous: SynchronousMode, count: Int, producers: Int,
+        chunks: Int = 5
+    ) async throws -> (group: Double, single: Double, batches: Int) {
+        let store = try await makeStore(path: groupPath, synchronous: synchronous)
+        let single = try await SingleTransactionWriter(path: singlePath, synchronous: synchronous)
+        func grouped(_ range: Range<Int>) async throws {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for p in 0..<producers {
                     group.addTask {
@@ -51,30 +54,54 @@ enum StoreBenchmarks {
                 try await group.waitForAll()
             }
         }
-        try await run(0..<warmUpDeliveries)
+        try await grouped(0..<warmUpDeliveries)
+        for i in 0..<warmUpDeliveries { try single.deliver(i) }
+
         let batchesBefore = store.committedWriteBatches
-        let start = ContinuousClock.now
-        try await run(warmUpDeliveries..<(warmUpDeliveries + count))
-        let rate = Double(count) / seconds(since: start)
+        var groupTime = Duration.zero
+        var singleTime = Duration.zero
+        let slice = max(1, count / chunks)
+        var next = warmUpDeliveries
+        while next < warmUpDeliveries + count {
+            let range = next..<min(next + slice, warmUpDeliveries + count)
+            let groupStart = ContinuousClock.now
+            try await grouped(range)
+            groupTime += ContinuousClock.now - groupStart
+            let singleStart = ContinuousClock.now
+            for i in range { try single.deliver(i) }
+            singleTime += ContinuousClock.now - singleStart
+            next = range.upperBound
+        }
         let batches = store.committedWriteBatches - batchesBefore
         FileHandle.standardError.write(
             Data("store: \(synchronous.rawValue) \(count) deliveries in \(batches) transactions\n".utf8))
-        return rate
+        return (Double(count) / groupTime.seconds, Double(count) / singleTime.seconds, batches)
     }
 
     /// The same rows with one transaction per message: the work a delivery does (insert, modseq bump, outbox
     /// upsert), committed alone each time.
-    static func singleTransactionRate(path: String, synchronous: SynchronousMode, count: Int) async throws -> Double {
-        _ = try await makeStore(path: path, synchronous: synchronous)
-        var configuration = DatabaseConfiguration()
-        configuration.synchronous = synchronous
-        let pool = try DatabasePool(path: path, configuration: configuration)
-        let account = try pool.read { try $0.scalar("SELECT id FROM accounts WHERE username = 'bench'").int64! }
-        let inbox = try pool.read {
-            try $0.scalar("SELECT id FROM mailboxes WHERE account_id = ? AND role = 'inbox'", account).int64!
+    final class SingleTransactionWriter {
+        private let pool: DatabasePool
+        private let account: Int64
+        private let inbox: Int64
+
+        init(path: String, synchronous: SynchronousMode) async throws {
+            _ = try await makeStore(path: path, synchronous: synchronous)
+            var configuration = DatabaseConfiguration()
+            configuration.synchronous = synchronous
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            let account = try pool.read { try $0.scalar("SELECT id FROM accounts WHERE username = 'bench'").int64! }
+            inbox = try pool.read {
+                try $0.scalar("SELECT id FROM mailboxes WHERE account_id = ? AND role = 'inbox'", account).int64!
+            }
+            self.pool = pool
+            self.account = account
         }
+
         func deliver(_ i: Int) throws {
             let m = message(i)
+            let account = account
+            let inbox = inbox
             try pool.write { db in
                 let modseq = try db.scalar(
                     "UPDATE accounts SET modseq = modseq + 1 WHERE id = ? RETURNING modseq", account
@@ -97,10 +124,6 @@ enum StoreBenchmarks {
                     """, modseq, Date().timeIntervalSince1970, account)
             }
         }
-        for i in 0..<warmUpDeliveries { try deliver(i) }
-        let start = ContinuousClock.now
-        for i in warmUpDeliveries..<(warmUpDeliveries + count) { try deliver(i) }
-        return Double(count) / seconds(since: start)
     }
 
     /// Median latency (ms) of `changes` for the last 100 deliveries in a mailbox of `size` messages.

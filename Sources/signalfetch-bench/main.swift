@@ -83,18 +83,15 @@ await runCommand(usage: usage) {
         }
         var fields: [String] = [#""benchmark":"store""#, #""deliveries":\#(count)"#, #""producers":8"#]
         for mode in [SynchronousMode.normal, .full] {
-            // Alternate three rounds and keep the best of each side, so a noisy moment does not decide the ratio.
+            // Two interleaved measurements (see deliveryRates), the best of each side.
             var single = 0.0
             var grouped = 0.0
-            for _ in 0..<3 {
-                single = max(
-                    single,
-                    try await StoreBenchmarks.singleTransactionRate(
-                        path: fresh("single"), synchronous: mode, count: count))
-                grouped = max(
-                    grouped,
-                    try await StoreBenchmarks.groupCommitRate(
-                        path: fresh("group"), synchronous: mode, count: count, producers: 8))
+            for _ in 0..<2 {
+                let rates = try await StoreBenchmarks.deliveryRates(
+                    groupPath: fresh("group"), singlePath: fresh("single"), synchronous: mode, count: count,
+                    producers: 8)
+                grouped = max(grouped, rates.group)
+                single = max(single, rates.single)
             }
             let name = mode.rawValue.lowercased()
             fields.append(#""\#(name)_group_commit_per_s":\#(Int(grouped))"#)
