@@ -182,24 +182,7 @@ struct GatewayState: Sendable {
         let offset = randomOffset
         randomOffset += 16
         return randomBytes.withUnsafeBufferPointer { pool in
-            String(unsafeUninitializedCapacity: 36) { buffer in
-                let digits: StaticString = "0123456789abcdef"
-                let hex = digits.utf8Start
-                var index = 0
-                for position in 0..<16 {
-                    var byte = pool[offset + position]
-                    if position == 6 { byte = (byte & 0x0F) | 0x40 }
-                    if position == 8 { byte = (byte & 0x3F) | 0x80 }
-                    if position == 4 || position == 6 || position == 8 || position == 10 {
-                        buffer[index] = UInt8(ascii: "-")
-                        index += 1
-                    }
-                    buffer[index] = hex[Int(byte >> 4)]
-                    buffer[index + 1] = hex[Int(byte & 0x0F)]
-                    index += 2
-                }
-                return index
-            }
+            UUID(randomBytes: UnsafeBufferPointer(rebasing: pool[offset..<(offset + 16)])).lowercasedText
         }
     }
 

@@ -14,6 +14,17 @@ import Testing
         #expect(seen.count == 1000)
     }
 
+    @Test func randomBytesKeepAllButTheVersionAndVariantBits() {
+        let ones = [UInt8](repeating: 0xFF, count: 16)
+        let zeros = [UInt8](repeating: 0, count: 16)
+        #expect(
+            ones.withUnsafeBufferPointer { UUID(randomBytes: $0) }.lowercasedText
+                == "ffffffff-ffff-4fff-bfff-ffffffffffff")
+        #expect(
+            zeros.withUnsafeBufferPointer { UUID(randomBytes: $0) }.lowercasedText
+                == "00000000-0000-4000-8000-000000000000")
+    }
+
     @Test func lowercasedTextMatchesFoundation() throws {
         let fixed = try #require(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F"))
         #expect(fixed.lowercasedText == "e621e1f8-c36c-495a-93fc-0c247a3e6e5f")
