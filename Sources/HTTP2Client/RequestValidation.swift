@@ -1,10 +1,10 @@
+import HTTP2Support
+
 /// Checks a request before it becomes HTTP/2 frames: nghttp2 sends what it is given, so the client refuses
 /// fields a server would reject as malformed (RFC 9113 §8.2) instead of breaking the stream on the wire.
 enum RequestValidation {
-    /// Header fields that belong to HTTP/1.1 connections and must not appear in HTTP/2.
-    static let connectionSpecific: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host",
-    ]
+    /// Fields a request may not carry: the connection-specific ones, and `host`, which `:authority` replaces.
+    static let refusedHeaders = connectionSpecificHeaders.union(["host"])
 
     /// What is wrong with `request`, or `nil`. The text names the field, never its value.
     static func problem(in request: HTTP2Client.Request) -> String? {
@@ -18,7 +18,7 @@ enum RequestValidation {
             guard isToken(header.name) else {
                 return "header name is not an HTTP token"
             }
-            guard !connectionSpecific.contains(header.name.lowercased()) else {
+            guard !refusedHeaders.contains(header.name.lowercased()) else {
                 return "header \(header.name.lowercased()) is connection-specific and not allowed in HTTP/2"
             }
             guard isFieldValue(header.value) else {

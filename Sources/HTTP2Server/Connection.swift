@@ -219,7 +219,7 @@ final class Connection {
         var hasLength = false
         for header in response.headers {
             let name = header.name.lowercased()
-            if name.hasPrefix(":") || Connection.connectionSpecific.contains(name) { continue }
+            if name.hasPrefix(":") || connectionSpecificHeaders.contains(name) { continue }
             if name == "content-length" { hasLength = true }
             fields.append((name, header.value))
         }
@@ -237,10 +237,6 @@ final class Connection {
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, NGHTTP2_INTERNAL_ERROR.rawValue)
         }
     }
-
-    static let connectionSpecific: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
-    ]
 
     /// Refuses a request whose body is over the limit with `413`.
     func rejectTooLarge(_ stream: StreamState, now: UInt64) {

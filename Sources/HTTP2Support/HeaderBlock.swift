@@ -1,5 +1,11 @@
 import CNGHTTP2
 
+/// Header fields that belong to HTTP/1.1 connections and must not appear in an HTTP/2 message (RFC 9113
+/// §8.2.2): the server leaves them out of its responses, the client refuses requests that carry them.
+package let connectionSpecificHeaders: Set<String> = [
+    "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+]
+
 /// Builds an nghttp2 header array over one temporary buffer and passes it to `body` (nghttp2 copies the
 /// names and values when a frame is submitted, so the buffer only lives for the call).
 package func withHeaderBlock(

@@ -344,6 +344,7 @@ import Testing
             .init(path: "/hello", headers: [.init("x-injected", "a\r\nb: c")]),
             .init(path: "/hello", headers: [.init("bad name", "v")]),
             .init(path: "/hello", headers: [.init("connection", "close")]),
+            .init(path: "/hello", headers: [.init("Host", "elsewhere")]),
             .init(path: "/hello", headers: [.init(":authority", "elsewhere")]),
             .init(path: "no-slash"),
             .init(path: "/with space"),
