@@ -320,8 +320,7 @@ final class ClientConnection {
         fields.reserveCapacity(request.request.headers.count + 5)
         var hasLength = false
         for header in request.request.headers {
-            let name =
-                header.name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? header.name.lowercased() : header.name
+            let name = RequestValidation.wireName(header.name)
             if name == "content-length" { hasLength = true }
             fields.append((name, header.value))
         }

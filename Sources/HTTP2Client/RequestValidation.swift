@@ -18,14 +18,20 @@ enum RequestValidation {
             guard isToken(header.name) else {
                 return "header name is not an HTTP token"
             }
-            guard !refusedHeaders.contains(header.name.lowercased()) else {
-                return "header \(header.name.lowercased()) is connection-specific and not allowed in HTTP/2"
+            let name = wireName(header.name)
+            guard !refusedHeaders.contains(name) else {
+                return "header \(name) is connection-specific and not allowed in HTTP/2"
             }
             guard isFieldValue(header.value) else {
-                return "value of header \(header.name.lowercased()) contains a control character"
+                return "value of header \(name) contains a control character"
             }
         }
         return nil
+    }
+
+    /// `name` as HTTP/2 sends it: in lowercase (copied only when it has an uppercase letter).
+    static func wireName(_ name: String) -> String {
+        name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } ? name.lowercased() : name
     }
 
     /// A non-empty HTTP token (RFC 9110 §5.6.2).
