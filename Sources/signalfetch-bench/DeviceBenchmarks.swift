@@ -154,7 +154,7 @@ private final class StreamReader {
         var pending: [UInt8] = []  // head bytes, or a chunk-size line, not complete yet
         var remaining = 0  // bytes left in the current chunk
         var crlfDue = 0  // CRLF bytes still to skip after a chunk's data
-        var tail: [UInt8] = []  // the last bytes of data, so a `data:` split across reads is counted once
+        var matched = 0  // bytes of `data:` matched at the end of the data so far (a marker may span reads)
     }
 
     private let epollFD: Int32
@@ -280,21 +280,23 @@ private final class StreamReader {
         }
     }
 
-    /// Counts `data:` in `bytes`, including one split between the previous piece and this one.
+    /// Counts `data:` in `bytes`, including one that began in the previous piece. The marker has no prefix that
+    /// is also its suffix, so on a mismatch matching restarts at the current byte.
     private func count(_ stream: inout Stream, _ bytes: UnsafeRawBufferPointer) {
-        let marker = Array("data:".utf8)
-        let joined = stream.tail + Array(bytes)
-        var index = 0
-        while index + marker.count <= joined.count {
-            if joined[index] == marker[0] && joined[index + 1] == marker[1] && joined[index + 2] == marker[2]
-                && joined[index + 3] == marker[3] && joined[index + 4] == marker[4]
-            {
-                events += 1
-                index += marker.count
+        let marker: StaticString = "data:"
+        let first = marker.utf8Start[0]
+        var matched = stream.matched
+        for byte in bytes {
+            if byte == marker.utf8Start[matched] {
+                matched += 1
+                if matched == marker.utf8CodeUnitCount {
+                    events += 1
+                    matched = 0
+                }
             } else {
-                index += 1
+                matched = byte == first ? 1 : 0
             }
         }
-        stream.tail = Array(joined.suffix(marker.count - 1))
+        stream.matched = matched
     }
 }
