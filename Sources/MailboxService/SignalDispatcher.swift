@@ -110,6 +110,13 @@ public final class SignalDispatcher: Sendable {
     }
 
     private func run() async {
+        // Rows a previous mailboxd claimed and never finished (it was killed mid-send) would otherwise wait for
+        // their lease to run out.
+        do {
+            try await store.releaseSignalLeases()
+        } catch {
+            log("dispatcher: cannot release old outbox leases: \(error)")
+        }
         while !Task.isCancelled {
             let items: [OutboxItem]
             do {

@@ -12,16 +12,16 @@ extension MailboxStore {
                 SELECT o.device_id, d.token, d.topic, d.environment, d.alias, o.modseq, o.attempts, d.account_id,
                        a.modseq, d.updated_at
                 FROM signal_outbox o JOIN devices d ON d.id = o.device_id JOIN accounts a ON a.id = d.account_id
-                WHERE o.due_at <= ? AND o.next_attempt_at <= ?
+                WHERE o.due_at <= ? AND o.next_attempt_at <= ? AND o.leased_until <= ?
                 ORDER BY o.due_at LIMIT ?
-                """, time, time, limit)
+                """, time, time, time, limit)
             var items: [OutboxItem] = []
             var unreadByAccount: [Int64: Int] = [:]
             for row in rows {
                 let account = row[7].int64!
                 let unread = try unreadByAccount[account] ?? Self.unreadCount(db, accountID: account)
                 unreadByAccount[account] = unread
-                try db.run("UPDATE signal_outbox SET next_attempt_at = ? WHERE device_id = ?", time + lease, row[0])
+                try db.run("UPDATE signal_outbox SET leased_until = ? WHERE device_id = ?", time + lease, row[0])
                 items.append(
                     OutboxItem(
                         deviceID: row[0].int64!, token: row[1].string!, topic: row[2].string!,
@@ -47,7 +47,8 @@ extension MailboxStore {
             if deleted == 0 {
                 try db.run(
                     """
-                    UPDATE signal_outbox SET due_at = ?, next_attempt_at = 0, attempts = 0, last_error = NULL
+                    UPDATE signal_outbox
+                    SET due_at = ?, next_attempt_at = 0, leased_until = 0, attempts = 0, last_error = NULL
                     WHERE device_id = ?
                     """, time + window, item.deviceID)
             }
@@ -62,10 +63,16 @@ extension MailboxStore {
         try await write { db in
             try db.run(
                 """
-                UPDATE signal_outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
+                UPDATE signal_outbox SET attempts = attempts + 1, next_attempt_at = ?, leased_until = 0, last_error = ?
                 WHERE device_id = ?
                 """, next, code, item.deviceID)
         }
+    }
+
+    /// Ends every claim's lease, making those rows claimable again at once; retry times are kept. For a dispatcher
+    /// that starts: any lease left belongs to one that stopped or died between claiming and sending.
+    public func releaseSignalLeases() async throws {
+        try await write { db in try db.run("UPDATE signal_outbox SET leased_until = 0 WHERE leased_until > 0") }
     }
 
     /// Drops a signal that will never be deliverable (for example a payload the guard refused).
@@ -76,7 +83,7 @@ extension MailboxStore {
     /// The earliest time an outbox row becomes claimable, or `nil` when the outbox is empty.
     public func nextSignalDue() throws -> Double? {
         try read { db in
-            try db.scalar("SELECT min(max(due_at, next_attempt_at)) FROM signal_outbox").double
+            try db.scalar("SELECT min(max(due_at, next_attempt_at, leased_until)) FROM signal_outbox").double
         }
     }
 

@@ -88,6 +88,11 @@ extension MailboxStore {
                 CREATE INDEX signal_outbox_by_due ON signal_outbox (due_at);
                 """)
         }
+        // A claim's lease has its own column, apart from the retry time, so a restarted dispatcher can end the
+        // leases its dead predecessor held without cutting any retry backoff short.
+        migrator.register("002-outbox-leases") { db in
+            try db.execute("ALTER TABLE signal_outbox ADD COLUMN leased_until REAL NOT NULL DEFAULT 0")
+        }
         return migrator
     }()
 }

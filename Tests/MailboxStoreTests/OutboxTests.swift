@@ -27,6 +27,24 @@ import Testing
         #expect(f.store.committedWriteBatches < 100)
     }
 
+    @Test func releasingLeasesFreesClaimedRowsButKeepsRetryTimes() async throws {
+        let f = try StoreFixture()
+        let alice = try await f.account("alice")
+        try await registerTwoDevices(f, alice)
+        let claimed = try await f.store.claimDueSignals()
+        #expect(claimed.count == 2)
+        // One row goes into retry backoff; the other stays claimed, as if its sender died mid-send.
+        try await f.store.rescheduleSignal(claimed[0], after: 60, error: "transport")
+        #expect(try await f.store.claimDueSignals().isEmpty, "one row is leased, the other waits for its retry")
+        try await f.store.releaseSignalLeases()
+        let reclaimed = try await f.store.claimDueSignals()
+        #expect(reclaimed.map(\.deviceID) == [claimed[1].deviceID])
+        for item in reclaimed { try await f.store.completeSignal(item, sentModseq: item.modseq) }
+        #expect(try await f.store.claimDueSignals().isEmpty, "the retry time survived the release")
+        f.advance(61)
+        #expect(try await f.store.claimDueSignals().map(\.deviceID) == [claimed[0].deviceID])
+    }
+
     @Test func claimLeasesRowsAndCompletionRespectsNewerChanges() async throws {
         let f = try StoreFixture()
         let alice = try await f.account("alice")
