@@ -74,23 +74,20 @@ extension MailboxStore {
         return String(body[..<end].split(whereSeparator: \.isNewline).joined(separator: " ").prefix(previewLength))
     }
 
-    /// Stores a delivered message in the recipient's inbox: in one transaction it inserts the message, bumps
-    /// the account's modseq and upserts the outbox row of each of the account's devices.
+    /// Stores a delivered message in the recipient's inbox, in one transaction with its modseq bump and the
+    /// outbox upsert for each of the account's devices. Deliveries committed together share those two steps:
+    /// the batch's ledger writes each account's newest modseq and its outbox rows once (see `BatchLedger`).
     public func deliver(_ message: NewMessage) async throws -> DeliveryReceipt {
         let received = now()
         let id = Self.newMessageID(time: received)
         let preview = Self.preview(of: message.body)
         let recipient = message.to.lowercased()
-        let (accountID, modseq) = try await write { db -> (Int64, Int64) in
-            guard
-                let target = try db.queryOne(
-                    """
-                    SELECT a.id, b.id FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox'
-                    WHERE a.username = ?
-                    """, recipient)
-            else { throw MailboxStoreError.notFound }
-            let account = target[0].int64!
-            let modseq = try Self.bumpModseq(db, account: account)
+        let ledger = ledger
+        let (accountID, modseq) = try await write(defers: true) { db -> (Int64, Int64) in
+            guard let target = try ledger.recipient(db, username: recipient) else {
+                throw MailboxStoreError.notFound
+            }
+            let modseq = try ledger.nextModseq(db, account: target.account)
             try db.run(
                 """
                 INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
@@ -98,11 +95,11 @@ extension MailboxStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 arguments: [
-                    id, account, target[1].int64!, message.from, recipient, message.subject, preview, message.body,
-                    message.body.utf8.count, received, modseq, modseq,
+                    id, target.account, target.inbox, message.from, recipient, message.subject, preview,
+                    message.body, message.body.utf8.count, received, modseq, modseq,
                 ])
-            try self.enqueueSignals(db, account: account, modseq: modseq)
-            return (account, modseq)
+            ledger.use(modseq, account: target.account)
+            return (target.account, modseq)
         }
         return DeliveryReceipt(id: id, state: state(modseq), accountID: accountID)
     }

@@ -30,6 +30,8 @@ public final class MailboxStore: Sendable {
 
     let pool: DatabasePool
     let batcher: WriteBatcher
+    /// The deliveries' shared bookkeeping in the writer's current batch.
+    let ledger: BatchLedger
     let configuration: Configuration
     let now: @Sendable () -> Double
     /// The random epoch of this store, the first part of every state string.
@@ -54,9 +56,12 @@ public final class MailboxStore: Sendable {
             try db.run("INSERT INTO store_meta (key, value) VALUES ('epoch', ?)", fresh)
             return fresh
         }
+        let ledger = BatchLedger(coalescingWindow: configuration.coalescingWindow, now: now)
         batcher = WriteBatcher(
             pool: pool, maximumBatch: configuration.maximumBatch,
-            lingerMicroseconds: configuration.synchronous == .full ? 300 : 200)
+            lingerMicroseconds: configuration.synchronous == .full ? 300 : 200,
+            deferred: .init(settle: { try ledger.settle($0) }, discard: { ledger.discard() }))
+        self.ledger = ledger
         self.configuration = configuration
         self.now = now
         decoyPasswordHash = try PasswordHash.hash(SecureRandom.hex(16), parameters: configuration.passwordParameters)
@@ -65,8 +70,13 @@ public final class MailboxStore: Sendable {
     /// Runs `body` in a group-committed write transaction, mapping SQLite failures to `.storage`.
     @discardableResult
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await write(defers: false, body)
+    }
+
+    /// ``write(_:)`` for a body that may leave account bookkeeping in the batch's `ledger`.
+    func write<T: Sendable>(defers: Bool, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         do {
-            return try await batcher.perform(body)
+            return try await batcher.perform(defers: defers, body)
         } catch let error as SQLiteError {
             throw MailboxStoreError.storage(error)
         }
@@ -92,11 +102,12 @@ public final class MailboxStore: Sendable {
     // MARK: - Shared write steps
 
     /// Bumps the account's modseq by one and returns the new value.
+    ///
+    /// An UPDATE and a SELECT rather than `UPDATE … RETURNING`: SQLite gathers RETURNING rows in a temporary
+    /// table, which made the one statement ten times the cost of the two (25 µs against 2.5 µs) on every write.
     static func bumpModseq(_ db: Database, account: Int64) throws -> Int64 {
-        guard
-            let modseq = try db.scalar(
-                "UPDATE accounts SET modseq = modseq + 1 WHERE id = ? RETURNING modseq", account
-            ).int64
+        guard try db.run("UPDATE accounts SET modseq = modseq + 1 WHERE id = ?", account) == 1,
+            let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", account).int64
         else { throw MailboxStoreError.notFound }
         return modseq
     }
@@ -107,11 +118,19 @@ public final class MailboxStore: Sendable {
     /// which case it is due when the window ends (trailing edge). A pending row keeps its due time and takes
     /// the newer modseq: a burst of changes leaves one row per device.
     func enqueueSignals(_ db: Database, account: Int64, modseq: Int64) throws {
+        try Self.enqueueSignals(
+            db, account: account, modseq: modseq, time: now(), coalescingWindow: configuration.coalescingWindow)
+    }
+
+    /// ``enqueueSignals(_:account:modseq:)`` at `time`.
+    static func enqueueSignals(
+        _ db: Database, account: Int64, modseq: Int64, time: Double, coalescingWindow: Double
+    ) throws {
         try db.run(
             """
             INSERT INTO signal_outbox (device_id, modseq, due_at)
             SELECT id, ?, max(?, last_signal_at + ?) FROM devices WHERE account_id = ?
             ON CONFLICT (device_id) DO UPDATE SET modseq = max(signal_outbox.modseq, excluded.modseq)
-            """, modseq, now(), configuration.coalescingWindow, account)
+            """, modseq, time, coalescingWindow, account)
     }
 }

@@ -6,12 +6,30 @@ import SQLiteKit
 /// each inside its own savepoint, so one failing operation does not undo the others and a burst of
 /// deliveries costs one fsync instead of one per message. Callers resume only after the COMMIT.
 ///
+/// An operation may also defer part of its work to the end of the batch (see `BatchLedger`): the deferred work
+/// is settled before the next operation that does not defer runs, and before the COMMIT, inside the same
+/// transaction, so readers never see one without the other.
+///
 /// The writer opens the transaction as soon as one operation is queued and runs operations as they arrive,
 /// so the SQL of a batch overlaps with the callers still preparing theirs. It commits when the queue is empty
-/// and as many operations have joined as joined the last batch (the callers the last commit released are
-/// usually a few microseconds from queueing again), or when the linger time since the transaction began is up.
+/// and as many operations have joined as there were writers about at the last commit (the callers it released
+/// are usually a few microseconds from queueing again), or when the linger time since the transaction began is
+/// up.
 final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`, `draining`, `writerWaiting`
+    /// Work that operations leave for the end of their batch.
+    struct DeferredWork: Sendable {
+        /// Writes what deferring operations left pending (a no-op when nothing is).
+        let settle: @Sendable (Database) throws -> Void
+        /// Forgets whatever is pending: the batch is over, committed or rolled back.
+        let discard: @Sendable () -> Void
+
+        /// No deferred work.
+        static let none = DeferredWork(settle: { _ in }, discard: {})
+    }
+
     private struct Job {
+        /// Whether the operation defers work to the batch's end, so pending work need not be settled first.
+        let defers: Bool
         /// Runs the operation inside the batch; returns whether it succeeded.
         let run: (Database) -> Bool
         /// Delivers the operation's outcome once the batch is committed (or rolled back).
@@ -28,9 +46,14 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
     private var batchesCommitted = 0
     private let queue = DispatchQueue(label: "signalfetch.mailboxstore.writer", qos: .userInitiated)
     private let lingerNanoseconds: UInt64
+    private let deferred: DeferredWork
 
-    init(pool: DatabasePool, maximumBatch: Int = 512, lingerMicroseconds: UInt32 = 200) {
+    init(
+        pool: DatabasePool, maximumBatch: Int = 512, lingerMicroseconds: UInt32 = 200,
+        deferred: DeferredWork = .none
+    ) {
         self.pool = pool
+        self.deferred = deferred
         self.maximumBatch = max(1, maximumBatch)
         self.lingerNanoseconds = UInt64(lingerMicroseconds) * 1_000
     }
@@ -42,11 +65,17 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
         return batchesCommitted
     }
 
-    /// Runs `body` in the next group-committed transaction and returns its result after the commit.
-    func perform<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    /// Runs `body` in the next group-committed transaction and returns its result after the commit. With
+    /// `defers`, `body` may leave work in the batch's deferred work; without, that work is settled before it.
+    func perform<T: Sendable>(
+        defers: Bool = false, _ body: @escaping @Sendable (Database) throws -> T
+    )
+        async throws -> T
+    {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             nonisolated(unsafe) var outcome: Result<T, any Error>?
             let job = Job(
+                defers: defers,
                 run: { db in
                     do {
                         outcome = .success(try db.savepoint { try body(db) })
@@ -102,10 +131,16 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
     }
 
     private func drain() {
-        // How many operations joined the last batch: the writers it released are expected back.
+        // How many writers are about: those the last batch released (expected back) and those that queued
+        // while it committed. The next batch waits for that many, up to the linger time.
         var expected = 0
         while true {
-            var joined = take(limit: maximumBatch, waitingUntil: nil, stopWhenEmpty: true)
+            // After a batch, wait up to the linger time for the released writers before ending the drain: a
+            // restarted drain costs a thread wake-up, and more often than not it came right back.
+            var joined = take(
+                limit: maximumBatch,
+                waitingUntil: expected > 0 ? DispatchTime.now().uptimeNanoseconds + lingerNanoseconds : nil,
+                stopWhenEmpty: true)
             if joined.isEmpty { return }
             let deadline = DispatchTime.now().uptimeNanoseconds + lingerNanoseconds
             var batch = joined
@@ -114,7 +149,10 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
                 try pool.writeWithoutTransaction { db in
                     try db.transaction(.immediate) {
                         while true {
-                            for job in joined { _ = job.run(db) }
+                            for job in joined {
+                                if !job.defers { try deferred.settle(db) }
+                                _ = job.run(db)
+                            }
                             let room = maximumBatch - batch.count
                             if room == 0 { break }
                             joined = take(
@@ -123,16 +161,18 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
                             if joined.isEmpty { break }
                             batch += joined
                         }
+                        try deferred.settle(db)
                     }
                 }
             } catch {
                 commitError = error
             }
+            deferred.discard()
             condition.lock()
             batchesCommitted += commitError == nil ? 1 : 0
+            expected = batch.count + pending.count
             condition.unlock()
             for job in batch { job.finish(commitError) }
-            expected = batch.count
         }
     }
 }

@@ -1,0 +1,76 @@
+import SQLiteKit
+
+/// What the deliveries of one group-committed transaction share. Each recipient is looked up once per batch,
+/// and each account's modseq is written and its devices' outbox rows upserted once, when the batch settles
+/// (before the next write that does not defer, and before the COMMIT), rather than once per message. Every
+/// message still gets its own modseq; the account ends the batch at the newest one, as if each delivery had
+/// bumped it alone.
+///
+/// Used only by the group-commit writer, inside a batch: it is never touched from two threads at once.
+final class BatchLedger: @unchecked Sendable {
+    /// An account that mail is delivered to, and its inbox.
+    struct Recipient {
+        let account: Int64
+        let inbox: Int64
+    }
+
+    private var recipients: [String: Recipient] = [:]
+    /// Account → the newest modseq a delivery in this batch used, not yet written to `accounts`.
+    private var pending: [Int64: Int64] = [:]
+    private let coalescingWindow: Double
+    private let now: @Sendable () -> Double
+
+    init(coalescingWindow: Double, now: @escaping @Sendable () -> Double) {
+        self.coalescingWindow = coalescingWindow
+        self.now = now
+    }
+
+    /// The account named `username` (already lowercased) and its inbox, or `nil` when there is none.
+    func recipient(_ db: Database, username: String) throws -> Recipient? {
+        if let known = recipients[username] { return known }
+        guard
+            let row = try db.queryOne(
+                """
+                SELECT a.id, b.id FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox'
+                WHERE a.username = ?
+                """, username),
+            let account = row[0].int64, let inbox = row[1].int64
+        else { return nil }
+        let recipient = Recipient(account: account, inbox: inbox)
+        recipients[username] = recipient
+        return recipient
+    }
+
+    /// The modseq the account's next change takes. Not taken until ``use(_:account:)`` records it, so a
+    /// delivery whose insert fails leaves no gap.
+    func nextModseq(_ db: Database, account: Int64) throws -> Int64 {
+        if let last = pending[account] { return last + 1 }
+        guard let current = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", account).int64 else {
+            throw MailboxStoreError.notFound
+        }
+        return current + 1
+    }
+
+    /// Records that a change of the account was stored at `modseq`.
+    func use(_ modseq: Int64, account: Int64) {
+        pending[account] = modseq
+    }
+
+    /// Writes each pending account's newest modseq and upserts its devices' outbox rows.
+    func settle(_ db: Database) throws {
+        guard !pending.isEmpty else { return }
+        let time = now()
+        for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
+            try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", modseq, account)
+            try MailboxStore.enqueueSignals(
+                db, account: account, modseq: modseq, time: time, coalescingWindow: coalescingWindow)
+        }
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Forgets the batch: it was committed (after settling) or rolled back.
+    func discard() {
+        pending.removeAll(keepingCapacity: true)
+        recipients.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import MailboxStore
+import Testing
+
+/// Deliveries committed together share their account bookkeeping (one modseq write and one outbox upsert per
+/// account per batch); these tests check that sharing is invisible: every change still gets its own modseq,
+/// writes that do not defer see the deliveries before them, and a failed delivery fails alone.
+@Suite struct GroupCommitTests {
+    enum Outcome: Sendable {
+        case delivered(DeliveryReceipt)
+        case edited(MessageRecord)
+        case refused(MailboxStoreError)
+    }
+
+    @Test func concurrentDeliveriesAndEditsGetDistinctModseqs() async throws {
+        let f = try StoreFixture(synchronous: true)
+        var accounts: [String: Account] = [:]
+        for name in ["alice", "bob"] {
+            let account = try await f.account(name)
+            accounts[name] = account
+            for n in 1...2 {
+                try await f.store.registerDevice(
+                    token: StoreFixture.token(name == "alice" ? n : n + 10), topic: "com.example.mail",
+                    environment: .sandbox, accountID: account.id, sessionID: nil)
+            }
+        }
+        let alice = try #require(accounts["alice"])
+        let seeded = try await f.deliver(to: "alice", subject: "seed")
+
+        // Deliveries to two accounts and to nobody, and flag edits of alice's first message, all at once, so
+        // batches mix deferring deliveries with writes that must see them.
+        let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+            for i in 0..<60 {
+                for name in ["alice", "bob"] {
+                    group.addTask { .delivered(try await f.deliver(to: name, subject: "\(name) \(i)")) }
+                }
+                if i % 6 == 0 {
+                    group.addTask {
+                        do {
+                            _ = try await f.deliver(to: "nobody", subject: "lost \(i)")
+                            Issue.record("a delivery to an unknown account succeeded")
+                            return .refused(.notFound)
+                        } catch let error as MailboxStoreError {
+                            return .refused(error)
+                        }
+                    }
+                    group.addTask {
+                        .edited(
+                            try await f.store.updateMessage(
+                                id: seeded.id, accountID: alice.id, seen: i % 12 == 0, flagged: i % 12 != 0))
+                    }
+                }
+            }
+            var all: [Outcome] = []
+            for try await outcome in group { all.append(outcome) }
+            return all
+        }
+        #expect(f.store.committedWriteBatches < outcomes.count, "writes shared transactions")
+
+        var modseqsByAccount: [Int64: [Int64]] = [:]
+        var refusals = 0
+        for outcome in outcomes {
+            switch outcome {
+            case .delivered(let receipt): modseqsByAccount[receipt.accountID, default: []].append(receipt.state.modseq)
+            case .edited(let message): modseqsByAccount[alice.id, default: []].append(message.modseq)
+            case .refused(let error):
+                #expect(error == .notFound)
+                refusals += 1
+            }
+        }
+        #expect(refusals == 10)
+
+        for (name, account) in accounts {
+            let modseqs = modseqsByAccount[account.id] ?? []
+            #expect(Set(modseqs).count == modseqs.count, "\(name): no two changes share a modseq")
+            let page = try f.store.listMessages(accountID: account.id, limit: 1000)
+            #expect(page.messages.count == (name == "alice" ? 61 : 60))
+            let stored = page.messages.map(\.modseq)
+            #expect(Set(stored).count == stored.count, "\(name): stored modseqs are distinct")
+            // The account ends at its newest change, and a client that saw nothing gets every message.
+            #expect(page.state.modseq == modseqs.max())
+            #expect(page.state.modseq == stored.max())
+            let changes = try f.store.changes(
+                accountID: account.id, since: SyncState(epoch: f.store.epoch, modseq: 0), maxChanges: 1000)
+            #expect(Set(changes.created.map(\.id)) == Set(page.messages.map(\.id)))
+            #expect(changes.newState == page.state)
+        }
+
+        // One outbox row per device, each holding its account's newest modseq.
+        let claimed = try await f.store.claimDueSignals()
+        #expect(claimed.count == 4)
+        for item in claimed {
+            let name = [1, 2].map(StoreFixture.token).contains(item.token) ? "alice" : "bob"
+            let account = try #require(accounts[name])
+            let state = try f.store.listMessages(accountID: account.id, limit: 1).state
+            #expect(item.modseq == state.modseq, "\(name)'s device holds the newest modseq")
+            #expect(item.state == state)
+        }
+    }
+
+    @Test func aFailedDeliveryLeavesNoGapAndNoSignal() async throws {
+        let f = try StoreFixture()
+        let alice = try await f.account("alice")
+        try await f.store.registerDevice(
+            token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
+            sessionID: nil)
+        for item in try await f.store.claimDueSignals() {
+            try await f.store.completeSignal(item, sentModseq: item.modseq)
+        }
+        await #expect(throws: MailboxStoreError.notFound) { try await f.deliver(to: "bob") }
+        #expect(try f.store.outboxStats().depth == 0, "a refused delivery signals nobody")
+        let receipt = try await f.deliver(to: "alice")
+        #expect(receipt.state.modseq == 1, "the refused delivery used no modseq")
+    }
+}
