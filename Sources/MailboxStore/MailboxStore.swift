@@ -92,7 +92,10 @@ public final class MailboxStore: Sendable {
     }
 
     /// Transactions committed by the group-commit writer so far.
-    public var committedWriteBatches: Int { batcher.committedBatches }
+    public var committedWriteBatches: Int { batcher.statistics.batches }
+
+    /// The group-commit writer's totals so far: transactions, the writes they held, and the time spent in COMMIT.
+    public var writerStatistics: WriterStatistics { batcher.statistics }
 
     /// `PRAGMA integrity_check` (`"ok"` when sound).
     public func integrityCheck() throws -> String { try read { try $0.integrityCheck() } }

@@ -189,3 +189,16 @@ public struct OutboxStats: Sendable, Equatable {
         self.retrying = retrying
     }
 }
+
+/// Totals of the group-commit writer, for metrics and benchmarks.
+public struct WriterStatistics: Sendable, Equatable {
+    /// Transactions committed (a batch is one).
+    public var batches = 0
+    /// Writes those transactions held, failed ones included.
+    public var writes = 0
+    /// Seconds spent in their COMMIT statements (at `synchronous=FULL`, the fsync).
+    public var commitSeconds = 0.0
+
+    /// No writes yet.
+    public init() {}
+}

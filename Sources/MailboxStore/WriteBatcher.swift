@@ -43,7 +43,7 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
     private var draining = false
     /// Whether the writer is waiting on `condition` for more operations.
     private var writerWaiting = false
-    private var batchesCommitted = 0
+    private var totals = WriterStatistics()
     private let queue = DispatchQueue(label: "signalfetch.mailboxstore.writer", qos: .userInitiated)
     private let lingerNanoseconds: UInt64
     private let deferred: DeferredWork
@@ -58,11 +58,11 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
         self.lingerNanoseconds = UInt64(lingerMicroseconds) * 1_000
     }
 
-    /// Transactions committed so far (a batch is one transaction).
-    var committedBatches: Int {
+    /// What the writer has committed so far.
+    var statistics: WriterStatistics {
         condition.lock()
         defer { condition.unlock() }
-        return batchesCommitted
+        return totals
     }
 
     /// Runs `body` in the next group-committed transaction and returns its result after the commit. With
@@ -145,9 +145,11 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
             let deadline = DispatchTime.now().uptimeNanoseconds + lingerNanoseconds
             var batch = joined
             var commitError: (any Error)?
+            var commitNanoseconds: UInt64 = 0
             do {
                 try pool.writeWithoutTransaction { db in
-                    try db.transaction(.immediate) {
+                    try db.run("BEGIN IMMEDIATE")
+                    do {
                         while true {
                             for job in joined {
                                 if !job.defers { try deferred.settle(db) }
@@ -162,6 +164,12 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
                             batch += joined
                         }
                         try deferred.settle(db)
+                        let commitStart = DispatchTime.now().uptimeNanoseconds
+                        try db.run("COMMIT")
+                        commitNanoseconds = DispatchTime.now().uptimeNanoseconds - commitStart
+                    } catch {
+                        if db.isInTransaction { try? db.execute("ROLLBACK") }
+                        throw error
                     }
                 }
             } catch {
@@ -169,7 +177,11 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
             }
             deferred.discard()
             condition.lock()
-            batchesCommitted += commitError == nil ? 1 : 0
+            if commitError == nil {
+                totals.batches += 1
+                totals.writes += batch.count
+                totals.commitSeconds += Double(commitNanoseconds) / 1e9
+            }
             expected = batch.count + pending.count
             condition.unlock()
             for job in batch { job.finish(commitError) }

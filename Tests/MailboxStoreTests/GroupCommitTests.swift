@@ -56,6 +56,11 @@ import Testing
             return all
         }
         #expect(f.store.committedWriteBatches < outcomes.count, "writes shared transactions")
+        let statistics = f.store.writerStatistics
+        #expect(statistics.batches == f.store.committedWriteBatches)
+        #expect(statistics.writes >= outcomes.count + 7, "every write is counted, refused ones included")
+        #expect(statistics.writes > statistics.batches)
+        #expect(statistics.commitSeconds > 0)
 
         var modseqsByAccount: [Int64: [Int64]] = [:]
         var refusals = 0
