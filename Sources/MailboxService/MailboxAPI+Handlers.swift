@@ -155,6 +155,15 @@ extension MailboxAPI {
             metrics.set(
                 "mailboxd_outbox_retrying", to: Double(stats.retrying), help: "Outbox rows waiting after a failure.")
         }
+        let writer = store.writerStatistics
+        metrics.setTotal(
+            "mailboxd_store_transactions_total", to: Double(writer.batches),
+            help: "Write transactions committed (group commit: each holds one or more writes).")
+        metrics.setTotal(
+            "mailboxd_store_writes_total", to: Double(writer.writes), help: "Writes those transactions held.")
+        metrics.setTotal(
+            "mailboxd_store_commit_seconds_total", to: writer.commitSeconds,
+            help: "Time spent committing them (at synchronous=FULL, mostly fsync).")
         var response = HTTPResponse.text(metrics.render())
         response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4")
         return response

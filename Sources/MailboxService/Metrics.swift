@@ -31,6 +31,14 @@ public final class Metrics: Sendable {
         }
     }
 
+    /// Sets the counter `name` to `total`, a running total kept elsewhere (for example by the store).
+    public func setTotal(_ name: String, labels: String = "", to total: Double, help: String = "") {
+        state.withLock { s in
+            s.counters[name, default: [:]][labels] = total
+            if s.help[name] == nil { s.help[name] = ("counter", help) }
+        }
+    }
+
     /// Sets the gauge `name` to `value`.
     public func set(_ name: String, labels: String = "", to value: Double, help: String = "") {
         state.withLock { s in

@@ -43,6 +43,19 @@ import Testing
         #expect(changes.status == 200)
         let created = try #require(changes.body["created"] as? [[String: Any]])
         #expect(created.first?["subject"] as? String == subject)
+
+        // The store's writer shows in the metrics: the account, the device and the delivery were committed.
+        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        func total(_ name: String) -> Double? {
+            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap {
+                Double($0.split(separator: " ")[1])
+            }
+        }
+        #expect(metrics.contains("# TYPE mailboxd_store_transactions_total counter"))
+        let transactions = try #require(total("mailboxd_store_transactions_total"))
+        let writes = try #require(total("mailboxd_store_writes_total"))
+        #expect(transactions >= 1 && writes >= 3 && writes >= transactions)
+        #expect(try #require(total("mailboxd_store_commit_seconds_total")) > 0)
     }
 
     @Test func everyEndpointIsScopedToTheTokensAccount() async throws {
