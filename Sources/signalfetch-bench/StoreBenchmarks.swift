@@ -66,6 +66,38 @@ enum StoreBenchmarks {
         /// Mean time of the store's COMMIT statements, and of the one-message transactions' COMMITs, in seconds.
         var groupCommit: Double
         var singleCommit: Double
+        /// Mean time per transaction of the same producers making writes that change nothing (see
+        /// ``machineryCycle(store:count:producers:)``), in seconds.
+        var machinery: Double
+    }
+
+    /// The group-commit machinery with no rows to write: the same producers, each asking the store to mark an
+    /// unread message unread. Such a write reads the message (one indexed lookup), finds nothing to change and
+    /// writes nothing, so its transaction commits without an fsync; what is left is that read, the producers'
+    /// turnaround (the hand-off to the writer and back) and the writer's wake-ups. Returns the mean time per
+    /// transaction, in seconds.
+    static func machineryCycle(store: MailboxStore, count: Int, producers: Int) async throws -> Double {
+        guard let account = try store.account(username: "bench"),
+            let message = try store.listMessages(accountID: account.id, limit: 1).messages.first, !message.seen
+        else { throw BenchError("the bench account has no unread message") }
+        let before = store.writerStatistics
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for p in 0..<producers {
+                group.addTask {
+                    for _ in stride(from: p, to: count, by: producers) {
+                        let unchanged = try await store.updateMessage(
+                            id: message.id, accountID: account.id, seen: false)
+                        guard unchanged.modseq == message.modseq else {
+                            throw BenchError("a write that changed nothing bumped the modseq")
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = (ContinuousClock.now - start).seconds
+        return elapsed / Double(max(1, store.writerStatistics.batches - before.batches))
     }
 
     /// Delivery rates through the group-committing store (`producers` concurrent producers) and with one
@@ -116,10 +148,11 @@ enum StoreBenchmarks {
         let batches = writer.batches - writerBefore.batches
         FileHandle.standardError.write(
             Data("store: \(synchronous.rawValue) \(count) deliveries in \(batches) transactions\n".utf8))
+        let machinery = try await machineryCycle(store: store, count: count, producers: producers)
         return DeliveryRates(
             group: Double(count) / groupTime.seconds, single: Double(count) / singleTime.seconds, batches: batches,
             groupCommit: (writer.commitSeconds - writerBefore.commitSeconds) / Double(max(1, batches)),
-            singleCommit: (single.commitSeconds - singleCommitBefore) / Double(count))
+            singleCommit: (single.commitSeconds - singleCommitBefore) / Double(count), machinery: machinery)
     }
 
     /// The same rows with one transaction per message: the work a delivery does (insert, modseq bump, outbox
