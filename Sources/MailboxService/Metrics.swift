@@ -33,17 +33,18 @@ public final class Metrics: Sendable {
 
     /// Sets the counter `name` to `total`, a running total kept elsewhere (for example by the store).
     public func setTotal(_ name: String, labels: String = "", to total: Double, help: String = "") {
-        state.withLock { s in
-            s.counters[name, default: [:]][labels] = total
-            if s.help[name] == nil { s.help[name] = ("counter", help) }
-        }
+        assign(name, labels: labels, value: total, type: "counter", help: help)
     }
 
     /// Sets the gauge `name` to `value`.
     public func set(_ name: String, labels: String = "", to value: Double, help: String = "") {
+        assign(name, labels: labels, value: value, type: "gauge", help: help)
+    }
+
+    private func assign(_ name: String, labels: String, value: Double, type: String, help: String) {
         state.withLock { s in
             s.counters[name, default: [:]][labels] = value
-            if s.help[name] == nil { s.help[name] = ("gauge", help) }
+            if s.help[name] == nil { s.help[name] = (type, help) }
         }
     }
 

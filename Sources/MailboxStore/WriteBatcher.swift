@@ -145,11 +145,11 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
             let deadline = DispatchTime.now().uptimeNanoseconds + lingerNanoseconds
             var batch = joined
             var commitError: (any Error)?
-            var commitNanoseconds: UInt64 = 0
+            // When the transaction's body ended: from there to `transaction` returning is the COMMIT.
+            var bodyEnd: UInt64 = 0
             do {
                 try pool.writeWithoutTransaction { db in
-                    try db.run("BEGIN IMMEDIATE")
-                    do {
+                    try db.transaction(.immediate) {
                         while true {
                             for job in joined {
                                 if !job.defers { try deferred.settle(db) }
@@ -164,17 +164,13 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
                             batch += joined
                         }
                         try deferred.settle(db)
-                        let commitStart = DispatchTime.now().uptimeNanoseconds
-                        try db.run("COMMIT")
-                        commitNanoseconds = DispatchTime.now().uptimeNanoseconds - commitStart
-                    } catch {
-                        if db.isInTransaction { try? db.execute("ROLLBACK") }
-                        throw error
+                        bodyEnd = DispatchTime.now().uptimeNanoseconds
                     }
                 }
             } catch {
                 commitError = error
             }
+            let commitNanoseconds = DispatchTime.now().uptimeNanoseconds - bodyEnd
             deferred.discard()
             condition.lock()
             if commitError == nil {
