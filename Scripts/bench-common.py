@@ -252,7 +252,8 @@ class Cluster:
         self.api_port = self.api_port or free_port()
         self.mailboxd = self.start("mailboxd", [
             self.exe("mailboxd"), "serve", "--data-dir", self.data, "--listen", f"127.0.0.1:{self.api_port}",
-            "--apns-url", f"https://127.0.0.1:{apns_port or self.sim_port}", "--apns-ca", self.ca,
+            "--apns-url", f"https://127.0.0.1:{apns_port or self.sim_port}",
+            "--apns-sandbox-url", f"https://127.0.0.1:{apns_port or self.sim_port}", "--apns-ca", self.ca,
             "--apns-topic", TOPIC, *extra])
         wait_port(self.api_port, proc=self.mailboxd)
         return self.mailboxd

@@ -416,7 +416,8 @@ def drill_storage(bin_path, short):
         mounted.append(cluster.data)
         proc = cluster.start("mailboxd-ro", [
             cluster.exe("mailboxd"), "serve", "--data-dir", cluster.data, "--listen", f"127.0.0.1:{cluster.api_port}",
-            "--apns-url", f"https://127.0.0.1:{cluster.sim_port}", "--apns-ca", cluster.ca, "--apns-topic",
+            "--apns-url", f"https://127.0.0.1:{cluster.sim_port}", "--apns-sandbox-url",
+            f"https://127.0.0.1:{cluster.sim_port}", "--apns-ca", cluster.ca, "--apns-topic",
             common.TOPIC])
         ro_result = None
         api.reset()

@@ -54,15 +54,15 @@ class API:
 class Device:
     """One `mail-client run` process; its JSON event lines are collected and shown on the timeline."""
 
-    def __init__(self, name, user, bin_dir, api, sim, ca, state_dir):
-        self.name, self.user = name, user
+    def __init__(self, name, user, bin_dir, api, sim, ca, state_dir, environment="sandbox"):
+        self.name, self.user, self.environment = name, user, environment
         self.events = queue.Queue()
         self.last_sync = None
         self.badge = None
         self.proc = subprocess.Popen(
             [os.path.join(bin_dir, "mail-client"), "run", "--server", api, "--ca", ca, "--sim", sim,
              "--username", user, "--state-dir", state_dir, "--device-name", name, "--topic", TOPIC,
-             "--fallback-interval", "30"],
+             "--environment", environment, "--fallback-interval", "30"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.proc.stdin.write(f"password-{user}\n")
         self.proc.stdin.close()
@@ -87,7 +87,8 @@ class Device:
                 self.badge = event.get("badge")
                 say(self.name, f"badge   {self.badge}")
             elif kind == "registered":
-                say(self.name, f"registered with apns-sim, token {str(event.get('deviceToken'))[:12]}…")
+                say(self.name, f"registered with apns-sim ({self.environment}), token "
+                              f"{str(event.get('deviceToken'))[:12]}…")
             elif kind == "error":
                 say(self.name, f"error   {event.get('code')}: {event.get('message')}")
 
@@ -119,25 +120,30 @@ def main():
         key_id = open(os.path.join(data, "apns/key-id")).read().strip()
         team_id = open(os.path.join(data, "apns/team-id")).read().strip()
         ca = os.path.join(data, "tls/ca.pem")
-        p_port, d_port, a_port = free_port(), free_port(), free_port()
+        p_port, s_port, d_port, a_port = free_port(), free_port(), free_port(), free_port()
         logs = open(os.path.join(work, "servers.log"), "w")
         procs.append(subprocess.Popen(
-            [os.path.join(args.bin, "apns-sim"), "--listen", f"127.0.0.1:{p_port}", "--device-listen",
+            [os.path.join(args.bin, "apns-sim"), "--listen", f"127.0.0.1:{p_port}", "--sandbox-listen",
+             f"127.0.0.1:{s_port}", "--device-listen",
              f"127.0.0.1:{d_port}", "--tls-cert", os.path.join(data, "tls/server.pem"), "--tls-key",
              os.path.join(data, "tls/server.key"), "--provider-key",
              f"{key_id}:{team_id}:{os.path.join(data, 'apns/key.pub.pem')}", "--topic", TOPIC],
             stdout=logs, stderr=logs))
         wait_port(d_port)
-        say("apns-sim", f"provider API https://127.0.0.1:{p_port} (HTTP/2), devices http://127.0.0.1:{d_port}")
+        say("apns-sim", f"provider API https://127.0.0.1:{p_port} (production) and https://127.0.0.1:{s_port} "
+                        f"(sandbox), HTTP/2; devices http://127.0.0.1:{d_port}")
         procs.append(subprocess.Popen(
             [mailboxd, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{a_port}", "--apns-url",
-             f"https://127.0.0.1:{p_port}", "--apns-ca", ca, "--apns-topic", TOPIC], stdout=logs, stderr=logs))
+             f"https://127.0.0.1:{p_port}", "--apns-sandbox-url", f"https://127.0.0.1:{s_port}", "--apns-ca", ca,
+             "--apns-topic", TOPIC], stdout=logs, stderr=logs))
         wait_port(a_port)
         api_url, sim_url = f"https://127.0.0.1:{a_port}", f"http://127.0.0.1:{d_port}"
         say("mailboxd", f"API {api_url} (TLS, dev CA)")
         api = API(api_url, ca)
-        for name, user in [("alice-phone", "alice"), ("alice-tablet", "alice"), ("bob-phone", "bob")]:
-            devices.append(Device(name, user, args.bin, api_url, sim_url, ca, os.path.join(work, name)))
+        # alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build.
+        for name, user, environment in [("alice-phone", "alice", "sandbox"), ("alice-tablet", "alice", "sandbox"),
+                                        ("bob-phone", "bob", "production")]:
+            devices.append(Device(name, user, args.bin, api_url, sim_url, ca, os.path.join(work, name), environment))
         deadline = time.time() + 30
         while time.time() < deadline and not all(d.last_sync for d in devices):
             time.sleep(0.05)

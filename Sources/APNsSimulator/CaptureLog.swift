@@ -228,9 +228,11 @@ struct CapturedRequest: Sendable {
 
 /// The bounded, ordered capture log: a ring of at most `capacity` entries, the oldest overwritten first.
 struct CaptureLog: Sendable {
-    /// The live entries; once full, entry `sequence` sits at `(sequence - 1) % capacity`.
+    /// The live entries; once full, entry `sequence` sits at `(sequence - base) % capacity`.
     private var ring: [CapturedRequest] = []
     private var nextSequence = 1
+    /// The sequence number of the ring's first slot: 1, or the next sequence when the log was last cleared.
+    private var base = 1
     let capacity: Int
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
@@ -247,9 +249,15 @@ struct CaptureLog: Sendable {
         if ring.count < capacity {
             ring.append(entry)
         } else {
-            ring[(sequence - 1) % capacity] = entry
+            ring[(sequence - base) % capacity] = entry
         }
         return sequence
+    }
+
+    /// Forgets every entry; sequence numbers go on from where they were, so a reader's `after` stays valid.
+    mutating func clear() {
+        ring = []
+        base = nextSequence
     }
 
     /// Records a new outcome for the entry `sequence`, if it is still in the log.
@@ -268,13 +276,13 @@ struct CaptureLog: Sendable {
         var result: [LogEntry] = []
         result.reserveCapacity(count)
         for sequence in first..<(first + count) {
-            result.append(ring[(sequence - 1) % capacity].entry)
+            result.append(ring[(sequence - base) % capacity].entry)
         }
         return result
     }
 
     private func slot(of sequence: Int) -> Int? {
         guard sequence >= firstSequence, sequence < nextSequence else { return nil }
-        return (sequence - 1) % capacity
+        return (sequence - base) % capacity
     }
 }

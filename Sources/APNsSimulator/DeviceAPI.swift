@@ -23,6 +23,7 @@ enum DeviceAPI {
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
         }
+        ControlAPI.add(to: &router, gateway: gateway)
         router.get("/healthz") { _ in try .json(["status": "ok"]) }
         router.get("/metrics") { _ in
             HTTPResponse(
@@ -42,12 +43,10 @@ enum DeviceAPI {
         guard let topic = body.topic, PushRequestParser.isValidTopic(topic) else {
             throw HTTPError.invalidRequest("\"topic\" must be a bundle identifier.")
         }
-        let environment = body.environment ?? "sandbox"
-        guard ["sandbox", "development", "production"].contains(environment) else {
+        guard let environment = GatewayEnvironment(name: body.environment ?? "sandbox") else {
             throw HTTPError.invalidRequest("\"environment\" must be \"sandbox\" or \"production\".")
         }
-        let token = gateway.registerDevice(
-            topic: topic, environment: environment == "development" ? "sandbox" : environment)
+        let token = gateway.registerDevice(topic: topic, environment: environment)
         return try .json(["deviceToken": token], status: .created)
     }
 
@@ -61,7 +60,7 @@ enum DeviceAPI {
         return .eventStream(stream)
     }
 
-    private static func unknownDevice(_ token: String, gateway: Gateway) -> HTTPError {
+    static func unknownDevice(_ token: String, gateway: Gateway) -> HTTPError {
         if case .unregistered = gateway.status(of: token) {
             return HTTPError(.gone, code: "unregistered", message: "The device was deleted.")
         }

@@ -17,7 +17,29 @@ public enum DeviceStatus: Sendable, Equatable {
     /// Never registered.
     case unknown
     /// Registered and not deleted.
-    case active(topic: String, environment: String)
+    case active(topic: String, environment: GatewayEnvironment)
     /// Deleted at this time (milliseconds since 1970).
     case unregistered(timestamp: Int64)
+}
+
+/// One active device as the control API lists it.
+public struct DeviceSummary: Sendable, Equatable, Encodable {
+    /// Its token.
+    public var token: String
+    /// The topic it registered for.
+    public var topic: String
+    /// The environment its token belongs to.
+    public var environment: GatewayEnvironment
+    /// `false` while held offline through the control API.
+    public var online: Bool
+    /// Open notification streams.
+    public var streams: Int
+    /// Notifications delivered to it.
+    public var delivered: Int
+    /// Notifications stored for it (APNs keeps at most one).
+    public var stored: Int
+    /// Background notifications held back by the budget (at most one, the newest).
+    public var throttled: Int
+    /// The answer scripted for its next sends, if any.
+    public var scriptedError: RejectionReason?
 }

@@ -39,13 +39,14 @@ public final class Gateway: Sendable {
             var outcome = NotificationOutcome.refused
             var detail: String?
             var accepted: (ParsedPush, FaultDecision, GatewayState.DeviceIndex)?
+            var scripted = false
             do throws(RejectionReason) {
                 tokenText = try PushRequestParser.checkTarget(request)
                 try PushRequestParser.checkHeaders(headers)
                 defer { state.metrics.tokenVerifications = state.verifier.signatureVerificationCount }
                 if let reason = state.verifier.authorize(headers.authorization, now: now) { throw reason }
                 let push = try PushRequestParser.parse(request, headers: headers, tokenText: tokenText ?? "")
-                let device = try state.checkDevice(for: push)
+                let device = try state.checkDevice(for: push, environment: request.environment, scripted: &scripted)
                 let decision = state.faults.nextDecision()
                 switch decision {
                 case .serviceUnavailable: throw .serviceUnavailable
@@ -53,17 +54,20 @@ public final class Gateway: Sendable {
                 case .none, .drop: break
                 }
                 accepted = (push, decision, device)
-                response = ProviderResponse(status: 200, apnsID: apnsID)
+                response = ProviderResponse(
+                    status: 200, apnsID: apnsID, uniqueID: request.environment == .sandbox ? state.randomUUID() : nil)
             } catch {
                 if error == .serviceUnavailable || error == .tooManyRequests { detail = "fault" }
+                if scripted { detail = "scripted" }
                 var timestamp: Int64?
-                if error == .unregistered, let token = tokenText?.lowercased() {
-                    timestamp = state.devices[token]?.unregisteredAt
+                if error == .unregistered, let token = tokenText?.lowercased(), let device = state.devices[token] {
+                    // A scripted 410 for a live device: "stopped being valid" now, after its registration.
+                    timestamp = device.unregisteredAt ?? max(nowMilliseconds, device.registeredAt + 1)
                 }
                 response = ProviderResponse(status: error.status, apnsID: apnsID, reason: error, timestamp: timestamp)
             }
             response.goAway = goAway
-            response.delay = configuration.faults.latency
+            response.delay = state.faults.configuration.latency
             state.countResponse(status: response.status, reason: response.reason)
 
             if let (push, decision, _) = accepted {
@@ -107,8 +111,8 @@ public final class Gateway: Sendable {
 
     // MARK: Devices
 
-    /// Registers a new device for `topic` and returns its token (64 lowercase hex characters).
-    public func registerDevice(topic: String, environment: String = "sandbox") -> String {
+    /// Registers a new device for `topic` in `environment` and returns its token (64 lowercase hex characters).
+    public func registerDevice(topic: String, environment: GatewayEnvironment = .sandbox) -> String {
         let now = Self.milliseconds(clock.now())
         return state.withLock { state in
             var token = SecureRandom.hex(32)
@@ -157,6 +161,67 @@ public final class Gateway: Sendable {
     public func closeAllStreams() {
         let sinks = state.withLock { state in state.devices.values.flatMap { $0.sinks.values } }
         for sink in sinks { sink.close() }
+    }
+
+    // MARK: Control (for tests that script the gateway)
+
+    /// The faults in force.
+    public var faults: FaultConfiguration { state.withLock { $0.faults.configuration } }
+
+    /// Replaces the faults in force, from the next provider request on (a new seed restarts the sequence).
+    public func setFaults(_ faults: FaultConfiguration) {
+        state.withLock { $0.faults = FaultInjector(configuration: faults) }
+    }
+
+    /// Answers the device's next `count` valid sends (every one when `nil`) with `reason` and its status, in
+    /// place of delivering them. Returns `false` if the device is not active.
+    @discardableResult
+    public func scriptError(_ reason: RejectionReason, count: Int? = nil, for token: String) -> Bool {
+        state.withLock { state in
+            let token = token.lowercased()
+            guard state.devices[token]?.unregisteredAt == nil, state.devices[token] != nil else { return false }
+            state.devices[token]?.scriptedError = ScriptedError(reason: reason, remaining: count)
+            return true
+        }
+    }
+
+    /// Removes a scripted answer. Returns `false` if the device is not active.
+    @discardableResult
+    public func clearScriptedError(for token: String) -> Bool {
+        state.withLock { state in
+            let token = token.lowercased()
+            guard state.devices[token]?.unregisteredAt == nil, state.devices[token] != nil else { return false }
+            state.devices[token]?.scriptedError = nil
+            return true
+        }
+    }
+
+    /// Holds a device offline (its notifications are stored and collapsed, the last one kept) or brings it
+    /// back online (a connected device then gets what was stored). Returns `false` if the device is not active.
+    @discardableResult
+    public func setOnline(_ online: Bool, for token: String) -> Bool {
+        let now = clock.now()
+        return state.withLock { state in state.setOnline(token.lowercased(), online, now: now) }
+    }
+
+    /// Every active device, ordered by registration.
+    public func devices() -> [DeviceSummary] {
+        state.withLock { state in
+            state.devices.values.filter { $0.unregisteredAt == nil }
+                .sorted { ($0.registeredAt, $0.token) < ($1.registeredAt, $1.token) }
+                .map { device in
+                    DeviceSummary(
+                        token: device.token, topic: device.topic, environment: device.environment,
+                        online: device.online, streams: device.sinks.count, delivered: device.delivered,
+                        stored: device.stored == nil ? 0 : 1, throttled: device.deferred == nil ? 0 : 1,
+                        scriptedError: device.scriptedError.map(\.reason))
+                }
+        }
+    }
+
+    /// Forgets the capture log; later entries go on numbering where it stopped.
+    public func clearLog() {
+        state.withLock { $0.log.clear() }
     }
 
     // MARK: Time-driven work

@@ -85,14 +85,28 @@ struct PendingNotification: Sendable {
     }
 }
 
+/// An answer a test scripted for a device's next sends (`PUT /sim/devices/{token}/error`).
+struct ScriptedError: Sendable, Equatable {
+    var reason: RejectionReason
+    /// Sends still to be answered this way; `nil` for every send until the script is cleared.
+    var remaining: Int?
+}
+
 /// One registered device.
 struct DeviceRecord: Sendable {
     let token: String
     let topic: String
-    let environment: String
+    let environment: GatewayEnvironment
     let registeredAt: Int64
     var unregisteredAt: Int64?
     var sinks: [UInt64: DeviceSink] = [:]
+    /// `false` while a test holds the device offline: its notifications are stored and collapsed even though
+    /// its streams stay open, and the last one is delivered when it comes back online.
+    var online = true
+    /// Notifications delivered to it.
+    var delivered = 0
+    /// The answer scripted for its next sends, if any.
+    var scriptedError: ScriptedError?
     /// The one notification kept while the device is offline.
     var stored: PendingNotification?
     /// The one background notification held back by the budget.
@@ -100,7 +114,7 @@ struct DeviceRecord: Sendable {
     /// When background notifications were delivered, within the budget window.
     var backgroundDeliveries: [Date] = []
 
-    init(token: String, topic: String, environment: String, registeredAt: Int64) {
+    init(token: String, topic: String, environment: GatewayEnvironment, registeredAt: Int64) {
         self.token = token
         self.topic = topic
         self.environment = environment
@@ -137,21 +151,36 @@ struct GatewayState: Sendable {
     /// Where a device sits in `devices`; valid until the table changes.
     typealias DeviceIndex = [String: DeviceRecord].Index
 
-    /// The stateful rules: allowed topic, registered and active device, device topic. Returns where the
-    /// device is, for ``route(_:device:now:)``.
-    mutating func checkDevice(for push: ParsedPush) throws(RejectionReason) -> DeviceIndex {
+    /// The stateful rules: allowed topic, a token registered in the listener's environment (`nil`: either),
+    /// an active device, the device's topic, then any answer a test scripted for the device (which throws
+    /// `scripted`). Returns where the device is, for ``route(_:device:now:)``.
+    mutating func checkDevice(
+        for push: ParsedPush, environment: GatewayEnvironment?, scripted: inout Bool
+    ) throws(RejectionReason) -> DeviceIndex {
         if !configuration.allowedTopics.isEmpty, !configuration.allowedTopics.contains(push.baseTopic) {
             throw .topicDisallowed
         }
         guard let index = devices.index(forKey: push.deviceToken) else { throw .badDeviceToken }
         // Read in place (an inout access), without copying the record.
-        try Self.check(&devices.values[index], for: push)
+        try Self.check(&devices.values[index], for: push, environment: environment, scripted: &scripted)
         return index
     }
 
-    private static func check(_ device: inout DeviceRecord, for push: ParsedPush) throws(RejectionReason) {
+    private static func check(
+        _ device: inout DeviceRecord, for push: ParsedPush, environment: GatewayEnvironment?, scripted: inout Bool
+    ) throws(RejectionReason) {
+        // The other environment's gateway has never seen the token.
+        if let environment, device.environment != environment { throw .badDeviceToken }
         if device.unregisteredAt != nil { throw .unregistered }
         guard device.topic == push.baseTopic else { throw .deviceTokenNotForTopic }
+        if var script = device.scriptedError {
+            if let remaining = script.remaining {
+                script.remaining = remaining - 1
+                device.scriptedError = remaining > 1 ? script : nil
+            }
+            scripted = true
+            throw script.reason
+        }
     }
 
     /// Counts one provider response.
@@ -244,7 +273,7 @@ struct GatewayState: Sendable {
 
     /// Sends to every open stream of the device; streams that are gone are removed.
     private mutating func send(_ notification: PendingNotification, to device: inout DeviceRecord) -> Bool {
-        guard !device.sinks.isEmpty else { return false }
+        guard device.online, !device.sinks.isEmpty else { return false }
         var sent = false
         for (id, sink) in device.sinks {
             if sink.send(notification.eventData) {
@@ -255,6 +284,7 @@ struct GatewayState: Sendable {
             }
         }
         if device.sinks.isEmpty { metrics.connectedDevices -= 1 }
+        if sent { device.delivered += 1 }
         return sent
     }
 
@@ -284,15 +314,30 @@ struct GatewayState: Sendable {
         if device.sinks.isEmpty { metrics.connectedDevices += 1 }
         device.sinks[id] = sink
         metrics.eventStreams += 1
-        if let stored = device.stored {
-            device.stored = nil
-            if stored.isExpired(now: now) {
-                expire(stored, at: Gateway.milliseconds(now))
-            } else {
-                route(stored, device: &device, now: now)
-            }
-        }
+        if device.online { releaseStored(&device, now: now) }
         return id
+    }
+
+    /// Routes what was stored for the device while it was away (now reachable), or expires it.
+    private mutating func releaseStored(_ device: inout DeviceRecord, now: Date) {
+        guard let stored = device.stored else { return }
+        device.stored = nil
+        if stored.isExpired(now: now) {
+            expire(stored, at: Gateway.milliseconds(now))
+        } else {
+            route(stored, device: &device, now: now)
+        }
+    }
+
+    /// Holds the device offline or brings it back; back online, with a stream open, it gets what was stored.
+    /// Returns `false` if the device is not active.
+    mutating func setOnline(_ token: String, _ online: Bool, now: Date) -> Bool {
+        guard var device = devices.removeValue(forKey: token) else { return false }
+        defer { devices[token] = device }
+        guard device.unregisteredAt == nil else { return false }
+        device.online = online
+        if online, !device.sinks.isEmpty { releaseStored(&device, now: now) }
+        return true
     }
 
     mutating func disconnect(_ token: String, streamID: UInt64) {

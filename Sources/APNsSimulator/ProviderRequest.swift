@@ -26,14 +26,21 @@ public struct ProviderRequest: Sendable {
     public var body: Data
     /// Identifies the HTTP/2 connection the request came on (for the GOAWAY fault).
     public var connectionID: UInt64
+    /// The environment of the listener the request arrived on; `nil` when one listener serves both (a
+    /// simulator started without a sandbox listener), so any registered token is accepted there.
+    public var environment: GatewayEnvironment?
 
     /// Creates a request.
-    public init(method: String, path: String, headers: [Header] = [], body: Data = Data(), connectionID: UInt64 = 0) {
+    public init(
+        method: String, path: String, headers: [Header] = [], body: Data = Data(), connectionID: UInt64 = 0,
+        environment: GatewayEnvironment? = nil
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
         self.connectionID = connectionID
+        self.environment = environment
     }
 
     /// Every value of the header `name` (case-insensitive).
@@ -68,11 +75,14 @@ public struct ProviderResponse: Sendable, Equatable {
     public var goAway: Bool
     /// How long to hold the response back (fault injection); zero for none.
     public var delay: Duration
+    /// The `apns-unique-id` header value: set on the sandbox listener's answers to accepted notifications, as
+    /// Apple's development gateway does (it names the notification in the delivery log).
+    public var uniqueID: String?
 
     /// Creates a response.
     public init(
         status: Int, apnsID: String, reason: RejectionReason? = nil, timestamp: Int64? = nil, goAway: Bool = false,
-        delay: Duration = .zero
+        delay: Duration = .zero, uniqueID: String? = nil
     ) {
         self.status = status
         self.apnsID = apnsID
@@ -80,6 +90,7 @@ public struct ProviderResponse: Sendable, Equatable {
         self.timestamp = timestamp
         self.goAway = goAway
         self.delay = delay
+        self.uniqueID = uniqueID
     }
 
     /// The response body: empty for 200, else `{"reason":"…"}` plus `"timestamp"` for 410.

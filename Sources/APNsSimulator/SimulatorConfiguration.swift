@@ -20,6 +20,11 @@ public struct SimulatorConfiguration: Sendable {
     public var providerPort: Int
     /// TLS for the provider API; `nil` serves cleartext HTTP/2 (h2c).
     public var tls: TLSFiles?
+    /// The sandbox provider listener's address (same TLS, keys and topics as the production one).
+    public var sandboxHost: String
+    /// The sandbox provider listener's port (`0` picks a free one); `nil` for none, in which case the one
+    /// provider listener serves both environments and accepts any registered token.
+    public var sandboxPort: Int?
     /// The device API's address (HTTP/1.1).
     public var deviceHost: String
     /// The device API's port; `0` picks a free one.
@@ -38,13 +43,15 @@ public struct SimulatorConfiguration: Sendable {
     /// Creates a configuration; the defaults are the documented `apns-sim` defaults.
     public init(
         providerHost: String = "127.0.0.1", providerPort: Int = 2197, tls: TLSFiles? = nil,
-        deviceHost: String = "127.0.0.1", devicePort: Int = 2198, deviceConnectionLimit: Int = 16_384,
+        sandboxHost: String = "127.0.0.1", sandboxPort: Int? = nil, deviceHost: String = "127.0.0.1", devicePort: Int = 2198, deviceConnectionLimit: Int = 16_384,
         deviceThreads: Int = 2, heartbeat: Duration = .seconds(15), tickInterval: Duration = .milliseconds(200),
         gateway: GatewayConfiguration = GatewayConfiguration()
     ) {
         self.providerHost = providerHost
         self.providerPort = providerPort
         self.tls = tls
+        self.sandboxHost = sandboxHost
+        self.sandboxPort = sandboxPort
         self.deviceHost = deviceHost
         self.devicePort = devicePort
         self.deviceConnectionLimit = deviceConnectionLimit

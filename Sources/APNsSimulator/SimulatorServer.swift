@@ -15,6 +15,7 @@ import Synchronization
 public final class SimulatorServer: Sendable {
     private struct Running: Sendable {
         var provider: HTTP2Server
+        var sandbox: HTTP2Server?
         var device: HTTPServer
         var ticker: Task<Void, Never>
     }
@@ -36,11 +37,25 @@ public final class SimulatorServer: Sendable {
     /// Binds both APIs and starts processing delayed work.
     /// Throws ``SimulatorError`` when an address cannot be bound or the TLS files are unusable.
     public func start() throws(SimulatorError) {
-        let provider = makeProviderServer()
+        let sandboxPort = configuration.sandboxPort
+        let provider = makeProviderServer(
+            host: configuration.providerHost, port: configuration.providerPort,
+            environment: sandboxPort == nil ? nil : .production)
         do {
             try provider.start()
         } catch {
             throw .providerStartFailed(error.description)
+        }
+        var sandbox: HTTP2Server?
+        if let sandboxPort {
+            let server = makeProviderServer(host: configuration.sandboxHost, port: sandboxPort, environment: .sandbox)
+            do {
+                try server.start()
+            } catch {
+                Task { await provider.shutdown(gracePeriod: .zero) }
+                throw .providerStartFailed("sandbox listener: \(error.description)")
+            }
+            sandbox = server
         }
         let device: HTTPServer
         do {
@@ -54,8 +69,8 @@ public final class SimulatorServer: Sendable {
                     shutdownGracePeriod: .seconds(2)),
                 router: DeviceAPI.router(for: gateway, batch: eventBatch))
         } catch {
-            let provider = provider
-            Task { await provider.shutdown(gracePeriod: .zero) }
+            let providers = [provider] + (sandbox.map { [$0] } ?? [])
+            Task { for server in providers { await server.shutdown(gracePeriod: .zero) } }
             throw .deviceStartFailed("\(error)")
         }
         let gateway = gateway
@@ -67,37 +82,37 @@ public final class SimulatorServer: Sendable {
                 batch.run { gateway.processDueWork() }
             }
         }
-        running.withLock { $0 = Running(provider: provider, device: device, ticker: ticker) }
+        running.withLock {
+            $0 = Running(provider: provider, sandbox: sandbox, device: device, ticker: ticker)
+        }
     }
 
-    private func makeProviderServer() -> HTTP2Server {
+    /// A provider listener for `environment` (`nil`: both).
+    private func makeProviderServer(host: String, port: Int, environment: GatewayEnvironment?) -> HTTP2Server {
         let tls = configuration.tls.map {
             HTTP2ServerConfiguration.TLS(certificateChainPath: $0.certificatePath, privateKeyPath: $0.privateKeyPath)
         }
         let serverConfiguration = HTTP2ServerConfiguration(
-            host: configuration.providerHost, port: configuration.providerPort, tls: tls, maxConcurrentStreams: 1000,
-            idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2))
+            host: host, port: port, tls: tls, maxConcurrentStreams: 1000, idleTimeout: .seconds(3600),
+            shutdownGracePeriod: .seconds(2))
         let gateway = gateway
         let batch = eventBatch
         // Inline handlers run inside the loop's rounds: notifications a round delivers wake the device
-        // API's workers once, after the round's responses are written.
+        // API's workers once, after the round's responses are written. A latency fault holds the response
+        // back without holding the loop (HTTP2Response.delay).
         let hooks = HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() })
-        if configuration.gateway.faults.latency > .zero {
-            return HTTP2Server(configuration: serverConfiguration) { request in
-                let response = gateway.handle(ProviderRequest(request))
-                try? await Task.sleep(for: response.delay)
-                return HTTP2Response(response)
-            }
-        }
         return HTTP2Server(
             configuration: serverConfiguration, loopHooks: hooks,
             inlineHandler: { request in
-                HTTP2Response(gateway.handle(ProviderRequest(request)))
+                HTTP2Response(gateway.handle(ProviderRequest(request, environment: environment)))
             })
     }
 
-    /// The bound provider-API port (`0` before ``start()``).
+    /// The bound (production) provider-API port (`0` before ``start()``).
     public var providerPort: Int { running.withLock { $0?.provider.port ?? 0 } }
+
+    /// The bound sandbox provider-API port (`0` before ``start()`` or without a sandbox listener).
+    public var sandboxPort: Int { running.withLock { $0?.sandbox?.port ?? 0 } }
 
     /// The bound device-API port (`0` before ``start()``).
     public var devicePort: Int { running.withLock { $0.map { Int($0.device.port) } ?? 0 } }
@@ -113,6 +128,7 @@ public final class SimulatorServer: Sendable {
         current.ticker.cancel()
         gateway.closeAllStreams()
         await current.provider.shutdown()
+        await current.sandbox?.shutdown()
         await current.device.shutdown()
     }
 }
@@ -134,20 +150,22 @@ public enum SimulatorError: Error, Sendable, Equatable, CustomStringConvertible 
 }
 
 extension ProviderRequest {
-    init(_ request: HTTP2Request) {
+    init(_ request: HTTP2Request, environment: GatewayEnvironment?) {
         self.init(
             method: request.method, path: request.path, headers: request.headers.map { Header($0.name, $0.value) },
-            body: request.body, connectionID: request.connectionID)
+            body: request.body, connectionID: request.connectionID, environment: environment)
     }
 }
 
 extension HTTP2Response {
     init(_ response: ProviderResponse) {
         var headers = [HTTP2Header("apns-id", response.apnsID)]
+        if let uniqueID = response.uniqueID { headers.append(HTTP2Header("apns-unique-id", uniqueID)) }
         let body = response.body
         if !body.isEmpty { headers.append(HTTP2Header("content-type", "application/json")) }
         self.init(
             status: response.status, headers: headers, body: body,
-            goAway: response.goAway ? HTTP2GoAway(errorCode: 0, debugData: Data(#"{"reason":"Shutdown"}"#.utf8)) : nil)
+            goAway: response.goAway ? HTTP2GoAway(errorCode: 0, debugData: Data(#"{"reason":"Shutdown"}"#.utf8)) : nil,
+            delay: response.delay)
     }
 }

@@ -148,7 +148,17 @@ extension Connection {
         stream.body = Data()
         switch loop.handler {
         case .inline(let handler):
-            submitResponse(stream, handler(request), now: loop.now)
+            var response = handler(request)
+            guard response.delay > .zero else {
+                submitResponse(stream, response, now: loop.now)
+                return
+            }
+            let (loop, connectionID, streamID, delay) = (self.loop, id, stream.id, response.delay)
+            response.delay = .zero
+            stream.task = Task { [response] in
+                try? await Task.sleep(for: delay)
+                loop.post(.respond(connectionID: connectionID, streamID: streamID, response: response))
+            }
         case .async(let handler):
             let loop = self.loop
             let connectionID = id

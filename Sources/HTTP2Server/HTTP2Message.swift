@@ -112,12 +112,19 @@ public struct HTTP2Response: Sendable {
     /// When set, the server sends this GOAWAY on the connection after the response is complete
     /// (same effect as ``HTTP2Request/goAwayAfterResponse(_:)``).
     public var goAway: HTTP2GoAway?
+    /// How long the server holds the response back before sending it (the stream stays open meanwhile; other
+    /// streams go on). Lets an inline handler answer late without blocking the event loop.
+    public var delay: Duration
 
     /// Creates a response.
-    public init(status: Int = 200, headers: [HTTP2Header] = [], body: Data = Data(), goAway: HTTP2GoAway? = nil) {
+    public init(
+        status: Int = 200, headers: [HTTP2Header] = [], body: Data = Data(), goAway: HTTP2GoAway? = nil,
+        delay: Duration = .zero
+    ) {
         self.status = status
         self.headers = headers
         self.body = body
         self.goAway = goAway
+        self.delay = delay
     }
 }

@@ -81,6 +81,26 @@ public struct HTTPRequest: Sendable {
         }
     }
 
+    /// Decodes the JSON body as `T`, refusing fields outside `allowedFields`.
+    ///
+    /// Throws a 400 `HTTPError`: `invalidJSON` when the body is not JSON, `invalidRequest` when it is not an
+    /// object or does not have the expected shape, `unknownField` naming the first unexpected field.
+    public func decodeJSON<T: Decodable>(
+        _ type: T.Type = T.self, allowedFields: Set<String>, decoder: JSONDecoder = JSONDecoder()
+    ) throws(HTTPError) -> T {
+        guard let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
+            throw HTTPError(.badRequest, code: "invalidJSON", message: "The request body is not valid JSON.")
+        }
+        guard let dictionary = object as? [String: Any] else {
+            throw HTTPError(.badRequest, code: "invalidRequest", message: "The request body must be a JSON object.")
+        }
+        if let unknown = dictionary.keys.filter({ !allowedFields.contains($0) }).sorted().first {
+            throw HTTPError(
+                .badRequest, code: "unknownField", message: "Unknown field '\(String(unknown.prefix(64)))'.")
+        }
+        return try decodeJSON(type, decoder: decoder)
+    }
+
     static func describe(_ error: DecodingError) -> HTTPError {
         func field(_ path: [any CodingKey], extra: (any CodingKey)? = nil) -> String {
             let keys = path + (extra.map { [$0] } ?? [])

@@ -1,88 +1,116 @@
 import APNs
 import Foundation
 import MailboxStore
+import Synchronization
 
-/// Sends content-free signals to APNs (or apns-sim) for outbox rows.
+/// Sends content-free signals to APNs (or apns-sim) for outbox rows, for every configured app and both
+/// environments.
+///
+/// Each row names its device's topic and environment: the signal goes to that environment's endpoint with that
+/// app's topic, kind and provider token. Apps that share a signing key share one ``ProviderTokenManager`` (APNs
+/// counts token changes per key), and each (endpoint, key) pair has one multiplexed HTTP/2 connection, opened
+/// on first use and closed after ``idleTimeout`` without a send.
 ///
 /// The signal holds only the badge (the unread count now) and/or `content-available`, the device's opaque
 /// alias and the account's state string; `APNsClient` runs the payload guard on the serialized bytes before
 /// they reach the wire. The retry decision for each response comes from `RetryPolicy`; the dispatcher keeps
 /// the retry schedule in the outbox, so it survives restarts.
 public final class APNsSignalSender: SignalSender {
-    /// Which kind of signal to send.
-    public enum Kind: Sendable {
+    /// Which kind of signal an app gets.
+    public enum Kind: String, Sendable {
         /// `badge` + `content-available: 1`: user-visible, push type `alert`, priority 10.
         case badge
         /// `content-available: 1` only: push type `background`, priority 5, throttled by Apple.
         case background
     }
 
-    /// Where and how to send.
-    public struct Configuration: Sendable {
-        /// The APNs base URL, e.g. `https://api.push.apple.com` or an apns-sim URL.
-        public var url: String
-        /// A CA file for the endpoint's certificate (apns-sim's dev CA).
-        public var caFile: String?
-        /// The `.p8` signing key.
-        public var keyFile: String
-        /// The key id.
-        public var keyID: String
-        /// The team id.
-        public var teamID: String
-        /// The app's bundle id (`apns-topic`).
-        public var topic: String
-        /// Which kind of signal to send.
-        public var kind: Kind
-        /// Cap payloads at 2048 bytes instead of 4096.
-        public var legacyPayloadLimit: Bool
-        /// Where the current provider token is kept, so a restart reuses it instead of signing a new one
-        /// (APNs refuses a key's token replaced more than once in 20 minutes).
-        public var tokenCacheFile: String?
+    /// One app as the sender routes to it.
+    private struct Route: Sendable {
+        var topic: APNsTopic
+        var kind: Kind
+        /// Index into `keys`.
+        var key: Int
+    }
 
-        /// Creates a configuration.
-        public init(
-            url: String, caFile: String?, keyFile: String, keyID: String, teamID: String, topic: String, kind: Kind,
-            legacyPayloadLimit: Bool, tokenCacheFile: String? = nil
-        ) {
-            self.tokenCacheFile = tokenCacheFile
-            self.url = url
-            self.caFile = caFile
-            self.keyFile = keyFile
-            self.keyID = keyID
-            self.teamID = teamID
-            self.topic = topic
-            self.kind = kind
-            self.legacyPayloadLimit = legacyPayloadLimit
-        }
+    /// Where one (environment, key) connection goes.
+    private struct ConnectionKey: Hashable {
+        var environment: APNsEnvironment
+        var key: Int
+    }
+
+    private struct Connection {
+        var client: APNsClient
+        var inFlight = 0
+        var lastUsed: ContinuousClock.Instant
+    }
+
+    private struct Pool {
+        var connections: [ConnectionKey: Connection] = [:]
+        var opened = 0
+        var closed = false
     }
 
     /// The collapse id of every signal: a newer signal replaces an older one still waiting for the device.
     static let collapseID = "sync"
 
-    private let client: APNsClient
-    private let topic: APNsTopic
-    private let kind: Kind
+    /// The configuration the sender was created with.
+    public let configuration: APNsConfiguration
+    /// How long a connection may go without a send before it is closed.
+    public let idleTimeout: Duration
+    private let routes: [String: Route]
+    private let keys: [ProviderTokenManager]
+    private let payloadLimit: PayloadGuard.Limit
+    private let pool = Mutex(Pool())
+    private let tokenSetup: Task<Void, Never>
+    private let sweeper = Mutex<Task<Void, Never>?>(nil)
 
-    /// Loads the signing key and prepares the shared HTTP/2 connection.
-    public init(configuration: Configuration) throws {
-        let key = try APNsSigningKey(
-            p8File: configuration.keyFile, keyID: configuration.keyID, teamID: configuration.teamID)
-        topic = try APNsTopic(configuration.topic)
-        kind = configuration.kind
-        let tokens = ProviderTokenManager(signingKey: key)
-        tokenSetup = Task { [cacheFile = configuration.tokenCacheFile] in
-            guard let cacheFile else { return }
-            if let saved = Self.readToken(cacheFile) { await tokens.adopt(saved) }
-            await tokens.onTokenIssued { token in Self.writeToken(token, to: cacheFile) }
+    /// Loads every app's signing key; connections open on first use.
+    ///
+    /// `tokenCacheDirectory` keeps each key's current provider token (`provider-token-KEYID`), so a restart
+    /// reuses it instead of signing a new one: APNs refuses a key's token replaced more than once in 20 minutes.
+    public init(
+        configuration: APNsConfiguration, legacyPayloadLimit: Bool = false, tokenCacheDirectory: String? = nil,
+        idleTimeout: Duration = .seconds(600)
+    ) throws {
+        self.configuration = configuration
+        self.idleTimeout = idleTimeout
+        payloadLimit = legacyPayloadLimit ? .legacy : .standard
+        var managers: [ProviderTokenManager] = []
+        var keyIndex: [String: Int] = [:]
+        var routes: [String: Route] = [:]
+        var cacheFiles: [(ProviderTokenManager, [String])] = []
+        for app in configuration.apps {
+            let name = app.teamID + "." + app.keyID
+            if keyIndex[name] == nil {
+                let key = try APNsSigningKey(p8File: app.keyFile, keyID: app.keyID, teamID: app.teamID)
+                let manager = ProviderTokenManager(signingKey: key)
+                keyIndex[name] = managers.count
+                managers.append(manager)
+                if let directory = tokenCacheDirectory {
+                    // The second file is where a single-app mailboxd kept its token before.
+                    cacheFiles.append((manager, [Self.tokenFile(directory, keyID: app.keyID), directory + "/provider-token"]))
+                }
+            }
+            routes[app.topic] = Route(topic: try APNsTopic(app.topic), kind: app.signalKind, key: keyIndex[name]!)
         }
-        client = APNsClient(
-            configuration: .init(
-                endpoint: .custom(url: configuration.url, caFile: configuration.caFile),
-                authentication: .token(tokens),
-                payloadLimit: configuration.legacyPayloadLimit ? .legacy : .standard))
+        self.routes = routes
+        keys = managers
+        tokenSetup = Task {
+            for (manager, files) in cacheFiles {
+                for file in files.reversed() {
+                    if let saved = Self.readToken(file) { await manager.adopt(saved) }  // adopt() checks the key
+                }
+                let target = files[0]
+                await manager.onTokenIssued { token in Self.writeToken(token, to: target) }
+            }
+        }
     }
 
-    private let tokenSetup: Task<Void, Never>
+    deinit {
+        sweeper.withLock { $0?.cancel() }
+    }
+
+    static func tokenFile(_ directory: String, keyID: String) -> String { directory + "/provider-token-" + keyID }
 
     /// Reads a token saved by `writeToken`: the issue time (UNIX seconds) on the first line, the JWT on the second.
     static func readToken(_ path: String) -> ProviderToken? {
@@ -102,23 +130,30 @@ public final class APNsSignalSender: SignalSender {
         rename(temporary, path)  // atomic: a reader sees the old token or the new one, never half of one
     }
 
-    /// Whether signals are background-only.
-    public func isBackgroundOnly(_ item: OutboxItem) -> Bool { kind == .background }
+    /// Whether some app has `topic` as its bundle id.
+    public func serves(topic: String) -> Bool { routes[topic] != nil }
 
-    /// Builds the signal for `item`, sends it once and classifies the result.
+    /// Whether `item`'s app gets background-only signals.
+    public func isBackgroundOnly(_ item: OutboxItem) -> Bool { routes[item.topic]?.kind == .background }
+
+    /// Builds the signal for `item`, sends it once to its environment's endpoint and classifies the result.
     public func send(_ item: OutboxItem) async -> SignalOutcome {
         await tokenSetup.value
+        guard let route = routes[item.topic] else { return .defect(reason: "unknownTopic") }
         let notification: APNsNotification
         do {
             let signal = try ContentFreeSignal(
-                badge: kind == .badge ? item.unread : nil, contentAvailable: true, alias: item.alias,
+                badge: route.kind == .badge ? item.unread : nil, contentAvailable: true, alias: item.alias,
                 state: item.state.description)
             notification = try APNsNotification(
-                deviceToken: try DeviceToken(item.token), signal: signal, topic: topic,
+                deviceToken: try DeviceToken(item.token), signal: signal, topic: route.topic,
                 expiration: .after(.seconds(3600)), collapseID: try CollapseID(Self.collapseID))
         } catch {
             return .defect(reason: "invalidSignal")
         }
+        let key = ConnectionKey(environment: item.environment, key: route.key)
+        guard let client = checkOut(key) else { return .retry(reason: "shutdown", retryAfter: nil) }
+        defer { checkIn(key) }
         let result: Result<APNsResponse, APNsClientError>
         do {
             result = .success(try await client.send(notification))
@@ -144,8 +179,75 @@ public final class APNsSignalSender: SignalSender {
         }
     }
 
-    /// Closes the HTTP/2 connection.
-    public func shutdown() { client.shutdown() }
+    /// The connection for `key`, opened if there is none; counted in flight until ``checkIn(_:)``.
+    private func checkOut(_ key: ConnectionKey) -> APNsClient? {
+        let (client, startSweeper) = pool.withLock { pool -> (APNsClient?, Bool) in
+            guard !pool.closed else { return (nil, false) }
+            let now = ContinuousClock.now
+            if var connection = pool.connections[key] {
+                connection.inFlight += 1
+                connection.lastUsed = now
+                pool.connections[key] = connection
+                return (connection.client, false)
+            }
+            let client = APNsClient(
+                configuration: .init(
+                    endpoint: .custom(url: configuration.endpoint(for: key.environment), caFile: configuration.caFile),
+                    authentication: .token(keys[key.key]), payloadLimit: payloadLimit))
+            pool.connections[key] = Connection(client: client, inFlight: 1, lastUsed: now)
+            pool.opened += 1
+            return (client, pool.opened == 1)
+        }
+        if startSweeper { startSweeping() }
+        return client
+    }
+
+    private func checkIn(_ key: ConnectionKey) {
+        pool.withLock { pool in
+            pool.connections[key]?.inFlight -= 1
+            pool.connections[key]?.lastUsed = .now
+        }
+    }
+
+    private func startSweeping() {
+        let interval = min(idleTimeout / 2, .seconds(30))
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard let self else { return }
+                self.closeIdleConnections()
+            }
+        }
+        sweeper.withLock { $0 = task }
+    }
+
+    /// Closes every connection that has had nothing in flight for ``idleTimeout``; returns how many.
+    @discardableResult
+    func closeIdleConnections(now: ContinuousClock.Instant = .now) -> Int {
+        let idle = pool.withLock { pool -> [APNsClient] in
+            let keys = pool.connections.filter { $0.value.inFlight == 0 && now - $0.value.lastUsed >= idleTimeout }
+            return keys.map { pool.connections.removeValue(forKey: $0.key)!.client }
+        }
+        for client in idle { client.shutdown() }
+        return idle.count
+    }
+
+    /// The connections open now (one per endpoint and signing key in use).
+    public var openConnections: Int { pool.withLock { $0.connections.count } }
+
+    /// The connections opened so far.
+    public var connectionsOpened: Int { pool.withLock { $0.opened } }
+
+    /// Closes every connection; later sends are retried by the dispatcher's next start.
+    public func shutdown() {
+        sweeper.withLock { $0?.cancel() }
+        let clients = pool.withLock { pool -> [APNsClient] in
+            pool.closed = true
+            defer { pool.connections = [:] }
+            return pool.connections.values.map(\.client)
+        }
+        for client in clients { client.shutdown() }
+    }
 
     static func reason(_ result: Result<APNsResponse, APNsClientError>) -> String {
         switch result {

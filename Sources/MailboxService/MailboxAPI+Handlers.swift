@@ -106,6 +106,10 @@ extension MailboxAPI {
             throw HTTPError(
                 .badRequest, code: "invalidArgument", message: "'environment' must be 'sandbox' or 'production'.")
         }
+        guard servesTopic(body.topic) else {
+            throw HTTPError(
+                .badRequest, code: "unknownTopic", message: "No app of this server has that topic (bundle id).")
+        }
         let device = try await store.registerDevice(
             token: body.token.lowercased(), topic: body.topic, environment: environment,
             accountID: session.accountID, sessionID: session.id)

@@ -13,14 +13,18 @@ struct MailboxAPI: Sendable {
     let deliveryTokenHash: [UInt8]
     /// Called after every write that queued signals, so the dispatcher wakes at once.
     let signalsQueued: @Sendable () -> Void
+    /// Whether a device registration's topic belongs to an app the signal sender serves.
+    let servesTopic: @Sendable (String) -> Bool
 
     init(
         store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics,
+        servesTopic: @escaping @Sendable (String) -> Bool = { _ in true },
         signalsQueued: @escaping @Sendable () -> Void
     ) {
         self.store = store
         self.configuration = configuration
         self.metrics = metrics
+        self.servesTopic = servesTopic
         self.signalsQueued = signalsQueued
         deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
         throttle = LoginThrottle(
@@ -116,17 +120,7 @@ struct MailboxAPI: Sendable {
 
     /// Decodes a JSON object body, refusing fields outside `allowed` (a typo must not be silently ignored).
     func decode<T: Decodable>(_ type: T.Type, from request: HTTPRequest, allowed: Set<String>) throws -> T {
-        guard let object = try? JSONSerialization.jsonObject(with: request.body, options: [.fragmentsAllowed]) else {
-            throw HTTPError(.badRequest, code: "invalidJSON", message: "The request body is not valid JSON.")
-        }
-        guard let dictionary = object as? [String: Any] else {
-            throw HTTPError(.badRequest, code: "invalidRequest", message: "The request body must be a JSON object.")
-        }
-        if let unknown = dictionary.keys.filter({ !allowed.contains($0) }).sorted().first {
-            throw HTTPError(
-                .badRequest, code: "unknownField", message: "Unknown field '\(String(unknown.prefix(64)))'.")
-        }
-        return try request.decodeJSON(type)
+        try request.decodeJSON(type, allowedFields: allowed)
     }
 
     func messageJSON(_ record: MessageRecord) -> MessageJSON {

@@ -27,7 +27,10 @@ public final class MailboxService: Sendable {
         let metrics = Metrics()
         let dispatcher = SignalDispatcher(
             store: store, sender: sender, metrics: metrics, configuration: dispatcherConfiguration, log: log)
-        let api = MailboxAPI(store: store, configuration: configuration, metrics: metrics) { dispatcher.wake() }
+        let api = MailboxAPI(
+            store: store, configuration: configuration, metrics: metrics,
+            servesTopic: { topic in sender.serves(topic: topic) }
+        ) { dispatcher.wake() }
         var serverConfiguration = HTTPServer.Configuration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port

@@ -93,6 +93,13 @@ public final class Metrics: Sendable {
         }
     }
 
+    /// `value` as a Prometheus label value (the text between the quotes): backslash, quote and newline escaped.
+    public static func escape(_ value: String) -> String {
+        guard value.contains(where: { $0 == "\\" || $0 == "\"" || $0 == "\n" }) else { return value }
+        return value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+
     private func format(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }

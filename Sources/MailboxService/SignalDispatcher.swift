@@ -149,9 +149,10 @@ public final class SignalDispatcher: Sendable {
 
     private func process(_ item: OutboxItem) async {
         let now = Date().timeIntervalSince1970
+        let labels = Self.labels(item)
         if sender.isBackgroundOnly(item), let wait = backgroundDelay(deviceID: item.deviceID, now: now) {
             metrics.increment(
-                "mailboxd_signals_deferred_total", labels: "reason=\"backgroundBudget\"",
+                "mailboxd_signals_deferred_total", labels: labels + ",reason=\"backgroundBudget\"",
                 help: "Signals delayed to stay within the background budget.")
             try? await store.rescheduleSignal(item, after: wait, error: "backgroundBudget")
             return
@@ -160,23 +161,25 @@ public final class SignalDispatcher: Sendable {
         do {
             switch outcome {
             case .delivered:
-                metrics.increment("mailboxd_signals_sent_total", help: "Signals accepted by APNs.")
+                metrics.increment("mailboxd_signals_sent_total", labels: labels, help: "Signals accepted by APNs.")
                 if sender.isBackgroundOnly(item) { recordBackgroundSend(deviceID: item.deviceID, now: now) }
                 try await store.completeSignal(item, sentModseq: item.modseq)
             case .dropRegistration(let reason, let unregisteredAt):
-                countFailure(reason)
+                countFailure(reason, labels)
                 let deleted = try await store.deleteUnregisteredDevice(
                     id: item.deviceID, unregisteredAt: unregisteredAt)
                 if !deleted { try await store.dropSignal(item) }
                 log("dispatcher: device \(item.deviceID) \(deleted ? "removed" : "kept (stale report)"): \(reason)")
             case .retry(let reason, let retryAfter):
-                countFailure(reason)
-                metrics.increment("mailboxd_signal_retries_total", help: "Signals scheduled for another attempt.")
+                countFailure(reason, labels)
+                metrics.increment(
+                    "mailboxd_signal_retries_total", labels: labels, help: "Signals scheduled for another attempt.")
                 try await store.rescheduleSignal(
                     item, after: backoff(attempt: item.attempts + 1, retryAfter: retryAfter), error: reason)
             case .defect(let reason):
-                countFailure(reason)
-                metrics.increment("mailboxd_signal_defects_total", help: "Signals that can never be sent (a defect).")
+                countFailure(reason, labels)
+                metrics.increment(
+                    "mailboxd_signal_defects_total", labels: labels, help: "Signals that can never be sent (a defect).")
                 log("dispatcher: DEFECT, signal for device \(item.deviceID) dropped: \(reason)")
                 try await store.dropSignal(item)
             }
@@ -185,9 +188,15 @@ public final class SignalDispatcher: Sendable {
         }
     }
 
-    private func countFailure(_ reason: String) {
+    private func countFailure(_ reason: String, _ labels: String) {
         metrics.increment(
-            "mailboxd_signals_failed_total", labels: "reason=\"\(reason)\"", help: "Signals refused, by reason.")
+            "mailboxd_signals_failed_total", labels: labels + ",reason=\"\(Metrics.escape(reason))\"",
+            help: "Signals refused, by app, environment and reason.")
+    }
+
+    /// The `app` (topic) and `environment` labels of a row's signal metrics.
+    static func labels(_ item: OutboxItem) -> String {
+        "app=\"\(Metrics.escape(item.topic))\",environment=\"\(item.environment.rawValue)\""
     }
 
     private func backgroundDelay(deviceID: Int64, now: Double) -> Double? {

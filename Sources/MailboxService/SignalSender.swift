@@ -21,4 +21,11 @@ public protocol SignalSender: Sendable {
     func send(_ item: OutboxItem) async -> SignalOutcome
     /// Whether the signal for `item` is a background (content-available only) push, which Apple throttles.
     func isBackgroundOnly(_ item: OutboxItem) -> Bool
+    /// Whether devices of the app with bundle id `topic` can be signalled (registration refuses other topics).
+    func serves(topic: String) -> Bool
+}
+
+extension SignalSender {
+    /// Serves every topic.
+    public func serves(topic: String) -> Bool { true }
 }

@@ -7,7 +7,11 @@ let usage = """
 
     An APNs-faithful local gateway: the provider API (HTTP/2) and a device API (HTTP/1.1 + SSE).
 
-      --listen HOST:PORT            provider API address (default 127.0.0.1:2197; port 0 picks one)
+      --listen HOST:PORT            provider API address, the production environment
+                                    (default 127.0.0.1:2197; port 0 picks one)
+      --sandbox-listen HOST:PORT    a second provider listener for the sandbox environment; a token is
+                                    accepted only on its own environment's listener (BadDeviceToken on the
+                                    other). Without it, --listen serves both environments.
       --h2c                         serve cleartext HTTP/2 instead of TLS
       --tls-cert FILE               provider API certificate chain (PEM; required unless --h2c)
       --tls-key FILE                provider API private key (PEM; required unless --h2c)
@@ -31,7 +35,7 @@ let usage = """
     """
 
 let knownFlags: Set<String> = [
-    "listen", "h2c", "tls-cert", "tls-key", "device-listen", "provider-key", "topic", "background-budget",
+    "listen", "sandbox-listen", "h2c", "tls-cert", "tls-key", "device-listen", "provider-key", "topic", "background-budget",
     "background-window", "device-connection-limit", "fault-drop", "fault-429", "fault-503", "fault-seed",
     "fault-goaway-after", "fault-latency-ms",
 ]
@@ -45,6 +49,7 @@ func probability(_ arguments: Arguments, _ name: String) throws -> Double {
 func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2197"))
     let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2198"))
+    let sandboxListen = try arguments.string("sandbox-listen").map { try HostPort(parsing: $0) }
     var tls: SimulatorConfiguration.TLSFiles?
     if !arguments.flag("h2c") {
         guard let certificate = arguments.string("tls-cert"), let key = arguments.string("tls-key") else {
@@ -71,7 +76,9 @@ func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
         seed: seedText.flatMap { UInt64($0) }, goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil,
         latency: .milliseconds(latency))
     return SimulatorConfiguration(
-        providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
+        providerHost: listen.host, providerPort: Int(listen.port), tls: tls,
+        sandboxHost: sandboxListen?.host ?? "127.0.0.1", sandboxPort: sandboxListen.map { Int($0.port) },
+        deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port),
         deviceConnectionLimit: try arguments.int("device-connection-limit", default: 16_384),
         gateway: GatewayConfiguration(
@@ -96,8 +103,9 @@ await runCommand(usage: usage) {
     if configuration.gateway.providerKeys.isEmpty {
         printError("apns-sim: no --provider-key given: every provider token will be refused")
     }
+    let sandbox = configuration.sandboxPort == nil ? "" : "sandbox=\(configuration.sandboxHost):\(server.sandboxPort) "
     printError(
-        "apns-sim listening provider=\(configuration.providerHost):\(server.providerPort) "
+        "apns-sim listening provider=\(configuration.providerHost):\(server.providerPort) \(sandbox)"
             + "device=\(configuration.deviceHost):\(server.devicePort)")
     var iterator = stopRequested.makeAsyncIterator()
     _ = await iterator.next()

@@ -5,10 +5,15 @@ import SQLiteKit
 
 /// `mailboxd serve`: reads the configuration, starts the service, and stops it on SIGTERM or SIGINT.
 enum Serve {
-    static let knownFlags: Set<String> = [
-        "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "apns-url", "apns-ca",
-        "apns-key", "apns-key-id", "apns-team-id", "apns-topic", "signal-kind", "coalesce-ms", "background-budget",
-        "synchronous", "legacy-payload-limit", "access-log",
+    static let knownFlags = Set([
+        "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "coalesce-ms",
+        "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config",
+    ]).union(singleAppFlags)
+
+    /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
+    static let singleAppFlags: Set<String> = [
+        "apns-url", "apns-sandbox-url", "apns-ca", "apns-key", "apns-key-id", "apns-team-id", "apns-topic",
+        "signal-kind",
     ]
 
     static func readTrimmed(_ path: String, what: String) throws -> String {
@@ -18,6 +23,36 @@ enum Serve {
         let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !value.isEmpty else { throw UsageError("\(path) is empty") }
         return value
+    }
+
+    /// The apps and endpoints: from `--apns-config`, or one app from the single-app flags.
+    static func apnsConfiguration(_ args: Arguments, dataDir: String) throws -> APNsConfiguration {
+        if let file = args.string("apns-config") {
+            if let clash = singleAppFlags.sorted().first(where: { args.string($0) != nil }) {
+                throw UsageError("--apns-config describes every app and endpoint: leave out --\(clash)")
+            }
+            do {
+                return try APNsConfiguration(file: file)
+            } catch {
+                throw UsageError("--apns-config \(error.message)")
+            }
+        }
+        guard let kind = APNsSignalSender.Kind(rawValue: args.string("signal-kind", default: "badge")) else {
+            throw UsageError("--signal-kind must be badge or background")
+        }
+        let app = APNsConfiguration.App(
+            topic: try args.required("apns-topic"), keyFile: args.string("apns-key", default: dataDir + "/apns/key.p8"),
+            keyID: try args.string("apns-key-id") ?? readTrimmed(dataDir + "/apns/key-id", what: "the APNs key id"),
+            teamID: try args.string("apns-team-id") ?? readTrimmed(dataDir + "/apns/team-id", what: "the APNs team id"),
+            signalKind: kind)
+        do {
+            return try APNsConfiguration(
+                production: args.string("apns-url", default: APNsConfiguration.appleProduction),
+                sandbox: args.string("apns-sandbox-url", default: APNsConfiguration.appleSandbox),
+                caFile: args.string("apns-ca"), apps: [app])
+        } catch {
+            throw UsageError("--apns-url/--apns-sandbox-url/--apns-topic: \(error.message)")
+        }
     }
 
     static func run(_ args: Arguments, dataDir: String) async throws {
@@ -44,22 +79,9 @@ enum Serve {
             configuration.accessLog = { line in printError(line) }
         }
 
-        let signalKind: APNsSignalSender.Kind
-        switch args.string("signal-kind", default: "badge") {
-        case "badge": signalKind = .badge
-        case "background": signalKind = .background
-        default: throw UsageError("--signal-kind must be badge or background")
-        }
         let sender = try APNsSignalSender(
-            configuration: .init(
-                url: try args.required("apns-url"), caFile: args.string("apns-ca"),
-                keyFile: args.string("apns-key", default: dataDir + "/apns/key.p8"),
-                keyID: try args.string("apns-key-id") ?? readTrimmed(dataDir + "/apns/key-id", what: "the APNs key id"),
-                teamID: try args.string("apns-team-id")
-                    ?? readTrimmed(dataDir + "/apns/team-id", what: "the APNs team id"),
-                topic: try args.required("apns-topic"), kind: signalKind,
-                legacyPayloadLimit: args.flag("legacy-payload-limit"),
-                tokenCacheFile: dataDir + "/apns/provider-token"))
+            configuration: try apnsConfiguration(args, dataDir: dataDir),
+            legacyPayloadLimit: args.flag("legacy-payload-limit"), tokenCacheDirectory: dataDir + "/apns")
         var dispatcher = SignalDispatcher.Configuration()
         dispatcher.backgroundBudget = try args.int("background-budget", default: 3)
 

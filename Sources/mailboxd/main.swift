@@ -18,14 +18,18 @@ let usage = """
       --tls-cert F --tls-key F  TLS files (default DIR/tls/server.pem, DIR/tls/server.key)
       --plain-http              serve without TLS (development only; prints a warning)
       --delivery-token-file F   token for POST /v1/deliveries (default DIR/delivery-token)
-      --apns-url URL            APNs endpoint: https://api.push.apple.com, https://api.sandbox.push.apple.com,
-                                or apns-sim, e.g. https://127.0.0.1:2197 (required)
-      --apns-ca PEM             CA that signs the endpoint's certificate (for apns-sim)
+      --apns-url URL            production endpoint for devices registered as "production"
+                                (default https://api.push.apple.com; apns-sim: e.g. https://127.0.0.1:2197)
+      --apns-sandbox-url URL    sandbox endpoint for devices registered as "sandbox" (development builds)
+                                (default https://api.sandbox.push.apple.com; apns-sim: its --sandbox-listen)
+      --apns-ca PEM             CA that signs the endpoints' certificates (for apns-sim)
       --apns-key F              APNs signing key, .p8 (default DIR/apns/key.p8)
       --apns-key-id ID          key id (default: contents of DIR/apns/key-id)
       --apns-team-id ID         team id (default: contents of DIR/apns/team-id)
       --apns-topic BUNDLE_ID    the app's bundle id (required)
       --signal-kind KIND        badge (badge + content-available, push type alert; default) or background
+      --apns-config FILE        several apps and both endpoints in one JSON file (instead of the --apns-* flags,
+                                --apns-ca and --signal-kind; see docs/apns.md)
       --coalesce-ms N           coalescing window after a signal (default 250)
       --background-budget N     background signals per device per hour (default 3)
       --synchronous MODE        SQLite synchronous: FULL (default) or NORMAL

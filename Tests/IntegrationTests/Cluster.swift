@@ -4,7 +4,8 @@ import Synchronization
 import TestSupport
 import Testing
 
-/// The real binaries on loopback: `mailboxd dev-setup`, accounts, `apns-sim` and `mailboxd serve`.
+/// The real binaries on loopback: `mailboxd dev-setup`, accounts, `apns-sim` (a production and a sandbox
+/// provider listener) and `mailboxd serve`, signalling each device through its environment's listener.
 final class Cluster: Sendable {
     static let topic = "com.example.signalfetch"
     let directory: TemporaryDirectory
@@ -14,6 +15,7 @@ final class Cluster: Sendable {
     var mailboxd: ChildProcess { mailboxdProcess.current }
     let apiPort: UInt16
     let providerPort: UInt16
+    let sandboxPort: UInt16
     let devicePort: UInt16
     let client: HTTPClient
     let deliveryToken: String
@@ -23,8 +25,11 @@ final class Cluster: Sendable {
     var api: String { "https://127.0.0.1:\(apiPort)" }
     var sim: String { "http://127.0.0.1:\(devicePort)" }
 
+    /// `apnsConfig(data, productionURL, sandboxURL)` writes an `--apns-config` file's JSON for mailboxd instead
+    /// of the single-app flags; the simulator then allows every topic.
     init(
-        accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = []
+        accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [],
+        apnsConfig: (@Sendable (String, String, String) -> String)? = nil
     )
         throws
     {
@@ -48,21 +53,30 @@ final class Cluster: Sendable {
         deliveryToken = try String(contentsOfFile: data + "/delivery-token", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         providerPort = freeLocalPort()
+        sandboxPort = freeLocalPort()
         devicePort = freeLocalPort()
         apiPort = freeLocalPort()
         apnsSim = try ChildProcess(
             TestEnvironment.executable("apns-sim").path,
             [
-                "--listen", "127.0.0.1:\(providerPort)", "--device-listen", "127.0.0.1:\(devicePort)",
-                "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key",
-                "--provider-key", "\(keyID):\(teamID):\(data)/apns/key.pub.pem", "--topic", Self.topic,
-            ] + simArguments, logDirectory: directory.url.path)
+                "--listen", "127.0.0.1:\(providerPort)", "--sandbox-listen", "127.0.0.1:\(sandboxPort)",
+                "--device-listen", "127.0.0.1:\(devicePort)", "--tls-cert", data + "/tls/server.pem", "--tls-key",
+                data + "/tls/server.key", "--provider-key", "\(keyID):\(teamID):\(data)/apns/key.pub.pem",
+            ] + (apnsConfig == nil ? ["--topic", Self.topic] : []) + simArguments, logDirectory: directory.url.path)
+        let production = "https://127.0.0.1:\(providerPort)"
+        let sandbox = "https://127.0.0.1:\(sandboxPort)"
+        var apnsFlags = [
+            "--apns-url", production, "--apns-sandbox-url", sandbox, "--apns-ca", data + "/tls/ca.pem",
+            "--apns-topic", Self.topic,
+        ]
+        if let apnsConfig {
+            let file = directory.path("apns-config.json")
+            try apnsConfig(data, production, sandbox).write(toFile: file, atomically: true, encoding: .utf8)
+            apnsFlags = ["--apns-config", file]
+        }
         mailboxdCommand =
-            [mailboxdPath] + [
-                "serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)",
-                "--apns-url", "https://127.0.0.1:\(providerPort)", "--apns-ca", data + "/tls/ca.pem",
-                "--apns-topic", Self.topic,
-            ] + mailboxdArguments
+            [mailboxdPath] + ["serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)"] + apnsFlags
+            + mailboxdArguments
         mailboxdProcess = ProcessBox(
             try ChildProcess(
                 mailboxdCommand[0], Array(mailboxdCommand.dropFirst()), logDirectory: directory.url.path))
@@ -73,10 +87,13 @@ final class Cluster: Sendable {
 
     /// Starts a cluster off the cooperative thread pool (starting processes and waiting for ports blocks).
     static func start(
-        accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = []
+        accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [],
+        apnsConfig: (@Sendable (String, String, String) -> String)? = nil
     ) async throws -> Cluster {
         try await offPool {
-            try Cluster(accounts: accounts, mailboxdArguments: mailboxdArguments, simArguments: simArguments)
+            try Cluster(
+                accounts: accounts, mailboxdArguments: mailboxdArguments, simArguments: simArguments,
+                apnsConfig: apnsConfig)
         }
     }
 
@@ -115,15 +132,18 @@ final class Cluster: Sendable {
         return try #require(result.body["accessToken"] as? String)
     }
 
-    /// Registers a device at the simulator and at mailboxd; returns its token.
-    func registerDevice(session: String) async throws -> String {
+    /// Registers a device at the simulator (its token belongs to `simEnvironment`, by default `environment`) and
+    /// at mailboxd as `environment`; returns its token.
+    func registerDevice(
+        session: String, topic: String = topic, environment: String = "sandbox", simEnvironment: String? = nil
+    ) async throws -> String {
         let created = try await call(
-            .post, sim + "/sim/devices", json: ["topic": Self.topic, "environment": "sandbox"])
+            .post, sim + "/sim/devices", json: ["topic": topic, "environment": simEnvironment ?? environment])
         try #require(created.status == 201)
         let token = try #require(created.body["deviceToken"] as? String)
         let registered = try await call(
             .post, api + "/v1/devices", token: session,
-            json: ["token": token, "topic": Self.topic, "environment": "sandbox"])
+            json: ["token": token, "topic": topic, "environment": environment])
         try #require(registered.status == 201, "device registration failed: \(registered.status)")
         return token
     }
