@@ -49,6 +49,8 @@ public struct LogEntry: Sendable, Codable, Equatable {
     public var path: String
     /// The device token from the path, when there was one.
     public var deviceToken: String?
+    /// The environment of the provider listener the request arrived on; absent when one listener serves both.
+    public var environment: GatewayEnvironment?
     /// The request headers (the `authorization` value is redacted).
     public var headers: [String: String]
     /// The raw payload as text (cut at the configured limit).
@@ -82,6 +84,7 @@ struct CapturedRequest: Sendable {
     var reason: RejectionReason?
     var outcome: NotificationOutcome
     var payloadTruncated: Bool
+    var environment: GatewayEnvironment?
     /// The first event, kept inline (most requests have exactly one).
     var firstEvent: LogEvent?
     /// The events after the first.
@@ -100,9 +103,10 @@ struct CapturedRequest: Sendable {
     init(
         timestamp: Int64, apnsId: String, method: String, path: String, deviceToken: String?,
         headers: [ProviderRequest.Header], payload: UnsafeRawBufferPointer, payloadTruncated: Bool, status: Int,
-        reason: RejectionReason?, outcome: NotificationOutcome, event: LogEvent?
+        reason: RejectionReason?, outcome: NotificationOutcome, event: LogEvent?, environment: GatewayEnvironment? = nil
     ) {
         self.timestamp = timestamp
+        self.environment = environment
         self.status = status
         self.reason = reason
         self.outcome = outcome
@@ -189,7 +193,7 @@ struct CapturedRequest: Sendable {
         }
         return LogEntry(
             sequence: sequence, timestamp: timestamp, apnsId: apnsId, method: method, path: path,
-            deviceToken: deviceToken, headers: fields,
+            deviceToken: deviceToken, environment: environment, headers: fields,
             payload: String(decoding: bytes[Int(payloadStart)...], as: UTF8.self), payloadTruncated: payloadTruncated,
             status: status, reason: reason?.rawValue, outcome: outcome, events: events)
     }

@@ -105,7 +105,7 @@ public final class Gateway: Sendable {
                 timestamp: timestamp, apnsId: apnsID, method: request.method, path: request.path, deviceToken: token,
                 headers: request.headers, payload: truncated ? UnsafeRawBufferPointer(rebasing: body[..<limit]) : body,
                 payloadTruncated: truncated, status: response.status, reason: response.reason, outcome: outcome,
-                event: event)
+                event: event, environment: request.environment)
         }
     }
 
@@ -117,7 +117,9 @@ public final class Gateway: Sendable {
         return state.withLock { state in
             var token = SecureRandom.hex(32)
             while state.devices[token] != nil { token = SecureRandom.hex(32) }
-            state.devices[token] = DeviceRecord(token: token, topic: topic, environment: environment, registeredAt: now)
+            state.devices[token] = DeviceRecord(
+                token: token, topic: topic, environment: environment, registeredAt: now, number: state.nextDeviceNumber)
+            state.nextDeviceNumber += 1
             state.metrics.registeredDevices += 1
             return token
         }
@@ -208,7 +210,7 @@ public final class Gateway: Sendable {
     public func devices() -> [DeviceSummary] {
         state.withLock { state in
             state.devices.values.filter { $0.unregisteredAt == nil }
-                .sorted { ($0.registeredAt, $0.token) < ($1.registeredAt, $1.token) }
+                .sorted { $0.number < $1.number }
                 .map { device in
                     DeviceSummary(
                         token: device.token, topic: device.topic, environment: device.environment,

@@ -98,6 +98,8 @@ struct DeviceRecord: Sendable {
     let topic: String
     let environment: GatewayEnvironment
     let registeredAt: Int64
+    /// Its place in the order of registrations.
+    let number: Int
     var unregisteredAt: Int64?
     var sinks: [UInt64: DeviceSink] = [:]
     /// `false` while a test holds the device offline: its notifications are stored and collapsed even though
@@ -114,7 +116,8 @@ struct DeviceRecord: Sendable {
     /// When background notifications were delivered, within the budget window.
     var backgroundDeliveries: [Date] = []
 
-    init(token: String, topic: String, environment: GatewayEnvironment, registeredAt: Int64) {
+    init(token: String, topic: String, environment: GatewayEnvironment, registeredAt: Int64, number: Int) {
+        self.number = number
         self.token = token
         self.topic = topic
         self.environment = environment
@@ -133,6 +136,7 @@ struct GatewayState: Sendable {
     /// Devices holding something that time may change (a throttled push, a stored push that expires).
     var pendingWork: Set<String> = []
     var nextStreamID: UInt64 = 1
+    var nextDeviceNumber = 1
     /// Answers with status 200, not yet added to `metrics.responses` (counted apart, without hashing a key).
     var successResponses = 0
     /// Random bytes from OpenSSL's DRBG, drawn in blocks and used from `randomOffset` on.

@@ -98,7 +98,18 @@ public struct HTTPRequest: Sendable {
             throw HTTPError(
                 .badRequest, code: "unknownField", message: "Unknown field '\(String(unknown.prefix(64)))'.")
         }
-        return try decodeJSON(type, decoder: decoder)
+        do {
+            return try decoder.decode(T.self, from: body)
+        } catch let error as DecodingError {
+            let described = Self.describe(error)
+            // The body is JSON (checked above): a value the decoder cannot represent is a bad field, not bad JSON.
+            if described.code == "invalidJSON" {
+                throw .invalidRequest("A field has a value of the wrong kind or out of range.")
+            }
+            throw described
+        } catch {
+            throw .invalidRequest("The request body does not have the expected shape.")
+        }
     }
 
     static func describe(_ error: DecodingError) -> HTTPError {

@@ -14,6 +14,8 @@ struct ClientInteropTests {
         let process: ChildProcess
         let providerPort: Int
         let devicePort: Int
+        /// The sandbox listener's port, when started with `--sandbox-listen`.
+        let sandboxPort: Int?
         let curl: String
         let keyPath: String
         let caPath: String
@@ -52,7 +54,7 @@ struct ClientInteropTests {
             fullEnvironment["APNS_SIM_TLS_KEY"] = directory.path("server.key")
             process = try ChildProcess(
                 executable, arguments, environment: fullEnvironment, logDirectory: directory.url.path)
-            var ports: (Int, Int)?
+            var ports: (Int, Int, Int?)?
             let deadline = Date().addingTimeInterval(20)
             while ports == nil, Date() < deadline, process.isRunning {
                 ports = Self.parsePorts(process.errorOutput)
@@ -61,22 +63,24 @@ struct ClientInteropTests {
             guard let ports else {
                 throw HarnessError("apns-sim did not start: \(process.errorOutput)")
             }
-            (providerPort, devicePort) = ports
+            (providerPort, devicePort, sandboxPort) = ports
         }
 
-        static func parsePorts(_ text: String) -> (Int, Int)? {
+        static func parsePorts(_ text: String) -> (Int, Int, Int?)? {
             guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("apns-sim listening ") }) else {
                 return nil
             }
             var provider: Int?
             var device: Int?
+            var sandbox: Int?
             for field in line.split(separator: " ") {
                 let port = field.split(separator: ":").last.flatMap { Int($0) }
                 if field.hasPrefix("provider=") { provider = port }
                 if field.hasPrefix("device=") { device = port }
+                if field.hasPrefix("sandbox=") { sandbox = port }
             }
             guard let provider, let device else { return nil }
-            return (provider, device)
+            return (provider, device, sandbox)
         }
 
         var deviceURL: String { "http://127.0.0.1:\(devicePort)" }
@@ -89,9 +93,9 @@ struct ClientInteropTests {
             try await offPool { try RunningSimulator(extraArguments: extraArguments, environment: environment) }
         }
 
-        func registerDevice() async throws -> String {
-            let result = try await runTool(
-                curl, ["-s", "-X", "POST", "--data-binary", #"{"topic":"\#(Self.topic)"}"#, "\(deviceURL)/sim/devices"])
+        func registerDevice(environment: String = "sandbox") async throws -> String {
+            let body = #"{"topic":"\#(Self.topic)","environment":"\#(environment)"}"#
+            let result = try await runTool(curl, ["-s", "-X", "POST", "--data-binary", body, "\(deviceURL)/sim/devices"])
             let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             guard let token = object?["deviceToken"] as? String else { throw HarnessError("registration failed") }
             return token
@@ -180,6 +184,72 @@ struct ClientInteropTests {
         #expect((background?["payload"] as? [String: Any])?["st"] as? String == "s1")
         let badge = events.first { $0["pushType"] as? String == "alert" }
         #expect(((badge?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["badge"] as? Int == 4)
+    }
+
+    static let twoEnvironmentsScript = #"""
+        import asyncio, json, ssl, sys
+        from aioapns import APNs, NotificationRequest, PushType
+        import aioapns.connection as connection
+
+        production_port, sandbox_port, ca, key_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        production_token, sandbox_token = sys.argv[5], sys.argv[6]
+        connection.APNsProductionClientProtocol.APNS_SERVER = "127.0.0.1"
+        connection.APNsProductionClientProtocol.APNS_PORT = production_port
+        connection.APNsDevelopmentClientProtocol.APNS_SERVER = "127.0.0.1"
+        connection.APNsDevelopmentClientProtocol.APNS_PORT = sandbox_port
+        context = ssl.create_default_context(cafile=ca)
+
+        async def main():
+            results = {}
+            for name, use_sandbox in (("production", False), ("sandbox", True)):
+                client = APNs(key=open(key_path).read(), key_id="KEY1234567", team_id="TEAM123456",
+                              topic="com.example.mail", use_sandbox=use_sandbox, ssl_context=context)
+                for token_name, token in (("production", production_token), ("sandbox", sandbox_token)):
+                    request = NotificationRequest(device_token=token, message={"aps": {"badge": 1}},
+                                                  push_type=PushType.ALERT, time_to_live=3600)
+                    result = await client.send_notification(request)
+                    results[f"{name}->{token_name}"] = {"status": result.status, "reason": result.description}
+            print(json.dumps(results))
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+        """#
+
+    @Test func aioapnsAgainstBothListeners() async throws {
+        let python = TestEnvironment.python
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            Issue.record("Python with aioapns is required: set SIGNALFETCH_PYTHON (e.g. /work/venv/bin/python3)")
+            return
+        }
+        let simulator = try await RunningSimulator.start(extraArguments: ["--sandbox-listen", "127.0.0.1:0"])
+        let sandboxPort = try #require(simulator.sandboxPort, "apns-sim names its sandbox listener at start")
+        let production = try await simulator.registerDevice(environment: "production")
+        let sandbox = try await simulator.registerDevice(environment: "sandbox")
+        let productionStream = try await simulator.openStream(production)
+        let sandboxStream = try await simulator.openStream(sandbox)
+        let script = simulator.directory.path("environments.py")
+        try Self.twoEnvironmentsScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let run = try await runTool(
+            python,
+            [
+                script, "\(simulator.providerPort)", "\(sandboxPort)", simulator.caPath, simulator.keyPath, production,
+                sandbox,
+            ])
+        let results = try #require(
+            try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: [String: Any]],
+            "aioapns output: \(run.stdout) \(run.stderr.suffix(2000))")
+        let productionEvents = await waitForEvents(productionStream, count: 1)
+        let sandboxEvents = await waitForEvents(sandboxStream, count: 1)
+        productionStream.stop(signal: SIGKILL)
+        sandboxStream.stop(signal: SIGKILL)
+
+        #expect(sandboxPort != simulator.providerPort)
+        #expect(results["production->production"]?["status"] as? String == "200")
+        #expect(results["sandbox->sandbox"]?["status"] as? String == "200")
+        #expect(results["production->sandbox"]?["status"] as? String == "400")
+        #expect(results["production->sandbox"]?["reason"] as? String == "BadDeviceToken")
+        #expect(results["sandbox->production"]?["status"] as? String == "400")
+        #expect(results["sandbox->production"]?["reason"] as? String == "BadDeviceToken")
+        #expect(productionEvents.count == 1 && sandboxEvents.count == 1)
     }
 
     @Test func curlWithOpensslSignedTokenGets200() async throws {

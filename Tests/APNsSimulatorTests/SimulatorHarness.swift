@@ -61,7 +61,7 @@ final class SimulatorHarness: Sendable {
 
     init(
         allowedTopics: Set<String> = [topic, "com.example.other"], backgroundBudget: Int = 3,
-        backgroundWindow: TimeInterval = 3600, faults: FaultConfiguration = FaultConfiguration()
+        backgroundWindow: TimeInterval = 3600, faults: FaultConfiguration = FaultConfiguration(), sandbox: Bool = false
     ) async throws {
         curl = try requireTool("curl")
         directory = try TemporaryDirectory(prefix: "apns-sim-test")
@@ -73,7 +73,7 @@ final class SimulatorHarness: Sendable {
             faults: faults)
         server = SimulatorServer(
             configuration: SimulatorConfiguration(
-                providerPort: 0, devicePort: 0, heartbeat: .seconds(5), tickInterval: .milliseconds(50),
+                providerPort: 0, sandboxPort: sandbox ? 0 : nil, devicePort: 0, heartbeat: .seconds(5), tickInterval: .milliseconds(50),
                 gateway: gateway),
             clock: clock)
         try server.start()
@@ -91,22 +91,24 @@ final class SimulatorHarness: Sendable {
     }
 
     /// Registers a device through the device API.
-    func registerDevice(topic: String = topic) async throws -> String {
+    func registerDevice(topic: String = topic, environment: String = "sandbox") async throws -> String {
         let result = try await runTool(
             curl,
             [
                 "-s", "-X", "POST", "-H", "content-type: application/json", "--data-binary",
-                #"{"topic":"\#(topic)","environment":"sandbox"}"#, "\(deviceURL)/sim/devices",
+                #"{"topic":"\#(topic)","environment":"\#(environment)"}"#, "\(deviceURL)/sim/devices",
             ])
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         guard let token = object?["deviceToken"] as? String else { throw HarnessError("registration failed") }
         return token
     }
 
-    /// Sends one provider request with curl over h2c. `authorization: nil` sends none.
+    /// Sends one provider request with curl over h2c (to the sandbox listener when `sandbox`). `authorization:
+    /// nil` sends none.
     func push(
         to token: String, path: String? = nil, method: String = "POST", authorization: String?? = .none,
-        headers: [(String, String)] = [("apns-topic", topic)], body: String? = #"{"aps":{"badge":1}}"#
+        headers: [(String, String)] = [("apns-topic", topic)], body: String? = #"{"aps":{"badge":1}}"#,
+        sandbox: Bool = false
     ) async throws -> PushResult {
         var arguments = ["-s", "-i", "--http2-prior-knowledge", "-X", method]
         let bearer: String?
@@ -121,7 +123,8 @@ final class SimulatorHarness: Sendable {
             try Data(body.utf8).write(to: URL(fileURLWithPath: file))
             arguments += ["--data-binary", "@\(file)"]
         }
-        arguments.append("http://127.0.0.1:\(server.providerPort)\(path ?? "/3/device/\(token)")")
+        let port = sandbox ? server.sandboxPort : server.providerPort
+        arguments.append("http://127.0.0.1:\(port)\(path ?? "/3/device/\(token)")")
         let result = try await runTool(curl, arguments)
         return try Self.parseResponse(result.stdout)
     }
@@ -149,6 +152,20 @@ final class SimulatorHarness: Sendable {
             throw HarnessError("notification stream did not open")
         }
         return child
+    }
+
+    /// Calls the control API with curl, as another team's test would; returns the status and the JSON body.
+    func control(_ method: String, _ path: String, body: String? = nil) async throws -> (
+        status: Int, json: [String: Any]
+    ) {
+        var arguments = ["-s", "-X", method, "-w", "\n%{http_code}"]
+        if let body { arguments += ["-H", "content-type: application/json", "--data-binary", body] }
+        let result = try await runTool(curl, arguments + ["\(deviceURL)\(path)"])
+        let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let status = Int(lines.last ?? "") ?? 0
+        let text = lines.dropLast().joined(separator: "\n")
+        let json = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+        return (status, json)
     }
 
     /// The capture log.
