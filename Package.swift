@@ -93,6 +93,9 @@ let package = Package(
                 "MailSync", "MailSyncSQLite", "MailSyncHTTP", "HTTPClient", "SQLiteKit", "OpenSSLCrypto", "TestSupport",
             ]),
         .testTarget(
+            name: "MailboxServiceTests",
+            dependencies: ["MailboxService", "MailboxStore", "APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(

@@ -43,7 +43,8 @@ public struct SimulatorConfiguration: Sendable {
     /// Creates a configuration; the defaults are the documented `apns-sim` defaults.
     public init(
         providerHost: String = "127.0.0.1", providerPort: Int = 2197, tls: TLSFiles? = nil,
-        sandboxHost: String = "127.0.0.1", sandboxPort: Int? = nil, deviceHost: String = "127.0.0.1", devicePort: Int = 2198, deviceConnectionLimit: Int = 16_384,
+        sandboxHost: String = "127.0.0.1", sandboxPort: Int? = nil, deviceHost: String = "127.0.0.1",
+        devicePort: Int = 2198, deviceConnectionLimit: Int = 16_384,
         deviceThreads: Int = 2, heartbeat: Duration = .seconds(15), tickInterval: Duration = .milliseconds(200),
         gateway: GatewayConfiguration = GatewayConfiguration()
     ) {

@@ -62,7 +62,9 @@ public struct APNsConfiguration: Sendable, Equatable {
             guard let parsed = URLComponents(string: url), ["https", "http"].contains(parsed.scheme ?? ""),
                 parsed.host?.isEmpty == false, parsed.path.isEmpty || parsed.path == "/", parsed.query == nil
             else {
-                throw APNsConfigurationError("the \(name) endpoint must be an https:// URL (http:// for a cleartext local gateway) with a host and no path")
+                throw APNsConfigurationError(
+                    "the \(name) endpoint must be an https:// URL (http:// for a cleartext local gateway) with a host and no path"
+                )
             }
         }
         var topics: Set<String> = []
@@ -172,13 +174,16 @@ private struct JSONFields {
 
     func allow(_ names: Set<String>, _ fail: Fail) throws(APNsConfigurationError) {
         if let unknown = fields.keys.filter({ !names.contains($0) }).sorted().first {
-            throw fail("unknown field '\(path)\(unknown.prefix(64))' (known: \(names.sorted().joined(separator: ", ")))")
+            throw fail(
+                "unknown field '\(path)\(unknown.prefix(64))' (known: \(names.sorted().joined(separator: ", ")))")
         }
     }
 
     func string(_ name: String, _ fail: Fail) throws(APNsConfigurationError) -> String? {
         guard let value = fields[name] else { return nil }
-        guard let text = value as? String, !text.isEmpty else { throw fail("'\(path)\(name)' must be a non-empty string") }
+        guard let text = value as? String, !text.isEmpty else {
+            throw fail("'\(path)\(name)' must be a non-empty string")
+        }
         return text
     }
 

@@ -88,7 +88,8 @@ public final class APNsSignalSender: SignalSender {
                 managers.append(manager)
                 if let directory = tokenCacheDirectory {
                     // The second file is where a single-app mailboxd kept its token before.
-                    cacheFiles.append((manager, [Self.tokenFile(directory, keyID: app.keyID), directory + "/provider-token"]))
+                    cacheFiles.append(
+                        (manager, [Self.tokenFile(directory, keyID: app.keyID), directory + "/provider-token"]))
                 }
             }
             routes[app.topic] = Route(topic: try APNsTopic(app.topic), kind: app.signalKind, key: keyIndex[name]!)

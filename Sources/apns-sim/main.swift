@@ -35,7 +35,8 @@ let usage = """
     """
 
 let knownFlags: Set<String> = [
-    "listen", "sandbox-listen", "h2c", "tls-cert", "tls-key", "device-listen", "provider-key", "topic", "background-budget",
+    "listen", "sandbox-listen", "h2c", "tls-cert", "tls-key", "device-listen", "provider-key", "topic",
+    "background-budget",
     "background-window", "device-connection-limit", "fault-drop", "fault-429", "fault-503", "fault-seed",
     "fault-goaway-after", "fault-latency-ms",
 ]

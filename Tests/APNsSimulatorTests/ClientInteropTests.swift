@@ -95,7 +95,8 @@ struct ClientInteropTests {
 
         func registerDevice(environment: String = "sandbox") async throws -> String {
             let body = #"{"topic":"\#(Self.topic)","environment":"\#(environment)"}"#
-            let result = try await runTool(curl, ["-s", "-X", "POST", "--data-binary", body, "\(deviceURL)/sim/devices"])
+            let result = try await runTool(
+                curl, ["-s", "-X", "POST", "--data-binary", body, "\(deviceURL)/sim/devices"])
             let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             guard let token = object?["deviceToken"] as? String else { throw HarnessError("registration failed") }
             return token

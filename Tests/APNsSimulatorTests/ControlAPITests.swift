@@ -132,7 +132,8 @@ struct ControlAPITests {
             let result = try await harness.control("PUT", "/sim/devices/\(target)/error", body: body)
             answers.append((result.status, result.json["error"] as? String))
         }
-        let unknownDelete = try await harness.control("DELETE", "/sim/devices/\(String(repeating: "cd", count: 32))/error")
+        let unknownDelete = try await harness.control(
+            "DELETE", "/sim/devices/\(String(repeating: "cd", count: 32))/error")
         let push = try await harness.push(to: token)
         await harness.stop()
         for (expected, answer) in zip(cases, answers) {
@@ -165,7 +166,8 @@ struct ControlAPITests {
         #expect(first.status == 200 && second.status == 200)
         #expect(whileOffline.isEmpty, "nothing reaches an offline device")
         let device = (listedOffline.json["devices"] as? [[String: Any]])?.first
-        #expect(device?["online"] as? Bool == false && device?["stored"] as? Int == 1 && device?["streams"] as? Int == 1)
+        #expect(
+            device?["online"] as? Bool == false && device?["stored"] as? Int == 1 && device?["streams"] as? Int == 1)
         #expect(receivedEvents(stream).count == 1, "only the last notification is kept")
         let badge = ((events.first?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["badge"] as? Int
         #expect(badge == 2)
@@ -209,9 +211,12 @@ struct ControlAPITests {
         #expect(listed.status == 200)
         let devices = try #require(listed.json["devices"] as? [[String: Any]])
         #expect(devices.map { $0["token"] as? String } == [mail, other], "deleted devices are not listed")
-        #expect(devices[0]["environment"] as? String == "production" && devices[0]["topic"] as? String == "com.example.mail")
+        #expect(
+            devices[0]["environment"] as? String == "production" && devices[0]["topic"] as? String == "com.example.mail"
+        )
         #expect(devices[0]["delivered"] as? Int == 2 && devices[0]["stored"] as? Int == 0)
-        #expect(devices[1]["environment"] as? String == "sandbox" && devices[1]["topic"] as? String == "com.example.other")
+        #expect(
+            devices[1]["environment"] as? String == "sandbox" && devices[1]["topic"] as? String == "com.example.other")
         #expect(devices[1]["delivered"] as? Int == 0 && devices[1]["stored"] as? Int == 1, "no stream: stored")
     }
 

@@ -73,7 +73,8 @@ final class SimulatorHarness: Sendable {
             faults: faults)
         server = SimulatorServer(
             configuration: SimulatorConfiguration(
-                providerPort: 0, sandboxPort: sandbox ? 0 : nil, devicePort: 0, heartbeat: .seconds(5), tickInterval: .milliseconds(50),
+                providerPort: 0, sandboxPort: sandbox ? 0 : nil, devicePort: 0, heartbeat: .seconds(5),
+                tickInterval: .milliseconds(50),
                 gateway: gateway),
             clock: clock)
         try server.start()
@@ -155,7 +156,9 @@ final class SimulatorHarness: Sendable {
     }
 
     /// Calls the control API with curl, as another team's test would; returns the status and the JSON body.
-    func control(_ method: String, _ path: String, body: String? = nil) async throws -> (
+    func control(
+        _ method: String, _ path: String, body: String? = nil
+    ) async throws -> (
         status: Int, json: [String: Any]
     ) {
         var arguments = ["-s", "-X", method, "-w", "\n%{http_code}"]
