@@ -152,14 +152,8 @@ public final class APNsSignalSender: SignalSender {
         } catch {
             return .defect(reason: "invalidSignal")
         }
-        let key = ConnectionKey(environment: item.environment, key: route.key)
-        guard let client = checkOut(key) else { return .retry(reason: "shutdown", retryAfter: nil) }
-        defer { checkIn(key) }
-        let result: Result<APNsResponse, APNsClientError>
-        do {
-            result = .success(try await client.send(notification))
-        } catch {
-            result = .failure(error)
+        guard let result = await post(notification, environment: item.environment, key: route.key) else {
+            return .retry(reason: "shutdown", retryAfter: nil)
         }
         var policy = RetryPolicy()
         switch policy.next(after: result) {
@@ -178,6 +172,49 @@ public final class APNsSignalSender: SignalSender {
             }
             return .retry(reason: Self.reason(result), retryAfter: nil)
         }
+    }
+
+    /// Sends `notification` once on the (environment, key) connection; `nil` after ``shutdown()``.
+    private func post(
+        _ notification: APNsNotification, environment: APNsEnvironment, key: Int
+    ) async -> Result<APNsResponse, APNsClientError>? {
+        let connection = ConnectionKey(environment: environment, key: key)
+        guard let client = checkOut(connection) else { return nil }
+        defer { checkIn(connection) }
+        do {
+            return .success(try await client.send(notification))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// What APNs answered ``check(token:topic:environment:)``.
+    public struct CheckResult: Sendable {
+        /// The endpoint asked.
+        public var endpoint: String
+        /// The key id whose token was sent.
+        public var keyID: String
+        /// The answer: a response, an APNs refusal, or why nothing came back.
+        public var result: Result<APNsResponse, APNsClientError>
+    }
+
+    /// Sends one background signal (`content-available: 1`, nothing else) to `token` exactly as mailboxd would
+    /// signal a device of `topic` in `environment`, to check a configuration against the real gateway. Throws
+    /// ``APNsConfigurationError`` for a topic no app serves or a malformed token.
+    public func check(token: String, topic: String, environment: APNsEnvironment) async throws -> CheckResult {
+        guard let route = routes[topic] else {
+            throw APNsConfigurationError("no configured app has the topic \(topic)")
+        }
+        guard let deviceToken = try? DeviceToken(token.lowercased()) else {
+            throw APNsConfigurationError("a device token is hexadecimal, usually 64 characters")
+        }
+        await tokenSetup.value
+        let notification = try APNsNotification(
+            deviceToken: deviceToken, signal: .background(), topic: route.topic, expiration: .after(.seconds(60)))
+        let result = await post(notification, environment: environment, key: route.key)
+        return CheckResult(
+            endpoint: configuration.endpoint(for: environment), keyID: keys[route.key].signingKey.keyID,
+            result: result ?? .failure(.cancelled))
     }
 
     /// The connection for `key`, opened if there is none; counted in flight until ``checkIn(_:)``.

@@ -11,6 +11,8 @@ let usage = """
       mailboxd account add USERNAME --data-dir DIR        (password on standard input)
       mailboxd account list --data-dir DIR
       mailboxd serve [options]
+      mailboxd apns-check --token HEX --environment sandbox|production [--topic BUNDLE_ID] [APNs options]
+                            sends one background signal as serve would and prints APNs's answer
 
     SERVE OPTIONS (each also from MAILBOXD_<OPTION>, e.g. MAILBOXD_DATA_DIR):
       --data-dir DIR            data folder (default ./data)
@@ -83,6 +85,8 @@ await runCommand(usage: usage) {
         }
     case "serve":
         try await Serve.run(args, dataDir: dataDir)
+    case "apns-check":
+        try await APNsCheck.run(args, dataDir: dataDir)
     default:
         throw UsageError("unknown command \(args.positionals[0])")
     }

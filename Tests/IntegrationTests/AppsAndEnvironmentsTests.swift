@@ -142,6 +142,43 @@ import Testing
         #expect(cluster.mailboxd.errorOutput.contains("removed"))
     }
 
+    @Test func apnsCheckReportsTheAnswerAndItsLikelyCause() async throws {
+        let cluster = try await Cluster.start()
+        func simDevice(_ environment: String) async throws -> String {
+            let created = try await cluster.call(
+                .post, cluster.sim + "/sim/devices", json: ["topic": Cluster.topic, "environment": environment])
+            return try #require(created.body["deviceToken"] as? String)
+        }
+        let sandboxToken = try await simDevice("sandbox")
+        let productionToken = try await simDevice("production")
+        let mailboxd = TestEnvironment.executable("mailboxd").path
+        let flags = [
+            "apns-check", "--data-dir", cluster.dataDir, "--apns-url", "https://127.0.0.1:\(cluster.providerPort)",
+            "--apns-sandbox-url", "https://127.0.0.1:\(cluster.sandboxPort)", "--apns-ca", cluster.ca,
+            "--apns-topic", Cluster.topic,
+        ]
+        let accepted = try await offPool {
+            try Subprocess.run(mailboxd, flags + ["--token", sandboxToken, "--environment", "sandbox"])
+        }
+        let crossed = try await offPool {
+            try Subprocess.run(mailboxd, flags + ["--token", productionToken, "--environment", "sandbox"])
+        }
+        let production = try await offPool {
+            try Subprocess.run(mailboxd, flags + ["--token", productionToken, "--environment", "production"])
+        }
+        let unknownTopic = try await offPool {
+            try Subprocess.run(
+                mailboxd, flags + ["--token", sandboxToken, "--environment", "sandbox", "--topic", "com.example.x"])
+        }
+        #expect(accepted.status == 0, "\(accepted.stdout) \(accepted.stderr)")
+        #expect(accepted.stdout.contains("accepted: 200") && accepted.stdout.contains("apns-unique-id"))
+        #expect(crossed.status == 1)
+        #expect(crossed.stdout.contains("refused: 400 BadDeviceToken"))
+        #expect(crossed.stdout.contains("likely cause: the token belongs to the other environment"))
+        #expect(production.status == 0 && !production.stdout.contains("apns-unique-id"))
+        #expect(unknownTopic.status == 2 && unknownTopic.stderr.contains("no configured app has the topic"))
+    }
+
     @Test func aBadConfigurationIsAClearStartUpError() async throws {
         let directory = try TemporaryDirectory(prefix: "bad-config")
         let mailboxd = TestEnvironment.executable("mailboxd").path

@@ -1,0 +1,51 @@
+import APNs
+import CommandLineSupport
+import Foundation
+import MailboxService
+import MailboxStore
+
+/// `mailboxd apns-check`: sends one background signal to a device token exactly as `serve` would signal it
+/// (same apps, endpoints, keys and saved provider token), prints APNs's answer and, for a refusal, its likely
+/// cause. Exits 0 when APNs accepted the signal, 1 otherwise.
+enum APNsCheck {
+    static let knownFlags = Set(["data-dir", "token", "topic", "environment", "apns-config", "legacy-payload-limit"])
+        .union(Serve.singleAppFlags)
+
+    static func run(_ args: Arguments, dataDir: String) async throws {
+        try args.rejectUnknownFlags(known: knownFlags)
+        let configuration = try Serve.apnsConfiguration(args, dataDir: dataDir)
+        let token = try args.required("token")
+        guard let environment = APNsEnvironment(rawValue: try args.required("environment")) else {
+            throw UsageError("--environment must be sandbox or production")
+        }
+        let topics = configuration.apps.map(\.topic)
+        guard let topic = args.string("topic") ?? (topics.count == 1 ? topics[0] : nil) else {
+            throw UsageError("--topic is needed: the configuration has \(topics.count) apps")
+        }
+        // The saved provider token is reused, so a check never counts as a token update against a running serve.
+        let sender = try APNsSignalSender(
+            configuration: configuration, tokenCacheDirectory: dataDir + "/apns", idleTimeout: .seconds(60))
+        defer { sender.shutdown() }
+        let check: APNsSignalSender.CheckResult
+        do {
+            check = try await sender.check(token: token, topic: topic, environment: environment)
+        } catch let error as APNsConfigurationError {
+            throw UsageError(error.message)
+        }
+        print("apns-check: \(environment.rawValue) \(check.endpoint), topic \(topic), key \(check.keyID)")
+        switch check.result {
+        case .success(let response):
+            let unique = response.uniqueID.map { ", apns-unique-id \($0)" } ?? ""
+            print("accepted: 200 (apns-id \(response.apnsID)\(unique))")
+        case .failure(.rejected(let refusal)):
+            print("refused: \(refusal.status) \(refusal.reason.rawValue)")
+            print("likely cause: \(refusal.reason.likelyCause)")
+            exit(1)
+        case .failure(let error):
+            print("no answer: \(error)")
+            print("likely cause: the endpoint cannot be reached or its certificate is not trusted (check the URL, ")
+            print("the network, and --apns-ca / \"ca\" for a local gateway)")
+            exit(1)
+        }
+    }
+}
