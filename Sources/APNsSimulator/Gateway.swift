@@ -33,7 +33,7 @@ public final class Gateway: Sendable {
         let given = headers.apnsID.flatMap { PushRequestParser.isUUID($0) ? $0 : nil }
         return state.withLock { state in
             let apnsID = given ?? state.randomUUID()
-            let goAway = state.faults.countStream(on: request.connectionID)
+            let goAway = state.faults.countStream(on: request.connectionKey)
             var tokenText: String?
             var response: ProviderResponse
             var outcome = NotificationOutcome.refused

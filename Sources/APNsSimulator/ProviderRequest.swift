@@ -43,6 +43,12 @@ public struct ProviderRequest: Sendable {
         self.environment = environment
     }
 
+    /// Identifies the connection among every listener's: each listener numbers its own connections from 1, so
+    /// the sandbox listener's get the top bit.
+    public var connectionKey: UInt64 {
+        environment == .sandbox ? connectionID | (1 << 63) : connectionID
+    }
+
     /// Every value of the header `name` (case-insensitive).
     public func values(_ name: String) -> [String] {
         let lowered = Self.isLowercaseASCII(name) ? name : name.lowercased()

@@ -112,8 +112,9 @@ public struct HTTP2Response: Sendable {
     /// When set, the server sends this GOAWAY on the connection after the response is complete
     /// (same effect as ``HTTP2Request/goAwayAfterResponse(_:)``).
     public var goAway: HTTP2GoAway?
-    /// How long the server holds the response back before sending it (the stream stays open meanwhile; other
-    /// streams go on). Lets an inline handler answer late without blocking the event loop.
+    /// How long the server holds an inline handler's response back before sending it (the stream stays open
+    /// meanwhile; other streams go on), so it can answer late without blocking the event loop. An async
+    /// handler sleeps itself instead; this field is ignored for its responses.
     public var delay: Duration
 
     /// Creates a response.

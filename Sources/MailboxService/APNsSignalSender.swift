@@ -248,7 +248,7 @@ public final class APNsSignalSender: SignalSender {
     }
 
     private func startSweeping() {
-        let interval = min(idleTimeout / 2, .seconds(30))
+        let interval = max(min(idleTimeout / 2, .seconds(30)), .milliseconds(10))
         let task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
@@ -257,6 +257,7 @@ public final class APNsSignalSender: SignalSender {
             }
         }
         sweeper.withLock { $0 = task }
+        if pool.withLock({ $0.closed }) { task.cancel() }  // shut down meanwhile
     }
 
     /// Closes every connection that has had nothing in flight for ``idleTimeout``; returns how many.

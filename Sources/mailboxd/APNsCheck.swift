@@ -22,16 +22,18 @@ enum APNsCheck {
         guard let topic = args.string("topic") ?? (topics.count == 1 ? topics[0] : nil) else {
             throw UsageError("--topic is needed: the configuration has \(topics.count) apps")
         }
+        guard configuration.app(for: topic) != nil else {
+            throw UsageError("no configured app has the topic \(topic)")
+        }
+        guard (try? DeviceToken(token.lowercased())) != nil else {
+            throw UsageError("--token must be hexadecimal, usually 64 characters")
+        }
         // The saved provider token is reused, so a check never counts as a token update against a running serve.
         let sender = try APNsSignalSender(
-            configuration: configuration, tokenCacheDirectory: dataDir + "/apns", idleTimeout: .seconds(60))
-        defer { sender.shutdown() }
-        let check: APNsSignalSender.CheckResult
-        do {
-            check = try await sender.check(token: token, topic: topic, environment: environment)
-        } catch let error as APNsConfigurationError {
-            throw UsageError(error.message)
-        }
+            configuration: configuration, legacyPayloadLimit: args.flag("legacy-payload-limit"),
+            tokenCacheDirectory: dataDir + "/apns", idleTimeout: .seconds(60))
+        let check = try await sender.check(token: token, topic: topic, environment: environment)
+        sender.shutdown()
         print("apns-check: \(environment.rawValue) \(check.endpoint), topic \(topic), key \(check.keyID)")
         switch check.result {
         case .success(let response):

@@ -45,6 +45,18 @@ enum Serve {
             keyID: try args.string("apns-key-id") ?? readTrimmed(dataDir + "/apns/key-id", what: "the APNs key id"),
             teamID: try args.string("apns-team-id") ?? readTrimmed(dataDir + "/apns/team-id", what: "the APNs team id"),
             signalKind: kind)
+        if args.string("apns-ca") != nil, args.string("apns-sandbox-url") == nil {
+            throw UsageError(
+                "--apns-ca trusts a local gateway's CA for both endpoints: give --apns-sandbox-url too (sandbox "
+                    + "devices would otherwise go to \(APNsConfiguration.appleSandbox), which that CA does not sign)")
+        }
+        if let url = args.string("apns-url"), url != APNsConfiguration.appleProduction,
+            args.string("apns-sandbox-url") == nil
+        {
+            printError(
+                "WARNING: --apns-url is the production endpoint only: devices registered as sandbox go to "
+                    + "\(APNsConfiguration.appleSandbox) (set --apns-sandbox-url for a local gateway)")
+        }
         do {
             return try APNsConfiguration(
                 production: args.string("apns-url", default: APNsConfiguration.appleProduction),
@@ -90,6 +102,10 @@ enum Serve {
             log: { message in printError(message) })
         let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
         printError("mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir))")
+        let apps = sender.configuration.apps.map(\.topic).joined(separator: ", ")
+        printError(
+            "mailboxd: APNs production \(sender.configuration.production), sandbox \(sender.configuration.sandbox); "
+                + "apps \(apps)")
         await TerminationSignals.wait()
         printError("mailboxd: shutting down")
         await service.shutdown()

@@ -153,12 +153,18 @@ struct ClientInteropTests {
         asyncio.run(asyncio.wait_for(main(), 60))
         """#
 
-    @Test func aioapnsSendsOverTLSAndDeviceReceives() async throws {
+    /// The test venv's Python (with aioapns); records an issue when it is missing.
+    static func aioapnsPython() -> String? {
         let python = TestEnvironment.python
         guard FileManager.default.isExecutableFile(atPath: python) else {
             Issue.record("Python with aioapns is required: set SIGNALFETCH_PYTHON (e.g. /work/venv/bin/python3)")
-            return
+            return nil
         }
+        return python
+    }
+
+    @Test func aioapnsSendsOverTLSAndDeviceReceives() async throws {
+        guard let python = Self.aioapnsPython() else { return }
         let simulator = try await RunningSimulator.start()
         let token = try await simulator.registerDevice()
         let stream = try await simulator.openStream(token)
@@ -216,11 +222,7 @@ struct ClientInteropTests {
         """#
 
     @Test func aioapnsAgainstBothListeners() async throws {
-        let python = TestEnvironment.python
-        guard FileManager.default.isExecutableFile(atPath: python) else {
-            Issue.record("Python with aioapns is required: set SIGNALFETCH_PYTHON (e.g. /work/venv/bin/python3)")
-            return
-        }
+        guard let python = Self.aioapnsPython() else { return }
         let simulator = try await RunningSimulator.start(extraArguments: ["--sandbox-listen", "127.0.0.1:0"])
         let sandboxPort = try #require(simulator.sandboxPort, "apns-sim names its sandbox listener at start")
         let production = try await simulator.registerDevice(environment: "production")

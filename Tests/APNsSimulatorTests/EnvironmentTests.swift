@@ -66,6 +66,21 @@ struct EnvironmentTests {
         #expect(log.allSatisfy { $0["environment"] == nil })
     }
 
+    @Test func theGoAwayFaultCountsEachListenersConnectionsApart() {
+        // Each listener numbers its connections from 1: production's connection 1 is not sandbox's.
+        let gateway = Gateway(configuration: GatewayConfiguration(faults: FaultConfiguration(goAwayAfterStreams: 2)))
+        func goAway(_ environment: GatewayEnvironment) -> Bool {
+            gateway.handle(
+                ProviderRequest(method: "POST", path: "/3/device/ab", connectionID: 1, environment: environment)
+            ).goAway
+        }
+        let first = goAway(.production)
+        let otherListener = goAway(.sandbox)
+        let second = goAway(.production)
+        #expect(!first && !otherListener, "one stream on each listener's connection 1")
+        #expect(second, "the second stream on production's connection 1")
+    }
+
     @Test func registrationRefusesAnUnknownEnvironment() async throws {
         let harness = try await SimulatorHarness(sandbox: true)
         let result = try await harness.control(

@@ -176,7 +176,9 @@ import Testing
         #expect(crossed.stdout.contains("refused: 400 BadDeviceToken"))
         #expect(crossed.stdout.contains("likely cause: the token belongs to the other environment"))
         #expect(production.status == 0 && !production.stdout.contains("apns-unique-id"))
-        #expect(unknownTopic.status == 2 && unknownTopic.stderr.contains("no configured app has the topic"))
+        #expect(
+            unknownTopic.status == 2 && unknownTopic.stderr.contains("no configured app has the topic"),
+            "exit \(unknownTopic.status): \(unknownTopic.stderr.prefix(300))")
     }
 
     @Test func aBadConfigurationIsAClearStartUpError() async throws {
@@ -197,12 +199,18 @@ import Testing
             mailboxd, serve + ["--apns-config", missingKey, "--apns-topic", "com.example.a"])
         let badURL = try Subprocess.run(
             mailboxd, serve + ["--apns-topic", "com.example.a", "--apns-sandbox-url", "apns"])
-        for result in [first, second, clash, badURL] {
+        let localCAOnly = try Subprocess.run(
+            mailboxd,
+            serve + [
+                "--apns-topic", "com.example.a", "--apns-url", "https://127.0.0.1:9", "--apns-ca", data + "/tls/ca.pem",
+            ])
+        for result in [first, second, clash, badURL, localCAOnly] {
             #expect(result.status == 2, "exit \(result.status): \(result.stderr)")
         }
         #expect(first.stderr.contains("unknown field 'apps[0].env'"))
         #expect(second.stderr.contains("nowhere.p8") && second.stderr.contains("cannot be read"))
         #expect(clash.stderr.contains("leave out --apns-topic"))
         #expect(badURL.stderr.contains("sandbox endpoint"))
+        #expect(localCAOnly.stderr.contains("give --apns-sandbox-url too"))
     }
 }
