@@ -31,31 +31,33 @@ let package = Package(
         .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
 
         // MARK: Foundations
+        // The one lock of the project, on pthread_mutex_t, so the sanitizers see it.
+        .target(name: "Locking"),
         .target(name: "SQLiteKit", dependencies: ["CSQLite"]),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
 
         // MARK: Transport
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "COpenSSL"]),
-        .target(name: "HTTP2Server", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL"]),
-        .target(name: "HTTP2Client", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL"]),
-        .target(name: "HTTPClient", dependencies: ["CCurl"]),
+        .target(name: "HTTP2Server", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+        .target(name: "HTTP2Client", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+        .target(name: "HTTPClient", dependencies: ["CCurl", "Locking"]),
 
         // MARK: Domain
         .target(name: "APNs", dependencies: ["HTTP2Client", "OpenSSLCrypto"]),
         .target(name: "MailboxStore", dependencies: ["SQLiteKit", "OpenSSLCrypto"]),
         .target(
             name: "MailboxService",
-            dependencies: ["MailboxStore", "HTTPServer", "APNs", "OpenSSLCrypto"]),
+            dependencies: ["MailboxStore", "HTTPServer", "APNs", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailSync"),
-        .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient"]),
+        .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         .target(
             name: "APNsSimulator",
-            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto"]),
+            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking"]),
 
         // MARK: Executables (argument parsing and wiring only)
-        .target(name: "CommandLineSupport"),
+        .target(name: "CommandLineSupport", dependencies: ["Locking"]),
         .executableTarget(
             name: "mailboxd", dependencies: ["MailboxService", "CommandLineSupport", "OpenSSLCrypto"]),
         .executableTarget(
@@ -74,22 +76,27 @@ let package = Package(
 
         // MARK: Tests
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit", "TestSupport"]),
+        .testTarget(name: "SQLiteKitTests", dependencies: ["Locking", "SQLiteKit", "TestSupport"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(
-            name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            name: "HTTPServerTests",
+            dependencies: ["Locking", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
-            name: "HTTP2ServerTests", dependencies: ["HTTP2Server", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            name: "HTTP2ServerTests",
+            dependencies: ["Locking", "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "HTTPClientTests",
             dependencies: ["HTTPClient", "HTTP2Client", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "APNsTests",
-            dependencies: ["APNs", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
-        .testTarget(name: "MailboxStoreTests", dependencies: ["MailboxStore", "SQLiteKit", "TestSupport"]),
+            dependencies: [
+                "Locking", "APNs", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport",
+            ]),
+        .testTarget(name: "MailboxStoreTests", dependencies: ["Locking", "MailboxStore", "SQLiteKit", "TestSupport"]),
         .testTarget(
             name: "MailSyncTests",
             dependencies: [
+                "Locking",
                 "MailSync", "MailSyncSQLite", "MailSyncHTTP", "HTTPClient", "SQLiteKit", "OpenSSLCrypto", "TestSupport",
             ]),
         .testTarget(
@@ -100,7 +107,7 @@ let package = Package(
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: ["Locking", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import OpenSSLCrypto
-import Synchronization
 
 /// The APNs gateway logic without any networking: validates provider requests as APNs does, keeps the
 /// device registry, delivers to connected devices, stores for offline ones, throttles background
@@ -14,13 +14,13 @@ public final class Gateway: Sendable {
     public let configuration: GatewayConfiguration
     /// The clock the gateway reads.
     public let clock: any SimulatorClock
-    let state: Mutex<GatewayState>
+    let state: LockedValue<GatewayState>
 
     /// Creates a gateway.
     public init(configuration: GatewayConfiguration, clock: any SimulatorClock = SystemClock()) {
         self.configuration = configuration
         self.clock = clock
-        state = Mutex(GatewayState(configuration: configuration))
+        state = LockedValue(GatewayState(configuration: configuration))
     }
 
     // MARK: Provider API

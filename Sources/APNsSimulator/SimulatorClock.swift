@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The source of "now" for the gateway: expirations, token ages, background budgets and log times.
 ///
@@ -20,11 +20,11 @@ public struct SystemClock: SimulatorClock {
 
 /// A clock that only moves when told to, for tests.
 public final class ManualClock: SimulatorClock {
-    private let current: Mutex<Date>
+    private let current: LockedValue<Date>
 
     /// Creates a clock showing `start` (the wall clock's time by default).
     public init(start: Date = Date()) {
-        current = Mutex(start)
+        current = LockedValue(start)
     }
 
     /// The time the clock shows.

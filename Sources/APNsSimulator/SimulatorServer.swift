@@ -1,7 +1,7 @@
 import Foundation
 import HTTP2Server
 import HTTPServer
-import Synchronization
+import Locking
 
 /// The running simulator: the provider API (HTTP/2, TLS or h2c), the device API (HTTP/1.1) and the
 /// periodic processing of delayed work, all around one ``Gateway``.
@@ -26,7 +26,7 @@ public final class SimulatorServer: Sendable {
     public let gateway: Gateway
     /// Groups the notification-stream wake-ups of each round of provider requests (and of each tick).
     private let eventBatch = EventStreamBatch()
-    private let running = Mutex<Running?>(nil)
+    private let running = LockedValue<Running?>(nil)
 
     /// Creates a server; nothing listens until ``start()``.
     public init(configuration: SimulatorConfiguration, clock: any SimulatorClock = SystemClock()) {

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// SIGTERM and SIGINT handling shared by every SignalFetch binary.
 public enum TerminationSignals {
@@ -37,7 +37,7 @@ public enum TerminationSignals {
 
 /// A flag that turns on once, for running a handler a single time from any thread.
 private final class FiredFlag: Sendable {
-    private let fired = Mutex(false)
+    private let fired = LockedValue(false)
 
     /// Returns `true` the first time only.
     func fireOnce() -> Bool {

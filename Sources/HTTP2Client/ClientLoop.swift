@@ -1,6 +1,7 @@
 import CNGHTTP2
 import Foundation
 import HTTP2Support
+import Locking
 import Synchronization
 
 /// The I/O thread of one ``HTTP2Client``: an epoll loop that owns the connections, their nghttp2 sessions and
@@ -22,9 +23,9 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     let connectionsOpened = Atomic<Int>(0)
     let maximumInFlight = Atomic<Int>(0)
 
-    private let inbox = Mutex(Inbox())
+    private let inbox = LockedValue(Inbox())
     private let exited = DispatchGroup()
-    private let loopThread = Mutex<pthread_t?>(nil)
+    private let loopThread = LockedValue<pthread_t?>(nil)
     private let origin: Result<Origin, HTTP2ClientError>
     private let epollFD: Int32
     private let wakeFD: Int32

@@ -1,7 +1,7 @@
 import CNGHTTP2
 import Foundation
 import HTTP2Support
-import Synchronization
+import Locking
 
 /// How the application answers requests.
 enum HandlerKind: Sendable {
@@ -31,8 +31,8 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let inbox = Mutex(Inbox())
-    let metrics = Mutex(HTTP2ServerMetrics())
+    private let inbox = LockedValue(Inbox())
+    let metrics = LockedValue(HTTP2ServerMetrics())
 
     let configuration: HTTP2ServerConfiguration
     let handler: HandlerKind

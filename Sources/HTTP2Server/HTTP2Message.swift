@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// One header field: a lowercase name and its value, kept in the order received or given.
 public struct HTTP2Header: Sendable, Hashable {
@@ -97,7 +97,7 @@ public struct HTTP2Request: Sendable {
 
 /// The per-request channel from the handler back to the server (thread-safe through its mutex).
 final class StreamControl: Sendable {
-    let goAway = Mutex<HTTP2GoAway?>(nil)
+    let goAway = LockedValue<HTTP2GoAway?>(nil)
 }
 
 /// What the handler answers: status, header fields and body.

@@ -1,6 +1,6 @@
 import Foundation
 import HTTP2Support
-import Synchronization
+import Locking
 
 /// An HTTP/2 server on nghttp2 and OpenSSL: TLS with ALPN `h2` (a TLS client that offers no ALPN is
 /// spoken to in HTTP/2 too, as Apple's APNs gateways do; one that offers ALPN without `h2` is refused
@@ -30,7 +30,7 @@ public final class HTTP2Server: Sendable {
     public let configuration: HTTP2ServerConfiguration
     private let handler: HandlerKind
     private let loopHooks: HTTP2LoopHooks?
-    private let state = Mutex(State.idle)
+    private let state = LockedValue(State.idle)
 
     /// Creates a server whose handler runs asynchronously; a thrown error becomes a `500` response.
     /// If the client goes away first, the handler's task is cancelled and its response dropped.

@@ -1,10 +1,11 @@
 import CCurl
 import Foundation
+import Locking
 import Synchronization
 
 /// The I/O thread of one ``HTTPClient``: owns the libcurl multi handle and drives every transfer.
 ///
-/// Other threads talk to it only through `inbox` (a `Mutex`) followed by `curl_multi_wakeup`, which libcurl
+/// Other threads talk to it only through `inbox` (a `LockedValue`) followed by `curl_multi_wakeup`, which libcurl
 /// documents as callable from any thread. `active` and the easy handles in it are touched only by the I/O
 /// thread (as is `priorKnowledge`), and `multi` is cleaned up in `deinit`, after the thread has ended.
 final class CurlEventLoop: @unchecked Sendable {
@@ -15,8 +16,8 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     private let multi: UnsafeMutableRawPointer
-    private let inbox = Mutex(Inbox())
-    private let ioThread = Mutex<pthread_t?>(nil)
+    private let inbox = LockedValue(Inbox())
+    private let ioThread = LockedValue<pthread_t?>(nil)
     private let exited = DispatchGroup()
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var priorKnowledge = PriorKnowledgePool<Transfer>()

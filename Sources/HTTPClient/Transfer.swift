@@ -1,12 +1,12 @@
 import CCurl
 import Foundation
-import Synchronization
+import Locking
 
 /// One request on its way through libcurl: owns the easy handle, its header list and error buffer.
 ///
 /// Thread rules: before submission only the submitting task touches the mutable fields; after
 /// submission only the I/O thread of ``CurlEventLoop`` does (the hand-over goes through the loop's
-/// inbox mutex). `phase` is the one field shared across threads and it is guarded by its own `Mutex`.
+/// inbox mutex). `phase` is the one field shared across threads and it is guarded by its own `LockedValue`.
 final class Transfer: @unchecked Sendable {
     /// Where the result goes.
     enum Delivery {
@@ -23,7 +23,7 @@ final class Transfer: @unchecked Sendable {
 
     /// The easy handle (`CURL *`).
     let easy: UnsafeMutableRawPointer
-    let phase = Mutex(Phase.created)
+    let phase = LockedValue(Phase.created)
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private let isStreaming: Bool

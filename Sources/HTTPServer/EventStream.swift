@@ -1,6 +1,6 @@
 import CMicroHTTPD
 import Foundation
-import Synchronization
+import Locking
 
 /// One Server-Sent Events stream to one client.
 ///
@@ -38,7 +38,7 @@ public final class EventStream: Sendable {
     // MHD_resume_connection, except for a batch wake-up (`wakeMarked()`): that one clears `suspended`
     // under the mutex and resumes right after releasing it (the connection stays suspended in between,
     // so no new suspend can happen), and `close()` does not return before that resume was issued.
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// The most bytes buffered for a slow client before the stream is closed.
     public let bufferLimit: Int

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Coalesces the wake-ups of event-stream connections over a burst of sends.
 ///
@@ -23,7 +23,7 @@ public final class EventStreamBatch: Sendable {
         var marked: [EventStream] = []
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Creates a batch with no open scope.
     public init() {}

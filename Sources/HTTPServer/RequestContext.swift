@@ -1,6 +1,6 @@
 import CMicroHTTPD
 import Foundation
-import Synchronization
+import Locking
 
 /// Per-request state, created when libmicrohttpd parses the request line (`con_cls`) and released in
 /// the request-completed callback.
@@ -44,7 +44,7 @@ final class RequestContext: Sendable {
     let started = ContinuousClock.now
     // All mutable fields are guarded by this mutex. `MHD_resume_connection` is called while it is
     // held, so a resume never races the request-completed callback (which takes it too).
-    let state = Mutex(State())
+    let state = LockedValue(State())
 
     init(rawURI: String) {
         let target = rawURI.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""

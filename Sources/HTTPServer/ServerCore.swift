@@ -1,6 +1,6 @@
 import CMicroHTTPD
 import Foundation
-import Synchronization
+import Locking
 
 /// The libmicrohttpd daemon and everything its C callbacks reach through their context pointer.
 ///
@@ -30,17 +30,17 @@ final class ServerCore: Sendable {
 
     let configuration: HTTPServer.Configuration
     let handler: HTTPHandler
-    let registry = Mutex(Registry())
-    let lifecycle = Mutex(Lifecycle.running)
+    let registry = LockedValue(Registry())
+    let lifecycle = LockedValue(Lifecycle.running)
     /// Set once the daemon is running.
-    let daemon = Mutex<Daemon?>(nil)
+    let daemon = LockedValue<Daemon?>(nil)
     /// libmicrohttpd diagnostics printed while starting (reported when start fails).
-    let startupMessages = Mutex<[String]?>([])
+    let startupMessages = LockedValue<[String]?>([])
     /// The heartbeat and request-timeout loops.
-    let maintenanceTasks = Mutex<[Task<Void, Never>]>([])
-    let listenSocket = Mutex<Int32>(-1)
+    let maintenanceTasks = LockedValue<[Task<Void, Never>]>([])
+    let listenSocket = LockedValue<Int32>(-1)
     /// C strings handed to libmicrohttpd (TLS PEM, bound address); freed in deinit.
-    let allocations = Mutex<[UInt]>([])  // addresses from malloc/calloc
+    let allocations = LockedValue<[UInt]>([])  // addresses from malloc/calloc
 
     init(configuration: HTTPServer.Configuration, handler: @escaping HTTPHandler) {
         self.configuration = configuration

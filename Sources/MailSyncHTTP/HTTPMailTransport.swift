@@ -1,7 +1,7 @@
 import Foundation
 import HTTPClient
+import Locking
 import MailSync
-import Synchronization
 
 /// The mailbox API over ``HTTPClient``: a ``MailTransport`` for the sync engine plus the session, device
 /// and delivery calls a client needs around it.
@@ -16,7 +16,7 @@ public final class HTTPMailTransport: MailTransport {
     /// The server's base URL without a trailing slash, e.g. `https://127.0.0.1:8443`.
     public let baseURL: String
     let client: HTTPClient
-    private let token: Mutex<String?>
+    private let token: LockedValue<String?>
 
     /// Creates a transport for the server at `baseURL`, optionally with an access token already known.
     public init(baseURL: String, client: HTTPClient, accessToken: String? = nil) throws {
@@ -27,7 +27,7 @@ public final class HTTPMailTransport: MailTransport {
         }
         self.baseURL = base
         self.client = client
-        self.token = Mutex(accessToken)
+        self.token = LockedValue(accessToken)
     }
 
     /// The bearer token sent with each call (set by ``login(username:password:deviceName:)``).

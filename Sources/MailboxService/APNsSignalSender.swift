@@ -1,7 +1,7 @@
 import APNs
 import Foundation
+import Locking
 import MailboxStore
-import Synchronization
 
 /// Sends content-free signals to APNs (or apns-sim) for outbox rows, for every configured app and both
 /// environments.
@@ -60,9 +60,9 @@ public final class APNsSignalSender: SignalSender {
     private let routes: [String: Route]
     private let keys: [ProviderTokenManager]
     private let payloadLimit: PayloadGuard.Limit
-    private let pool = Mutex(Pool())
+    private let pool = LockedValue(Pool())
     private let tokenSetup: Task<Void, Never>
-    private let sweeper = Mutex<Task<Void, Never>?>(nil)
+    private let sweeper = LockedValue<Task<Void, Never>?>(nil)
 
     /// Loads every app's signing key; connections open on first use.
     ///

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// Counts failed logins per username and per client address in a sliding window; over the limit, logins are
 /// refused with a retry delay until the oldest failure leaves the window.
@@ -7,7 +7,7 @@ final class LoginThrottle: Sendable {
     private let perUsername: Int
     private let perAddress: Int
     private let window: TimeInterval
-    private let failures = Mutex<[String: [Double]]>([:])
+    private let failures = LockedValue<[String: [Double]]>([:])
 
     init(perUsername: Int, perAddress: Int, window: TimeInterval) {
         self.perUsername = perUsername

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// Counters and latency histograms, rendered in the Prometheus text format.
 public final class Metrics: Sendable {
@@ -18,7 +18,7 @@ public final class Metrics: Sendable {
     /// Histogram bucket bounds, in seconds.
     static let bounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// An empty registry.
     public init() {}

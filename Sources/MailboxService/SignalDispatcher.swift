@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import MailboxStore
-import Synchronization
 
 /// Runs inside mailboxd: takes due rows from the signal outbox, sends content-free signals through a
 /// `SignalSender`, and applies the outcome — done, registration dropped, retried with backoff, or dropped as a
@@ -37,9 +37,9 @@ public final class SignalDispatcher: Sendable {
     private let metrics: Metrics
     private let configuration: Configuration
     private let log: @Sendable (String) -> Void
-    private let wakeup = Mutex(Wakeup())
-    private let backgroundSends = Mutex<[Int64: [Double]]>([:])
-    private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let wakeup = LockedValue(Wakeup())
+    private let backgroundSends = LockedValue<[Int64: [Double]]>([:])
+    private let loop = LockedValue<Task<Void, Never>?>(nil)
 
     /// Creates a dispatcher; call `start()` to run it.
     public init(

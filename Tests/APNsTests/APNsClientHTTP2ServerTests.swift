@@ -1,7 +1,7 @@
 import Foundation
 import HTTP2Server
+import Locking
 import OpenSSLCrypto
-import Synchronization
 import TestSupport
 import Testing
 
@@ -35,7 +35,7 @@ struct APNsClientHTTP2ServerTests {
     }
 
     @Test func goAwayMovesLaterSendsToANewConnection() async throws {
-        let count = Mutex(0)
+        let count = LockedValue(0)
         let server = HTTP2Server(configuration: .init(tls: tls)) { request in
             let index = count.withLock { value -> Int in
                 value += 1
@@ -58,7 +58,7 @@ struct APNsClientHTTP2ServerTests {
     }
 
     @Test func manyConcurrentSendsWithASmallStreamLimit() async throws {
-        let received = Mutex(0)
+        let received = LockedValue(0)
         let server = HTTP2Server(configuration: .init(tls: tls, maxConcurrentStreams: 8)) { request in
             received.withLock { $0 += 1 }
             guard request.method == "POST", request.header("authorization")?.hasPrefix("bearer ") == true,

@@ -1,14 +1,14 @@
 import Foundation
-import Synchronization
+import Locking
 
 @testable import APNs
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {
-    private let current: Mutex<Date>
+    private let current: LockedValue<Date>
 
     init(_ start: Date = Date(timeIntervalSince1970: 1_700_000_000)) {
-        current = Mutex(start)
+        current = LockedValue(start)
     }
 
     func now() -> Date { current.withLock { $0 } }

@@ -1,6 +1,6 @@
 import Foundation
 import HTTP2Server
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -338,7 +338,7 @@ struct HTTP2ServerTests {
             var handledInside = 0
             var handledOutside = 0
         }
-        let rounds = Mutex(Rounds())
+        let rounds = LockedValue(Rounds())
         let hooks = HTTP2LoopHooks(
             willHandleEvents: {
                 rounds.withLock {

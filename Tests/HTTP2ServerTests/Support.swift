@@ -1,6 +1,6 @@
 import Foundation
 import HTTP2Server
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -87,7 +87,7 @@ func run(_ executable: String, _ arguments: [String], input: String? = nil) asyn
 final class BackgroundProcess {
     /// Exit notification shared with the termination handler (guarded by its mutex).
     private final class ExitState: Sendable {
-        let state = Mutex<(exited: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+        let state = LockedValue<(exited: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
         func markExited() {
             let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -149,7 +149,7 @@ final class BackgroundProcess {
 
 /// Observes what the test handler did.
 final class Probe: Sendable {
-    private let counters = Mutex((started: 0, cancelled: 0))
+    private let counters = LockedValue((started: 0, cancelled: 0))
     var started: Int { counters.withLock { $0.started } }
     var cancelled: Int { counters.withLock { $0.cancelled } }
     func didStart() { counters.withLock { $0.started += 1 } }

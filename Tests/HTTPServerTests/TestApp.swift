@@ -1,6 +1,6 @@
 import Foundation
 import HTTPServer
-import Synchronization
+import Locking
 
 struct Greeting: Codable, Equatable {
     var name: String
@@ -11,7 +11,7 @@ struct ProbeError: Error {}
 
 /// Flags a test can wait on.
 final class Flag: Sendable {
-    private let value = Mutex(false)
+    private let value = LockedValue(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPServer
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -144,7 +144,7 @@ func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async
 
 /// A thread-safe list, for collecting log lines and events in tests.
 final class Collector<Element: Sendable>: Sendable {
-    private let items = Mutex<[Element]>([])
+    private let items = LockedValue<[Element]>([])
     func append(_ item: Element) { items.withLock { $0.append(item) } }
     var all: [Element] { items.withLock { $0 } }
     var count: Int { items.withLock { $0.count } }
@@ -152,7 +152,7 @@ final class Collector<Element: Sendable>: Sendable {
 
 /// A registry of open event streams, as an application would keep one.
 final class StreamRegistry: Sendable {
-    private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
+    private let streams = LockedValue<[ObjectIdentifier: EventStream]>([:])
     let terminated = Collector<String>()
 
     func add(_ stream: EventStream, name: String) {

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPClient
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -208,15 +208,15 @@ final class NotificationStream: Sendable {
 
 /// Received payload texts, guarded by a mutex.
 final class PayloadBuffer: Sendable {
-    private let texts = Mutex<[String]>([])
+    private let texts = LockedValue<[String]>([])
     func append(_ text: String) { texts.withLock { $0.append(text) } }
     var all: [String] { texts.withLock { $0 } }
 }
 
 /// The current process of a service that a test may restart.
 final class ProcessBox: Sendable {
-    private let process: Mutex<ChildProcess>
-    init(_ process: ChildProcess) { self.process = Mutex(process) }
+    private let process: LockedValue<ChildProcess>
+    init(_ process: ChildProcess) { self.process = LockedValue(process) }
     var current: ChildProcess {
         get { process.withLock { $0 } }
         set { process.withLock { $0 = newValue } }

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPClient
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -88,8 +88,8 @@ import Testing
 
 /// A value shared between tasks, behind a mutex.
 final class Shared<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-    init(_ value: Value) { self.value = Mutex(value) }
+    private let value: LockedValue<Value>
+    init(_ value: Value) { self.value = LockedValue(value) }
     func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }
 }
 

@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import MailSync
-import Synchronization
 
 /// An in-process mailbox server speaking the transport protocol, with fault injection.
 final class FakeMailServer: MailTransport {
@@ -33,7 +33,7 @@ final class FakeMailServer: MailTransport {
     }
 
     let epoch: String
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     init(epoch: String = "e1") { self.epoch = epoch }
 
@@ -189,7 +189,7 @@ final class FakeMailServer: MailTransport {
 /// Collects a ``SyncEngine``'s events in the background.
 final class EventRecorder: Sendable {
     private final class Store: Sendable {
-        let events = Mutex<[SyncEvent]>([])
+        let events = LockedValue<[SyncEvent]>([])
     }
 
     private let store = Store()

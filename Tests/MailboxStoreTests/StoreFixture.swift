@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import MailboxStore
-import Synchronization
 import TestSupport
 
 /// A store in its own temporary file, with a clock the test moves.
@@ -41,7 +41,7 @@ final class StoreFixture: Sendable {
 
 /// A clock the test moves by hand.
 final class TestClock: Sendable {
-    private let value = Mutex<Double>(1_800_000_000)
+    private let value = LockedValue<Double>(1_800_000_000)
     var now: Double { value.withLock { $0 } }
     func advance(_ seconds: Double) { value.withLock { $0 += seconds } }
 }

@@ -1,12 +1,12 @@
+import Locking
 import SQLiteKit
-import Synchronization
 import TestSupport
 import Testing
 
 @Suite struct MigratorTests {
     @Test func migrationsRunOnceAndInOrder() throws {
         let dir = try TemporaryDirectory()
-        let log = Mutex<[String]>([])
+        let log = LockedValue<[String]>([])
         var migrator = Migrator()
         migrator.register("001-create-a") { db in
             log.withLock { $0.append("a") }

@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A mutual-exclusion lock on `pthread_mutex_t`.
+///
+/// The project's one lock, because the sanitizers see it: ThreadSanitizer intercepts `pthread_mutex_lock` and
+/// `pthread_mutex_unlock`, while on Linux `Synchronization.Mutex` synchronizes through futexes it cannot see, so
+/// every access under a `Mutex` is reported as a race (the shape of swift-nio's `NIOLock`).
+public final class Lock: @unchecked Sendable {  // the pthread mutex is what makes it Sendable
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    /// Creates an unlocked lock.
+    public init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        #if DEBUG
+            // Relocking or unlocking from the wrong thread fails instead of deadlocking or corrupting.
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+        #endif
+        let status = pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+        precondition(status == 0, "pthread_mutex_init failed: \(status)")
+    }
+
+    deinit {
+        let status = pthread_mutex_destroy(mutex)
+        assert(status == 0, "pthread_mutex_destroy failed: \(status)")
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Takes the lock, waiting for it if another thread holds it.
+    public func lock() {
+        let status = pthread_mutex_lock(mutex)
+        precondition(status == 0, "pthread_mutex_lock failed: \(status)")
+    }
+
+    /// Releases the lock; only the thread that took it may.
+    public func unlock() {
+        let status = pthread_mutex_unlock(mutex)
+        precondition(status == 0, "pthread_mutex_unlock failed: \(status)")
+    }
+
+    /// Runs `body` with the lock held.
+    @inlinable
+    public func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+/// A value reachable only with its lock held: the closure-scoped API of `Synchronization.Mutex`
+/// (`let state = LockedValue(State())`, `state.withLock { $0.count += 1 }`) on a ``Lock``.
+///
+/// The value goes in and comes out as `sending`, as with `Mutex`, so a value that is not `Sendable` can be
+/// shared this way without escaping into two isolation domains.
+public final class LockedValue<Value: ~Copyable>: @unchecked Sendable {  // every access to `value` holds `lock`
+    @usableFromInline let lock = Lock()
+    @usableFromInline var value: Value
+
+    /// Creates the box holding `value`.
+    public init(_ value: consuming sending Value) {
+        self.value = value
+    }
+
+    /// Runs `body` with the lock held and the value open for change.
+    @inlinable
+    public func withLock<Result: ~Copyable, Failure: Error>(
+        _ body: (inout sending Value) throws(Failure) -> sending Result
+    ) throws(Failure) -> sending Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
