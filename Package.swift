@@ -67,11 +67,20 @@ let package = Package(
             dependencies: ["MailSync", "MailSyncHTTP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport"]),
         // The reference libcurl client loop (C) that the transport benchmark measures HTTPClient against.
         .executableTarget(name: "curl-multi-load", linkerSettings: [.linkedLibrary("curl")]),
+        // The parsers of untrusted input as fuzz targets: `Scripts/fuzz` builds signalfetch-fuzz with libFuzzer;
+        // the ordinary build replays the seed corpora and earlier crashes (Tests/Fuzz/) through the same code.
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "APNs", "APNsSimulator", "MailboxService", "MailboxStore", "HTTPServer", "HTTP2Server", "HTTPClient",
+                "OpenSSLCrypto", "Locking",
+            ]),
+        .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
                 "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport", "APNs", "HTTPServer", "HTTP2Server",
-                "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2",
+                "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",
             ]),
 
         // MARK: Tests
@@ -105,6 +114,7 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["Locking", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),

@@ -7,8 +7,8 @@ import Foundation
 /// (printable ASCII strings without escapes, small integers, `true`/`false`/`null`, no repeated key,
 /// shallow nesting) and gives every other payload to `JSONSerialization`. The scan only ever accepts
 /// documents `JSONSerialization` accepts too, so both give the same answers.
-enum PayloadCheck {
-    enum Verdict: Equatable {
+package enum PayloadCheck {
+    package enum Verdict: Equatable {
         /// Not JSON, or JSON that is not an object.
         case notAnObject
         /// A JSON object; `contentAvailableIsOne` is `nil` when the scan left it undecided.
@@ -16,7 +16,7 @@ enum PayloadCheck {
     }
 
     /// The verdict for `body`, from the scan when it can decide, else from `JSONSerialization`.
-    static func check(_ body: Data, needsContentAvailable: Bool) -> Verdict {
+    package static func check(_ body: Data, needsContentAvailable: Bool) -> Verdict {
         if let verdict = scan(body), !needsContentAvailable || verdict != .object(contentAvailableIsOne: nil) {
             return verdict
         }
@@ -24,7 +24,7 @@ enum PayloadCheck {
     }
 
     /// The reference answer: `JSONSerialization` and the bridged types it returns.
-    static func foundationCheck(_ body: Data) -> Verdict {
+    package static func foundationCheck(_ body: Data) -> Verdict {
         guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
             return .notAnObject
         }
@@ -35,7 +35,7 @@ enum PayloadCheck {
 
     /// The byte-level scan: `.object` for a plain JSON object, `nil` for anything it does not decide
     /// (invalid JSON included: `JSONSerialization` names the verdict for those).
-    static func scan(_ body: Data) -> Verdict? {
+    package static func scan(_ body: Data) -> Verdict? {
         body.withUnsafeBytes { raw -> Verdict? in
             guard let base = raw.baseAddress, !raw.isEmpty else { return nil }
             let bytes = UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: raw.count)

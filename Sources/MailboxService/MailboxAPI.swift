@@ -4,7 +4,7 @@ import MailboxStore
 import OpenSSLCrypto
 
 /// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz` and `/metrics`.
-struct MailboxAPI: Sendable {
+package struct MailboxAPI: Sendable {
     let store: MailboxStore
     let configuration: ServiceConfiguration
     let metrics: Metrics
@@ -16,7 +16,7 @@ struct MailboxAPI: Sendable {
     /// Whether a device registration's topic belongs to an app the signal sender serves.
     let servesTopic: @Sendable (String) -> Bool
 
-    init(
+    package init(
         store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics,
         servesTopic: @escaping @Sendable (String) -> Bool = { _ in true },
         signalsQueued: @escaping @Sendable () -> Void
@@ -32,7 +32,7 @@ struct MailboxAPI: Sendable {
             window: configuration.loginWindow)
     }
 
-    var router: Router {
+    package var router: Router {
         var router = Router()
         router.post("/v1/session", handler: instrument("/v1/session", createSession))
         router.delete("/v1/session", handler: instrument("/v1/session", authenticated(deleteSession)))

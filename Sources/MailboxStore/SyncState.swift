@@ -14,13 +14,14 @@ public struct SyncState: Sendable, Hashable, CustomStringConvertible, Codable {
         self.modseq = modseq
     }
 
-    /// Parses a state string; `nil` when it is malformed.
+    /// Parses a state string; `nil` when it is malformed. Only the spelling ``description`` writes is accepted
+    /// (no leading zeros in the modseq), so each state has exactly one string.
     public init?(parsing text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 2, parts[0].count == 16,
             parts[0].utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
             parts[1].count <= 19, parts[1].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), !parts[1].isEmpty,
-            let modseq = Int64(parts[1])
+            parts[1] == "0" || parts[1].first != "0", let modseq = Int64(parts[1])
         else { return nil }
         self.epoch = String(parts[0])
         self.modseq = modseq

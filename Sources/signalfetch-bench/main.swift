@@ -27,6 +27,7 @@ let usage = """
                                               apns-sim devices that hold their notification streams and count
                                               every event (JSON lines: ready, then events on SIGTERM)
       signalfetch-bench jwt --key P8 --key-id ID --team-id ID      one provider token
+      signalfetch-bench locks [--operations N] [--rounds N]        LockedValue vs Synchronization.Mutex (JSON)
     """
 
 await runCommand(usage: usage) {
@@ -66,6 +67,11 @@ await runCommand(usage: usage) {
         print(
             #"{"benchmark":"sqlite-insert","rows":\#(rows),"batch":\#(batch),"sqlitekit_rows_per_s":\#(Int(best.kit)),"raw_c_rows_per_s":\#(Int(best.raw)),"ratio":\#(String(format: "%.3f", best.kit / best.raw))}"#
         )
+    case "locks":
+        let records = LockBenchmarks.run(
+            operations: try arguments.int("operations", default: 2_000_000),
+            rounds: try arguments.int("rounds", default: 5))
+        for record in records { print(record) }
     case "store":
         let count = try arguments.int("count", default: 2_000)
         let large = try arguments.int("large", default: 1_000_000)

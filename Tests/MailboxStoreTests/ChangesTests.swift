@@ -127,6 +127,9 @@ struct SeededGenerator: RandomNumberGenerator {
         #expect(throws: MailboxStoreError.malformedState) { try f.store.parseState("garbage") }
         #expect(throws: MailboxStoreError.malformedState) { try f.store.parseState("\(f.store.epoch)-") }
         #expect(throws: MailboxStoreError.malformedState) { try f.store.parseState("\(f.store.epoch)--1") }
+        // One spelling per state (found by the fuzzer: "-01" was read as "-1").
+        #expect(throws: MailboxStoreError.malformedState) { try f.store.parseState("\(f.store.epoch)-01") }
+        #expect(try f.store.parseState("\(f.store.epoch)-0").modseq == 0)
         #expect(throws: MailboxStoreError.cannotCalculateChanges) { try f.store.parseState("0123456789abcdef-1") }
         let other = try StoreFixture()
         #expect(throws: MailboxStoreError.cannotCalculateChanges) {

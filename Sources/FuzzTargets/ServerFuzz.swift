@@ -1,0 +1,82 @@
+import Foundation
+import HTTP2Server
+import HTTPServer
+
+/// Real servers on loopback, fed raw bytes over a fresh TCP connection per input: HTTP2Server over h2c, and
+/// mailboxd's router on HTTPServer over HTTP/1.1. Each input must leave the server answering.
+final class ServerFuzz: Sendable {
+    static let http2 = ServerFuzz(http2: ())
+    static let http1 = ServerFuzz(http1: ())
+
+    let port: UInt16
+    /// Bytes sent before the input (the HTTP/2 client preface), so the input starts at the frames.
+    let prefix: Data
+    private let keepAlive: any Sendable
+
+    private init(http2: Void) {
+        let server = HTTP2Server(
+            configuration: HTTP2ServerConfiguration(
+                host: "127.0.0.1", port: 0, tls: nil, maxConcurrentStreams: 100, idleTimeout: .seconds(5),
+                shutdownGracePeriod: .seconds(1)),
+            inlineHandler: { request in
+                HTTP2Response(status: request.path == "/slow" ? 503 : 200, body: Data(request.body.prefix(64)))
+            })
+        try! server.start()
+        port = UInt16(server.port)
+        prefix = Data("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        keepAlive = server
+    }
+
+    private init(http1: Void) {
+        let server = try! HTTPServer(
+            configuration: HTTPServer.Configuration(port: 0, threadCount: 2, requestTimeout: .seconds(2)),
+            router: APIFuzz.shared.router)
+        port = server.port
+        prefix = Data()
+        keepAlive = server
+    }
+
+    /// Sends `prefix + bytes`, half-closes, and reads until the server closes or 200 ms pass.
+    func send(_ bytes: Data) {
+        let payload = prefix + bytes
+        let socket = connectLoopback()
+        defer { close(socket) }
+        payload.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let sent = Glibc.send(socket, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if sent <= 0 { return }
+                offset += sent
+            }
+        }
+        shutdown(socket, Int32(SHUT_WR))
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var answer = Data()
+        while answer.count < 1 << 20 {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            answer.append(contentsOf: buffer[0..<count])
+        }
+        if prefix.isEmpty, answer.starts(with: Data("HTTP/1.1 5".utf8)), !answer.starts(with: Data("HTTP/1.1 503".utf8))
+        {
+            violated("HTTPServer answered \(String(decoding: answer.prefix(12), as: UTF8.self))")
+        }
+    }
+
+    private func connectLoopback() -> Int32 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if connected != 0 { violated("the server stopped accepting connections") }
+        return socket
+    }
+}
