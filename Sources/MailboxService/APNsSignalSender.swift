@@ -32,24 +32,6 @@ public final class APNsSignalSender: SignalSender {
         var key: Int
     }
 
-    /// Where one (environment, key) connection goes.
-    private struct ConnectionKey: Hashable {
-        var environment: APNsEnvironment
-        var key: Int
-    }
-
-    private struct Connection {
-        var client: APNsClient
-        var inFlight = 0
-        var lastUsed: ContinuousClock.Instant
-    }
-
-    private struct Pool {
-        var connections: [ConnectionKey: Connection] = [:]
-        var opened = 0
-        var closed = false
-    }
-
     /// The collapse id of every signal: a newer signal replaces an older one still waiting for the device.
     static let collapseID = "sync"
 
@@ -60,9 +42,8 @@ public final class APNsSignalSender: SignalSender {
     private let routes: [String: Route]
     private let keys: [ProviderTokenManager]
     private let payloadLimit: PayloadGuard.Limit
-    private let pool = LockedValue(Pool())
+    private let pool: APNsConnectionPool
     private let tokenSetup: Task<Void, Never>
-    private let sweeper = LockedValue<Task<Void, Never>?>(nil)
 
     /// Loads every app's signing key; connections open on first use.
     ///
@@ -96,6 +77,13 @@ public final class APNsSignalSender: SignalSender {
         }
         self.routes = routes
         keys = managers
+        pool = APNsConnectionPool(idleTimeout: idleTimeout) {
+            [configuration, managers, limit = payloadLimit] key in
+            APNsClient(
+                configuration: .init(
+                    endpoint: .custom(url: configuration.endpoint(for: key.environment), caFile: configuration.caFile),
+                    authentication: .token(managers[key.key]), payloadLimit: limit))
+        }
         tokenSetup = Task {
             for (manager, files) in cacheFiles {
                 for file in files.reversed() {
@@ -108,7 +96,7 @@ public final class APNsSignalSender: SignalSender {
     }
 
     deinit {
-        sweeper.withLock { $0?.cancel() }
+        pool.shutdown()
     }
 
     static func tokenFile(_ directory: String, keyID: String) -> String { directory + "/provider-token-" + keyID }
@@ -178,9 +166,9 @@ public final class APNsSignalSender: SignalSender {
     private func post(
         _ notification: APNsNotification, environment: APNsEnvironment, key: Int
     ) async -> Result<APNsResponse, APNsClientError>? {
-        let connection = ConnectionKey(environment: environment, key: key)
-        guard let client = checkOut(connection) else { return nil }
-        defer { checkIn(connection) }
+        let connection = APNsConnectionPool.Key(environment: environment, key: key)
+        guard let client = pool.checkOut(connection) else { return nil }
+        defer { pool.checkIn(connection) }
         do {
             return .success(try await client.send(notification))
         } catch {
@@ -217,76 +205,18 @@ public final class APNsSignalSender: SignalSender {
             result: result ?? .failure(.cancelled))
     }
 
-    /// The connection for `key`, opened if there is none; counted in flight until ``checkIn(_:)``.
-    private func checkOut(_ key: ConnectionKey) -> APNsClient? {
-        let (client, startSweeper) = pool.withLock { pool -> (APNsClient?, Bool) in
-            guard !pool.closed else { return (nil, false) }
-            let now = ContinuousClock.now
-            if var connection = pool.connections[key] {
-                connection.inFlight += 1
-                connection.lastUsed = now
-                pool.connections[key] = connection
-                return (connection.client, false)
-            }
-            let client = APNsClient(
-                configuration: .init(
-                    endpoint: .custom(url: configuration.endpoint(for: key.environment), caFile: configuration.caFile),
-                    authentication: .token(keys[key.key]), payloadLimit: payloadLimit))
-            pool.connections[key] = Connection(client: client, inFlight: 1, lastUsed: now)
-            pool.opened += 1
-            return (client, pool.opened == 1)
-        }
-        if startSweeper { startSweeping() }
-        return client
-    }
-
-    private func checkIn(_ key: ConnectionKey) {
-        pool.withLock { pool in
-            pool.connections[key]?.inFlight -= 1
-            pool.connections[key]?.lastUsed = .now
-        }
-    }
-
-    private func startSweeping() {
-        let interval = max(min(idleTimeout / 2, .seconds(30)), .milliseconds(10))
-        let task = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                guard let self else { return }
-                self.closeIdleConnections()
-            }
-        }
-        sweeper.withLock { $0 = task }
-        if pool.withLock({ $0.closed }) { task.cancel() }  // shut down meanwhile
-    }
-
     /// Closes every connection that has had nothing in flight for ``idleTimeout``; returns how many.
     @discardableResult
-    func closeIdleConnections(now: ContinuousClock.Instant = .now) -> Int {
-        let idle = pool.withLock { pool -> [APNsClient] in
-            let keys = pool.connections.filter { $0.value.inFlight == 0 && now - $0.value.lastUsed >= idleTimeout }
-            return keys.map { pool.connections.removeValue(forKey: $0.key)!.client }
-        }
-        for client in idle { client.shutdown() }
-        return idle.count
-    }
+    func closeIdleConnections(now: ContinuousClock.Instant = .now) -> Int { pool.closeIdleConnections(now: now) }
 
     /// The connections open now (one per endpoint and signing key in use).
-    public var openConnections: Int { pool.withLock { $0.connections.count } }
+    public var openConnections: Int { pool.openConnections }
 
     /// The connections opened so far.
-    public var connectionsOpened: Int { pool.withLock { $0.opened } }
+    public var connectionsOpened: Int { pool.connectionsOpened }
 
     /// Closes every connection; later sends are retried by the dispatcher's next start.
-    public func shutdown() {
-        sweeper.withLock { $0?.cancel() }
-        let clients = pool.withLock { pool -> [APNsClient] in
-            pool.closed = true
-            defer { pool.connections = [:] }
-            return pool.connections.values.map(\.client)
-        }
-        for client in clients { client.shutdown() }
-    }
+    public func shutdown() { pool.shutdown() }
 
     static func reason(_ result: Result<APNsResponse, APNsClientError>) -> String {
         switch result {

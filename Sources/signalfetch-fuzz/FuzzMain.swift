@@ -11,6 +11,13 @@ import FuzzTargets
     ) -> CInt
 
     nonisolated(unsafe) var selected: FuzzTarget?
+
+    /// libFuzzer's entry for one input (its runtime refers to the symbol; the driver below is handed it too).
+    @_cdecl("LLVMFuzzerTestOneInput")
+    func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+        selected!.run(UnsafeRawBufferPointer(start: data, count: size))
+        return 0
+    }
 #endif
 
 /// `signalfetch-fuzz TARGET [libFuzzer flags] [corpus…]`. Built by `Scripts/fuzz` with `-sanitize=fuzzer,address
@@ -33,10 +40,7 @@ struct FuzzMain {
             var argv = arguments.map { strdup($0) } + [nil]
             let status = argv.withUnsafeMutableBufferPointer { buffer -> CInt in
                 var pointer = buffer.baseAddress
-                return LLVMFuzzerRunDriver(&argc, &pointer) { data, size in
-                    selected!.run(UnsafeRawBufferPointer(start: data, count: size))
-                    return 0
-                }
+                return LLVMFuzzerRunDriver(&argc, &pointer, fuzzOneInput)
             }
             exit(status)
         #else

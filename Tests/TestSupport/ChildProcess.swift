@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A long-running child process for tests (a server under test, a peer program), started with
 /// `posix_spawn` and a clean signal mask.
 ///
@@ -68,9 +72,26 @@ public final class ChildProcess: @unchecked Sendable {  // `lock` guards `exitSt
     deinit { _ = stop(signal: SIGKILL) }
 
     /// Everything the child has written to standard output so far.
-    public var output: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    public var output: String { Self.read(stdoutPath) }
     /// Everything the child has written to standard error so far.
-    public var errorOutput: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+    public var errorOutput: String { Self.read(stderrPath) }
+
+    /// A file's text, read with `read(2)`: Foundation's file reading (`String(contentsOfFile:)`,
+    /// `Data(contentsOf:)`, `FileManager.contents(atPath:)`) leaks a 4 KiB buffer for every empty file it reads
+    /// in this toolchain, and a child's log is often still empty.
+    static func read(_ path: String) -> String {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return "" }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            bytes += chunk[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
 
     /// Whether the child is still running (reaps it when it has ended).
     public var isRunning: Bool { poll() == nil }
