@@ -10,7 +10,7 @@ final class ServerFuzz: Sendable {
 
     let port: UInt16
     /// Bytes sent before the input (the HTTP/2 client preface), so the input starts at the frames.
-    let prefix: Data
+    let prefix: [UInt8]
     private let keepAlive: any Sendable
 
     private init(http2: Void) {
@@ -23,7 +23,7 @@ final class ServerFuzz: Sendable {
             })
         try! server.start()
         port = UInt16(server.port)
-        prefix = Data("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        prefix = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
         keepAlive = server
     }
 
@@ -32,13 +32,13 @@ final class ServerFuzz: Sendable {
             configuration: HTTPServer.Configuration(port: 0, threadCount: 2, requestTimeout: .seconds(2)),
             router: APIFuzz.shared.router)
         port = server.port
-        prefix = Data()
+        prefix = []
         keepAlive = server
     }
 
     /// Sends `prefix + bytes`, half-closes, and reads until the server closes or 200 ms pass.
     func send(_ bytes: Data) {
-        let payload = prefix + bytes
+        let payload = Data(prefix) + bytes
         let socket = connectLoopback()
         defer { close(socket) }
         payload.withUnsafeBytes { raw in

@@ -133,7 +133,8 @@ package struct MailboxAPI: Sendable {
         -> Int
     {
         guard let text = request.query(name) else { return defaultValue }
-        guard let value = Int(text), range.contains(value) else {
+        let digits = (1...9).contains(text.utf8.count) && text.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        guard digits, let value = Int(text), range.contains(value) else {
             throw HTTPError(
                 .badRequest, code: "invalidArgument",
                 message: "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound).")

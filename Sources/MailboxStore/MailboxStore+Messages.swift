@@ -123,7 +123,10 @@ extension MailboxStore {
     ) throws -> MessagePage {
         var after: Int64 = 0
         if let cursor {
-            guard let value = Int64(cursor), value >= 0 else { throw MailboxStoreError.invalidArgument("cursor") }
+            // Digits only (no sign, at most 18): the spelling `nextCursor` writes.
+            guard (1...18).contains(cursor.utf8.count), cursor.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let value = Int64(cursor)
+            else { throw MailboxStoreError.invalidArgument("cursor") }
             after = value
         }
         let pageSize = max(1, min(limit, 1000))

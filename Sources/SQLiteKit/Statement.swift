@@ -51,7 +51,7 @@ public final class Statement {
         case .null: rc = sqlite3_bind_null(handle, index)
         case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
         case .real(let v): rc = sqlite3_bind_double(handle, index, v)
-        case .text(let v): rc = sqlite3_bind_text(handle, index, v, -1, transient)
+        case .text(let v): rc = bindText(v, at: index)
         case .blob(let v):
             rc = v.withUnsafeBytes { sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), transient) }
         }
@@ -66,8 +66,20 @@ public final class Statement {
 
     /// Binds text to the 1-based parameter `index` (a fast path for hot loops).
     public func bind(_ value: String, at index: Int32) throws {
-        let rc = sqlite3_bind_text(handle, index, value, -1, transient)
+        let rc = bindText(value, at: index)
         guard rc == SQLITE_OK else { throw SQLiteError(connection: connection, code: rc, sql: sql) }
+    }
+
+    /// Binds all of `value`'s UTF-8 bytes, NUL characters included: a length of -1 would make SQLite stop at the
+    /// first NUL and store (and compare) only what comes before it.
+    private func bindText(_ value: String, at index: Int32) -> Int32 {
+        var value = value
+        return value.withUTF8 { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { text in
+                guard let base = text.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, transient) }
+                return sqlite3_bind_text(handle, index, base, Int32(text.count), transient)
+            }
+        }
     }
 
     /// Resets the statement so it can run again; bindings are kept.

@@ -83,53 +83,19 @@ func run(_ executable: String, _ arguments: [String], input: String? = nil) asyn
     }
 }
 
-/// A child process running in the background, its output collected in files.
-final class BackgroundProcess {
-    /// Exit notification shared with the termination handler (guarded by its mutex).
-    private final class ExitState: Sendable {
-        let state = LockedValue<(exited: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
-
-        func markExited() {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                state.exited = true
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
-        }
-
-        func wait() async {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let exited = state.withLock { state -> Bool in
-                    if !state.exited { state.waiter = continuation }
-                    return state.exited
-                }
-                if exited { continuation.resume() }
-            }
-        }
-    }
-
-    let process: Process
+/// A child process running in the background, its output collected in files (started with `posix_spawn`:
+/// `Foundation.Process` objects with a termination handler were never freed).
+final class BackgroundProcess: Sendable {
+    private let child: ChildProcess
     private let directory: TemporaryDirectory
-    private let exit = ExitState()
 
     init(_ executable: String, _ arguments: [String]) throws {
         directory = try TemporaryDirectory(prefix: "h2server-proc")
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        _ = FileManager.default.createFile(atPath: directory.path("out"), contents: nil)
-        _ = FileManager.default.createFile(atPath: directory.path("err"), contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: directory.url.appendingPathComponent("out"))
-        process.standardError = try FileHandle(forWritingTo: directory.url.appendingPathComponent("err"))
-        process.standardInput = FileHandle.nullDevice
-        let exit = self.exit
-        process.terminationHandler = { _ in exit.markExited() }
-        try process.run()
+        child = try ChildProcess(executable, arguments, logDirectory: directory.url.path)
     }
 
     /// Sends SIGKILL: the peer vanishes without closing anything.
-    func kill() { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
+    func kill() { _ = Glibc.kill(child.pid, SIGKILL) }
 
     /// What a finished background process printed.
     struct Output {
@@ -140,10 +106,10 @@ final class BackgroundProcess {
 
     /// Waits for the process to exit and returns its output.
     func wait() async -> Output {
-        await exit.wait()
-        let out = (try? String(contentsOfFile: directory.path("out"), encoding: .utf8)) ?? ""
-        let err = (try? String(contentsOfFile: directory.path("err"), encoding: .utf8)) ?? ""
-        return Output(status: process.terminationStatus, stdout: out, stderr: err)
+        let child = self.child
+        let raw = (try? await offPool { child.waitForExit() }) ?? -1
+        let status = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+        return Output(status: status, stdout: child.output, stderr: child.errorOutput)
     }
 }
 

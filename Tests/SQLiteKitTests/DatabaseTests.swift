@@ -29,6 +29,21 @@ import Testing
         #expect(row["n"] == .null)
     }
 
+    @Test func textKeepsEveryCharacterIncludingNUL() throws {
+        // Found by fuzzing the API: text bound with length -1 ended at its first NUL, so "ab\0cd" was stored as
+        // "ab" and a username "fuzz\0x" matched the account "fuzz".
+        let pool = try DatabasePool.inMemory()
+        try pool.write { db in
+            try db.execute("CREATE TABLE t (s TEXT)")
+            try db.run("INSERT INTO t VALUES (?)", "ab\u{0}cd")
+            try db.run("INSERT INTO t VALUES (?)", "")
+        }
+        let stored = try pool.read { try $0.query("SELECT s FROM t ORDER BY rowid").map { $0["s"] } }
+        let matches = try pool.read { try $0.scalar("SELECT count(*) FROM t WHERE s = ?", "ab") }
+        #expect(stored == [.text("ab\u{0}cd"), .text("")])
+        #expect(matches == .integer(0))
+    }
+
     @Test func cachedStatementsNeverReuseEarlierBindings() throws {
         let pool = try DatabasePool.inMemory()
         let (second, rows) = try pool.write { db -> (SQLValue, [Row]) in

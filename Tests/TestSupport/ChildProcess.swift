@@ -79,7 +79,7 @@ public final class ChildProcess: @unchecked Sendable {  // `lock` guards `exitSt
     /// A file's text, read with `read(2)`: Foundation's file reading (`String(contentsOfFile:)`,
     /// `Data(contentsOf:)`, `FileManager.contents(atPath:)`) leaks a 4 KiB buffer for every empty file it reads
     /// in this toolchain, and a child's log is often still empty.
-    static func read(_ path: String) -> String {
+    public static func read(_ path: String) -> String {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return "" }
         defer { close(descriptor) }
