@@ -50,6 +50,8 @@ let package = Package(
             name: "MailboxService",
             dependencies: ["MailboxStore", "HTTPServer", "APNs", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailSync"),
+        // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
+        .target(name: "MailIngest"),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         .target(
@@ -114,6 +116,7 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(name: "MailIngestTests", dependencies: ["MailIngest"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(
             name: "IntegrationTests",

@@ -161,12 +161,44 @@ public struct APNsError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int64(trimmed), seconds >= 0 { return .seconds(seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: trimmed) else { return nil }
+        guard let date = parseHTTPDate(trimmed) else { return nil }
         return .milliseconds(max(0, Int64(date.timeIntervalSince(now) * 1000)))
+    }
+
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 section 5.6.7), read byte by byte.
+    ///
+    /// Not `DateFormatter`: this toolchain's traps on some non-ASCII input ("Incorrect range"), which the fuzzer
+    /// found in a `Retry-After` header, so a gateway's header could stop the process.
+    static func parseHTTPDate(_ text: String) -> Date? {
+        let b = Array(text.utf8)
+        guard b.count == 29, b[3] == UInt8(ascii: ","), b[4] == 0x20, b[7] == 0x20, b[11] == 0x20, b[16] == 0x20,
+            b[19] == UInt8(ascii: ":"), b[22] == UInt8(ascii: ":"), Array(b[25...]) == Array(" GMT".utf8)
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for byte in b[range] {
+                guard byte >= 0x30, byte <= 0x39 else { return nil }
+                value = value * 10 + Int(byte - 0x30)
+            }
+            return value
+        }
+        let monthName = String(decoding: b[8..<11], as: UTF8.self)
+        guard let day = number(5..<7), let year = number(12..<16), let hour = number(17..<19),
+            let minute = number(20..<22), let second = number(23..<25),
+            let month = months.firstIndex(of: monthName), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var components = DateComponents()
+        components.timeZone = TimeZone(identifier: "GMT")
+        (components.year, components.month, components.day) = (year, month + 1, day)
+        (components.hour, components.minute, components.second) = (hour, minute, second)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "GMT")!
+        guard let date = calendar.date(from: components),
+            calendar.component(.day, from: date) == day  // no 31 Feb rolled into March
+        else { return nil }
+        return date
     }
 
     /// The status and reason, e.g. `"APNs 410 Unregistered"`.

@@ -41,6 +41,11 @@ struct APNsErrorTests {
         #expect(APNsError.parseRetryAfter("Tue, 14 Nov 2023 22:15:20 GMT", now: now) == .seconds(120))
         #expect(APNsError.parseRetryAfter("-5", now: now) == nil)
         #expect(APNsError.parseRetryAfter("soon", now: now) == nil)
+        // Found by the fuzzer: DateFormatter trapped on non-ASCII bytes in a date.
+        #expect(APNsError.parseRetryAfter("W\u{6db}\u{4dc}21 Oct 2026 07:28:00 GMT", now: now) == nil)
+        #expect(APNsError.parseRetryAfter("Tue, 31 Feb 2023 22:15:20 GMT", now: now) == nil)
+        #expect(APNsError.parseRetryAfter("Tue, 14 Nov 2023 22:15:20 UTC", now: now) == nil)
+        #expect(APNsError.parseRetryAfter("Tue, 14 Nov 2023 22:14:20 GMT", now: now) == .seconds(60))
         let error = APNsError(
             status: 429, body: Array(#"{"reason":"TooManyRequests"}"#.utf8), apnsID: nil, retryAfter: "7", now: now)
         #expect(error.retryAfter == .seconds(7))
