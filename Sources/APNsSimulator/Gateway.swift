@@ -180,22 +180,16 @@ public final class Gateway: Sendable {
     @discardableResult
     public func scriptError(_ reason: RejectionReason, count: Int? = nil, for token: String) -> Bool {
         state.withLock { state in
-            let token = token.lowercased()
-            guard state.devices[token]?.unregisteredAt == nil, state.devices[token] != nil else { return false }
-            state.devices[token]?.scriptedError = ScriptedError(reason: reason, remaining: count)
-            return true
+            state.updateActive(token.lowercased()) {
+                $0.scriptedError = ScriptedError(reason: reason, remaining: count)
+            }
         }
     }
 
     /// Removes a scripted answer. Returns `false` if the device is not active.
     @discardableResult
     public func clearScriptedError(for token: String) -> Bool {
-        state.withLock { state in
-            let token = token.lowercased()
-            guard state.devices[token]?.unregisteredAt == nil, state.devices[token] != nil else { return false }
-            state.devices[token]?.scriptedError = nil
-            return true
-        }
+        state.withLock { state in state.updateActive(token.lowercased()) { $0.scriptedError = nil } }
     }
 
     /// Holds a device offline (its notifications are stored and collapsed, the last one kept) or brings it

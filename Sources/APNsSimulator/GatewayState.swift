@@ -333,6 +333,15 @@ struct GatewayState: Sendable {
         }
     }
 
+    /// Changes an active (registered, not deleted) device in place; `false` if there is none.
+    mutating func updateActive(_ token: String, _ change: (inout DeviceRecord) -> Void) -> Bool {
+        guard let index = devices.index(forKey: token), devices.values[index].unregisteredAt == nil else {
+            return false
+        }
+        change(&devices.values[index])
+        return true
+    }
+
     /// Holds the device offline or brings it back; back online, with a stream open, it gets what was stored.
     /// Returns `false` if the device is not active.
     mutating func setOnline(_ token: String, _ online: Bool, now: Date) -> Bool {

@@ -36,6 +36,9 @@ public struct APNsConfiguration: Sendable, Equatable {
             self.teamID = teamID
             self.signalKind = signalKind
         }
+
+        /// Names the signing key: apps with the same name share one key (and one provider token).
+        var signingKeyName: String { teamID + "." + keyID }
     }
 
     /// Apple's production gateway.
@@ -76,7 +79,7 @@ public struct APNsConfiguration: Sendable, Equatable {
             guard topics.insert(app.topic).inserted else {
                 throw APNsConfigurationError("the topic \(app.topic) is configured twice")
             }
-            let key = app.teamID + "." + app.keyID
+            let key = app.signingKeyName
             if let other = keyFiles[key], other != app.keyFile {
                 throw APNsConfigurationError("key \(app.keyID) of team \(app.teamID) is given two key files")
             }
@@ -123,11 +126,8 @@ public struct APNsConfiguration: Sendable, Equatable {
             guard let fields = element as? [String: Any] else { throw fail("apps[\(index)] must be an object") }
             let app = JSONFields(fields, path: "apps[\(index)].")
             try app.allow(["topic", "keyFile", "keyId", "teamId", "signalKind"], fail)
-            let kind: APNsSignalSender.Kind
-            switch try app.string("signalKind", fail) ?? "badge" {
-            case "badge": kind = .badge
-            case "background": kind = .background
-            default: throw fail("apps[\(index)].signalKind must be \"badge\" or \"background\"")
+            guard let kind = APNsSignalSender.Kind(rawValue: try app.string("signalKind", fail) ?? "badge") else {
+                throw fail("apps[\(index)].signalKind must be \"badge\" or \"background\"")
             }
             apps.append(
                 App(

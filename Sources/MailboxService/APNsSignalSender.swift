@@ -1,6 +1,5 @@
 import APNs
 import Foundation
-import Locking
 import MailboxStore
 
 /// Sends content-free signals to APNs (or apns-sim) for outbox rows, for every configured app and both
@@ -41,7 +40,6 @@ public final class APNsSignalSender: SignalSender {
     public let idleTimeout: Duration
     private let routes: [String: Route]
     private let keys: [ProviderTokenManager]
-    private let payloadLimit: PayloadGuard.Limit
     private let pool: APNsConnectionPool
     private let tokenSetup: Task<Void, Never>
 
@@ -55,13 +53,13 @@ public final class APNsSignalSender: SignalSender {
     ) throws {
         self.configuration = configuration
         self.idleTimeout = idleTimeout
-        payloadLimit = legacyPayloadLimit ? .legacy : .standard
+        let payloadLimit: PayloadGuard.Limit = legacyPayloadLimit ? .legacy : .standard
         var managers: [ProviderTokenManager] = []
         var keyIndex: [String: Int] = [:]
         var routes: [String: Route] = [:]
         var cacheFiles: [(ProviderTokenManager, [String])] = []
         for app in configuration.apps {
-            let name = app.teamID + "." + app.keyID
+            let name = app.signingKeyName
             if keyIndex[name] == nil {
                 let key = try APNsSigningKey(p8File: app.keyFile, keyID: app.keyID, teamID: app.teamID)
                 let manager = ProviderTokenManager(signingKey: key)
