@@ -27,6 +27,9 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPDSystem", path: "Sources/CMicroHTTPDSystem", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(
+            name: "CGMime", path: "Sources/CGMime", pkgConfig: "gmime-3.0",
+            providers: [.apt(["libgmime-3.0-dev"])]),
         .target(name: "CCurl", dependencies: ["CCurlSystem"]),
         .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
 
@@ -48,10 +51,12 @@ let package = Package(
         .target(name: "MailboxStore", dependencies: ["SQLiteKit", "OpenSSLCrypto"]),
         .target(
             name: "MailboxService",
-            dependencies: ["MailboxStore", "HTTPServer", "APNs", "OpenSSLCrypto", "Locking"]),
+            dependencies: ["MailboxStore", "HTTPServer", "APNs", "MailIngest", "MailMIME", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailSync"),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
-        .target(name: "MailIngest"),
+        .target(name: "MailIngest", dependencies: ["Locking"]),
+        // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.
+        .target(name: "MailMIME", dependencies: ["CGMime"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         .target(
@@ -61,7 +66,8 @@ let package = Package(
         // MARK: Executables (argument parsing and wiring only)
         .target(name: "CommandLineSupport", dependencies: ["Locking"]),
         .executableTarget(
-            name: "mailboxd", dependencies: ["MailboxService", "CommandLineSupport", "OpenSSLCrypto"]),
+            name: "mailboxd",
+            dependencies: ["MailboxService", "MailIngest", "CommandLineSupport", "OpenSSLCrypto"]),
         .executableTarget(
             name: "apns-sim", dependencies: ["APNsSimulator", "CommandLineSupport"]),
         .executableTarget(
@@ -116,7 +122,8 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
-        .testTarget(name: "MailIngestTests", dependencies: ["MailIngest"]),
+        .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
+        .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(
             name: "IntegrationTests",

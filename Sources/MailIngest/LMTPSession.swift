@@ -44,10 +44,22 @@ public struct LMTPSession: Sendable {
         }
     }
 
+    /// What a recipient lookup found.
+    public enum RecipientCheck: Sendable, Equatable {
+        /// An account receives mail at the address.
+        case exists
+        /// No account does (`550 5.1.1`: the MTA bounces for this recipient only).
+        case unknown
+        /// The lookup could not be made (`451 4.3.0`: the MTA tries this recipient again later).
+        case unavailable
+    }
+
     /// What became of one recipient's copy.
     public enum DeliveryResult: Sendable, Equatable {
         /// Committed: the copy survives a crash.
         case stored
+        /// The account went away after RCPT: nothing stored, the MTA bounces.
+        case unknownRecipient
         /// Nothing was stored; the MTA should try again later.
         case storageUnavailable
     }
@@ -115,14 +127,17 @@ public struct LMTPSession: Sendable {
     }
 
     /// Reports the lookup asked for by ``Action/verifyRecipient(_:)`` and goes on with the input.
-    public mutating func recipientVerified(_ exists: Bool) -> [Action] {
+    public mutating func recipientVerified(_ check: RecipientCheck) -> [Action] {
         guard case .verifying(let sender, var recipients, let candidate) = state else { return [] }
         var actions: [Action]
-        if exists {
+        switch check {
+        case .exists:
             recipients.append(candidate)
             actions = [.send("250 2.1.5 Recipient OK\r\n")]
-        } else {
+        case .unknown:
             actions = [.send("550 5.1.1 No such user here\r\n")]
+        case .unavailable:
+            actions = [.send("451 4.3.0 Mailbox lookup unavailable, try again later\r\n")]
         }
         state = .transaction(sender: sender, recipients: recipients)
         actions += process()
@@ -137,6 +152,7 @@ public struct LMTPSession: Sendable {
         for (recipient, result) in zip(recipients, results) {
             switch result {
             case .stored: replies += "250 2.0.0 <\(recipient)> delivered\r\n"
+            case .unknownRecipient: replies += "550 5.1.1 <\(recipient)> no such user here\r\n"
             case .storageUnavailable: replies += "451 4.3.0 <\(recipient)> storage unavailable, try again later\r\n"
             }
         }

@@ -7,27 +7,42 @@ struct MessageJSON: Encodable {
     var id: String
     var mailbox: String
     var from: String
-    var to: String
+    var to: [MailAddress]
+    var cc: [MailAddress]
     var subject: String
     var preview: String
     var size: Int
     var receivedAt: Double
+    var sentAt: Double?
+    var messageId: String?
+    var inReplyTo: String?
     var seen: Bool
     var flagged: Bool
+    var hasAttachment: Bool
+    var attachments: [AttachmentRecord]
     var body: String?
+    var htmlBody: String?
 
-    init(_ record: MessageRecord, includeBody: Bool) {
+    init(_ record: MessageRecord, includeBody: Bool, includeHTML: Bool = false) {
         id = record.id
         mailbox = record.mailbox.rawValue
         from = record.from
-        to = record.to
+        // Messages stored before MIME support name only the account they were delivered to.
+        to = record.recipients.isEmpty ? [MailAddress(name: "", address: record.to)] : record.recipients
+        cc = record.cc
         subject = record.subject
         preview = record.preview
         size = record.size
         receivedAt = record.receivedAt
+        sentAt = record.sentAt
+        messageId = record.messageID
+        inReplyTo = record.inReplyTo
         seen = record.seen
         flagged = record.flagged
+        hasAttachment = record.hasAttachment
+        attachments = record.attachments
         body = includeBody ? record.body : nil
+        htmlBody = includeHTML ? record.htmlBody : nil
     }
 }
 

@@ -57,7 +57,35 @@ extension MailboxAPI {
     func getMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         guard let id = request.parameter("id"), let message = try store.message(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message.") }
-        return try .json(MessageJSON(message, includeBody: true))
+        return try .json(MessageJSON(message, includeBody: true, includeHTML: true))
+    }
+
+    /// `GET /v1/messages/{id}/raw`: the message byte for byte as it arrived.
+    func getRawMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        guard let id = request.parameter("id"), let raw = try store.rawMessage(id: id, accountID: session.accountID)
+        else { throw HTTPError.notFound("No such message, or it has no raw form.") }
+        var response = HTTPResponse(body: Data(raw))
+        response.headers.replaceOrAdd(name: "Content-Type", value: "message/rfc822")
+        return response
+    }
+
+    /// `GET /v1/messages/{id}/parts/{partId}`: one part's decoded bytes, as a download.
+    func getMessagePart(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        let partID = request.parameter("partId") ?? ""
+        guard MessageParts.isValidPartID(partID) else {
+            throw HTTPError(
+                .badRequest, code: "invalidArgument", message: "A part id is dot-separated numbers, such as 2 or 1.2.")
+        }
+        guard let id = request.parameter("id"), let raw = try store.rawMessage(id: id, accountID: session.accountID),
+            let part = MessageParts.part(partID, of: raw)
+        else { throw HTTPError.notFound("No such message or part.") }
+        var response = HTTPResponse(body: Data(part.bytes))
+        response.headers.replaceOrAdd(name: "Content-Type", value: part.contentType)
+        response.headers.replaceOrAdd(
+            name: "Content-Disposition", value: MessageParts.contentDisposition(filename: part.filename, partID: partID)
+        )
+        response.headers.replaceOrAdd(name: "X-Content-Type-Options", value: "nosniff")
+        return response
     }
 
     func patchMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
@@ -139,7 +167,7 @@ extension MailboxAPI {
         let receipt: DeliveryReceipt
         do {
             receipt = try await store.deliver(
-                NewMessage(to: body.to, from: body.from, subject: body.subject, body: body.body))
+                MessageParts.composed(to: body.to, from: body.from, subject: body.subject, body: body.body))
         } catch MailboxStoreError.notFound {
             throw HTTPError(.notFound, code: "unknownRecipient", message: "No account has that address.")
         }

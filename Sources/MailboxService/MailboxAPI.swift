@@ -39,6 +39,10 @@ package struct MailboxAPI: Sendable {
         router.get("/v1/mailboxes", handler: instrument("/v1/mailboxes", authenticated(listMailboxes)))
         router.get("/v1/messages", handler: instrument("/v1/messages", authenticated(listMessages)))
         router.get("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(getMessage)))
+        router.get("/v1/messages/:id/raw", handler: instrument("/v1/messages/{id}/raw", authenticated(getRawMessage)))
+        router.get(
+            "/v1/messages/:id/parts/:partId",
+            handler: instrument("/v1/messages/{id}/parts/{partId}", authenticated(getMessagePart)))
         router.patch("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(patchMessage)))
         router.delete("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(deleteMessage)))
         router.get("/v1/changes", handler: instrument("/v1/changes", authenticated(changes)))

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import MailIngest
 import MailboxStore
 
 /// The running mailbox service: the store, the HTTPS API and the signal dispatcher, wired together.
@@ -11,10 +12,13 @@ public final class MailboxService: Sendable {
     /// The dispatcher.
     public let dispatcher: SignalDispatcher
     private let server: HTTPServer
+    private let lmtp: LMTPServer?
     private let maintenance: Task<Void, Never>
 
     /// The port the API listens on.
     public var port: UInt16 { server.port }
+    /// The port the LMTP listener is bound to, when there is one.
+    public var lmtpPort: UInt16? { lmtp?.port }
 
     /// Opens the store, starts the API server and the dispatcher.
     public init(
@@ -43,7 +47,18 @@ public final class MailboxService: Sendable {
             serverConfiguration.accessLog = { entry in accessLog(entry.description) }
         }
         serverConfiguration.errorLog = { message in log("http: \(message)") }
-        self.server = try HTTPServer(configuration: serverConfiguration, router: api.router)
+        let lmtp = try configuration.lmtp.map { lmtpConfiguration in
+            try LMTPServer(
+                configuration: lmtpConfiguration,
+                backend: LMTPDelivery(store: store, metrics: metrics) { dispatcher.wake() }, log: log)
+        }
+        do {
+            self.server = try HTTPServer(configuration: serverConfiguration, router: api.router)
+        } catch {
+            lmtp?.shutdown()
+            throw error
+        }
+        self.lmtp = lmtp
         self.store = store
         self.metrics = metrics
         self.dispatcher = dispatcher
@@ -57,8 +72,17 @@ public final class MailboxService: Sendable {
         dispatcher.start()
     }
 
-    /// Stops the API (finishing in-flight requests), then the dispatcher.
+    /// Stops the LMTP listener and the API (finishing in-flight requests), then the dispatcher.
     public func shutdown() async {
+        if let lmtp {
+            // Its shutdown waits for the sessions' threads: off the cooperative pool, which their stores need.
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                Thread {
+                    lmtp.shutdown()
+                    done.resume()
+                }.start()
+            }
+        }
         await server.shutdown()
         await dispatcher.stop()
         maintenance.cancel()

@@ -1,4 +1,5 @@
 import Foundation
+import MailIngest
 import MailboxStore
 
 /// Everything `mailboxd serve` is configured with.
@@ -30,6 +31,8 @@ public struct ServiceConfiguration: Sendable {
     public var loginFailuresPerAddress = 20
     /// The failed-login window, in seconds.
     public var loginWindow: TimeInterval = 300
+    /// The LMTP listener for mail from an MTA; `nil` (the default) for none.
+    public var lmtp: LMTPServer.Configuration?
     /// Where to log one line per request; `nil` for none.
     public var accessLog: (@Sendable (String) -> Void)?
 

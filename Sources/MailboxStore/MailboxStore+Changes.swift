@@ -59,7 +59,11 @@ extension MailboxStore {
                 let tombstoneModseq = t < tombstones.count ? tombstones[t][2].int64! : Int64.max
                 if messageModseq < tombstoneModseq {
                     let record = Self.message(from: messages[m])
-                    if messages[m][12].int64! > since.modseq { created.append(record) } else { updated.append(record) }
+                    if messages[m][Self.messageColumnCount].int64! > since.modseq {
+                        created.append(record)
+                    } else {
+                        updated.append(record)
+                    }
                     last = messageModseq
                     m += 1
                 } else {

@@ -8,15 +8,59 @@ extension MailboxStore {
 
     static let messageColumns = """
         m.public_id, b.role, m.from_addr, m.to_addr, m.subject, m.preview, m.body, m.size, m.received_at, m.seen,
-        m.flagged, m.modseq
+        m.flagged, m.modseq, m.message_id, m.in_reply_to, m.to_json, m.cc_json, m.sent_at, m.attachments_json
         """
+    /// How many columns ``messageColumns`` names: a query's own columns follow at this index.
+    static let messageColumnCount = 18
 
     static func message(from row: Row) -> MessageRecord {
         MessageRecord(
             id: row[0].string!, mailbox: MailboxRole(rawValue: row[1].string!) ?? .inbox, from: row[2].string!,
             to: row[3].string!, subject: row[4].string!, preview: row[5].string!, body: row[6].string!,
             size: row[7].int!, receivedAt: row[8].double!, seen: row[9].bool!, flagged: row[10].bool!,
-            modseq: row[11].int64!)
+            modseq: row[11].int64!, messageID: row[12].string, inReplyTo: row[13].string,
+            recipients: decodeList(row[14].string), cc: decodeList(row[15].string), sentAt: row[16].double,
+            attachments: decodeList(row[17].string))
+    }
+
+    /// A JSON array column (`'[]'` when empty, the common case, decoded without a decoder).
+    static func decodeList<T: Decodable>(_ text: String?) -> [T] {
+        guard let text, text != "[]" else { return [] }
+        return (try? JSONDecoder().decode([T].self, from: Data(text.utf8))) ?? []
+    }
+
+    static func encodeList<T: Encodable>(_ list: [T]) -> String {
+        guard !list.isEmpty, let data = try? JSONEncoder().encode(list) else { return "[]" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The account part of a recipient address: `alice@example.com` → `alice` (an account's address is its
+    /// username at any domain). `nil` when the address has no domain.
+    static func localPart(of address: String) -> String? {
+        guard let at = address.lastIndex(of: "@"), at != address.startIndex else { return nil }
+        return String(address[..<at])
+    }
+
+    /// The account mail to `address` goes to: the username itself, or the part before the domain.
+    static func recipient(
+        _ ledger: BatchLedger, _ db: Database, address: String
+    ) throws -> BatchLedger.Recipient? {
+        if let exact = try ledger.recipient(db, username: address) { return exact }
+        guard let local = localPart(of: address) else { return nil }
+        return try ledger.recipient(db, username: local)
+    }
+
+    /// Whether an account receives mail at `address` (its username, or its username at any domain).
+    public func recipientExists(address: String) throws -> Bool {
+        let name = address.lowercased()
+        return try read { db in
+            let names = [name] + (Self.localPart(of: name).map { [$0] } ?? [])
+            for candidate in names
+            where try db.scalar("SELECT 1 FROM accounts WHERE username = ?", candidate).int64 != nil {
+                return true
+            }
+            return false
+        }
     }
 
     /// A new message id: 24 lowercase hex characters, the delivery time in milliseconds (12) then 48 random bits
@@ -82,26 +126,54 @@ extension MailboxStore {
         let id = Self.newMessageID(time: received)
         let preview = Self.preview(of: message.body)
         let recipient = message.to.lowercased()
+        let blobHash = message.raw.map { Hex.encode(SHA256.hash($0)) }
+        let ingestKey = message.deduplicates ? blobHash : nil
         let ledger = ledger
-        let (accountID, modseq) = try await write(defers: true) { db -> (Int64, Int64) in
-            guard let target = try ledger.recipient(db, username: recipient) else {
+        let (accountID, storedID, modseq) = try await write(defers: true) { db -> (Int64, String, Int64) in
+            guard let target = try Self.recipient(ledger, db, address: recipient) else {
                 throw MailboxStoreError.notFound
             }
+            if let ingestKey,
+                let existing = try db.scalar(
+                    "SELECT public_id FROM messages WHERE account_id = ? AND ingest_key = ?", target.account, ingestKey
+                ).string
+            {
+                return (target.account, existing, try ledger.nextModseq(db, account: target.account) - 1)
+            }
             let modseq = try ledger.nextModseq(db, account: target.account)
+            if let raw = message.raw, let blobHash {
+                try db.run("INSERT INTO blobs (hash, bytes) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING", blobHash, raw)
+            }
             try db.run(
                 """
                 INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
-                                      size, received_at, created_modseq, modseq)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      size, received_at, created_modseq, modseq, message_id, in_reply_to, to_json,
+                                      cc_json, sent_at, attachments_json, html_body, blob_hash, ingest_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 arguments: [
                     id, target.account, target.inbox, message.from, recipient, message.subject, preview,
-                    message.body, message.body.utf8.count, received, modseq, modseq,
+                    message.body, message.body.utf8.count, received, modseq, modseq, message.messageID,
+                    message.inReplyTo, Self.encodeList(message.recipients), Self.encodeList(message.cc), message.sentAt,
+                    Self.encodeList(message.attachments), message.htmlBody, blobHash, ingestKey,
                 ])
             ledger.use(modseq, account: target.account)
-            return (target.account, modseq)
+            return (target.account, id, modseq)
         }
-        return DeliveryReceipt(id: id, state: state(modseq), accountID: accountID)
+        return DeliveryReceipt(
+            id: storedID, state: state(modseq), accountID: accountID, duplicate: storedID != id)
+    }
+
+    /// The message's raw RFC 5322 bytes as they arrived, if the account has the message and its raw form.
+    public func rawMessage(id: String, accountID: Int64) throws -> [UInt8]? {
+        try read { db in
+            try db.scalar(
+                """
+                SELECT b.bytes FROM messages m JOIN blobs b ON b.hash = m.blob_hash
+                WHERE m.public_id = ? AND m.account_id = ?
+                """, id, accountID
+            ).bytes
+        }
     }
 
     /// One message of the account, if it has it.
@@ -109,10 +181,14 @@ extension MailboxStore {
         try read { db in
             try db.queryOne(
                 """
-                SELECT \(Self.messageColumns) FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+                SELECT \(Self.messageColumns), m.html_body FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
                 WHERE m.public_id = ? AND m.account_id = ?
                 """, id, accountID
-            ).map(Self.message(from:))
+            ).map { row in
+                var record = Self.message(from: row)
+                record.htmlBody = row[Self.messageColumnCount].string
+                return record
+            }
         }
     }
 
@@ -141,7 +217,7 @@ extension MailboxStore {
                 ORDER BY m.id LIMIT ?
                 """, accountID, after, mailbox?.rawValue, mailbox?.rawValue, pageSize + 1)
             let page = rows.prefix(pageSize)
-            let next = rows.count > pageSize ? page.last.map { String($0[12].int64!) } : nil
+            let next = rows.count > pageSize ? page.last.map { String($0[Self.messageColumnCount].int64!) } : nil
             return MessagePage(messages: page.map(Self.message(from:)), state: state(modseq), nextCursor: next)
         }
     }
@@ -217,12 +293,19 @@ extension MailboxStore {
         let destroyed = now()
         let modseq = try await write { db -> Int64 in
             guard
-                let createdModseq = try db.scalar(
-                    "SELECT created_modseq FROM messages WHERE public_id = ? AND account_id = ?", id, accountID
-                ).int64
+                let row = try db.queryOne(
+                    "SELECT created_modseq, blob_hash FROM messages WHERE public_id = ? AND account_id = ?", id,
+                    accountID),
+                let createdModseq = row[0].int64
             else { throw MailboxStoreError.notFound }
             let modseq = try Self.bumpModseq(db, account: accountID)
             try db.run("DELETE FROM messages WHERE public_id = ? AND account_id = ?", id, accountID)
+            if let blobHash = row[1].string {
+                // The raw bytes go with the last message that holds them.
+                try db.run(
+                    "DELETE FROM blobs WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM messages WHERE blob_hash = ?)",
+                    blobHash, blobHash)
+            }
             try db.run(
                 """
                 INSERT INTO tombstones (account_id, public_id, created_modseq, modseq, destroyed_at)

@@ -93,6 +93,30 @@ extension MailboxStore {
         migrator.register("002-outbox-leases") { db in
             try db.execute("ALTER TABLE signal_outbox ADD COLUMN leased_until REAL NOT NULL DEFAULT 0")
         }
+        // Mail with its MIME structure: the header fields clients show, the attachments' descriptions, the HTML
+        // body, and the raw message as a content-addressed blob (SHA-256 of the bytes). `ingest_key` makes an MTA's
+        // retransmission of the same message to the same account a no-op.
+        migrator.register("003-mime") { db in
+            try db.execute(
+                """
+                CREATE TABLE blobs (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    bytes BLOB NOT NULL
+                );
+                ALTER TABLE messages ADD COLUMN message_id TEXT;
+                ALTER TABLE messages ADD COLUMN in_reply_to TEXT;
+                ALTER TABLE messages ADD COLUMN to_json TEXT NOT NULL DEFAULT '[]';
+                ALTER TABLE messages ADD COLUMN cc_json TEXT NOT NULL DEFAULT '[]';
+                ALTER TABLE messages ADD COLUMN sent_at REAL;
+                ALTER TABLE messages ADD COLUMN attachments_json TEXT NOT NULL DEFAULT '[]';
+                ALTER TABLE messages ADD COLUMN html_body TEXT;
+                ALTER TABLE messages ADD COLUMN blob_hash TEXT;
+                ALTER TABLE messages ADD COLUMN ingest_key TEXT;
+                CREATE INDEX messages_by_blob ON messages (blob_hash) WHERE blob_hash IS NOT NULL;
+                CREATE UNIQUE INDEX messages_by_ingest_key ON messages (account_id, ingest_key)
+                    WHERE ingest_key IS NOT NULL;
+                """)
+        }
         return migrator
     }()
 }

@@ -48,6 +48,57 @@ public struct MessageRecord: Sendable, Equatable, Codable {
     public var flagged: Bool
     /// The account modseq of its last change.
     public var modseq: Int64
+    /// The Message-ID header, without angle brackets.
+    public var messageID: String? = nil
+    /// The first id of In-Reply-To, without angle brackets.
+    public var inReplyTo: String? = nil
+    /// The To header's mailboxes.
+    public var recipients: [MailAddress] = []
+    /// The Cc header's mailboxes.
+    public var cc: [MailAddress] = []
+    /// The Date header, seconds since 1970.
+    public var sentAt: Double? = nil
+    /// The parts that are not the text or HTML body.
+    public var attachments: [AttachmentRecord] = []
+    /// The HTML body; read only for a single message (``MailboxStore/message(id:accountID:)``).
+    public var htmlBody: String? = nil
+
+    /// Whether it has attachments.
+    public var hasAttachment: Bool { !attachments.isEmpty }
+}
+
+/// A mailbox of an address header.
+public struct MailAddress: Sendable, Equatable, Codable {
+    /// The display name, decoded; empty when there is none.
+    public var name: String
+    /// The address.
+    public var address: String
+
+    /// Creates an address.
+    public init(name: String, address: String) {
+        self.name = name
+        self.address = address
+    }
+}
+
+/// A part of a message that is not its text or HTML body.
+public struct AttachmentRecord: Sendable, Equatable, Codable {
+    /// Its position in the MIME tree (`GET /v1/messages/{id}/parts/{partId}`).
+    public var partId: String
+    /// Its file name, when it has one.
+    public var filename: String?
+    /// Its media type.
+    public var type: String
+    /// Its decoded size in bytes.
+    public var size: Int
+
+    /// Creates an attachment record.
+    public init(partId: String, filename: String?, type: String, size: Int) {
+        self.partId = partId
+        self.filename = filename
+        self.type = type
+        self.size = size
+    }
 }
 
 /// A new message to store.
@@ -60,6 +111,25 @@ public struct NewMessage: Sendable, Equatable {
     public var subject: String
     /// The body.
     public var body: String
+    /// The HTML body, when the message has one.
+    public var htmlBody: String? = nil
+    /// The Message-ID header, without angle brackets.
+    public var messageID: String? = nil
+    /// The first id of In-Reply-To.
+    public var inReplyTo: String? = nil
+    /// The To header's mailboxes.
+    public var recipients: [MailAddress] = []
+    /// The Cc header's mailboxes.
+    public var cc: [MailAddress] = []
+    /// The Date header, seconds since 1970.
+    public var sentAt: Double? = nil
+    /// The parts that are not the text or HTML body.
+    public var attachments: [AttachmentRecord] = []
+    /// The message exactly as it arrived (RFC 5322), kept byte for byte as a content-addressed blob.
+    public var raw: [UInt8]? = nil
+    /// Set for mail from an MTA: a second delivery of the same bytes to the same account (a retransmission after
+    /// a lost reply) stores nothing and returns the first copy's id.
+    public var deduplicates = false
 
     /// Creates a message.
     public init(to: String, from: String, subject: String, body: String) {
@@ -78,6 +148,8 @@ public struct DeliveryReceipt: Sendable, Equatable {
     public var state: SyncState
     /// The recipient's account id.
     public var accountID: Int64
+    /// Whether the account already had this message (``NewMessage/deduplicates``): nothing was stored.
+    public var duplicate = false
 }
 
 /// An account, without its password hash.

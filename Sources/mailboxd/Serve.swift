@@ -1,5 +1,6 @@
 import CommandLineSupport
 import Foundation
+import MailIngest
 import MailboxService
 import SQLiteKit
 
@@ -7,7 +8,8 @@ import SQLiteKit
 enum Serve {
     static let knownFlags = Set([
         "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "coalesce-ms",
-        "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config",
+        "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
+        "lmtp-hostname", "max-message-bytes", "lmtp-max-connections",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -67,6 +69,31 @@ enum Serve {
         }
     }
 
+    /// The LMTP listener, when `--lmtp-listen` asks for one.
+    static func lmtpConfiguration(_ args: Arguments) throws -> LMTPServer.Configuration? {
+        guard let address = args.string("lmtp-listen") else {
+            for flag in ["lmtp-hostname", "max-message-bytes", "lmtp-max-connections"] where args.string(flag) != nil {
+                throw UsageError("--\(flag) configures the LMTP listener: give --lmtp-listen too")
+            }
+            return nil
+        }
+        let listen = try HostPort(parsing: address)
+        let hostname = args.string("lmtp-hostname", default: "mailboxd." + ProcessInfo.processInfo.hostName)
+        guard !hostname.isEmpty, hostname.utf8.count <= 255,
+            hostname.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+        else { throw UsageError("--lmtp-hostname must be a host name (printable ASCII, no spaces)") }
+        let maxBytes = try args.int("max-message-bytes", default: 25 << 20)
+        guard (1024...(1 << 30)).contains(maxBytes) else {
+            throw UsageError("--max-message-bytes must be between 1024 and 1073741824")
+        }
+        let connections = try args.int("lmtp-max-connections", default: 64)
+        guard (1...4096).contains(connections) else { throw UsageError("--lmtp-max-connections must be 1 to 4096") }
+        return LMTPServer.Configuration(
+            host: listen.host, port: listen.port,
+            session: LMTPSession.Configuration(hostname: hostname, maxMessageBytes: maxBytes),
+            maxConnections: connections)
+    }
+
     static func run(_ args: Arguments, dataDir: String) async throws {
         try args.rejectUnknownFlags(known: knownFlags)
         let listen = try HostPort(parsing: args.string("listen", default: "127.0.0.1:8443"))
@@ -91,6 +118,8 @@ enum Serve {
             configuration.accessLog = { line in printError(line) }
         }
 
+        configuration.lmtp = try lmtpConfiguration(args)
+
         let sender = try APNsSignalSender(
             configuration: try apnsConfiguration(args, dataDir: dataDir),
             legacyPayloadLimit: args.flag("legacy-payload-limit"), tokenCacheDirectory: dataDir + "/apns")
@@ -102,6 +131,9 @@ enum Serve {
             log: { message in printError(message) })
         let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
         printError("mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir))")
+        if let lmtp = configuration.lmtp, let port = service.lmtpPort {
+            printError("mailboxd: LMTP on \(lmtp.host):\(port) as \(lmtp.session.hostname)")
+        }
         let apps = sender.configuration.apps.map(\.topic).joined(separator: ", ")
         printError(
             "mailboxd: APNs production \(sender.configuration.production), sandbox \(sender.configuration.sandbox); "

@@ -37,6 +37,12 @@ let usage = """
       --synchronous MODE        SQLite synchronous: FULL (default) or NORMAL
       --legacy-payload-limit    cap payloads at 2048 bytes instead of 4096
       --access-log              log one line per request to standard error
+      --lmtp-listen HOST:PORT   also take mail from an MTA over LMTP (RFC 2033) here (default: off); plain TCP,
+                                so bind it to loopback or a private network the MTA shares
+      --lmtp-hostname NAME      the name the LMTP listener announces (default mailboxd.HOSTNAME; it must differ
+                                from the MTA's own name)
+      --max-message-bytes N     the largest LMTP message (default 26214400, 25 MiB)
+      --lmtp-max-connections N  simultaneous LMTP sessions (default 64)
     """
 
 let environmentPrefix = "MAILBOXD_"

@@ -28,7 +28,7 @@ struct LMTPSessionTests {
                 case .close: closed = true
                 case .verifyRecipient(let address):
                     lookups.append(address)
-                    run(session.recipientVerified(users.contains(address)))
+                    run(session.recipientVerified(users.contains(address) ? .exists : .unknown))
                 case .deliver(let envelope, let message):
                     delivered.append((envelope, message))
                     run(session.delivered(envelope.recipients.map { _ in result }))

@@ -1,0 +1,76 @@
+import Dispatch
+import Locking
+import MailIngest
+import MailMIME
+import MailboxStore
+
+/// The mailbox behind the LMTP listener: RCPT looks the account up, DATA parses the message once and stores a
+/// copy per recipient. The copies are written concurrently, so they (and other sessions' messages) share group
+/// commits; each reply waits for its own copy's commit.
+struct LMTPDelivery: LMTPBackend {
+    let store: MailboxStore
+    let metrics: Metrics
+    /// Wakes the dispatcher after a commit.
+    let stored: @Sendable () -> Void
+
+    func checkRecipient(_ address: String) -> LMTPSession.RecipientCheck {
+        do {
+            return try store.recipientExists(address: address) ? .exists : .unknown
+        } catch {
+            return .unavailable
+        }
+    }
+
+    func deliver(_ envelope: LMTPSession.Envelope, message: [UInt8]) -> [LMTPSession.DeliveryResult] {
+        let copies = envelope.recipients.map {
+            MessageParts.ingested(message, recipient: $0, envelopeSender: envelope.sender)
+        }
+        let store = store
+        let results = Self.waitFor {
+            await withTaskGroup(of: (Int, LMTPSession.DeliveryResult, Bool).self) { group in
+                for (index, copy) in copies.enumerated() {
+                    group.addTask {
+                        do {
+                            let receipt = try await store.deliver(copy)
+                            return (index, .stored, receipt.duplicate)
+                        } catch MailboxStoreError.notFound {
+                            return (index, .unknownRecipient, false)
+                        } catch {
+                            return (index, .storageUnavailable, false)
+                        }
+                    }
+                }
+                var results = [(LMTPSession.DeliveryResult, Bool)](
+                    repeating: (.storageUnavailable, false), count: copies.count)
+                for await (index, result, duplicate) in group { results[index] = (result, duplicate) }
+                return results
+            }
+        }
+        for (result, duplicate) in results {
+            let label: String
+            switch result {
+            case .stored: label = duplicate ? "duplicate" : "stored"
+            case .unknownRecipient: label = "unknownRecipient"
+            case .storageUnavailable: label = "storageUnavailable"
+            }
+            metrics.increment(
+                "mailboxd_lmtp_deliveries_total", labels: "result=\"\(label)\"",
+                help: "Recipient copies of LMTP messages, by outcome.")
+        }
+        if results.contains(where: { $0.0 == .stored && !$0.1 }) { stored() }
+        return results.map(\.0)
+    }
+
+    /// Runs `body` on the cooperative pool and blocks this (connection) thread until it is done.
+    static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+        let result = LockedValue<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let value = await body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import MailMIME
+import MailboxStore
+import OpenSSLCrypto
+
+/// The mailbox's side of MIME: a parsed message as the store keeps it, a delivery's fields as an RFC 5322
+/// message, and a stored message's parts as downloads. MailMIME (GMime) does the parsing and the composing.
+enum MessageParts {
+    /// How deep and how wide parsing goes (the size limit is the LMTP listener's and the request body's).
+    static let limits = MIMELimits()
+
+    /// A message from an MTA for `recipient`: the fields clients show, read from `raw`, which is kept as it is.
+    /// A retransmission of the same bytes to the same account stores nothing twice.
+    static func ingested(_ raw: [UInt8], recipient: String, envelopeSender: String) -> NewMessage {
+        let parsed = MIMEMessage.parse(raw, limits: limits)
+        let from = parsed.from.first.map(\.displayForm) ?? envelopeSender
+        var message = NewMessage(
+            to: recipient, from: String(from.utf8.prefix(998)) ?? from, subject: parsed.subject, body: parsed.text)
+        message.htmlBody = parsed.html
+        message.messageID = parsed.messageID
+        message.inReplyTo = parsed.inReplyTo
+        message.recipients = parsed.to.map(MailAddress.init)
+        message.cc = parsed.cc.map(MailAddress.init)
+        message.sentAt = parsed.sentAt
+        message.attachments = parsed.attachments.map {
+            AttachmentRecord(partId: $0.partID, filename: $0.filename, type: $0.contentType, size: $0.size)
+        }
+        message.raw = raw
+        message.deduplicates = true
+        return message
+    }
+
+    /// A `POST /v1/deliveries` message: its fields as given, and the RFC 5322 message they make as the raw form.
+    static func composed(to: String, from: String, subject: String, body: String) -> NewMessage {
+        let now = Date().timeIntervalSince1970
+        let messageID = SecureRandom.hex(16) + "@mailboxd.invalid"
+        var message = NewMessage(to: to, from: from, subject: subject, body: body)
+        message.messageID = messageID
+        message.sentAt = now.rounded(.down)
+        message.recipients = [MailAddress(name: "", address: to)]
+        message.raw = MIMEMessage.compose(
+            from: from, to: to, subject: subject, body: body, date: now, messageID: messageID)
+        return message
+    }
+
+    /// `1`, `2.1`, …: dot-separated numbers without leading zeros, at most 16 levels.
+    static func isValidPartID(_ text: String) -> Bool {
+        let components = text.split(separator: ".", omittingEmptySubsequences: false)
+        return (1...16).contains(components.count)
+            && components.allSatisfy { component in
+                (1...5).contains(component.utf8.count) && component.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+                    && component.first != "0"
+            }
+    }
+
+    /// The part's decoded bytes, with a content type safe to send as a header.
+    static func part(_ partID: String, of raw: [UInt8]) -> MIMEPartContent? {
+        guard var part = MIMEMessage.part(partID, of: raw, limits: limits) else { return nil }
+        let type = part.contentType.utf8
+        let isToken = { (byte: UInt8) in
+            (0x30...0x39).contains(byte) || (0x61...0x7A).contains(byte) || Array("!#$&-^_.+".utf8).contains(byte)
+        }
+        let halves = type.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        if halves.count != 2 || halves.contains(where: { $0.isEmpty || !$0.allSatisfy(isToken) }) {
+            part.contentType = "application/octet-stream"
+        }
+        return part
+    }
+
+    /// `attachment; filename="…"; filename*=UTF-8''…` (RFC 6266): an ASCII fallback and the exact name.
+    static func contentDisposition(filename: String?, partID: String) -> String {
+        let name = filename.flatMap { $0.isEmpty ? nil : $0 } ?? "part-\(partID)"
+        let fallback = String(
+            name.unicodeScalars.prefix(200).map { scalar -> Character in
+                scalar.isASCII && scalar.value >= 0x20 && scalar != "\"" && scalar != "\\" && scalar.value != 0x7F
+                    ? Character(scalar) : "_"
+            })
+        var encoded = ""
+        for byte in name.utf8.prefix(600) {
+            let unreserved =
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || Array("-._~".utf8).contains(byte)
+            encoded += unreserved ? String(UnicodeScalar(byte)) : String(format: "%%%02X", byte)
+        }
+        return "attachment; filename=\"\(fallback)\"; filename*=UTF-8''\(encoded)"
+    }
+}
+
+extension MailAddress {
+    init(_ address: MIMEAddress) {
+        self.init(name: address.name, address: address.address)
+    }
+}
