@@ -118,12 +118,14 @@ let package = Package(
             ]),
         .testTarget(
             name: "MailboxServiceTests",
-            dependencies: ["MailboxService", "MailboxStore", "APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: [
+                "MailboxService", "MailboxStore", "APNsSimulator", "HTTPClient", "SQLiteKit", "OpenSSLCrypto", "TestSupport",
+            ]),
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
-        .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"]),
+        .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(
             name: "IntegrationTests",

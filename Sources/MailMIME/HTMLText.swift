@@ -1,5 +1,5 @@
 /// HTML reduced to its text, for previews and for clients that show no HTML: elements that hold no text
-/// (`head`, `script`, `style`, `template`) dropped, tags removed, block ends turned into line breaks, character
+/// (`head`, `script`, `style`, `template`) dropped, tags removed, block boundaries turned into line breaks (one at a time), character
 /// references decoded, runs of spaces folded.
 public enum HTMLText {
     static let dropped: Set<String> = ["head", "script", "style", "template", "title"]
@@ -22,7 +22,7 @@ public enum HTMLText {
         func emit(_ character: Character) {
             if character == "\n" {
                 while output.last == " " { output.removeLast() }
-                if !output.hasSuffix("\n\n"), !output.isEmpty { output.append("\n") }
+                if output.last != "\n", !output.isEmpty { output.append("\n") }
                 pendingSpace = false
             } else if character == " " || character == "\t" || character == "\r" {
                 pendingSpace = !output.isEmpty && output.last != "\n"

@@ -122,7 +122,7 @@ extension MIMEMessage {
 
     private static func describe(_ message: UnsafeMutablePointer<GMimeMessage>, limits: MIMELimits) -> MIMEMessage {
         var result = MIMEMessage()
-        result.subject = string(g_mime_message_get_subject(message)) ?? ""
+        result.subject = string(g_mime_message_get_subject(message)).map(Self.oneLine) ?? ""
         result.from = addresses(g_mime_message_get_from(message))
         result.to = addresses(g_mime_message_get_to(message))
         result.cc = addresses(g_mime_message_get_cc(message))
@@ -158,7 +158,32 @@ extension MIMEMessage {
             return true
         }
         if result.text.isEmpty, let html = result.html { result.text = HTMLText.reduce(html) }
+        // A multipart whose boundary is missing or never used holds everything in its prologue.
+        if result.text.isEmpty, result.html == nil, result.attachments.isEmpty, sf_gmime_is_multipart(root) != 0,
+            let prologue = string(
+                g_mime_multipart_get_prologue(cast(UnsafeMutableRawPointer(root), to: GMimeMultipart.self)))
+        {
+            result.text = prologue.replacingOccurrences(of: "\r\n", with: "\n")
+            walker.limitReached = true
+        }
         result.isComplete = !walker.limitReached
+        return result
+    }
+
+    /// A header value for display: each run of spaces, tabs and control characters (folding left some) as one
+    /// space, none at the ends.
+    static func oneLine(_ text: String) -> String {
+        var result = ""
+        var pendingSpace = false
+        for scalar in text.unicodeScalars {
+            if scalar.value <= 0x20 || scalar.value == 0x7F {
+                pendingSpace = !result.isEmpty
+            } else {
+                if pendingSpace { result.append(" ") }
+                pendingSpace = false
+                result.unicodeScalars.append(scalar)
+            }
+        }
         return result
     }
 
@@ -183,7 +208,7 @@ extension MIMEMessage {
                 let mailbox = cast(raw, to: InternetAddressMailbox.self)
                 result.append(
                     MIMEAddress(
-                        name: string(internet_address_get_name(address)) ?? "",
+                        name: string(internet_address_get_name(address)).map(Self.oneLine) ?? "",
                         address: string(internet_address_mailbox_get_addr(mailbox)) ?? ""))
             } else if sf_internet_address_is_group(address) != 0 {
                 result += addresses(internet_address_group_get_members(cast(raw, to: InternetAddressGroup.self)))
