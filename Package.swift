@@ -119,7 +119,8 @@ let package = Package(
         .testTarget(
             name: "MailboxServiceTests",
             dependencies: [
-                "MailboxService", "MailboxStore", "APNsSimulator", "HTTPClient", "SQLiteKit", "OpenSSLCrypto", "TestSupport",
+                "MailboxService", "MailboxStore", "APNsSimulator", "HTTPClient", "SQLiteKit", "OpenSSLCrypto",
+                "TestSupport",
             ]),
         .testTarget(
             name: "APNsSimulatorTests",

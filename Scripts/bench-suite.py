@@ -2,7 +2,7 @@
 """SignalFetch component benchmarks, each against a baseline measured in the same run.
 
 Usage: bench-suite.py BENCHMARK --mode quick|full --out DIR
-BENCHMARK: transport | apns | apns-sim | e2e. Prints one JSON object per figure on standard output."""
+BENCHMARK: transport | apns | apns-sim | e2e | ingest. Prints one JSON object per figure on standard output."""
 import argparse, importlib.machinery, json, os, random, re, shutil, signal, subprocess, sys, tempfile, threading
 import time
 
@@ -478,9 +478,73 @@ def e2e(env):
         cluster.close()
 
 
+# MARK: - ingest
+
+def ingest(env):
+    """LMTP deliveries/s from Postfix's smtp-source (20 sessions, connections reused) into mailboxd at
+    synchronous=FULL, against the same load into smtp-sink -L (an LMTP server that stores nothing), rounds
+    interleaved so both sides see the same moments of the machine."""
+    count = 2000 if env.quick else 10000
+    rounds = 3
+    size = 4096
+    sessions = 20
+    for tool in ("smtp-source", "smtp-sink"):
+        if not shutil.which(tool):
+            raise SystemExit(f"ingest: {tool} is missing (Debian postfix; Scripts/bootstrap installs it)")
+    mailboxd = os.path.join(env.bin, "mailboxd")
+    subprocess.run([mailboxd, "account", "add", "bench", "--data-dir", env.data], input="password-bench\n",
+                   text=True, check=True, stdout=subprocess.DEVNULL)
+    api_port, lmtp_port, sink_port = free_port(), free_port(), free_port()
+    server = env.start("mailboxd-ingest", [
+        mailboxd, "serve", "--data-dir", env.data, "--listen", f"127.0.0.1:{api_port}", "--apns-topic", TOPIC,
+        "--apns-url", "https://127.0.0.1:9", "--apns-sandbox-url", "https://127.0.0.1:9",
+        "--lmtp-listen", f"127.0.0.1:{lmtp_port}", "--synchronous", "FULL"])
+    wait_port(lmtp_port, proc=server)
+    sink = env.start("smtp-sink", ["smtp-sink", "-L", "-u", "postfix", f"127.0.0.1:{sink_port}", "256"])
+    wait_port(sink_port, proc=sink)
+
+    def load(port):
+        start = time.monotonic()
+        done = subprocess.run(
+            ["smtp-source", "-L", "-s", str(sessions), "-m", str(count), "-l", str(size), "-d", "-f",
+             "sender@sender.test", "-t", "bench@example.test", "-M", "client.test", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=600)
+        elapsed = time.monotonic() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"smtp-source failed: {done.stderr[-500:]}")
+        return count / elapsed
+
+    load(lmtp_port)  # warm-up: the file, the caches, the page cache
+    ours, sink_rates = [], []
+    for _ in range(rounds):
+        sink_rates.append(load(sink_port))
+        ours.append(load(lmtp_port))
+    database = os.path.join(env.data, "mailbox.sqlite")
+    stored = int(subprocess.run(["sqlite3", database, "SELECT count(*) FROM messages"], capture_output=True,
+                                text=True, check=True).stdout.strip())
+    expected = count * (rounds + 1)
+    if stored != expected:
+        raise RuntimeError(f"ingest: {stored} messages stored, {expected} acknowledged")
+    metrics = subprocess.run(["curl", "-sk", f"https://127.0.0.1:{api_port}/metrics"], capture_output=True,
+                             text=True).stdout
+    def total(name):
+        m = re.search(rf"^{name} ([0-9.e+]+)$", metrics, re.M)
+        return float(m.group(1)) if m else 0.0
+    transactions, writes = total("mailboxd_store_transactions_total"), total("mailboxd_store_writes_total")
+    ours_median, sink_median = sorted(ours)[rounds // 2], sorted(sink_rates)[rounds // 2]
+    emit(figure(
+        "ingest", f"LMTP ingest: {count} messages of {size} B from smtp-source -L, {sessions} sessions",
+        "messages/s", "mailboxd --lmtp-listen (synchronous=FULL, parsed, raw kept)", ours_median,
+        "smtp-sink -L (stores nothing)", sink_median, 0.5,
+        rounds=[{"mailboxd": round(a, 1), "smtp_sink": round(b, 1), "ratio": round(a / b, 3)}
+                for a, b in zip(ours, sink_rates)],
+        spread=round(max(a / b for a, b in zip(ours, sink_rates)) - min(a / b for a, b in zip(ours, sink_rates)), 3),
+        stored=stored, writes_per_transaction=round(writes / transactions, 1) if transactions else None))
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "e2e"])
+    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "e2e", "ingest"])
     parser.add_argument("--mode", default="quick", choices=["quick", "full"])
     parser.add_argument("--out", default="bench-results")
     args = parser.parse_args()
@@ -488,7 +552,7 @@ def main():
     env = Env(args)
     env.out = os.path.abspath(args.out)
     try:
-        {"transport": transport, "apns": apns, "apns-sim": apns_sim, "e2e": e2e}[args.benchmark](env)
+        {"transport": transport, "apns": apns, "apns-sim": apns_sim, "e2e": e2e, "ingest": ingest}[args.benchmark](env)
     finally:
         env.close()
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Drives the SignalFetch demo: real processes, real TLS, a readable timeline. Standard library only."""
-import argparse, json, os, queue, shutil, signal, socket, ssl, subprocess, sys, tempfile, threading, time
+import argparse, json, os, queue, shutil, signal, smtplib, socket, ssl, subprocess, sys, tempfile, threading, time
 import urllib.request
+from email.message import EmailMessage
 
 TOPIC = "com.example.signalfetch"
 T0 = time.monotonic()
@@ -50,12 +51,18 @@ class API:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
 
+    def fetch(self, path, token):
+        """The raw bytes of a GET (for parts and raw messages)."""
+        req = urllib.request.Request(self.base + path, headers={"Authorization": "Bearer " + token})
+        with urllib.request.urlopen(req, context=self.ctx, timeout=10) as r:
+            return r.read()
+
 
 class Device:
     """One `mail-client run` process; its JSON event lines are collected and shown on the timeline."""
 
     def __init__(self, name, user, bin_dir, api, sim, ca, state_dir, environment="sandbox"):
-        self.name, self.user, self.environment = name, user, environment
+        self.name, self.user, self.environment, self.state_dir = name, user, environment, state_dir
         self.events = queue.Queue()
         self.last_sync = None
         self.badge = None
@@ -120,7 +127,7 @@ def main():
         key_id = open(os.path.join(data, "apns/key-id")).read().strip()
         team_id = open(os.path.join(data, "apns/team-id")).read().strip()
         ca = os.path.join(data, "tls/ca.pem")
-        p_port, s_port, d_port, a_port = free_port(), free_port(), free_port(), free_port()
+        p_port, s_port, d_port, a_port, l_port = free_port(), free_port(), free_port(), free_port(), free_port()
         logs = open(os.path.join(work, "servers.log"), "w")
         procs.append(subprocess.Popen(
             [os.path.join(args.bin, "apns-sim"), "--listen", f"127.0.0.1:{p_port}", "--sandbox-listen",
@@ -135,10 +142,11 @@ def main():
         procs.append(subprocess.Popen(
             [mailboxd, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{a_port}", "--apns-url",
              f"https://127.0.0.1:{p_port}", "--apns-sandbox-url", f"https://127.0.0.1:{s_port}", "--apns-ca", ca,
-             "--apns-topic", TOPIC], stdout=logs, stderr=logs))
+             "--apns-topic", TOPIC, "--lmtp-listen", f"127.0.0.1:{l_port}"], stdout=logs, stderr=logs))
         wait_port(a_port)
+        wait_port(l_port)
         api_url, sim_url = f"https://127.0.0.1:{a_port}", f"http://127.0.0.1:{d_port}"
-        say("mailboxd", f"API {api_url} (TLS, dev CA)")
+        say("mailboxd", f"API {api_url} (TLS, dev CA); LMTP 127.0.0.1:{l_port} for an MTA")
         api = API(api_url, ca)
         # alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build.
         for name, user, environment in [("alice-phone", "alice", "sandbox"), ("alice-tablet", "alice", "sandbox"),
@@ -155,13 +163,24 @@ def main():
             ("alice", "carol@example.com", "Lunch on Thursday?", "Shall we try the new place on 5th?"),
             ("bob", "dave@example.com", "Build is green", "All 214 tests passed on main."),
             ("alice", "erin@example.com", "Your itinerary", "Flight SF123 departs 09:40 from gate B7."),
-            ("alice", "frank@example.com", "Invoice 2026-118", "Please find the invoice attached."),
         ]
         for to, sender, subject, body in mail:
             status, receipt = api.call("POST", "/v1/deliveries", token=token,
                                        body={"to": to, "from": sender, "subject": subject, "body": body})
             say("sender", f"delivered to {to}: \"{subject}\" → {status} state {receipt.get('state')}")
             time.sleep(0.4)
+        # The fourth arrives as an MTA would hand it over: a MIME message over LMTP, with a PDF attached.
+        invoice = EmailMessage()
+        invoice["From"] = "Frank Müller <frank@example.com>"
+        invoice["To"] = "Alice <alice@example.test>"
+        invoice["Subject"] = "Invoice 2026-118"
+        invoice.set_content("Please find the invoice attached.\n")
+        invoice.add_attachment(b"%PDF-1.4\n" + bytes(range(256)) * 8, maintype="application", subtype="pdf",
+                               filename="invoice-2026-118.pdf")
+        with smtplib.LMTP("127.0.0.1", l_port) as lmtp:
+            refused = lmtp.sendmail("frank@example.com", ["alice@example.test"], invoice.as_bytes())
+        say("sender", f"LMTP to alice@example.test: \"Invoice 2026-118\" with invoice-2026-118.pdf → "
+                      f"{'refused ' + str(refused) if refused else '250 delivered'}")
         time.sleep(1.0)
 
         # Read a message on alice's phone; the tablet gets the new badge.
@@ -191,6 +210,22 @@ def main():
             say("check", f"{device.name}: cache {got.get('messages')} messages at {got.get('state')}; server "
                          f"{want_count} at {want_state} → {'converged' if converged else 'NOT converged'}")
         ok &= tablet.badge == 2
+
+        # The attachment reached alice's tablet with the message; its bytes come from the mailbox on demand.
+        dump = json.loads(subprocess.run([os.path.join(args.bin, "mail-client"), "dump", "--state-dir",
+                                          tablet.state_dir], check=True, capture_output=True, text=True).stdout)
+        invoice_row = next((m for m in dump["messages"] if m["subject"] == "Invoice 2026-118"), None)
+        attachment = (invoice_row or {}).get("attachments", [{}])[0] if (invoice_row or {}).get("attachments") else {}
+        say("alice-tablet", f"cached \"Invoice 2026-118\": attachment {attachment.get('filename')} "
+                            f"({attachment.get('type')}, {attachment.get('size')} bytes, part {attachment.get('partId')})")
+        if invoice_row and attachment:
+            _, s = api.call("POST", "/v1/session", body={"username": "alice", "password": "password-alice",
+                                                         "deviceName": "alice-tablet (download)"})
+            part = api.fetch(f"/v1/messages/{invoice_row['id']}/parts/{attachment['partId']}", s["accessToken"])
+            say("alice-tablet", f"downloaded part {attachment['partId']}: {len(part)} bytes, starts {part[:8]!r}")
+            ok &= len(part) == attachment["size"] and part.startswith(b"%PDF-1.4")
+        else:
+            ok = False
         print(f"\ndemo: {'every device converged' if ok else 'FAILED: not every device converged'}")
         return 0 if ok else 1
     finally:

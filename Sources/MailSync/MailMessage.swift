@@ -30,6 +30,50 @@ public struct MailboxName: RawRepresentable, Hashable, Sendable, Codable, Custom
     }
 }
 
+/// A mailbox of an address header: display name (possibly empty) and address.
+public struct MailAddress: Sendable, Hashable, Codable {
+    /// The display name, decoded; empty when the header gives none.
+    public var name: String
+    /// The address.
+    public var address: String
+
+    /// Creates an address.
+    public init(name: String = "", address: String) {
+        self.name = name
+        self.address = address
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, address }
+
+    /// Decodes `{"name","address"}`; a missing name is empty.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decodeIfPresent(String.self, forKey: .name) ?? ""
+        address = try container.decodeIfPresent(String.self, forKey: .address) ?? ""
+    }
+}
+
+/// A part of a message that is not its text or HTML body, fetched on demand from
+/// `GET /v1/messages/{id}/parts/{partId}`.
+public struct MailAttachment: Sendable, Hashable, Codable {
+    /// The part's id.
+    public var partId: String
+    /// Its file name, when it has one.
+    public var filename: String?
+    /// Its media type.
+    public var type: String
+    /// Its decoded size in bytes.
+    public var size: Int
+
+    /// Creates an attachment description.
+    public init(partId: String, filename: String?, type: String, size: Int) {
+        self.partId = partId
+        self.filename = filename
+        self.type = type
+        self.size = size
+    }
+}
+
 /// One message as the mailbox API describes it.
 ///
 /// `body` is present when the server sent it inline (listings and changes carry bodies up to
@@ -44,8 +88,10 @@ public struct MailMessage: Sendable, Equatable, Codable {
     public var mailbox: MailboxName
     /// The sender address.
     public var from: String
-    /// The recipient address.
-    public var to: String
+    /// The To header's mailboxes.
+    public var to: [MailAddress]
+    /// The Cc header's mailboxes.
+    public var cc: [MailAddress]
     /// The subject line.
     public var subject: String
     /// The start of the body, for message lists.
@@ -60,16 +106,37 @@ public struct MailMessage: Sendable, Equatable, Codable {
     public var flagged: Bool
     /// The body, when known locally.
     public var body: String?
+    /// The Message-ID header, without angle brackets.
+    public var messageId: String?
+    /// The first id of In-Reply-To.
+    public var inReplyTo: String?
+    /// The Date header, seconds since 1970.
+    public var sentAt: Double?
+    /// Whether the message has attachments.
+    public var hasAttachment: Bool
+    /// Its attachments.
+    public var attachments: [MailAttachment]
+    /// The HTML body, when fetched (`GET /v1/messages/{id}` carries it; listings and changes do not).
+    public var htmlBody: String?
 
     /// Creates a message value.
     public init(
-        id: String, mailbox: MailboxName = .inbox, from: String, to: String, subject: String, preview: String = "",
-        size: Int, receivedAt: Double, seen: Bool = false, flagged: Bool = false, body: String? = nil
+        id: String, mailbox: MailboxName = .inbox, from: String, to: [MailAddress], cc: [MailAddress] = [],
+        subject: String, preview: String = "", size: Int, receivedAt: Double, seen: Bool = false,
+        flagged: Bool = false, body: String? = nil, messageId: String? = nil, inReplyTo: String? = nil,
+        sentAt: Double? = nil, attachments: [MailAttachment] = [], htmlBody: String? = nil
     ) {
         self.id = id
         self.mailbox = mailbox
         self.from = from
         self.to = to
+        self.cc = cc
+        self.messageId = messageId
+        self.inReplyTo = inReplyTo
+        self.sentAt = sentAt
+        self.hasAttachment = !attachments.isEmpty
+        self.attachments = attachments
+        self.htmlBody = htmlBody
         self.subject = subject
         self.preview = preview
         self.size = size
@@ -82,16 +149,18 @@ public struct MailMessage: Sendable, Equatable, Codable {
     /// Whether the body must be fetched with ``MailTransport/fetchMessage(id:)`` before it can be shown.
     public var needsBodyFetch: Bool { body == nil }
 
-    /// This message, with the body of `previous` when this one carries none (bodies never change).
+    /// This message, with the bodies of `previous` when this one carries none (bodies never change).
     public func keepingBody(of previous: MailMessage?) -> MailMessage {
-        guard body == nil, let previousBody = previous?.body else { return self }
+        guard let previous else { return self }
         var merged = self
-        merged.body = previousBody
+        if merged.body == nil { merged.body = previous.body }
+        if merged.htmlBody == nil { merged.htmlBody = previous.htmlBody }
         return merged
     }
 
     private enum CodingKeys: String, CodingKey {
-        case id, mailbox, from, to, subject, preview, size, receivedAt, seen, flagged, body
+        case id, mailbox, from, to, cc, subject, preview, size, receivedAt, seen, flagged, body, messageId, inReplyTo
+        case sentAt, hasAttachment, attachments, htmlBody
     }
 
     /// Decodes a message; `receivedAt` may be a number of seconds or an ISO 8601 string.
@@ -100,7 +169,13 @@ public struct MailMessage: Sendable, Equatable, Codable {
         id = try container.decode(String.self, forKey: .id)
         mailbox = try container.decodeIfPresent(MailboxName.self, forKey: .mailbox) ?? .inbox
         from = try container.decodeIfPresent(String.self, forKey: .from) ?? ""
-        to = try container.decodeIfPresent(String.self, forKey: .to) ?? ""
+        // An array of mailboxes; a server from before MIME support sent the recipient as one string.
+        if let addresses = try? container.decodeIfPresent([MailAddress].self, forKey: .to) {
+            to = addresses
+        } else {
+            to = try container.decodeIfPresent(String.self, forKey: .to).map { [MailAddress(address: $0)] } ?? []
+        }
+        cc = try container.decodeIfPresent([MailAddress].self, forKey: .cc) ?? []
         subject = try container.decodeIfPresent(String.self, forKey: .subject) ?? ""
         preview = try container.decodeIfPresent(String.self, forKey: .preview) ?? ""
         size = try container.decodeIfPresent(Int.self, forKey: .size) ?? 0
@@ -114,6 +189,12 @@ public struct MailMessage: Sendable, Equatable, Codable {
         seen = try container.decodeIfPresent(Bool.self, forKey: .seen) ?? false
         flagged = try container.decodeIfPresent(Bool.self, forKey: .flagged) ?? false
         body = try container.decodeIfPresent(String.self, forKey: .body)
+        messageId = try container.decodeIfPresent(String.self, forKey: .messageId)
+        inReplyTo = try container.decodeIfPresent(String.self, forKey: .inReplyTo)
+        sentAt = try container.decodeIfPresent(Double.self, forKey: .sentAt)
+        attachments = try container.decodeIfPresent([MailAttachment].self, forKey: .attachments) ?? []
+        hasAttachment = try container.decodeIfPresent(Bool.self, forKey: .hasAttachment) ?? !attachments.isEmpty
+        htmlBody = try container.decodeIfPresent(String.self, forKey: .htmlBody)
     }
 
     /// Encodes the message with the API's field names (`body` left out when unknown).
@@ -123,6 +204,7 @@ public struct MailMessage: Sendable, Equatable, Codable {
         try container.encode(mailbox, forKey: .mailbox)
         try container.encode(from, forKey: .from)
         try container.encode(to, forKey: .to)
+        try container.encode(cc, forKey: .cc)
         try container.encode(subject, forKey: .subject)
         try container.encode(preview, forKey: .preview)
         try container.encode(size, forKey: .size)
@@ -130,6 +212,12 @@ public struct MailMessage: Sendable, Equatable, Codable {
         try container.encode(seen, forKey: .seen)
         try container.encode(flagged, forKey: .flagged)
         try container.encodeIfPresent(body, forKey: .body)
+        try container.encodeIfPresent(messageId, forKey: .messageId)
+        try container.encodeIfPresent(inReplyTo, forKey: .inReplyTo)
+        try container.encodeIfPresent(sentAt, forKey: .sentAt)
+        try container.encode(hasAttachment, forKey: .hasAttachment)
+        try container.encode(attachments, forKey: .attachments)
+        try container.encodeIfPresent(htmlBody, forKey: .htmlBody)
     }
 
     private static func parseDate(_ text: String) -> Double? {

@@ -35,8 +35,23 @@ public final class SQLiteMailCache: MailCacheStore {
                 CREATE TABLE sync_meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
                 """)
         }
+        // The MIME fields (addresses, ids, dates, attachments, the HTML body) as one JSON object per message.
+        migrator.register("v2-mime") { db in
+            try db.execute("ALTER TABLE messages ADD COLUMN details TEXT")
+        }
         return migrator
     }()
+
+    /// What the `details` column holds.
+    private struct Details: Codable {
+        var to: [MailAddress]
+        var cc: [MailAddress]
+        var messageId: String?
+        var inReplyTo: String?
+        var sentAt: Double?
+        var attachments: [MailAttachment]
+        var htmlBody: String?
+    }
 
     /// See ``MailCacheStore/state()``.
     public func state() throws -> String? {
@@ -157,21 +172,21 @@ public final class SQLiteMailCache: MailCacheStore {
 
     // MARK: - Rows
 
-    /// Inserts or replaces `message` (keeping a cached body when it has none); returns whether it was new.
+    /// Inserts or replaces `message` (keeping cached bodies when it has none); returns whether it was new.
     private static func upsert(_ message: MailMessage, _ db: Database) throws -> Bool {
-        let existing = try db.queryOne("SELECT body FROM messages WHERE id = ?", message.id)
+        let existing = try db.queryOne("SELECT * FROM messages WHERE id = ?", message.id).map(Self.message(from:))
         try db.run(
             """
             INSERT INTO messages (id, mailbox, from_address, to_address, subject, preview, size, received_at,
-                                  seen, flagged, body)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  seen, flagged, body, details)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (id) DO UPDATE SET
                 mailbox = excluded.mailbox, from_address = excluded.from_address, to_address = excluded.to_address,
                 subject = excluded.subject, preview = excluded.preview, size = excluded.size,
                 received_at = excluded.received_at, seen = excluded.seen, flagged = excluded.flagged,
-                body = coalesce(excluded.body, messages.body)
+                body = excluded.body, details = excluded.details
             """,
-            arguments: arguments(message))
+            arguments: arguments(message.keepingBody(of: existing)))
         return existing == nil
     }
 
@@ -179,26 +194,35 @@ public final class SQLiteMailCache: MailCacheStore {
         try db.run(
             """
             INSERT INTO messages (id, mailbox, from_address, to_address, subject, preview, size, received_at,
-                                  seen, flagged, body)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  seen, flagged, body, details)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             arguments: arguments(message))
     }
 
     private static func arguments(_ message: MailMessage) -> [any SQLBindable] {
-        [
-            message.id, message.mailbox.rawValue, message.from, message.to, message.subject, message.preview,
-            message.size, message.receivedAt, message.seen, message.flagged, message.body,
+        let details = Details(
+            to: message.to, cc: message.cc, messageId: message.messageId, inReplyTo: message.inReplyTo,
+            sentAt: message.sentAt, attachments: message.attachments, htmlBody: message.htmlBody)
+        return [
+            message.id, message.mailbox.rawValue, message.from, message.to.map(\.address).joined(separator: ", "),
+            message.subject, message.preview, message.size, message.receivedAt, message.seen, message.flagged,
+            message.body, (try? JSONEncoder().encode(details)).map { String(decoding: $0, as: UTF8.self) },
         ]
     }
 
     private static func message(from row: Row) -> MailMessage {
-        MailMessage(
+        let details = row["details"].string.flatMap { try? JSONDecoder().decode(Details.self, from: Data($0.utf8)) }
+        // A row cached before the MIME fields has its recipient in `to_address` only.
+        let to = details?.to ?? (row["to_address"].string.map { [MailAddress(address: $0)] } ?? [])
+        return MailMessage(
             id: row["id"].string ?? "", mailbox: MailboxName(rawValue: row["mailbox"].string ?? "inbox"),
-            from: row["from_address"].string ?? "", to: row["to_address"].string ?? "",
+            from: row["from_address"].string ?? "", to: to, cc: details?.cc ?? [],
             subject: row["subject"].string ?? "", preview: row["preview"].string ?? "", size: row["size"].int ?? 0,
             receivedAt: row["received_at"].double ?? 0, seen: row["seen"].bool ?? false,
-            flagged: row["flagged"].bool ?? false, body: row["body"].string)
+            flagged: row["flagged"].bool ?? false, body: row["body"].string, messageId: details?.messageId,
+            inReplyTo: details?.inReplyTo, sentAt: details?.sentAt, attachments: details?.attachments ?? [],
+            htmlBody: details?.htmlBody)
     }
 
     private static func meta(_ key: String, _ db: Database) throws -> String? {

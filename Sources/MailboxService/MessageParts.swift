@@ -15,7 +15,7 @@ enum MessageParts {
         let parsed = MIMEMessage.parse(raw, limits: limits)
         let from = parsed.from.first.map(\.displayForm) ?? envelopeSender
         var message = NewMessage(
-            to: recipient, from: String(from.utf8.prefix(998)) ?? from, subject: parsed.subject, body: parsed.text)
+            to: recipient, from: capped(from), subject: capped(parsed.subject), body: parsed.text)
         message.htmlBody = parsed.html
         message.messageID = parsed.messageID
         message.inReplyTo = parsed.inReplyTo
@@ -28,6 +28,20 @@ enum MessageParts {
         message.raw = raw
         message.deduplicates = true
         return message
+    }
+
+    /// At most 998 bytes (RFC 5322's line limit, the API's for `from` and `subject`), cut between characters;
+    /// the raw message keeps the whole header.
+    static func capped(_ text: String) -> String {
+        guard text.utf8.count > 998 else { return text }
+        var result = ""
+        var bytes = 0
+        for character in text {
+            bytes += character.utf8.count
+            if bytes > 998 { break }
+            result.append(character)
+        }
+        return result
     }
 
     /// A `POST /v1/deliveries` message: its fields as given, and the RFC 5322 message they make as the raw form.

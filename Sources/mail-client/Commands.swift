@@ -143,8 +143,10 @@ enum DumpCommand {
         usage: mail-client dump --state-dir DIR [--mailbox NAME]
 
         Prints the local cache as one JSON object:
-        {"account","state","messageCount","messages":[{"id","mailbox","from","to","subject","preview","size",
-        "receivedAt","seen","flagged","body"?}]} with messages newest first.
+        {"account","state","messageCount","messages":[{"id","mailbox","from","to","cc","subject","preview",
+        "size","receivedAt","sentAt"?,"messageId"?,"inReplyTo"?,"seen","flagged","hasAttachment","attachments",
+        "body"?,"htmlBody"?}]} with messages newest first ("to" and "cc" as [{"name","address"}], "attachments"
+        as [{"partId","filename","type","size"}]).
 
           --state-dir DIR         the folder given to `mail-client run`
           --mailbox NAME          only messages in this mailbox

@@ -56,7 +56,8 @@ final class FakeMailServer: MailTransport {
             s.modseq += 1
             let body = String(repeating: "b", count: bodySize)
             s.messages[id] = MailMessage(
-                id: id, mailbox: mailbox, from: "sender@example.com", to: "alice", subject: subject,
+                id: id, mailbox: mailbox, from: "sender@example.com", to: [MailAddress(address: "alice")],
+                subject: subject,
                 preview: String(body.prefix(40)), size: bodySize, receivedAt: Double(1_700_000_000 + s.modseq),
                 body: body)
             s.createdAt[id] = s.modseq

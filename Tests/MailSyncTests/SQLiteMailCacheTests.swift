@@ -9,7 +9,8 @@ import Testing
 struct SQLiteMailCacheTests {
     func message(_ id: String, body: String? = "body", seen: Bool = false, size: Int = 4) -> MailMessage {
         MailMessage(
-            id: id, from: "a@example.com", to: "alice", subject: "s-\(id)", preview: "p", size: size,
+            id: id, from: "a@example.com", to: [MailAddress(address: "alice")], subject: "s-\(id)", preview: "p",
+            size: size,
             receivedAt: 1_700_000_000, seen: seen, body: body)
     }
 

@@ -27,9 +27,12 @@ struct LMTPIngestTests {
         var api: String { "http://127.0.0.1:\(service.port)" }
         var lmtpPort: UInt16 { service.lmtpPort! }
 
-        init(maxMessageBytes: Int = 1 << 20, maxConnections: Int = 16, idleTimeout: Duration = .seconds(30)) async throws {
+        init(
+            maxMessageBytes: Int = 1 << 20, maxConnections: Int = 16, idleTimeout: Duration = .seconds(30)
+        ) async throws {
             directory = try TemporaryDirectory(prefix: "lmtp-ingest")
-            var configuration = ServiceConfiguration(dataDirectory: directory.path("data"), deliveryToken: deliveryToken)
+            var configuration = ServiceConfiguration(
+                dataDirectory: directory.path("data"), deliveryToken: deliveryToken)
             configuration.port = 0
             configuration.store.passwordParameters = .testing
             configuration.lmtp = .init(
@@ -245,7 +248,8 @@ struct LMTPIngestTests {
             HTTPRequest(
                 method: .post, url: f.api + "/v1/deliveries",
                 headers: ["Content-Type": "application/json", "Authorization": "Bearer \(f.deliveryToken)"],
-                body: Data(#"{"to":"alice","from":"Zoë <zoe@example.org>","subject":"Grüße","body":"Hallo\nWelt"}"#.utf8)))
+                body: Data(
+                    #"{"to":"alice","from":"Zoë <zoe@example.org>","subject":"Grüße","body":"Hallo\nWelt"}"#.utf8)))
         #expect(response.status == 201)
         let alice = try await f.login("alice")
         let message = try #require(try await f.messages(alice).first)
