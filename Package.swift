@@ -80,8 +80,8 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "APNs", "APNsSimulator", "MailboxService", "MailboxStore", "HTTPServer", "HTTP2Server", "HTTPClient",
-                "OpenSSLCrypto", "Locking",
+                "APNs", "APNsSimulator", "MailboxService", "MailboxStore", "MailIngest", "MailMIME", "HTTPServer",
+                "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking",
             ]),
         .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(

@@ -26,6 +26,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case http2Frames = "http2-frames"
     /// Raw HTTP/1.1 requests to mailboxd's router on HTTPServer over loopback.
     case http1Requests = "http1-requests"
+    /// RFC 5322 / MIME messages through GMime: every listed part can be fetched.
+    case mime = "mime"
+    /// LMTP sessions, whole and cut into pieces.
+    case lmtp = "lmtp"
 
     /// Runs the target on one input.
     public func run(_ input: UnsafeRawBufferPointer) {
@@ -41,6 +45,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .providerRequest: TextFuzz.providerRequest(bytes)
         case .http2Frames: ServerFuzz.http2.send(bytes)
         case .http1Requests: ServerFuzz.http1.send(bytes)
+        case .mime: MailFuzz.mime(bytes)
+        case .lmtp: MailFuzz.lmtp(bytes)
         }
     }
 }
