@@ -48,6 +48,7 @@ public final class LMTPServer: Sendable {
 
     private struct State {
         var open: Set<Int32> = []
+        var started = false
         var stopping = false
     }
 
@@ -61,7 +62,7 @@ public final class LMTPServer: Sendable {
     private let threads = DispatchGroup()
     private let log: @Sendable (String) -> Void
 
-    /// Binds the listener and starts accepting connections.
+    /// Binds the listener; ``start()`` begins accepting connections.
     public init(
         configuration: Configuration, backend: any LMTPBackend, log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
@@ -75,6 +76,16 @@ public final class LMTPServer: Sendable {
         self.configuration = configuration
         self.backend = backend
         self.log = log
+    }
+
+    /// Starts accepting connections (once).
+    public func start() {
+        guard
+            state.withLock({ state -> Bool in
+                defer { state.started = true }
+                return !state.started && !state.stopping
+            })
+        else { return }
         threads.enter()
         let thread = Thread { [self] in
             acceptLoop()
@@ -87,13 +98,14 @@ public final class LMTPServer: Sendable {
     /// Stops accepting, ends every session (a transaction in progress gets nothing stored), and returns once each
     /// connection's thread is done.
     public func shutdown() {
-        let open = state.withLock { state -> Set<Int32> in
+        // Under the lock: a session closes its descriptor under it too, so no number shut down here can have been
+        // closed and reused meanwhile.
+        state.withLock { state in
             state.stopping = true
-            return state.open
+            for fd in state.open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         }
         var byte: UInt8 = 1
         _ = write(wake.write, &byte, 1)
-        for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         threads.wait()
         close(listener)
         close(wake.read)
@@ -113,7 +125,12 @@ public final class LMTPServer: Sendable {
             if state.withLock({ $0.stopping }) || fds[1].revents != 0 { return }
             guard fds[0].revents & Int16(POLLIN) != 0 else { continue }
             let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { continue }
+            guard fd >= 0 else {
+                // Out of descriptors (EMFILE, ENFILE) leaves the listener readable: wait rather than spin.
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM { usleep(50_000) }
+                continue
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let admitted = state.withLock { state -> Bool in
                 guard !state.stopping, state.open.count < configuration.maxConnections else { return false }
                 state.open.insert(fd)
@@ -128,8 +145,11 @@ public final class LMTPServer: Sendable {
             threads.enter()
             let thread = Thread { [self] in
                 serve(fd)
-                state.withLock { _ = $0.open.remove(fd) }
-                close(fd)
+                Self.linger(fd)
+                state.withLock { state in
+                    state.open.remove(fd)
+                    close(fd)
+                }
                 threads.leave()
             }
             thread.name = "lmtp-session"
@@ -144,11 +164,15 @@ public final class LMTPServer: Sendable {
     private func serve(_ fd: Int32) {
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var session = LMTPSession(configuration: configuration.session)
-        guard Self.sendAll(fd, session.greeting) else { return }
         let timeout = configuration.idleTimeout
         let timeoutMilliseconds = Int32(
             clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        // A client that stops reading its replies is dropped after the same time as one that stops writing.
+        var sendTimeout = timeval(
+            tv_sec: Int(timeoutMilliseconds / 1000), tv_usec: Int(timeoutMilliseconds % 1000) * 1000)
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
+        var session = LMTPSession(configuration: configuration.session)
+        guard Self.sendAll(fd, session.greeting) else { return }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var delivered = 0
         defer { if delivered > 0 { log("lmtp: session ended after \(delivered) message(s)") } }
@@ -181,6 +205,19 @@ public final class LMTPServer: Sendable {
                     actions = session.delivered(results) + actions
                 }
             }
+        }
+    }
+
+    /// Ends the connection gently: our side first, then whatever the client still sends is read and dropped for a
+    /// moment, so the kernel does not answer unread input with a reset that could destroy the last reply.
+    private static func linger(_ fd: Int32) {
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<16 {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 100) > 0 else { return }
+            let count = scratch.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 { return }
         }
     }
 

@@ -91,6 +91,11 @@ public struct LMTPSession: Sendable {
         case delivering(recipients: [String])
         /// QUIT or a fatal error.
         case closed
+
+        var isTransaction: Bool {
+            if case .transaction = self { return true }
+            return false
+        }
     }
 
     /// The configuration the session runs with.
@@ -279,10 +284,16 @@ public struct LMTPSession: Sendable {
             return recipient(argument)
         case "DATA":
             guard argument.isEmpty else { return [.send("501 5.5.4 DATA takes no argument\r\n")] }
-            guard case .transaction(let sender, let recipients) = state else {
-                return [.send("503 5.5.1 MAIL and RCPT first\r\n")]
+            guard case .transaction(let sender, let recipients) = state, !recipients.isEmpty else {
+                let reason = state.isTransaction ? "No valid recipients" : "MAIL and RCPT first"
+                // Input after a refused DATA is message text the client sent without waiting for 354 (RFC 2920
+                // forbids it): read as commands, it could smuggle a transaction. The session ends instead.
+                guard inputStart == input.count else {
+                    state = .closed
+                    return [.send("503 5.5.1 \(reason); message text before 354, closing\r\n"), .close]
+                }
+                return [.send("503 5.5.1 \(reason)\r\n")]
             }
-            guard !recipients.isEmpty else { return [.send("503 5.5.1 No valid recipients\r\n")] }
             state = .data(sender: sender, recipients: recipients, message: [], tooLarge: false)
             atLineStart = true
             return [.send("354 Start mail input; end with <CRLF>.<CRLF>\r\n")]

@@ -10,9 +10,10 @@ extension MIMEMessage {
         precondition(gmimeInitialised)
         let message = g_mime_message_new(1)!
         defer { g_object_unref(message) }
-        if let parsed = internet_address_list_parse(nil, from), internet_address_list_length(parsed) > 0 {
+        let parsed = internet_address_list_parse(nil, from)
+        defer { if let parsed { g_object_unref(parsed) } }
+        if let parsed, internet_address_list_length(parsed) > 0 {
             internet_address_list_append(g_mime_message_get_from(message), parsed)
-            g_object_unref(parsed)
         } else {
             g_mime_message_add_mailbox(message, GMIME_ADDRESS_TYPE_FROM, nil, from)
         }

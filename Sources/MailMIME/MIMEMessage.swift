@@ -43,6 +43,8 @@ public struct MIMEPartContent: Sendable, Equatable {
     public var filename: String?
     /// The content with its transfer encoding (base64, quoted-printable) undone.
     public var bytes: [UInt8]
+    /// The `charset` parameter, as the part gives it (text keeps its own charset).
+    public var charset: String?
 }
 
 /// How far the parser goes into a message's structure.

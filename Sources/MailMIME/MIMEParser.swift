@@ -33,6 +33,29 @@ private func takeString(_ text: UnsafeMutablePointer<CChar>?) -> String? {
     return String(cString: text)
 }
 
+/// A C string with its CRLF line ends made LF (the line ends clients expect), converted byte by byte: going
+/// through Foundation's `replacingOccurrences` cost more than the whole parse.
+private func lfString(_ text: UnsafePointer<CChar>) -> String {
+    let length = strlen(text)
+    return text.withMemoryRebound(to: UInt8.self, capacity: length) { start in
+        let bytes = UnsafeBufferPointer(start: start, count: length)
+        guard bytes.contains(0x0D) else { return String(decoding: bytes, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(length)
+        for index in 0..<length where !(bytes[index] == 0x0D && index + 1 < length && bytes[index + 1] == 0x0A) {
+            out.append(bytes[index])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// ``lfString(_:)`` of a string GMime allocated, freeing it.
+private func takeLFString(_ text: UnsafeMutablePointer<CChar>?) -> String? {
+    guard let text else { return nil }
+    defer { g_free(text) }
+    return lfString(text)
+}
+
 extension MIMEMessage {
     /// Parses an RFC 5322 message (with MIME structure) from its raw bytes.
     public static func parse(_ bytes: [UInt8], limits: MIMELimits = MIMELimits()) -> MIMEMessage {
@@ -54,7 +77,8 @@ extension MIMEMessage {
             walker.walk(UnsafeMutableRawPointer(root), path: "", depth: 0) { object, path in
                 guard path == partID else { return true }
                 found = MIMEPartContent(
-                    contentType: mediaType(object), filename: filename(object), bytes: decodedContent(object))
+                    contentType: mediaType(object), filename: filename(object), bytes: decodedContent(object),
+                    charset: string(g_mime_object_get_content_type_parameter(object, "charset")))
                 return false
             }
             return found
@@ -139,10 +163,8 @@ extension MIMEMessage {
             let disposition = string(g_mime_object_get_disposition(part))?.lowercased()
             let isAttachment = disposition == "attachment"
             if !isAttachment, sf_gmime_is_text_part(part) != 0, type == "text/plain" || type == "text/html" {
-                // Line ends as clients expect them: LF.
-                let text = takeString(
-                    g_mime_text_part_get_text(cast(UnsafeMutableRawPointer(part), to: GMimeTextPart.self))
-                ).map { $0.replacingOccurrences(of: "\r\n", with: "\n") }
+                let text = takeLFString(
+                    g_mime_text_part_get_text(cast(UnsafeMutableRawPointer(part), to: GMimeTextPart.self)))
                 if type == "text/plain", result.text.isEmpty, let text {
                     result.text = text
                     return true
@@ -160,10 +182,9 @@ extension MIMEMessage {
         if result.text.isEmpty, let html = result.html { result.text = HTMLText.reduce(html) }
         // A multipart whose boundary is missing or never used holds everything in its prologue.
         if result.text.isEmpty, result.html == nil, result.attachments.isEmpty, sf_gmime_is_multipart(root) != 0,
-            let prologue = string(
-                g_mime_multipart_get_prologue(cast(UnsafeMutableRawPointer(root), to: GMimeMultipart.self)))
+            let prologue = g_mime_multipart_get_prologue(cast(UnsafeMutableRawPointer(root), to: GMimeMultipart.self))
         {
-            result.text = prologue.replacingOccurrences(of: "\r\n", with: "\n")
+            result.text = lfString(prologue)
             walker.limitReached = true
         }
         result.isComplete = !walker.limitReached
@@ -187,10 +208,15 @@ extension MIMEMessage {
         return result
     }
 
-    /// `<id@host>` → `id@host` (the first id when there are several).
+    /// `<id@host>` → `id@host`: the first id in angle brackets (In-Reply-To may carry text around it, as in
+    /// `Your message of … <id@host>`), or the first word when there are no brackets.
     static func bareID(_ text: String) -> String? {
-        let trimmed = text.trimmingPrefix { $0 == " " || $0 == "\t" || $0 == "<" }
-        let id = trimmed.prefix { $0 != ">" && $0 != " " && $0 != "\t" && $0 != "\r" && $0 != "\n" }
+        let isSpace = { (c: Character) in c == " " || c == "\t" || c == "\r" || c == "\n" }
+        if let open = text.firstIndex(of: "<") {
+            let id = text[text.index(after: open)...].prefix { $0 != ">" && !isSpace($0) }
+            return id.isEmpty ? nil : String(id)
+        }
+        let id = text.drop(while: isSpace).prefix { !isSpace($0) }
         return id.isEmpty ? nil : String(id)
     }
 

@@ -22,8 +22,12 @@ struct LMTPDelivery: LMTPBackend {
     }
 
     func deliver(_ envelope: LMTPSession.Envelope, message: [UInt8]) -> [LMTPSession.DeliveryResult] {
-        let copies = envelope.recipients.map {
-            MessageParts.ingested(message, recipient: $0, envelopeSender: envelope.sender)
+        // Parsed once; each recipient's copy differs only in its account.
+        let parsed = MessageParts.ingested(message, recipient: "", envelopeSender: envelope.sender)
+        let copies = envelope.recipients.map { recipient in
+            var copy = parsed
+            copy.to = recipient
+            return copy
         }
         let store = store
         let results = Self.waitFor {

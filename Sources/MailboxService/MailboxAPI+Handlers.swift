@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import MailMIME
 import MailboxStore
 import OpenSSLCrypto
 
@@ -66,6 +67,9 @@ extension MailboxAPI {
         else { throw HTTPError.notFound("No such message, or it has no raw form.") }
         var response = HTTPResponse(body: Data(raw))
         response.headers.replaceOrAdd(name: "Content-Type", value: "message/rfc822")
+        // A download, never a page: some browsers render message/rfc822 (MHTML) in the mailbox's origin.
+        response.headers.replaceOrAdd(name: "Content-Disposition", value: "attachment; filename=\"message.eml\"")
+        response.headers.replaceOrAdd(name: "X-Content-Type-Options", value: "nosniff")
         return response
     }
 
@@ -76,9 +80,15 @@ extension MailboxAPI {
             throw HTTPError(
                 .badRequest, code: "invalidArgument", message: "A part id is dot-separated numbers, such as 2 or 1.2.")
         }
-        guard let id = request.parameter("id"), let raw = try store.rawMessage(id: id, accountID: session.accountID),
-            let part = MessageParts.part(partID, of: raw)
+        guard let id = request.parameter("id"), let raw = try store.rawMessage(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message or part.") }
+        // Parsing a large message takes a while: on a thread of its own, not the cooperative pool's.
+        let found = await withCheckedContinuation { (done: CheckedContinuation<MIMEPartContent?, Never>) in
+            let thread = Thread { done.resume(returning: MessageParts.part(partID, of: raw)) }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+        guard let part = found else { throw HTTPError.notFound("No such message or part.") }
         var response = HTTPResponse(body: Data(part.bytes))
         response.headers.replaceOrAdd(name: "Content-Type", value: part.contentType)
         response.headers.replaceOrAdd(
@@ -161,8 +171,15 @@ extension MailboxAPI {
             ConstantTime.equals(SHA256.hash(token), deliveryTokenHash)
         else { throw HTTPError.unauthorized("A valid delivery token is required.") }
         let body = try decode(DeliveryRequest.self, from: request, allowed: ["to", "from", "subject", "body"])
-        guard !body.to.isEmpty, body.from.utf8.count <= 998, body.subject.utf8.count <= 998 else {
-            throw HTTPError(.badRequest, code: "invalidArgument", message: "Recipient, sender or subject is invalid.")
+        // CR, LF and NUL have no place in a header: refused, so the RFC 5322 message built from these fields says
+        // what they say.
+        let headerSafe = { (text: String) in !text.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 } }
+        guard !body.to.isEmpty, body.from.utf8.count <= 998, body.subject.utf8.count <= 998,
+            headerSafe(body.to), headerSafe(body.from), headerSafe(body.subject)
+        else {
+            throw HTTPError(
+                .badRequest, code: "invalidArgument",
+                message: "Recipient, sender or subject is invalid (too long, or a line break or NUL in it).")
         }
         let receipt: DeliveryReceipt
         do {

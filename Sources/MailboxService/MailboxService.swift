@@ -59,6 +59,7 @@ public final class MailboxService: Sendable {
             throw error
         }
         self.lmtp = lmtp
+        lmtp?.start()
         self.store = store
         self.metrics = metrics
         self.dispatcher = dispatcher

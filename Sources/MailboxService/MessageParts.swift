@@ -70,15 +70,23 @@ enum MessageParts {
     /// The part's decoded bytes, with a content type safe to send as a header.
     static func part(_ partID: String, of raw: [UInt8]) -> MIMEPartContent? {
         guard var part = MIMEMessage.part(partID, of: raw, limits: limits) else { return nil }
-        let type = part.contentType.utf8
-        let isToken = { (byte: UInt8) in
-            (0x30...0x39).contains(byte) || (0x61...0x7A).contains(byte) || Array("!#$&-^_.+".utf8).contains(byte)
-        }
-        let halves = type.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        if halves.count != 2 || halves.contains(where: { $0.isEmpty || !$0.allSatisfy(isToken) }) {
+        let halves = part.contentType.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        if halves.count != 2 || halves.contains(where: { !isToken($0) }) {
             part.contentType = "application/octet-stream"
         }
+        // Text keeps its own charset: say which, so the client can decode it.
+        if part.contentType.hasPrefix("text/"), let charset = part.charset, isToken(charset.lowercased().utf8) {
+            part.contentType += "; charset=\(charset.lowercased())"
+        }
         return part
+    }
+
+    /// An RFC 2045 token (lowercase): safe to put in a header as it is.
+    static func isToken(_ bytes: some Collection<UInt8>) -> Bool {
+        !bytes.isEmpty && bytes.count <= 127
+            && bytes.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x61...0x7A).contains(byte) || Array("!#$&-^_.+".utf8).contains(byte)
+            }
     }
 
     /// `attachment; filename="…"; filename*=UTF-8''…` (RFC 6266): an ASCII fallback and the exact name.
@@ -90,7 +98,8 @@ enum MessageParts {
                     ? Character(scalar) : "_"
             })
         var encoded = ""
-        for byte in name.utf8.prefix(600) {
+        // At most 200 characters, cut between characters so the percent-encoding stays valid UTF-8.
+        for byte in String(name.prefix(200)).utf8 {
             let unreserved =
                 (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
                 || Array("-._~".utf8).contains(byte)

@@ -17,7 +17,7 @@ struct CorpusReplayTests {
         try await offPool {
             for name in names {
                 // Read with read(2): Foundation leaks a buffer for every empty file (an empty payload is a seed).
-                let bytes = Data(ChildProcess.read(folder + "/" + name).utf8)
+                let bytes = Data(ChildProcess.readBytes(folder + "/" + name))
                 bytes.withUnsafeBytes { target.run($0) }
             }
         }

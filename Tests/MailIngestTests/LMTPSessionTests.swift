@@ -112,6 +112,19 @@ struct LMTPSessionTests {
         #expect(d.take() == ["503 5.5.1 No valid recipients"], "still in the transaction, still no recipient")
     }
 
+    /// Text pipelined after a DATA that is refused was meant as message text: read as commands it could smuggle a
+    /// second transaction, so the session ends instead.
+    @Test func messageTextAfterARefusedDataEndsTheSession() {
+        var d = Driver()
+        d.send(
+            "LHLO mta\r\nMAIL FROM:<s@x>\r\nRCPT TO:<nobody@x>\r\nDATA\r\nMAIL FROM:<evil@x>\r\n"
+                + "RCPT TO:<alice@example.com>\r\nDATA\r\nsmuggled\r\n.\r\n")
+        #expect(d.take().last == "503 5.5.1 No valid recipients; message text before 354, closing")
+        #expect(d.closed)
+        #expect(d.delivered.isEmpty)
+        #expect(d.lookups == ["nobody@x"])
+    }
+
     @Test func dotStuffingIsUndoneAndOnlyCRLFDotCRLFEndsTheMessage() {
         var d = Driver()
         d.send("LHLO mta\r\nMAIL FROM:<s@x>\r\nRCPT TO:<alice@example.com>\r\nDATA\r\n")

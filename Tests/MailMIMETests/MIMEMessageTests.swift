@@ -125,6 +125,21 @@ struct MIMEMessageTests {
         #expect(m.sentAt == 1_796_022_900)
     }
 
+    @Test func messageIDsAreTheFirstBracketedID() throws {
+        let raw = Array(
+            "From: a@example.org\r\nMessage-ID: <m@x>\r\nIn-Reply-To: Your message of Monday <orig@example.net>\r\n\r\nb\r\n"
+                .utf8)
+        let m = MIMEMessage.parse(raw)
+        #expect(m.messageID == "m@x")
+        #expect(m.inReplyTo == "orig@example.net")
+    }
+
+    @Test func aTextPartKeepsItsCharsetName() throws {
+        let part = try #require(MIMEMessage.part("1", of: try Self.corpus("shift-jis.eml")))
+        #expect(part.charset?.lowercased() == "shift_jis")
+        #expect(part.contentType == "text/plain")
+    }
+
     @Test(arguments: [
         ("<p>a</p><p>b</p>", "a\nb"), ("x &amp;&#x41;&#66; y", "x &AB y"), ("<style>p{}</style>t", "t"),
         ("a<br>b", "a\nb"), ("&unknown; &#xZZ;", "&unknown; &#xZZ;"), ("<", ""), ("a  \n  b", "a b"),

@@ -148,6 +148,8 @@ struct LMTPIngestTests {
         let stored = try await f.get("/v1/messages/\(id)/raw", token: alice)
         #expect(stored.status == 200)
         #expect(stored.headers["Content-Type"] == "message/rfc822")
+        #expect(stored.headers["Content-Disposition"] == "attachment; filename=\"message.eml\"")
+        #expect(stored.headers["X-Content-Type-Options"] == "nosniff")
         #expect(Array(stored.body) == raw)
         let pdf = try await f.get("/v1/messages/\(id)/parts/2", token: alice)
         #expect(pdf.status == 200)
@@ -170,6 +172,20 @@ struct LMTPIngestTests {
             let error = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
             #expect(error?["error"] as? String == "invalidArgument")
         }
+        await f.shutdown()
+    }
+
+    @Test func aTextPartIsServedWithItsCharset() async throws {
+        let f = try await Fixture()
+        let raw = try Self.corpus("shift-jis.eml")
+        _ = try await f.transact(to: ["alice@example.test"], message: raw)
+        let alice = try await f.login("alice")
+        let message = try #require(try await f.messages(alice).first)
+        #expect(message["body"] as? String == "日本語のテキストです。\nよろしくお願いします。\n")
+        let part = try await f.get("/v1/messages/\(message["id"] as? String ?? "")/parts/1", token: alice)
+        #expect(part.status == 200)
+        #expect(part.headers["Content-Type"] == "text/plain; charset=shift_jis")
+        #expect(String(data: part.body, encoding: .shiftJIS) == "日本語のテキストです。\nよろしくお願いします。\n")
         await f.shutdown()
     }
 
@@ -263,6 +279,20 @@ struct LMTPIngestTests {
         #expect(text.contains("Subject: =?UTF-8?"), "the subject is RFC 2047 encoded")
         #expect(text.contains("Message-Id: <\(message["messageId"] as? String ?? "?")>"))
         #expect(raw.body.allSatisfy { $0 < 0x80 })
+        // A line break in a header field would make the message built from it say something else: refused.
+        for field in ["to", "from", "subject"] {
+            var fields = ["to": "alice", "from": "a@example.org", "subject": "s", "body": "b"]
+            fields[field] = (fields[field] ?? "") + "\r\nBcc: victim@example.org"
+            let refused = try await f.client.execute(
+                HTTPRequest(
+                    method: .post, url: f.api + "/v1/deliveries",
+                    headers: ["Content-Type": "application/json", "Authorization": "Bearer \(f.deliveryToken)"],
+                    body: try JSONSerialization.data(withJSONObject: fields)))
+            #expect(refused.status == 400, "\(field)")
+            let error = try JSONSerialization.jsonObject(with: refused.body) as? [String: Any]
+            #expect(error?["error"] as? String == "invalidArgument")
+        }
+        #expect(try await f.messages(alice).count == 1)
         await f.shutdown()
     }
 }

@@ -80,8 +80,13 @@ public final class ChildProcess: @unchecked Sendable {  // `lock` guards `exitSt
     /// `Data(contentsOf:)`, `FileManager.contents(atPath:)`) leaks a 4 KiB buffer for every empty file it reads
     /// in this toolchain, and a child's log is often still empty.
     public static func read(_ path: String) -> String {
+        String(decoding: readBytes(path), as: UTF8.self)
+    }
+
+    /// A file's bytes, read with `read(2)` (see ``read(_:)``); empty when it cannot be read.
+    public static func readBytes(_ path: String) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return "" }
+        guard descriptor >= 0 else { return [] }
         defer { close(descriptor) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
@@ -90,7 +95,7 @@ public final class ChildProcess: @unchecked Sendable {  // `lock` guards `exitSt
             if count <= 0 { break }
             bytes += chunk[0..<count]
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     /// Whether the child is still running (reaps it when it has ended).
