@@ -303,6 +303,7 @@ class Device:
         self.last_sync = None
         self.last_signal_st = None
         self.signals = 0
+        self.signal_times = []  # monotonic time of each signal received
         self.errors = []
         self.proc = None
 
@@ -375,6 +376,7 @@ class MailClients:
             device.token = event.get("deviceToken")
         elif kind == "signal":
             device.signals += 1
+            device.signal_times.append(now)
             device.last_signal_st = (event.get("payload") or {}).get("st")
         elif kind == "sync-done" and event.get("state"):
             device.last_sync = event

@@ -460,7 +460,10 @@ def e2e(env):
             f.write("\n".join(f"{v:.3f}" for v in sorted(samples)) + "\n")
         with open(os.path.join(env.out, "e2e-floor.dat"), "w") as f:
             f.write("\n".join(f"{v:.3f}" for v in sorted(floor)) + "\n")
+        goal_p99 = 25.0
         emit({"benchmark": "e2e-freshness", "title": "Freshness: delivery 201 → message in the device cache",
+              "goal_p99_ms": goal_p99, "met": p99 <= goal_p99,
+              **({} if p99 <= goal_p99 else {"finding": f"freshness p99 {p99:.1f} ms misses the goal ≤ {goal_p99} ms"}),
               "devices": len(clients.devices), "accounts": accounts, "deliveries": deliveries,
               "offered_rate": rate, "send_seconds": round(send_seconds, 1), "samples": len(samples),
               "p50_ms": round(p50, 1), "p90_ms": round(percentile(samples, 90), 1), "p99_ms": round(p99, 1),
@@ -474,8 +477,53 @@ def e2e(env):
               "incremental_bytes": round(inc), "full_refetch_bytes": round(fmean),
               "mailbox_messages": round(messages / len(full), 1), "ratio_full_to_incremental": round(fmean / inc, 1),
               "accounts_sampled": len(full)})
+        emit(e2e_burst(cluster, clients, users[1], api))
     finally:
         cluster.close()
+
+
+def e2e_burst(cluster, clients, user, api, deliveries=1000, senders=8, burst=20, refill=1.0):
+    """1,000 deliveries to one account as fast as 8 senders go (about a second): each of its devices may get at
+    most burst + refill × seconds signals (mailboxd's default pacing), and must end at the burst's final state."""
+    devices = [d for d in clients.devices if d.user == user]
+    before = {d.name: len(d.signal_times) for d in devices}
+    start = time.monotonic()
+    errors = []
+
+    def send(worker):
+        local = cluster.api()
+        for i in range(worker, deliveries, senders):
+            status, _ = local.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
+                "to": user, "from": f"burst{i}@example.com", "subject": f"Burst {i}", "body": "b"})
+            if status != 201:
+                errors.append(status)
+
+    threads = [threading.Thread(target=send, args=(w,)) for w in range(senders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    burst_seconds = time.monotonic() - start
+    if errors:
+        raise RuntimeError(f"burst: {len(errors)} deliveries failed: {errors[:5]}")
+    ok, detail = common.wait_converged(cluster, clients, [user], timeout=60)
+    if not ok:
+        raise RuntimeError("burst: " + detail)
+    time.sleep(2.5)  # any signal still paced arrives (one token a second)
+    per_device = []
+    for d in devices:
+        times = d.signal_times[before[d.name]:]
+        span = (times[-1] - start) if times else 0.0
+        per_device.append({"device": d.name, "signals": len(times), "span_s": round(span, 2),
+                           "bound": round(burst + refill * span, 1)})
+    worst = max(p["signals"] - p["bound"] for p in per_device)
+    met = worst <= 0
+    record = {"benchmark": "e2e-burst", "title": f"A burst of {deliveries:,} deliveries to one account",
+              "deliveries": deliveries, "burst_seconds": round(burst_seconds, 2), "pacing_burst": burst,
+              "pacing_refill_per_s": refill, "devices": per_device, "converged": ok, "met": met}
+    if not met:
+        record["finding"] = (f"burst: a device got {worst:.0f} more signals than burst + refill × seconds allows")
+    return record
 
 
 # MARK: - ingest
@@ -492,14 +540,25 @@ def ingest(env):
         if not shutil.which(tool):
             raise SystemExit(f"ingest: {tool} is missing (Debian postfix; Scripts/bootstrap installs it)")
     mailboxd = os.path.join(env.bin, "mailboxd")
-    subprocess.run([mailboxd, "account", "add", "bench", "--data-dir", env.data], input="password-bench\n",
-                   text=True, check=True, stdout=subprocess.DEVNULL)
-    api_port, lmtp_port, sink_port = free_port(), free_port(), free_port()
-    server = env.start("mailboxd-ingest", [
-        mailboxd, "serve", "--data-dir", env.data, "--listen", f"127.0.0.1:{api_port}", "--apns-topic", TOPIC,
-        "--apns-url", "https://127.0.0.1:9", "--apns-sandbox-url", "https://127.0.0.1:9",
-        "--lmtp-listen", f"127.0.0.1:{lmtp_port}", "--synchronous", "FULL"])
-    wait_port(lmtp_port, proc=server)
+
+    def start_mailboxd(name, synchronous):
+        data = os.path.join(env.work, name)
+        subprocess.run([mailboxd, "dev-setup", "--data-dir", data], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([mailboxd, "account", "add", "bench", "--data-dir", data], input="password-bench\n",
+                       text=True, check=True, stdout=subprocess.DEVNULL)
+        api, lmtp = free_port(), free_port()
+        server = env.start(name, [
+            mailboxd, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{api}", "--apns-topic", TOPIC,
+            "--apns-url", "https://127.0.0.1:9", "--apns-sandbox-url", "https://127.0.0.1:9",
+            "--lmtp-listen", f"127.0.0.1:{lmtp}", "--synchronous", synchronous])
+        wait_port(lmtp, proc=server)
+        return data, api, lmtp
+
+    data, api_port, lmtp_port = start_mailboxd("mailboxd-ingest", "FULL")
+    # The same server without an fsync per commit (WAL at NORMAL syncs at checkpoints only): what is left of
+    # the cost is CPU — parsing, the protocol, the store's SQL — which shows what bounds the FULL figure.
+    _, _, normal_port = start_mailboxd("mailboxd-ingest-normal", "NORMAL")
+    sink_port = free_port()
     sink = env.start("smtp-sink", ["smtp-sink", "-L", "-u", "postfix", f"127.0.0.1:{sink_port}", "256"])
     wait_port(sink_port, proc=sink)
 
@@ -515,11 +574,13 @@ def ingest(env):
         return count / elapsed
 
     load(lmtp_port)  # warm-up: the file, the caches, the page cache
-    ours, sink_rates = [], []
+    load(normal_port)
+    ours, sink_rates, normal_rates = [], [], []
     for _ in range(rounds):
         sink_rates.append(load(sink_port))
         ours.append(load(lmtp_port))
-    database = os.path.join(env.data, "mailbox.sqlite")
+        normal_rates.append(load(normal_port))
+    database = os.path.join(data, "mailbox.sqlite")
     stored = int(subprocess.run(["sqlite3", database, "SELECT count(*) FROM messages"], capture_output=True,
                                 text=True, check=True).stdout.strip())
     expected = count * (rounds + 1)
@@ -539,7 +600,13 @@ def ingest(env):
         rounds=[{"mailboxd": round(a, 1), "smtp_sink": round(b, 1), "ratio": round(a / b, 3)}
                 for a, b in zip(ours, sink_rates)],
         spread=round(max(a / b for a, b in zip(ours, sink_rates)) - min(a / b for a, b in zip(ours, sink_rates)), 3),
-        stored=stored, writes_per_transaction=round(writes / transactions, 1) if transactions else None))
+        stored=stored, writes_per_transaction=round(writes / transactions, 1) if transactions else None,
+        normal_median=round(sorted(normal_rates)[rounds // 2], 1),
+        normal_ratio=round(sorted(normal_rates)[rounds // 2] / sink_median, 3),
+        finding=None if ours_median / sink_median >= 0.5 else (
+            f"LMTP ingest reaches {ours_median / sink_median:.2f} of smtp-sink -L at FULL and "
+            f"{sorted(normal_rates)[rounds // 2] / sink_median:.2f} without an fsync per commit (NORMAL, same run): "
+            f"{'the fsync is not what bounds it: the CPU per message is (parse, the protocol, the store, the hand-offs between a session thread, the pool and the writer, on 2 cores shared with smtp-source)' if sorted(normal_rates)[rounds // 2] < 1.25 * ours_median else 'the fsync per group commit bounds it'}.")))
 
 
 def main():

@@ -17,11 +17,11 @@ final class BatchLedger: @unchecked Sendable {
     private var recipients: [String: Recipient] = [:]
     /// Account → the newest modseq a delivery in this batch used, not yet written to `accounts`.
     private var pending: [Int64: Int64] = [:]
-    private let coalescingWindow: Double
+    private let pacing: SignalPacing
     private let now: @Sendable () -> Double
 
-    init(coalescingWindow: Double, now: @escaping @Sendable () -> Double) {
-        self.coalescingWindow = coalescingWindow
+    init(pacing: SignalPacing, now: @escaping @Sendable () -> Double) {
+        self.pacing = pacing
         self.now = now
     }
 
@@ -62,8 +62,7 @@ final class BatchLedger: @unchecked Sendable {
         let time = now()
         for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
             try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", modseq, account)
-            try MailboxStore.enqueueSignals(
-                db, account: account, modseq: modseq, time: time, coalescingWindow: coalescingWindow)
+            try MailboxStore.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: pacing)
         }
         pending.removeAll(keepingCapacity: true)
     }

@@ -33,15 +33,22 @@ extension MailboxStore {
         }
     }
 
-    /// Marks the signal for `item` as sent. The row is deleted only if it still holds the modseq that was
-    /// claimed; if changes arrived meanwhile it stays, due at the end of the coalescing window (trailing edge).
+    /// Marks the signal for `item` as sent, spending one of the device's pacing tokens. The row is deleted only
+    /// if it still holds the modseq that was claimed; if changes arrived meanwhile it stays, due at once while the
+    /// device has a token left, else when the next returns.
     public func completeSignal(_ item: OutboxItem, sentModseq: Int64) async throws {
         let time = now()
-        let window = configuration.coalescingWindow
+        let pacing = configuration.pacing
         try await write { db in
+            let bucket = try db.queryOne("SELECT pace_tokens, pace_at FROM devices WHERE id = ?", item.deviceID)
+            let tokens = pacing.spending(
+                pacing.tokens(stored: bucket?[0].double, at: bucket?[1].double ?? 0, now: time))
             try db.run(
-                "UPDATE devices SET last_signal_at = ?, last_signalled_modseq = max(last_signalled_modseq, ?) WHERE id = ?",
-                time, sentModseq, item.deviceID)
+                """
+                UPDATE devices SET last_signal_at = ?, last_signalled_modseq = max(last_signalled_modseq, ?),
+                    pace_tokens = ?, pace_at = ?
+                WHERE id = ?
+                """, time, sentModseq, tokens, time, item.deviceID)
             let deleted = try db.run(
                 "DELETE FROM signal_outbox WHERE device_id = ? AND modseq <= ?", item.deviceID, sentModseq)
             if deleted == 0 {
@@ -50,7 +57,7 @@ extension MailboxStore {
                     UPDATE signal_outbox
                     SET due_at = ?, next_attempt_at = 0, leased_until = 0, attempts = 0, last_error = NULL
                     WHERE device_id = ?
-                    """, time + window, item.deviceID)
+                    """, pacing.dueTime(tokens: tokens, now: time), item.deviceID)
             }
         }
     }

@@ -117,6 +117,15 @@ extension MailboxStore {
                     WHERE ingest_key IS NOT NULL;
                 """)
         }
+        // Per-device signal pacing (`SignalPacing`): the bucket's tokens (NULL: full, never signalled) and when they
+        // were counted.
+        migrator.register("004-signal-pacing") { db in
+            try db.execute(
+                """
+                ALTER TABLE devices ADD COLUMN pace_tokens REAL;
+                ALTER TABLE devices ADD COLUMN pace_at REAL NOT NULL DEFAULT 0;
+                """)
+        }
         return migrator
     }()
 }

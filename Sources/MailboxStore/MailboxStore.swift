@@ -15,8 +15,8 @@ public final class MailboxStore: Sendable {
         public var synchronous: SynchronousMode = .full
         /// How long tombstones are kept; a state older than the oldest discarded one cannot be synced from.
         public var tombstoneRetention: TimeInterval = 30 * 86_400
-        /// The coalescing window: changes within it after a signal are folded into one trailing signal.
-        public var coalescingWindow: TimeInterval = 0.25
+        /// How often one device may be signalled (a token bucket per device; see ``SignalPacing``).
+        public var pacing = SignalPacing.standard
         /// scrypt cost for new password hashes.
         public var passwordParameters: ScryptParameters = .standard
         /// How long a claimed outbox row is leased to the dispatcher before it can be claimed again.
@@ -56,7 +56,7 @@ public final class MailboxStore: Sendable {
             try db.run("INSERT INTO store_meta (key, value) VALUES ('epoch', ?)", fresh)
             return fresh
         }
-        let ledger = BatchLedger(coalescingWindow: configuration.coalescingWindow, now: now)
+        let ledger = BatchLedger(pacing: configuration.pacing, now: now)
         batcher = WriteBatcher(
             pool: pool, maximumBatch: configuration.maximumBatch,
             lingerMicroseconds: configuration.synchronous == .full ? 300 : 200,
@@ -117,23 +117,25 @@ public final class MailboxStore: Sendable {
 
     /// Upserts one outbox row per registered device of the account, holding `modseq`.
     ///
-    /// A device with no pending row is due at once, unless it was signalled within the coalescing window, in
-    /// which case it is due when the window ends (trailing edge). A pending row keeps its due time and takes
-    /// the newer modseq: a burst of changes leaves one row per device.
+    /// A device with no pending row is due at once while its pacing bucket holds a token, otherwise when the next
+    /// token returns (``SignalPacing``). A pending row keeps its due time and takes the newer modseq: a burst of
+    /// changes leaves one row per device.
     func enqueueSignals(_ db: Database, account: Int64, modseq: Int64) throws {
-        try Self.enqueueSignals(
-            db, account: account, modseq: modseq, time: now(), coalescingWindow: configuration.coalescingWindow)
+        try Self.enqueueSignals(db, account: account, modseq: modseq, time: now(), pacing: configuration.pacing)
     }
 
-    /// ``enqueueSignals(_:account:modseq:)`` at `time`.
+    /// ``enqueueSignals(_:account:modseq:)`` at `time`. The pacing rule is Swift (`SignalPacing`), not SQL, so
+    /// every engine applies the same one.
     static func enqueueSignals(
-        _ db: Database, account: Int64, modseq: Int64, time: Double, coalescingWindow: Double
+        _ db: Database, account: Int64, modseq: Int64, time: Double, pacing: SignalPacing
     ) throws {
-        try db.run(
-            """
-            INSERT INTO signal_outbox (device_id, modseq, due_at)
-            SELECT id, ?, max(?, last_signal_at + ?) FROM devices WHERE account_id = ?
-            ON CONFLICT (device_id) DO UPDATE SET modseq = max(signal_outbox.modseq, excluded.modseq)
-            """, modseq, time, coalescingWindow, account)
+        for device in try db.query("SELECT id, pace_tokens, pace_at FROM devices WHERE account_id = ?", account) {
+            let tokens = pacing.tokens(stored: device[1].double, at: device[2].double ?? 0, now: time)
+            try db.run(
+                """
+                INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
+                ON CONFLICT (device_id) DO UPDATE SET modseq = max(signal_outbox.modseq, excluded.modseq)
+                """, device[0], modseq, pacing.dueTime(tokens: tokens, now: time))
+        }
     }
 }

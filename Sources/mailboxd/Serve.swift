@@ -2,12 +2,14 @@ import CommandLineSupport
 import Foundation
 import MailIngest
 import MailboxService
+import MailboxStore
 import SQLiteKit
 
 /// `mailboxd serve`: reads the configuration, starts the service, and stops it on SIGTERM or SIGINT.
 enum Serve {
     static let knownFlags = Set([
-        "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "coalesce-ms",
+        "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "signal-burst",
+        "signal-refill-per-minute",
         "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
         "lmtp-hostname", "max-message-bytes", "lmtp-max-connections",
     ]).union(singleAppFlags)
@@ -113,7 +115,12 @@ enum Serve {
         case "NORMAL": configuration.store.synchronous = .normal
         default: throw UsageError("--synchronous must be FULL or NORMAL")
         }
-        configuration.store.coalescingWindow = Double(try args.int("coalesce-ms", default: 250)) / 1000
+        let burst = try args.int("signal-burst", default: 20)
+        let refill = try args.int("signal-refill-per-minute", default: 60)
+        guard (1...10_000).contains(burst), (1...60_000).contains(refill) else {
+            throw UsageError("--signal-burst must be 1 to 10000 and --signal-refill-per-minute 1 to 60000")
+        }
+        configuration.store.pacing = SignalPacing(burst: Double(burst), refillPerSecond: Double(refill) / 60)
         if args.flag("access-log") {
             configuration.accessLog = { line in printError(line) }
         }

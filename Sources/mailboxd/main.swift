@@ -32,7 +32,10 @@ let usage = """
       --signal-kind KIND        badge (badge + content-available, push type alert; default) or background
       --apns-config FILE        several apps and both endpoints in one JSON file (instead of the --apns-* flags,
                                 --apns-ca and --signal-kind; see docs/apns.md)
-      --coalesce-ms N           coalescing window after a signal (default 250)
+      --signal-burst N          signals a quiet device may get back to back (default 20)
+      --signal-refill-per-minute N
+                                signals a device gets back each minute once its burst is spent (default 60);
+                                changes meanwhile are coalesced and the newest state goes out with the next
       --background-budget N     background signals per device per hour (default 3)
       --synchronous MODE        SQLite synchronous: FULL (default) or NORMAL
       --legacy-payload-limit    cap payloads at 2048 bytes instead of 4096

@@ -123,6 +123,35 @@ await runCommand(usage: usage) {
             fields.append(#""\#(name)_machinery_us":\#(Int(machinery * 1e6))"#)
             fields.append(#""\#(name)_ratio_ceiling":\#(String(format: "%.2f", ceiling))"#)
         }
+        // 64 producers, as many as an MTA's LMTP sessions and a crowd of senders bring: at FULL against one
+        // transaction per message, and against the same producers at OFF (no fsync: the CPU-bound ceiling), the
+        // two sides interleaved as above.
+        var full64: [StoreBenchmarks.DeliveryRates] = []
+        var off64: [StoreBenchmarks.DeliveryRates] = []
+        for _ in 0..<2 {
+            full64.append(
+                try await StoreBenchmarks.deliveryRates(
+                    groupPath: fresh("group64"), singlePath: fresh("single64"), synchronous: .full, count: count,
+                    producers: 64))
+            off64.append(
+                try await StoreBenchmarks.deliveryRates(
+                    groupPath: fresh("group64off"), singlePath: fresh("single64off"), synchronous: .off, count: count,
+                    producers: 64))
+        }
+        let grouped64 = full64.map(\.group).max() ?? 0
+        let single64 = full64.map(\.single).max() ?? 1
+        let off64Rate = off64.map(\.group).max() ?? 1
+        fields.append(#""full64_group_commit_per_s":\#(Int(grouped64))"#)
+        fields.append(#""full64_single_tx_per_s":\#(Int(single64))"#)
+        fields.append(#""full64_ratio":\#(String(format: "%.2f", grouped64 / single64))"#)
+        fields.append(#""off64_group_commit_per_s":\#(Int(off64Rate))"#)
+        fields.append(#""full64_vs_off_ratio":\#(String(format: "%.3f", grouped64 / off64Rate))"#)
+        let batches64 = full64.map(\.batches).reduce(0, +)
+        fields.append(
+            #""full64_deliveries_per_tx":\#(String(format: "%.1f", Double(count * full64.count) / Double(max(1, batches64))))"#
+        )
+        fields.append(
+            #""full64_group_commit_us":\#(Int(full64.map(\.groupCommit).reduce(0, +) / Double(full64.count) * 1e6))"#)
         let (small, big) = try StoreBenchmarks.changesLatency(
             small: try await StoreBenchmarks.changesFixture(path: fresh("small"), size: 1_000),
             large: try await StoreBenchmarks.changesFixture(path: fresh("large"), size: large))

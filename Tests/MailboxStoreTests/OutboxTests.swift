@@ -1,5 +1,6 @@
 import Foundation
 import MailboxStore
+import TestSupport
 import Testing
 
 @Suite struct OutboxTests {
@@ -56,27 +57,75 @@ import Testing
         for item in claimed { try await f.store.completeSignal(item, sentModseq: item.modseq) }
         #expect(try f.store.outboxStats().depth == 0)
 
-        // First change after a quiet period: due at once.
-        f.advance(10)
+        // A change while the signal is in flight: the row stays, and goes at once (a token is left).
         _ = try await f.deliver(to: "alice")
         claimed = try await f.store.claimDueSignals()
         #expect(claimed.count == 2)
-        // A change lands while the signal is in flight: the row stays, due after the coalescing window.
         _ = try await f.deliver(to: "alice")
         for item in claimed { try await f.store.completeSignal(item, sentModseq: item.modseq) }
         #expect(try f.store.outboxStats().depth == 2)
-        #expect(try await f.store.claimDueSignals().isEmpty, "held back within the coalescing window")
-        f.advance(0.3)
         claimed = try await f.store.claimDueSignals()
         #expect(claimed.map(\.modseq) == [2, 2])
         for item in claimed { try await f.store.completeSignal(item, sentModseq: item.modseq) }
         #expect(try f.store.lastSignalledModseqs(accountID: alice.id).values.allSatisfy { $0 == 2 })
+    }
 
-        // Within the window after a signal, a new change waits for the window's end (trailing edge).
+    /// Signal, claim, send, repeat, with the clock still: how many signals go out for `changes` changes.
+    func signalRun(_ f: StoreFixture, changes: Int) async throws -> Int {
+        var sent = 0
+        for _ in 0..<changes {
+            _ = try await f.deliver(to: "alice")
+            for item in try await f.store.claimDueSignals() {
+                try await f.store.completeSignal(item, sentModseq: item.modseq)
+                sent += 1
+            }
+        }
+        return sent
+    }
+
+    @Test func aQuietDeviceIsSignalledAtOnceAndABusyOneAtTheRefillRate() async throws {
+        let f = try StoreFixture(pacing: SignalPacing(burst: 3, refillPerSecond: 2))
+        let alice = try await f.account("alice")
+        try await f.store.registerDevice(
+            token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
+            sessionID: nil)
+        // The registration signal and two changes spend the burst of three, back to back, with no wait.
+        for item in try await f.store.claimDueSignals() {
+            try await f.store.completeSignal(item, sentModseq: item.modseq)
+        }
+        #expect(try await signalRun(f, changes: 2) == 2)
+        // The bucket is empty: ten more changes wait in the one row, due when a token returns (in half a second).
+        #expect(try await signalRun(f, changes: 10) == 0)
+        #expect(try f.store.outboxStats().depth == 1)
+        #expect(try f.store.nextSignalDue() == f.clock.now + 0.5)
+        f.advance(0.5)
+        let released = try await f.store.claimDueSignals()
+        #expect(released.count == 1)
+        #expect(released.first?.modseq == 12, "the newest state goes out")
+        for item in released { try await f.store.completeSignal(item, sentModseq: item.modseq) }
+        // Ten quiet seconds refill the bucket, but only to the burst: three of five changes go at once.
+        f.advance(10)
+        #expect(try await signalRun(f, changes: 5) == 3)
+    }
+
+    @Test func pacingStateSurvivesARestart() async throws {
+        let directory = try TemporaryDirectory(prefix: "pacing")
+        let pacing = SignalPacing(burst: 1, refillPerSecond: 0.1)
+        do {
+            let f = try StoreFixture(pacing: pacing, directory: directory)
+            let alice = try await f.account("alice")
+            try await f.store.registerDevice(
+                token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
+                sessionID: nil)
+            for item in try await f.store.claimDueSignals() {
+                try await f.store.completeSignal(item, sentModseq: item.modseq)
+            }
+        }
+        // The reopened store knows the token was spent: the next change waits for the refill.
+        let f = try StoreFixture(pacing: pacing, directory: directory)
         _ = try await f.deliver(to: "alice")
         #expect(try await f.store.claimDueSignals().isEmpty)
-        f.advance(0.3)
-        #expect(try await f.store.claimDueSignals().count == 2)
+        #expect(try f.store.outboxStats().depth == 1)
     }
 
     @Test func rescheduleBacksOffAndRecordsTheError() async throws {

@@ -9,14 +9,19 @@ final class StoreFixture: Sendable {
     let store: MailboxStore
     let clock: TestClock
 
-    init(synchronous: Bool = false, retention: TimeInterval = 30 * 86_400) throws {
-        directory = try TemporaryDirectory(prefix: "mailboxstore")
+    init(
+        synchronous: Bool = false, retention: TimeInterval = 30 * 86_400, pacing: SignalPacing = .standard,
+        directory: TemporaryDirectory? = nil
+    ) throws {
+        self.directory = try directory ?? TemporaryDirectory(prefix: "mailboxstore")
+        let directory = self.directory
         let clock = TestClock()
         self.clock = clock
         var configuration = MailboxStore.Configuration()
         configuration.synchronous = synchronous ? .full : .normal
         configuration.passwordParameters = .testing
         configuration.tombstoneRetention = retention
+        configuration.pacing = pacing
         store = try MailboxStore(path: directory.path("mail.sqlite"), configuration: configuration) {
             clock.now
         }
