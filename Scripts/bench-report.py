@@ -147,13 +147,19 @@ def main():
          f"{' '.join(machine['loadavg'])} at the end.",
          "",
          "Every ratio compares two figures measured in this same run on this machine (a shared, noisy 2-core box:",
-         "compare ratios, not absolute numbers, between runs). Best of the alternating rounds is shown; every",
-         "sample is in `report.json`. Benchmarks are measurements, not tests: a missed goal is a finding below.", "",
+         "compare ratios, not absolute numbers, between runs). Where both sides ran in interleaved rounds, the",
+         "figure is the median round's ratio and the range of every round's ratio follows it; elsewhere the best",
+         "of the alternating rounds is shown. Every sample is in `report.json`. Benchmarks are measurements, not",
+         "tests: a missed goal is a finding below.", "",
          "## Summary", "",
          "| figure | SignalFetch | baseline | ratio | goal | |", "|---|---|---|---|---|---|"]
     for f in figures:
+        # Interleaved rounds: the median round's ratio, with the range of every round's ratio.
+        spread = ""
+        if f.get("round_ratios"):
+            spread = f" ({min(f['round_ratios']):.3g}–{max(f['round_ratios']):.3g} over {len(f['round_ratios'])} rounds)"
         L.append(f"| {f['title']} | {fmt(f['ours'])} {f['unit']} ({f['ours_label']}) | {fmt(f['baseline'])} "
-                 f"{f['unit']} ({f['baseline_label']}) | **{f['ratio']:.3g}** | {f['goal_op']} {f['goal']} | "
+                 f"{f['unit']} ({f['baseline_label']}) | **{f['ratio']:.3g}**{spread} | {f['goal_op']} {f['goal']} | "
                  f"{'met' if f['met'] else '**MISSED**'} |")
     L.append("")
     for r in rows:
