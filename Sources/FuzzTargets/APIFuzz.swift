@@ -45,17 +45,7 @@ final class APIFuzz: Sendable {
     }
 
     /// Runs `body` on the concurrency pool and waits for it (the fuzzer's thread is not part of the pool).
-    static func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-        let result = LockedValue<T?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let value = await body()
-            result.withLock { $0 = value }
-            done.signal()
-        }
-        done.wait()
-        return result.withLock { $0! }
-    }
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T { waitForTask(body) }
 
     /// The operations, picked by the input's first byte; the rest is the body, the query or a path segment.
     /// `{id}` in an input stands for the seeded message's id.

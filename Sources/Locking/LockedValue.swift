@@ -1,3 +1,5 @@
+import Dispatch
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -84,4 +86,19 @@ public final class LockedValue<Value: ~Copyable>: @unchecked Sendable {  // ever
         defer { lock.unlock() }
         return try body(&value)
     }
+}
+
+/// Runs `body` on Swift's cooperative pool and blocks the calling thread until it returns: for threads of their
+/// own (a socket's session thread, a fuzzer's driver) calling async code. Never call it on the cooperative pool
+/// itself: the pool is as wide as the cores, and a blocked pool thread may be the one `body` needs.
+public func waitForTask<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let result = LockedValue<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        let value = await body()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    done.wait()
+    return result.withLock { $0! }
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Locking
 import MailIngest
 import MailMIME
@@ -30,7 +29,7 @@ struct LMTPDelivery: LMTPBackend {
             return copy
         }
         let store = store
-        let results = Self.waitFor {
+        let results = waitForTask {
             await withTaskGroup(of: (Int, LMTPSession.DeliveryResult, Bool).self) { group in
                 for (index, copy) in copies.enumerated() {
                     group.addTask {
@@ -63,18 +62,5 @@ struct LMTPDelivery: LMTPBackend {
         }
         if results.contains(where: { $0.0 == .stored && !$0.1 }) { stored() }
         return results.map(\.0)
-    }
-
-    /// Runs `body` on the cooperative pool and blocks this (connection) thread until it is done.
-    static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-        let result = LockedValue<T?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let value = await body()
-            result.withLock { $0 = value }
-            done.signal()
-        }
-        done.wait()
-        return result.withLock { $0! }
     }
 }
