@@ -483,12 +483,12 @@ def e2e(env):
               "incremental_bytes": round(inc), "full_refetch_bytes": round(fmean),
               "mailbox_messages": round(messages / len(full), 1), "ratio_full_to_incremental": round(fmean / inc, 1),
               "accounts_sampled": len(full)})
-        emit(e2e_burst(cluster, clients, users[1], api))
+        emit(e2e_burst(cluster, clients, users, users[1]))
     finally:
         cluster.close()
 
 
-def e2e_burst(cluster, clients, user, api, deliveries=1000, senders=8, burst=20, refill=1.0):
+def e2e_burst(cluster, clients, users, user, deliveries=1000, senders=8, burst=20, refill=1.0):
     """1,000 deliveries to one account as fast as 8 senders go (about a second): each of its devices may get at
     most burst + refill × seconds signals (mailboxd's default pacing), and must end at the burst's final state."""
     devices = [d for d in clients.devices if d.user == user]
@@ -512,7 +512,7 @@ def e2e_burst(cluster, clients, user, api, deliveries=1000, senders=8, burst=20,
     burst_seconds = time.monotonic() - start
     if errors:
         raise RuntimeError(f"burst: {len(errors)} deliveries failed: {errors[:5]}")
-    ok, detail = common.wait_converged(cluster, clients, [user], timeout=60)
+    ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
     if not ok:
         raise RuntimeError("burst: " + detail)
     time.sleep(2.5)  # any signal still paced arrives (one token a second)
