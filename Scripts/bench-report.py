@@ -57,6 +57,17 @@ def legacy_figures(rows):
                             "baseline_label": "one tx per message", "baseline": r["full64_single_tx_per_s"],
                             "ratio": ratio, "goal": 10.0, "goal_op": ">=", "met": ratio >= 10})
                 ratio = float(r["full64_vs_off_ratio"])
+                if ratio < 0.8 and r.get("full64_group_commit_us") and r.get("full64_deliveries_per_tx"):
+                    per_delivery_off = 1e6 / r["off64_group_commit_per_s"]
+                    commit_share = r["full64_group_commit_us"] / float(r["full64_deliveries_per_tx"])
+                    bound = per_delivery_off / (per_delivery_off + commit_share)
+                    r["finding"] = (r.get("finding", "") + " " if r.get("finding") else "") + (
+                        f"With 64 producers a transaction holds {r['full64_deliveries_per_tx']} deliveries and its "
+                        f"COMMIT at FULL takes {r['full64_group_commit_us']} µs, {commit_share:.1f} µs per delivery, "
+                        f"against {per_delivery_off:.1f} µs of work per delivery at OFF. The one writer connection "
+                        f"runs a batch's SQL and its COMMIT one after the other, so where the producers' own work "
+                        f"does not cover the COMMIT, FULL ÷ OFF tends to {bound:.2f}; the measured ratio is above "
+                        f"that because part of it is covered.")
                 out.append({"benchmark": "store-durability-cost-64", "title": "Group commit at FULL vs the same 64 "
                             "producers at synchronous OFF (no fsync)", "unit": "deliveries/s",
                             "ours_label": "FULL", "ours": r["full64_group_commit_per_s"],
