@@ -308,8 +308,18 @@ class Device:
         self.proc = None
 
 
+class Fleet:
+    """One `mail-client fleet` process running many devices; its lines name their device."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.by_name = {}
+        self.buffer = b""
+
+
 class MailClients:
-    """`mail-client run` processes (one per simulated device); one thread reads every event line."""
+    """`mail-client run` processes (one per simulated device), or `mail-client fleet` processes (many devices
+    each); one thread reads every event line."""
 
     def __init__(self, cluster, fallback=0, on_sync=None):
         self.cluster = cluster
@@ -340,6 +350,26 @@ class MailClients:
             self.selector.register(device.proc.popen.stdout, selectors.EVENT_READ, device)
         return device
 
+    def add_fleet(self, pairs, start_concurrency=16):
+        """Devices [(name, user)] in one `mail-client fleet` process."""
+        c = self.cluster
+        lines = "".join(f"{name} {user} password-{user}\n" for name, user in pairs)
+        proc = Proc(f"fleet-{pairs[0][0]}", [
+            c.exe("mail-client"), "fleet", "--server", c.api_url, "--ca", c.ca, "--sim", c.sim_url, "--state-dir",
+            os.path.join(c.work, "fleet"), "--topic", TOPIC, "--fallback-interval", str(self.fallback),
+            "--start-concurrency", str(start_concurrency)], c.work, stdin_text=lines, stdout_pipe=True)
+        os.set_blocking(proc.popen.stdout.fileno(), False)
+        fleet = Fleet(proc)
+        with self.lock:
+            for name, user in pairs:
+                device = Device(name, user)
+                device.proc = proc
+                fleet.by_name[name] = device
+                self.devices.append(device)
+            self.by_fd[proc.popen.stdout.fileno()] = fleet
+            self.selector.register(proc.popen.stdout, selectors.EVENT_READ, fleet)
+        return fleet
+
     def _read(self):
         while self.running:
             with self.lock:
@@ -364,7 +394,13 @@ class MailClients:
                 device.buffer += chunk
                 *lines, device.buffer = device.buffer.split(b"\n")
                 for line in lines:
-                    self._event(device, line, now)
+                    if isinstance(device, Fleet):
+                        match = re.search(rb'"device":"([^"]+)"', line)
+                        target = device.by_name.get(match.group(1).decode()) if match else None
+                        if target:
+                            self._event(target, line, now)
+                    else:
+                        self._event(device, line, now)
 
     def _event(self, device, line, now):
         try:

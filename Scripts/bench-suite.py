@@ -3,7 +3,7 @@
 
 Usage: bench-suite.py BENCHMARK --mode quick|full --out DIR
 BENCHMARK: transport | apns | apns-sim | e2e | ingest. Prints one JSON object per figure on standard output."""
-import argparse, importlib.machinery, json, os, random, re, shutil, signal, subprocess, sys, tempfile, threading
+import argparse, concurrent.futures, importlib.machinery, json, os, random, re, shutil, signal, subprocess, sys, tempfile, threading
 import time
 
 common = importlib.machinery.SourceFileLoader(
@@ -395,39 +395,13 @@ def e2e(env):
         clients.wait_ready(timeout=300)
         log(f"e2e: {len(clients.devices)} devices registered and synced in {time.monotonic() - start:.1f} s")
         api = cluster.api()
-        rng = random.Random(7)
-        sent = []  # (user, modseq, t201)
-        next_at = time.monotonic()
-        for i in range(deliveries):
-            next_at += rng.expovariate(rate)
-            delay = next_at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            user = rng.choice(users)
-            status, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
-                "to": user, "from": f"sender{i}@example.com", "subject": f"Message {i}",
-                "body": common.deliver_body(i)})
-            t201 = time.monotonic()
-            if status != 201:
-                raise RuntimeError(f"delivery {i}: HTTP {status} {receipt}")
-            sent.append((user, common.modseq(receipt["state"]), t201))
+        start = time.monotonic()
+        sent = deliver_poisson(api, cluster, users, deliveries, rate, seed=7)  # (user, modseq, t201)
         send_seconds = time.monotonic() - start
         ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
         if not ok:
             raise RuntimeError("e2e: " + detail)
-        # Freshness: per (delivery, device), the first sync whose state covers the delivery.
-        samples, early = [], 0
-        by_user = {}
-        for d in clients.devices:
-            by_user.setdefault(d.user, []).append(list(d.syncs))
-        for user, m, t201 in sent:
-            for syncs in by_user[user]:
-                t = next((t for (t, s, _) in syncs if s >= m), None)
-                if t is None:
-                    raise RuntimeError(f"e2e: no sync covered modseq {m} of {user}")
-                if t < t201:
-                    early += 1
-                samples.append(max(0.0, t - t201) * 1000)
+        samples, early = freshness(clients, sent)
         # The floor: the raw /v1/changes round trip (keep-alive TLS), one new message.
         probe = users[0]
         token = api.login(probe, f"password-{probe}", "bench-floor")
@@ -484,6 +458,84 @@ def e2e(env):
               "mailbox_messages": round(messages / len(full), 1), "ratio_full_to_incremental": round(fmean / inc, 1),
               "accounts_sampled": len(full)})
         emit(e2e_burst(cluster, clients, users, users[1]))
+    finally:
+        cluster.close()
+    emit(e2e_fleet(env))
+
+
+def freshness(clients, sent):
+    """Per (delivery, device): ms from the delivery's 201 to the first completed sync whose state covers it (0
+    when the sync came first), and how many came first."""
+    samples, early = [], 0
+    by_user = {}
+    for d in clients.devices:
+        by_user.setdefault(d.user, []).append(list(d.syncs))
+    for user, m, t201 in sent:
+        for syncs in by_user[user]:
+            t = next((t for (t, s, _) in syncs if s >= m), None)
+            if t is None:
+                raise RuntimeError(f"e2e: no sync covered modseq {m} of {user}")
+            if t < t201:
+                early += 1
+            samples.append(max(0.0, t - t201) * 1000)
+    return samples, early
+
+
+def deliver_poisson(api, cluster, users, deliveries, rate, seed):
+    """Deliveries at `rate` per second (Poisson arrivals) to random users; [(user, modseq, t201)]."""
+    rng = random.Random(seed)
+    sent = []
+    next_at = time.monotonic()
+    for i in range(deliveries):
+        next_at += rng.expovariate(rate)
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        user = rng.choice(users)
+        status, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
+            "to": user, "from": f"sender{i}@example.com", "subject": f"Message {i}", "body": common.deliver_body(i)})
+        if status != 201:
+            raise RuntimeError(f"delivery {i}: HTTP {status} {receipt}")
+        sent.append((user, common.modseq(receipt["state"]), time.monotonic()))
+    return sent
+
+
+def e2e_fleet(env, accounts=250, per_account=4, deliveries=1000, rate=50.0, per_process=500, goal_p99=100.0):
+    """Freshness with 1,000 devices: simulated devices that run the real MailSync engine, `per_process` to a
+    `mail-client fleet` process, at the same delivery rate as the 100-device run."""
+    cluster = common.Cluster(env.bin, prefix="signalfetch-fleet-")
+    users = [f"fleet{i:03d}" for i in range(accounts)]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:  # account creation hashes each password
+            list(pool.map(lambda chunk: cluster.add_accounts(chunk), [users[0::2], users[1::2]]))
+        cluster.start_apns_sim()
+        cluster.start_mailboxd()
+        clients = common.MailClients(cluster, fallback=0)
+        pairs = [(f"{user}-d{n}", user) for user in users for n in range(per_account)]
+        start = time.monotonic()
+        for first in range(0, len(pairs), per_process):
+            clients.add_fleet(pairs[first:first + per_process])
+        clients.wait_ready(timeout=600)
+        log(f"e2e fleet: {len(pairs)} devices in {len(range(0, len(pairs), per_process))} processes registered and "
+            f"synced in {time.monotonic() - start:.1f} s")
+        started = time.monotonic()
+        sent = deliver_poisson(cluster.api(), cluster, users, deliveries, rate, seed=11)
+        send_seconds = time.monotonic() - started
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=120)
+        if not ok:
+            raise RuntimeError("e2e fleet: " + detail)
+        samples, early = freshness(clients, sent)
+        p99 = percentile(samples, 99)
+        record = {"benchmark": "e2e-fleet", "title": f"Freshness with {len(pairs):,} devices", "devices": len(pairs),
+                  "processes": len(range(0, len(pairs), per_process)), "accounts": accounts,
+                  "deliveries": deliveries, "offered_rate": rate, "send_seconds": round(send_seconds, 1),
+                  "samples": len(samples), "p50_ms": round(percentile(samples, 50), 1),
+                  "p90_ms": round(percentile(samples, 90), 1), "p99_ms": round(p99, 1), "max_ms": round(max(samples), 1),
+                  "synced_before_201": early, "goal_p99_ms": goal_p99, "met": p99 <= goal_p99}
+        if p99 > goal_p99:
+            record["finding"] = f"freshness p99 with {len(pairs):,} devices {p99:.1f} ms misses the goal ≤ {goal_p99} ms"
+        clients.stop()
+        return record
     finally:
         cluster.close()
 

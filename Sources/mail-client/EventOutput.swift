@@ -41,8 +41,13 @@ enum JSONValue: Sendable {
 enum EventOutput {
     private static let lock = NSLock()
 
+    /// The simulated device the current task works for, when one process runs many (`mail-client fleet`): its
+    /// lines carry it as `"device"`, second after `"event"`.
+    @TaskLocal static var device: String?
+
     static func emit(_ event: String, _ fields: [(String, JSONValue)] = []) {
-        let body = ([("event", JSONValue.string(event))] + fields)
+        let tag = device.map { [("device", JSONValue.string($0))] } ?? []
+        let body = ([("event", JSONValue.string(event))] + tag + fields)
             .map { "\(JSONValue.quote($0.0)):\($0.1.serialized)" }
             .joined(separator: ",")
         writeLine("{" + body + "}")

@@ -134,7 +134,9 @@ actor DeviceClient {
         self.device = device
     }
 
-    func run() async throws {
+    /// Registers, logs in and syncs, then holds the notification stream. `started` is called once the device is
+    /// registered and its engine running (before the stream is held).
+    func run(started: @Sendable () async -> Void = {}) async throws {
         if let timeout = options.timeout { startTimeout(timeout) }
         if let device, !options.once {
             deviceToken = try await registerDevice(device)
@@ -156,6 +158,7 @@ actor DeviceClient {
             exit(report.outcome == .completed ? 0 : 1)
         }
         await engine.start()
+        await started()
         if let device {
             await holdSignalStream(device)
         }

@@ -8,6 +8,7 @@ let usage = """
 
     commands:
       run         simulated device: push registration, signal stream, delta sync, JSON event lines
+      fleet       many simulated devices in one process (each as `run`, its lines tagged "device")
       send        deliver a message (POST /v1/deliveries with a delivery token)
       mark-read   mark a message as read
       update      change a message's flags or mailbox
@@ -22,6 +23,8 @@ let rest = Array(commandLine.dropFirst())
 switch command {
 case "run":
     await runCommand(usage: RunCommand.usage) { try await RunCommand.main(rest) }
+case "fleet":
+    await runCommand(usage: FleetCommand.usage) { try await FleetCommand.main(rest) }
 case "send":
     await runCommand(usage: SendCommand.usage) { try await SendCommand.main(rest) }
 case "mark-read", "update", "delete":

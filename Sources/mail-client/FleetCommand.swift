@@ -1,0 +1,131 @@
+import CommandLineSupport
+import Foundation
+import HTTPClient
+import MailSync
+import MailSyncHTTP
+import MailSyncSQLite
+
+/// `mail-client fleet`: many simulated devices in one process, each the same `DeviceClient` as `run` with its own
+/// sync engine, cache and notification stream; they share one HTTP client for the server and one for apns-sim.
+enum FleetCommand {
+    static let usage = """
+        usage: mail-client fleet --server URL [--ca PEM] --sim URL --state-dir DIR [options] < DEVICES
+
+        Runs one simulated device per line of standard input, "NAME USERNAME PASSWORD", each as `mail-client run`
+        would (cache in DIR/NAME). Every event line carries the device's NAME as "device". A device that cannot
+        start ends the whole fleet with status 1.
+
+        \(ServerOptions.usage)
+          --sim URL               apns-sim device-side base URL
+          --sim-ca PEM            CA for an https --sim (default: --ca)
+          --state-dir DIR         folder for the devices' caches
+          --topic BUNDLE_ID       push topic (default: com.example.signalfetch)
+          --environment ENV       sandbox or production (default: sandbox)
+          --fallback-interval S   seconds between timer syncs (default: 300; 0 disables)
+          --signal-deadline S     seconds a signal-started sync may take (default: 25)
+          --page-size N           max changes per page (default: 100)
+          --start-concurrency N   devices starting at once (default: 16)
+        SIGTERM or SIGINT unregisters every device, logs out and exits 0.
+        """
+
+    static let flags: Set<String> = ServerOptions.flags.union([
+        "sim", "sim-ca", "state-dir", "topic", "environment", "fallback-interval", "signal-deadline", "page-size",
+        "start-concurrency",
+    ])
+
+    static func main(_ argv: [String]) async throws {
+        let arguments = try parse(argv, usage: usage, known: flags)
+        let server = try ServerOptions(arguments)
+        let stateDirectory = try arguments.required("state-dir")
+        let sim = try arguments.required("sim")
+        let environment = arguments.string("environment", default: "sandbox")
+        guard ["sandbox", "production"].contains(environment) else {
+            throw UsageError("--environment must be sandbox or production")
+        }
+        let startConcurrency = try arguments.int("start-concurrency", default: 16)
+        guard startConcurrency > 0 else { throw UsageError("--start-concurrency must be positive") }
+        var devices: [(name: String, username: String, password: String)] = []
+        while let line = readLine(strippingNewline: true) {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            guard !parts.isEmpty else { continue }
+            guard parts.count == 3, !parts[0].contains("/") else {
+                throw UsageError("each line of standard input is NAME USERNAME PASSWORD (got \(parts.count) fields)")
+            }
+            devices.append((parts[0], parts[1], parts[2]))
+        }
+        guard !devices.isEmpty else { throw UsageError("no devices on standard input") }
+
+        let api = HTTPClient(
+            configuration: .init(
+                httpVersion: .http1, tls: TLSConfiguration(caFile: server.ca, pinnedPublicKeys: server.pins),
+                requestTimeout: .seconds(30)))
+        let simulator = HTTPClient(
+            configuration: .init(
+                httpVersion: .http1, tls: TLSConfiguration(caFile: arguments.string("sim-ca") ?? server.ca),
+                requestTimeout: .seconds(30)))
+        var clients: [(String, DeviceClient)] = []
+        for device in devices {
+            let options = RunCommand.Options(
+                username: device.username, stateDirectory: stateDirectory + "/" + device.name, sim: sim,
+                simCA: nil, topic: arguments.string("topic", default: "com.example.signalfetch"),
+                environment: environment, deviceName: device.name,
+                fallbackInterval: try arguments.double("fallback-interval", default: 300),
+                signalDeadline: try arguments.double("signal-deadline", default: 25),
+                pageSize: try arguments.int("page-size", default: 100), once: false, untilMessages: nil,
+                untilState: nil, timeout: nil)
+            try FileManager.default.createDirectory(atPath: options.stateDirectory, withIntermediateDirectories: true)
+            let client = DeviceClient(
+                options: options, password: device.password,
+                cache: try SQLiteMailCache(path: RunCommand.cachePath(options.stateDirectory)),
+                transport: try HTTPMailTransport(baseURL: server.server, client: api),
+                device: SimulatorDevice(baseURL: sim, client: simulator))
+            clients.append((device.name, client))
+        }
+        let fleet = clients
+        ShutdownSignals.shared.onShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                for (_, client) in fleet { group.addTask { await client.shutDown() } }
+            }
+        }
+        // Each device runs for good (its stream held open); they start a few at a time so logins do not pile up.
+        let starting = AsyncGate(permits: startConcurrency)
+        await withTaskGroup(of: Void.self) { group in
+            for (name, client) in fleet {
+                group.addTask {
+                    await EventOutput.$device.withValue(name) {
+                        await starting.acquire()
+                        do {
+                            try await client.run { await starting.release() }
+                        } catch {
+                            fail(error, context: "device \(name)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// At most `permits` holders at once; the others wait in order.
+actor AsyncGate {
+    private var permits: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(permits: Int) { self.permits = permits }
+
+    func acquire() async {
+        if permits > 0 {
+            permits -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty {
+            permits += 1
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
+}
