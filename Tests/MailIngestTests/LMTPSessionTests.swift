@@ -112,17 +112,19 @@ struct LMTPSessionTests {
         #expect(d.take() == ["503 5.5.1 No valid recipients"], "still in the transaction, still no recipient")
     }
 
-    /// Text pipelined after a DATA that is refused was meant as message text: read as commands it could smuggle a
-    /// second transaction, so the session ends instead.
-    @Test func messageTextAfterARefusedDataEndsTheSession() {
-        var d = Driver()
-        d.send(
-            "LHLO mta\r\nMAIL FROM:<s@x>\r\nRCPT TO:<nobody@x>\r\nDATA\r\nMAIL FROM:<evil@x>\r\n"
-                + "RCPT TO:<alice@example.com>\r\nDATA\r\nsmuggled\r\n.\r\n")
-        #expect(d.take().last == "503 5.5.1 No valid recipients; message text before 354, closing")
-        #expect(d.closed)
-        #expect(d.delivered.isEmpty)
-        #expect(d.lookups == ["nobody@x"])
+    /// Text pipelined after a DATA that is refused is the client's own commands, answered in order within its own
+    /// transaction: the same answers however the input is cut (the fuzzer's `lmtp` invariant).
+    @Test func textAfterARefusedDataIsReadAsTheClientsCommandsWhateverTheCut() {
+        let input =
+            "LHLO mta\r\nMAIL FROM:<s@x>\r\nRCPT TO:<nobody@x>\r\nDATA\r\nMAIL FROM:<other@x>\r\n"
+            + "RCPT TO:<alice@example.com>\r\nDATA\r\ntext\r\n.\r\n"
+        var whole = Driver()
+        whole.send(input)
+        var pieces = Driver()
+        for byte in input.utf8 { pieces.run(pieces.session.receive([byte])) }
+        #expect(whole.take() == pieces.take())
+        #expect(whole.delivered.map(\.0) == [LMTPSession.Envelope(sender: "s@x", recipients: ["alice@example.com"])])
+        #expect(pieces.delivered.map(\.0) == whole.delivered.map(\.0))
     }
 
     @Test func dotStuffingIsUndoneAndOnlyCRLFDotCRLFEndsTheMessage() {
