@@ -55,14 +55,16 @@ enum FleetCommand {
         }
         guard !devices.isEmpty else { throw UsageError("no devices on standard input") }
 
+        // HTTP/1.1 keeps one request per connection: room for every device's sync at once, and on the simulator's
+        // side for every device's notification stream (held for good) plus its registrations.
         let api = HTTPClient(
             configuration: .init(
                 httpVersion: .http1, tls: TLSConfiguration(caFile: server.ca, pinnedPublicKeys: server.pins),
-                requestTimeout: .seconds(30)))
+                requestTimeout: .seconds(30), maximumConnectionsPerHost: devices.count + 8))
         let simulator = HTTPClient(
             configuration: .init(
                 httpVersion: .http1, tls: TLSConfiguration(caFile: arguments.string("sim-ca") ?? server.ca),
-                requestTimeout: .seconds(30)))
+                requestTimeout: .seconds(30), maximumConnectionsPerHost: devices.count + 16))
         var clients: [(String, DeviceClient)] = []
         for device in devices {
             let options = RunCommand.Options(
