@@ -506,8 +506,9 @@ def e2e_fleet(env, accounts=250, per_account=4, deliveries=1000, rate=50.0, per_
     cluster = common.Cluster(env.bin, prefix="signalfetch-fleet-")
     users = [f"fleet{i:03d}" for i in range(accounts)]
     try:
+        cluster.add_accounts(users[:1])  # creates and migrates the database, before two processes share it
         with concurrent.futures.ThreadPoolExecutor(2) as pool:  # account creation hashes each password
-            list(pool.map(lambda chunk: cluster.add_accounts(chunk), [users[0::2], users[1::2]]))
+            list(pool.map(lambda chunk: cluster.add_accounts(chunk), [users[1::2], users[2::2]]))
         cluster.start_apns_sim()
         cluster.start_mailboxd()
         clients = common.MailClients(cluster, fallback=0)
