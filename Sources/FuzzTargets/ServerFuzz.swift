@@ -73,20 +73,28 @@ final class ServerFuzz: Sendable {
     }
 
     private func connectLoopback() -> Int32 {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        // Close with a reset, not TIME_WAIT: tens of thousands of connections would exhaust the local ports.
-        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-        setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        // A signal (libFuzzer's timers) can interrupt connect(): that is no refusal, so try again on a new socket.
+        for _ in 0..<8 {
+            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            // Close with a reset, not TIME_WAIT: tens of thousands of connections would exhaust the local ports.
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if connected == 0 { return socket }
+            let code = errno
+            close(socket)
+            if code != EINTR {
+                violated("the server stopped accepting connections: \(String(cString: strerror(code)))")
             }
         }
-        if connected != 0 { violated("the server stopped accepting connections: \(String(cString: strerror(errno)))") }
-        return socket
+        violated("connecting to the server was interrupted eight times in a row")
     }
 }
