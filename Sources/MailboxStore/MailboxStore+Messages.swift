@@ -34,29 +34,29 @@ extension MailboxStore {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// The account part of a recipient address: `alice@example.com` → `alice` (an account's address is its
-    /// username at any domain). `nil` when the address has no domain.
-    static func localPart(of address: String) -> String? {
-        guard let at = address.lastIndex(of: "@"), at != address.startIndex else { return nil }
-        return String(address[..<at])
+    /// The usernames mail to `address` (already lowercased) may be for, in the order they are tried: the address
+    /// itself, then the part before its domain (`alice@example.com` → `alice`: an account's address is its username
+    /// at any domain).
+    static func candidateUsernames(for address: String) -> [String] {
+        guard let at = address.lastIndex(of: "@"), at != address.startIndex else { return [address] }
+        return [address, String(address[..<at])]
     }
 
-    /// The account mail to `address` goes to: the username itself, or the part before the domain.
+    /// The account mail to `address` goes to, if any.
     static func recipient(
         _ ledger: BatchLedger, _ db: Database, address: String
     ) throws -> BatchLedger.Recipient? {
-        if let exact = try ledger.recipient(db, username: address) { return exact }
-        guard let local = localPart(of: address) else { return nil }
-        return try ledger.recipient(db, username: local)
+        for username in candidateUsernames(for: address) {
+            if let found = try ledger.recipient(db, username: username) { return found }
+        }
+        return nil
     }
 
     /// Whether an account receives mail at `address` (its username, or its username at any domain).
     public func recipientExists(address: String) throws -> Bool {
-        let name = address.lowercased()
-        return try read { db in
-            let names = [name] + (Self.localPart(of: name).map { [$0] } ?? [])
-            for candidate in names
-            where try db.scalar("SELECT 1 FROM accounts WHERE username = ?", candidate).int64 != nil {
+        try read { db in
+            for username in Self.candidateUsernames(for: address.lowercased())
+            where try db.scalar("SELECT 1 FROM accounts WHERE username = ?", username).int64 != nil {
                 return true
             }
             return false

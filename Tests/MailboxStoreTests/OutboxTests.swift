@@ -4,12 +4,14 @@ import TestSupport
 import Testing
 
 @Suite struct OutboxTests {
+    func registerDevice(_ f: StoreFixture, _ account: Account, _ n: Int) async throws {
+        try await f.store.registerDevice(
+            token: StoreFixture.token(n), topic: "com.example.mail", environment: .sandbox, accountID: account.id,
+            sessionID: nil)
+    }
+
     func registerTwoDevices(_ f: StoreFixture, _ account: Account) async throws {
-        for n in 1...2 {
-            try await f.store.registerDevice(
-                token: StoreFixture.token(n), topic: "com.example.mail", environment: .sandbox,
-                accountID: account.id, sessionID: nil)
-        }
+        for n in 1...2 { try await registerDevice(f, account, n) }
     }
 
     @Test func aHundredDeliveriesLeaveOneRowPerDevice() async throws {
@@ -86,9 +88,7 @@ import Testing
     @Test func aQuietDeviceIsSignalledAtOnceAndABusyOneAtTheRefillRate() async throws {
         let f = try StoreFixture(pacing: SignalPacing(burst: 3, refillPerSecond: 2))
         let alice = try await f.account("alice")
-        try await f.store.registerDevice(
-            token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
-            sessionID: nil)
+        try await registerDevice(f, alice, 1)
         // The registration signal and two changes spend the burst of three, back to back, with no wait.
         for item in try await f.store.claimDueSignals() {
             try await f.store.completeSignal(item, sentModseq: item.modseq)
@@ -114,9 +114,7 @@ import Testing
         do {
             let f = try StoreFixture(pacing: pacing, directory: directory)
             let alice = try await f.account("alice")
-            try await f.store.registerDevice(
-                token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
-                sessionID: nil)
+            try await registerDevice(f, alice, 1)
             for item in try await f.store.claimDueSignals() {
                 try await f.store.completeSignal(item, sentModseq: item.modseq)
             }
