@@ -36,7 +36,9 @@ let package = Package(
         // MARK: Foundations
         // The one lock of the project, on pthread_mutex_t, so the sanitizers see it.
         .target(name: "Locking"),
-        .target(name: "SQLiteKit", dependencies: ["CSQLite"]),
+        // What the store's SQL is written against, whatever the engine: values, rows, a connection, a dialect.
+        .target(name: "SQLSupport"),
+        .target(name: "SQLiteKit", dependencies: ["CSQLite", "SQLSupport"]),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
 
         // MARK: Transport

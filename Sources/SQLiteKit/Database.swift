@@ -1,4 +1,5 @@
 import CSQLite
+@_exported import SQLSupport
 
 /// How durable a commit is: SQLite's `PRAGMA synchronous`.
 public enum SynchronousMode: String, Sendable, CaseIterable {
@@ -29,7 +30,7 @@ public struct DatabaseConfiguration: Sendable {
 
 /// One SQLite connection. Not thread-safe: use it from one thread at a time, inside the closures of a
 /// `DatabasePool`, and never let it escape them.
-public final class Database {
+public final class Database: SQLConnection {
     private let handle: OpaquePointer
     private var statementCache: [String: Statement] = [:]
     private var lastStatement: Statement?
@@ -160,6 +161,9 @@ public final class Database {
         guard try statement.step() else { return .null }
         return statement.column(0)
     }
+
+    /// SQLite's dialect.
+    public var dialect: SQLDialect { .sqlite }
 
     /// The rowid of the last inserted row on this connection.
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }

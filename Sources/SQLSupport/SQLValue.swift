@@ -1,6 +1,6 @@
 import Foundation
 
-/// A value stored in or read from SQLite.
+/// A value stored in or read from a database.
 public enum SQLValue: Sendable, Hashable {
     /// SQL `NULL`.
     case null
@@ -46,7 +46,7 @@ public enum SQLValue: Sendable, Hashable {
 
 /// A Swift value that can be bound to a statement parameter.
 public protocol SQLBindable: Sendable {
-    /// The SQLite value this Swift value is stored as.
+    /// The database value this Swift value is stored as.
     var sqlValue: SQLValue { get }
 }
 
