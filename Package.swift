@@ -30,6 +30,8 @@ let package = Package(
         .systemLibrary(
             name: "CGMime", path: "Sources/CGMime", pkgConfig: "gmime-3.0",
             providers: [.apt(["libgmime-3.0-dev"])]),
+        .systemLibrary(
+            name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "CCurl", dependencies: ["CCurlSystem"]),
         .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
 
@@ -39,6 +41,8 @@ let package = Package(
         // What the store's SQL is written against, whatever the engine: values, rows, a connection, a dialect.
         .target(name: "SQLSupport"),
         .target(name: "SQLiteKit", dependencies: ["CSQLite", "SQLSupport"]),
+        // libpq: the only importer of CPostgres.
+        .target(name: "PostgresKit", dependencies: ["CPostgres", "SQLSupport"]),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
 
         // MARK: Transport
@@ -50,7 +54,7 @@ let package = Package(
 
         // MARK: Domain
         .target(name: "APNs", dependencies: ["HTTP2Client", "OpenSSLCrypto"]),
-        .target(name: "MailboxStore", dependencies: ["SQLiteKit", "OpenSSLCrypto"]),
+        .target(name: "MailboxStore", dependencies: ["SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
         .target(
             name: "MailboxService",
             dependencies: ["MailboxStore", "HTTPServer", "APNs", "MailIngest", "MailMIME", "OpenSSLCrypto", "Locking"]),
@@ -94,7 +98,7 @@ let package = Package(
             ]),
 
         // MARK: Tests
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Locking", "PostgresKit"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteKitTests", dependencies: ["Locking", "SQLiteKit", "TestSupport"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(

@@ -13,11 +13,9 @@ struct LMTPDelivery: LMTPBackend {
     let stored: @Sendable () -> Void
 
     func checkRecipient(_ address: String) -> LMTPSession.RecipientCheck {
-        do {
-            return try store.recipientExists(address: address) ? .exists : .unknown
-        } catch {
-            return .unavailable
-        }
+        let store = store
+        let exists: Bool? = waitForTask { try? await store.recipientExists(address: address) }
+        return exists.map { $0 ? .exists : .unknown } ?? .unavailable
     }
 
     func deliver(_ envelope: LMTPSession.Envelope, message: [UInt8]) -> [LMTPSession.DeliveryResult] {

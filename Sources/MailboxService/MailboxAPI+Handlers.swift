@@ -16,7 +16,7 @@ extension MailboxAPI {
                 .tooManyRequests, code: "tooManyAttempts", message: "Too many failed logins; try again later.",
                 headers: ["Retry-After": String(wait)])
         }
-        guard let accountID = try store.authenticate(username: body.username, password: body.password) else {
+        guard let accountID = try await store.authenticate(username: body.username, password: body.password) else {
             throttle.recordFailure(username: body.username, address: request.remoteAddress, now: now)
             throw HTTPError(.unauthorized, code: "invalidCredentials", message: "Unknown username or wrong password.")
         }
@@ -33,8 +33,8 @@ extension MailboxAPI {
     }
 
     func listMailboxes(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
-        let mailboxes = try store.mailboxes(accountID: session.accountID)
-        let state = try store.currentState(accountID: session.accountID)
+        let mailboxes = try await store.mailboxes(accountID: session.accountID)
+        let state = try await store.currentState(accountID: session.accountID)
         return try .json(MailboxesResponse(mailboxes: mailboxes, state: state.description))
     }
 
@@ -47,7 +47,7 @@ extension MailboxAPI {
             mailbox = role
         }
         let limit = try limit(request, "limit", default: 100, range: 1...1000)
-        let page = try store.listMessages(
+        let page = try await store.listMessages(
             accountID: session.accountID, mailbox: mailbox, cursor: request.query("cursor"), limit: limit)
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"full\"", help: "Sync requests by kind.")
         return try .json(
@@ -56,14 +56,16 @@ extension MailboxAPI {
     }
 
     func getMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
-        guard let id = request.parameter("id"), let message = try store.message(id: id, accountID: session.accountID)
+        guard let id = request.parameter("id"),
+            let message = try await store.message(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message.") }
         return try .json(MessageJSON(message, includeBody: true, includeHTML: true))
     }
 
     /// `GET /v1/messages/{id}/raw`: the message byte for byte as it arrived.
     func getRawMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
-        guard let id = request.parameter("id"), let raw = try store.rawMessage(id: id, accountID: session.accountID)
+        guard let id = request.parameter("id"),
+            let raw = try await store.rawMessage(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message, or it has no raw form.") }
         var response = HTTPResponse(body: Data(raw))
         response.headers.replaceOrAdd(name: "Content-Type", value: "message/rfc822")
@@ -80,7 +82,8 @@ extension MailboxAPI {
             throw HTTPError(
                 .badRequest, code: "invalidArgument", message: "A part id is dot-separated numbers, such as 2 or 1.2.")
         }
-        guard let id = request.parameter("id"), let raw = try store.rawMessage(id: id, accountID: session.accountID)
+        guard let id = request.parameter("id"),
+            let raw = try await store.rawMessage(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message or part.") }
         // Parsing a large message takes a while: on a thread of its own, not the cooperative pool's.
         let found = await withCheckedContinuation { (done: CheckedContinuation<MIMEPartContent?, Never>) in
@@ -129,7 +132,7 @@ extension MailboxAPI {
         }
         let state = try store.parseState(String(since.prefix(64)))
         let max = try limit(request, "max", default: 500, range: 1...5000)
-        let page = try store.changes(accountID: session.accountID, since: state, maxChanges: max)
+        let page = try await store.changes(accountID: session.accountID, since: state, maxChanges: max)
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"delta\"", help: "Sync requests by kind.")
         return try .json(
             ChangesResponse(
@@ -194,12 +197,12 @@ extension MailboxAPI {
     }
 
     func health(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let stats = try store.outboxStats()
+        let stats = try await store.outboxStats()
         return try .json(HealthResponse(status: "ok", outboxDepth: stats.depth))
     }
 
     func metricsPage(_ request: HTTPRequest) async throws -> HTTPResponse {
-        if let stats = try? store.outboxStats() {
+        if let stats = try? await store.outboxStats() {
             metrics.set("mailboxd_outbox_depth", to: Double(stats.depth), help: "Signals waiting in the outbox.")
             metrics.set(
                 "mailboxd_outbox_retrying", to: Double(stats.retrying), help: "Outbox rows waiting after a failure.")

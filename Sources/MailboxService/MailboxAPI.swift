@@ -100,13 +100,13 @@ package struct MailboxAPI: Sendable {
             return HTTPError(
                 .badRequest, code: "cannotCalculateChanges",
                 message: "Changes cannot be calculated from that state; resynchronize fully.")
-        case .storage(let underlying) where underlying.isDiskFull || underlying.isReadOnly || underlying.isBusy:
+        case .storage(let failure) where !failure.isUnavailable:
+            return HTTPError(.internalServerError, code: "internalError", message: "An internal error occurred.")
+        case .storage, .schemaTooNew:
             return HTTPError(
                 .serviceUnavailable, code: "storageUnavailable",
                 message: "Storage is temporarily unavailable; nothing was changed. Try again later.",
                 headers: ["Retry-After": "5"])
-        case .storage:
-            return HTTPError(.internalServerError, code: "internalError", message: "An internal error occurred.")
         }
     }
 
@@ -115,7 +115,7 @@ package struct MailboxAPI: Sendable {
             guard let token = request.bearerToken, !token.isEmpty, token.utf8.count <= 256 else {
                 throw HTTPError.unauthorized("A bearer token is required.")
             }
-            guard let session = try store.session(tokenHash: SHA256.hash(token)) else {
+            guard let session = try await store.session(tokenHash: SHA256.hash(token)) else {
                 throw HTTPError.unauthorized("The token is invalid or revoked.")
             }
             return try await handler(request, session)

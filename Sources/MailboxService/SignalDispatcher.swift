@@ -128,7 +128,7 @@ public final class SignalDispatcher: Sendable {
             }
             if items.isEmpty {
                 let now = Date().timeIntervalSince1970
-                let next = (try? store.nextSignalDue()) ?? nil
+                let next = (try? await store.nextSignalDue()) ?? nil
                 let wait = next.map { min(max($0 - now, 0.001), configuration.idleCheckInterval) }
                 await sleep(seconds: wait ?? configuration.idleCheckInterval)
                 continue

@@ -1,4 +1,4 @@
-import SQLiteKit
+import SQLSupport
 
 /// What the deliveries of one group-committed transaction share. Each recipient is looked up once per batch,
 /// and each account's modseq is written and its devices' outbox rows upserted once, when the batch settles
@@ -6,7 +6,8 @@ import SQLiteKit
 /// message still gets its own modseq; the account ends the batch at the newest one, as if each delivery had
 /// bumped it alone.
 ///
-/// Used only by the group-commit writer, inside a batch: it is never touched from two threads at once.
+/// On SQLite the group-commit writer keeps one ledger for its whole batch; on PostgreSQL every write transaction
+/// has its own. Either way a ledger is used by one transaction at a time, never from two threads at once.
 final class BatchLedger: @unchecked Sendable {
     /// An account that mail is delivered to, and its inbox.
     struct Recipient {
@@ -17,6 +18,8 @@ final class BatchLedger: @unchecked Sendable {
     private var recipients: [String: Recipient] = [:]
     /// Account → the newest modseq a delivery in this batch used, not yet written to `accounts`.
     private var pending: [Int64: Int64] = [:]
+    /// Whether the transaction queued signals (the PostgreSQL engine then notifies every process's dispatcher).
+    var signalsQueued = false
     private let pacing: SignalPacing
     private let now: @Sendable () -> Double
 
@@ -26,7 +29,7 @@ final class BatchLedger: @unchecked Sendable {
     }
 
     /// The account named `username` (already lowercased) and its inbox, or `nil` when there is none.
-    func recipient(_ db: Database, username: String) throws -> Recipient? {
+    func recipient(_ db: any SQLConnection, username: String) throws -> Recipient? {
         if let known = recipients[username] { return known }
         guard
             let row = try db.queryOne(
@@ -42,10 +45,14 @@ final class BatchLedger: @unchecked Sendable {
     }
 
     /// The modseq the account's next change takes. Not taken until ``use(_:account:)`` records it, so a
-    /// delivery whose insert fails leaves no gap.
-    func nextModseq(_ db: Database, account: Int64) throws -> Int64 {
+    /// delivery whose insert fails leaves no gap. Where writers run concurrently the account row stays locked
+    /// until the transaction ends, so an account's changes commit in modseq order: a client that read state S
+    /// can never miss a change at or below S that commits later.
+    func nextModseq(_ db: any SQLConnection, account: Int64) throws -> Int64 {
         if let last = pending[account] { return last + 1 }
-        guard let current = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", account).int64 else {
+        guard
+            let current = try db.scalar("SELECT modseq FROM accounts WHERE id = ?\(db.dialect.lockRows)", account).int64
+        else {
             throw MailboxStoreError.notFound
         }
         return current + 1
@@ -57,18 +64,20 @@ final class BatchLedger: @unchecked Sendable {
     }
 
     /// Writes each pending account's newest modseq and upserts its devices' outbox rows.
-    func settle(_ db: Database) throws {
+    func settle(_ db: any SQLConnection) throws {
         guard !pending.isEmpty else { return }
         let time = now()
         for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
             try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", modseq, account)
             try MailboxStore.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: pacing)
+            signalsQueued = true
         }
         pending.removeAll(keepingCapacity: true)
     }
 
     /// Forgets the batch: it was committed (after settling) or rolled back.
     func discard() {
+        signalsQueued = false
         pending.removeAll(keepingCapacity: true)
         recipients.removeAll(keepingCapacity: true)
     }

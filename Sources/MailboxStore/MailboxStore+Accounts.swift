@@ -1,6 +1,6 @@
 import Foundation
 import OpenSSLCrypto
-import SQLiteKit
+import SQLSupport
 
 extension MailboxStore {
     /// The longest accepted username.
@@ -19,10 +19,14 @@ extension MailboxStore {
         let hash = try PasswordHash.hash(password, parameters: configuration.passwordParameters)
         let created = now()
         do {
-            return try await write { db in
-                try db.run(
-                    "INSERT INTO accounts (username, password_hash, created_at) VALUES (?, ?, ?)", name, hash, created)
-                let id = db.lastInsertRowID
+            return try await write { db, _ in
+                guard
+                    let id = try db.scalar(
+                        "INSERT INTO accounts (username, password_hash, created_at) VALUES (?, ?, ?) RETURNING id",
+                        name,
+                        hash, created
+                    ).int64
+                else { throw MailboxStoreError.notFound }
                 for role in MailboxRole.allCases {
                     try db.run(
                         "INSERT INTO mailboxes (account_id, role, name) VALUES (?, ?, ?)", id, role.rawValue,
@@ -30,14 +34,14 @@ extension MailboxStore {
                 }
                 return Account(id: id, username: name, modseq: 0)
             }
-        } catch MailboxStoreError.storage(let error) where error.extendedCode == SQLiteError.constraintUnique {
+        } catch MailboxStoreError.storage(let failure) where failure.kind == .uniqueViolation {
             throw MailboxStoreError.usernameTaken
         }
     }
 
     /// Every account, by username.
-    public func accounts() throws -> [Account] {
-        try read { db in
+    public func accounts() async throws -> [Account] {
+        try await read { db in
             try db.query("SELECT id, username, modseq FROM accounts ORDER BY username").map {
                 Account(id: $0[0].int64!, username: $0[1].string!, modseq: $0[2].int64!)
             }
@@ -45,8 +49,8 @@ extension MailboxStore {
     }
 
     /// The account with `username`, if any.
-    public func account(username: String) throws -> Account? {
-        try read { db in
+    public func account(username: String) async throws -> Account? {
+        try await read { db in
             try db.queryOne(
                 "SELECT id, username, modseq FROM accounts WHERE username = ?", username.lowercased()
             ).map { Account(id: $0[0].int64!, username: $0[1].string!, modseq: $0[2].int64!) }
@@ -55,8 +59,8 @@ extension MailboxStore {
 
     /// Checks a username and password. Returns the account id, or `nil` — in the same time whether the username
     /// does not exist or the password is wrong (an unknown username is checked against a decoy hash).
-    public func authenticate(username: String, password: String) throws -> Int64? {
-        let row = try read { db in
+    public func authenticate(username: String, password: String) async throws -> Int64? {
+        let row = try await read { db in
             try db.queryOne("SELECT id, password_hash FROM accounts WHERE username = ?", username.lowercased())
         }
         let hash = row?[1].string ?? decoyPasswordHash
@@ -70,19 +74,22 @@ extension MailboxStore {
         guard tokenHash.count == 32 else { throw MailboxStoreError.invalidArgument("token hash") }
         let name = String(deviceName.prefix(100))
         let created = now()
-        return try await write { db in
-            try db.run(
-                """
-                INSERT INTO sessions (account_id, token_hash, device_name, created_at, last_used_at)
-                VALUES (?, ?, ?, ?, ?)
-                """, accountID, tokenHash, name, created, created)
-            return SessionRecord(id: db.lastInsertRowID, accountID: accountID, deviceName: name)
+        return try await write { db, _ in
+            guard
+                let id = try db.scalar(
+                    """
+                    INSERT INTO sessions (account_id, token_hash, device_name, created_at, last_used_at)
+                    VALUES (?, ?, ?, ?, ?) RETURNING id
+                    """, accountID, tokenHash, name, created, created
+                ).int64
+            else { throw MailboxStoreError.notFound }
+            return SessionRecord(id: id, accountID: accountID, deviceName: name)
         }
     }
 
     /// The live session whose token hashes to `tokenHash`, if any.
-    public func session(tokenHash: [UInt8]) throws -> SessionRecord? {
-        try read { db in
+    public func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
+        try await read { db in
             try db.queryOne(
                 "SELECT id, account_id, device_name FROM sessions WHERE token_hash = ? AND revoked_at IS NULL",
                 tokenHash
@@ -94,7 +101,7 @@ extension MailboxStore {
     @discardableResult
     public func revokeSession(id: Int64, accountID: Int64) async throws -> Bool {
         let revoked = now()
-        return try await write { db in
+        return try await write { db, _ in
             let changed = try db.run(
                 "UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL", revoked,
                 id, accountID)

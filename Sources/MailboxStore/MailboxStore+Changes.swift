@@ -1,4 +1,4 @@
-import SQLiteKit
+import SQLSupport
 
 extension MailboxStore {
     /// Parses a client's state string for this store: `.malformedState` when it is not a state at all,
@@ -10,12 +10,12 @@ extension MailboxStore {
     }
 
     /// The account's current state.
-    public func currentState(accountID: Int64) throws -> SyncState {
-        try read { db in
+    public func currentState(accountID: Int64) async throws -> SyncState {
+        try await read { db in
             guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
                 throw MailboxStoreError.notFound
             }
-            return state(modseq)
+            return self.state(modseq)
         }
     }
 
@@ -23,10 +23,10 @@ extension MailboxStore {
     ///
     /// Throws `.cannotCalculateChanges` when `since` is from another store, older than the account's horizon
     /// (its tombstones were discarded) or newer than the account: the client must resynchronize fully.
-    public func changes(accountID: Int64, since: SyncState, maxChanges: Int = 500) throws -> Changes {
+    public func changes(accountID: Int64, since: SyncState, maxChanges: Int = 500) async throws -> Changes {
         guard since.epoch == epoch else { throw MailboxStoreError.cannotCalculateChanges }
         let limit = max(1, min(maxChanges, 5000))
-        return try read { db in
+        return try await read { db in
             guard let account = try db.queryOne("SELECT modseq, horizon_modseq FROM accounts WHERE id = ?", accountID)
             else { throw MailboxStoreError.notFound }
             let current = account[0].int64!
@@ -76,7 +76,7 @@ extension MailboxStore {
             }
             let hasMore = m < messages.count || t < tombstones.count
             return Changes(
-                oldState: since, newState: state(hasMore ? last : current), hasMore: hasMore, created: created,
+                oldState: since, newState: self.state(hasMore ? last : current), hasMore: hasMore, created: created,
                 updated: updated, destroyed: destroyed)
         }
     }

@@ -1,5 +1,5 @@
 import OpenSSLCrypto
-import SQLiteKit
+import SQLSupport
 
 extension MailboxStore {
     static let deviceColumns = "id, token, topic, environment, alias, account_id, updated_at"
@@ -30,7 +30,7 @@ extension MailboxStore {
         else { throw MailboxStoreError.invalidArgument("topic") }
         let registered = now()
         let freshAlias = SecureRandom.base64URL(12)
-        return try await write { db in
+        return try await write { db, ledger in
             let existing = try db.queryOne("SELECT \(Self.deviceColumns) FROM devices WHERE token = ?", token)
                 .map(Self.device(from:))
             if let existing, existing.accountID == accountID {
@@ -67,15 +67,16 @@ extension MailboxStore {
             try db.run(
                 """
                 INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
-                ON CONFLICT (device_id) DO UPDATE SET modseq = max(signal_outbox.modseq, excluded.modseq)
+                ON CONFLICT (device_id) DO UPDATE SET modseq = \(db.dialect.greatest("signal_outbox.modseq", "excluded.modseq"))
                 """, device.id, modseq, registered)
+            ledger.signalsQueued = true
             return device
         }
     }
 
     /// The account's devices.
-    public func devices(accountID: Int64) throws -> [DeviceRecord] {
-        try read { db in
+    public func devices(accountID: Int64) async throws -> [DeviceRecord] {
+        try await read { db in
             try db.query("SELECT \(Self.deviceColumns) FROM devices WHERE account_id = ? ORDER BY id", accountID)
                 .map(Self.device(from:))
         }
@@ -84,7 +85,7 @@ extension MailboxStore {
     /// Deletes the account's device with `token`. Returns whether it existed.
     @discardableResult
     public func deleteDevice(token: String, accountID: Int64) async throws -> Bool {
-        try await write { db in
+        try await write { db, _ in
             try db.run("DELETE FROM devices WHERE token = ? AND account_id = ?", token, accountID) == 1
         }
     }
@@ -94,7 +95,7 @@ extension MailboxStore {
     /// was deleted.
     @discardableResult
     public func deleteUnregisteredDevice(id: Int64, unregisteredAt: Double?) async throws -> Bool {
-        try await write { db in
+        try await write { db, _ in
             if let unregisteredAt {
                 return try db.run("DELETE FROM devices WHERE id = ? AND updated_at < ?", id, unregisteredAt) == 1
             }

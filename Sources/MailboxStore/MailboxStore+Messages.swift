@@ -1,6 +1,6 @@
 import Foundation
 import OpenSSLCrypto
-import SQLiteKit
+import SQLSupport
 
 extension MailboxStore {
     /// The most bytes a preview holds.
@@ -44,7 +44,7 @@ extension MailboxStore {
 
     /// The account mail to `address` goes to, if any.
     static func recipient(
-        _ ledger: BatchLedger, _ db: Database, address: String
+        _ ledger: BatchLedger, _ db: any SQLConnection, address: String
     ) throws -> BatchLedger.Recipient? {
         for username in candidateUsernames(for: address) {
             if let found = try ledger.recipient(db, username: username) { return found }
@@ -53,8 +53,8 @@ extension MailboxStore {
     }
 
     /// Whether an account receives mail at `address` (its username, or its username at any domain).
-    public func recipientExists(address: String) throws -> Bool {
-        try read { db in
+    public func recipientExists(address: String) async throws -> Bool {
+        try await read { db in
             for username in Self.candidateUsernames(for: address.lowercased())
             where try db.scalar("SELECT 1 FROM accounts WHERE username = ?", username).int64 != nil {
                 return true
@@ -128,8 +128,7 @@ extension MailboxStore {
         let recipient = message.to.lowercased()
         let blobHash = message.raw.map { Hex.encode(SHA256.hash($0)) }
         let ingestKey = message.deduplicates ? blobHash : nil
-        let ledger = ledger
-        let (accountID, storedID, modseq) = try await write(defers: true) { db -> (Int64, String, Int64) in
+        let (accountID, storedID, modseq) = try await write(defers: true) { db, ledger -> (Int64, String, Int64) in
             guard let target = try Self.recipient(ledger, db, address: recipient) else {
                 throw MailboxStoreError.notFound
             }
@@ -165,8 +164,8 @@ extension MailboxStore {
     }
 
     /// The message's raw RFC 5322 bytes as they arrived, if the account has the message and its raw form.
-    public func rawMessage(id: String, accountID: Int64) throws -> [UInt8]? {
-        try read { db in
+    public func rawMessage(id: String, accountID: Int64) async throws -> [UInt8]? {
+        try await read { db in
             try db.scalar(
                 """
                 SELECT b.bytes FROM messages m JOIN blobs b ON b.hash = m.blob_hash
@@ -177,8 +176,8 @@ extension MailboxStore {
     }
 
     /// One message of the account, if it has it.
-    public func message(id: String, accountID: Int64) throws -> MessageRecord? {
-        try read { db in
+    public func message(id: String, accountID: Int64) async throws -> MessageRecord? {
+        try await read { db in
             try db.queryOne(
                 """
                 SELECT \(Self.messageColumns), m.html_body FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
@@ -196,7 +195,7 @@ extension MailboxStore {
     /// `cursor` is the `nextCursor` of the previous page.
     public func listMessages(
         accountID: Int64, mailbox: MailboxRole? = nil, cursor: String? = nil, limit: Int = 100
-    ) throws -> MessagePage {
+    ) async throws -> MessagePage {
         var after: Int64 = 0
         if let cursor {
             // Digits only (no sign, at most 18): the spelling `nextCursor` writes.
@@ -206,28 +205,29 @@ extension MailboxStore {
             after = value
         }
         let pageSize = max(1, min(limit, 1000))
-        return try read { db in
+        let start = after
+        return try await read { db in
             guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
                 throw MailboxStoreError.notFound
             }
             let rows = try db.query(
                 """
                 SELECT \(Self.messageColumns), m.id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-                WHERE m.account_id = ? AND m.id > ? AND (? IS NULL OR b.role = ?)
+                WHERE m.account_id = ? AND m.id > ? AND (CAST(? AS TEXT) IS NULL OR b.role = ?)
                 ORDER BY m.id LIMIT ?
-                """, accountID, after, mailbox?.rawValue, mailbox?.rawValue, pageSize + 1)
+                """, accountID, start, mailbox?.rawValue, mailbox?.rawValue, pageSize + 1)
             let page = rows.prefix(pageSize)
             let next = rows.count > pageSize ? page.last.map { String($0[Self.messageColumnCount].int64!) } : nil
-            return MessagePage(messages: page.map(Self.message(from:)), state: state(modseq), nextCursor: next)
+            return MessagePage(messages: page.map(Self.message(from:)), state: self.state(modseq), nextCursor: next)
         }
     }
 
     /// The account's mailboxes with their totals and unread counts.
-    public func mailboxes(accountID: Int64) throws -> [MailboxSummary] {
-        try read { db in
+    public func mailboxes(accountID: Int64) async throws -> [MailboxSummary] {
+        try await read { db in
             try db.query(
                 """
-                SELECT b.role, b.name, count(m.id), coalesce(sum(m.seen = 0), 0)
+                SELECT b.role, b.name, count(m.id), coalesce(sum(CASE WHEN m.seen = 0 THEN 1 ELSE 0 END), 0)
                 FROM mailboxes b LEFT JOIN messages m ON m.mailbox_id = b.id
                 WHERE b.account_id = ? GROUP BY b.id ORDER BY b.id
                 """, accountID
@@ -240,11 +240,11 @@ extension MailboxStore {
     }
 
     /// Unread messages in the account's inbox: the badge.
-    public func unreadCount(accountID: Int64) throws -> Int {
-        try read { db in try Self.unreadCount(db, accountID: accountID) }
+    public func unreadCount(accountID: Int64) async throws -> Int {
+        try await read { db in try Self.unreadCount(db, accountID: accountID) }
     }
 
-    static func unreadCount(_ db: Database, accountID: Int64) throws -> Int {
+    static func unreadCount(_ db: any SQLConnection, accountID: Int64) throws -> Int {
         try db.scalar(
             """
             SELECT count(*) FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
@@ -259,7 +259,7 @@ extension MailboxStore {
     public func updateMessage(
         id: String, accountID: Int64, seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxRole? = nil
     ) async throws -> MessageRecord {
-        try await write { db in
+        try await write { db, ledger in
             guard
                 let current = try db.queryOne(
                     """
@@ -281,7 +281,7 @@ extension MailboxStore {
                 WHERE public_id = ? AND account_id = ?
                 """,
                 arguments: [updated.seen, updated.flagged, modseq, accountID, updated.mailbox.rawValue, id, accountID])
-            try self.enqueueSignals(db, account: accountID, modseq: modseq)
+            try self.enqueueSignals(db, ledger, account: accountID, modseq: modseq)
             updated.modseq = modseq
             return updated
         }
@@ -291,7 +291,7 @@ extension MailboxStore {
     @discardableResult
     public func destroyMessage(id: String, accountID: Int64) async throws -> SyncState {
         let destroyed = now()
-        let modseq = try await write { db -> Int64 in
+        let modseq = try await write { db, ledger -> Int64 in
             guard
                 let row = try db.queryOne(
                     "SELECT created_modseq, blob_hash FROM messages WHERE public_id = ? AND account_id = ?", id,
@@ -311,7 +311,7 @@ extension MailboxStore {
                 INSERT INTO tombstones (account_id, public_id, created_modseq, modseq, destroyed_at)
                 VALUES (?, ?, ?, ?, ?)
                 """, accountID, id, createdModseq, modseq, destroyed)
-            try self.enqueueSignals(db, account: accountID, modseq: modseq)
+            try self.enqueueSignals(db, ledger, account: accountID, modseq: modseq)
             return modseq
         }
         return state(modseq)
@@ -322,11 +322,12 @@ extension MailboxStore {
     @discardableResult
     public func purgeTombstones() async throws -> Int {
         let cutoff = now() - configuration.tombstoneRetention
-        return try await write { db in
+        return try await write { db, _ in
             try db.run(
                 """
-                UPDATE accounts SET horizon_modseq = max(horizon_modseq, (
-                    SELECT max(t.modseq) FROM tombstones t WHERE t.account_id = accounts.id AND t.destroyed_at < ?))
+                UPDATE accounts SET horizon_modseq = \(db.dialect.greatest("horizon_modseq", """
+                    (SELECT max(t.modseq) FROM tombstones t WHERE t.account_id = accounts.id AND t.destroyed_at < ?)
+                    """))
                 WHERE EXISTS (SELECT 1 FROM tombstones t WHERE t.account_id = accounts.id AND t.destroyed_at < ?)
                 """, cutoff, cutoff)
             return try db.run("DELETE FROM tombstones WHERE destroyed_at < ?", cutoff)

@@ -1,9 +1,11 @@
 import Foundation
 import OpenSSLCrypto
+import SQLSupport
 import SQLiteKit
 
 /// The mailbox service's data: accounts, sessions, mailboxes, messages with a change log for delta sync,
-/// devices and the signal outbox, in one SQLite file.
+/// devices and the signal outbox, in one SQLite file (the embedded default) or one PostgreSQL database shared by
+/// several processes.
 ///
 /// Reads run on reader connections and see one consistent snapshot each. Writes are group-committed:
 /// concurrent writers share transactions (see `WriteBatcher`), and every write that changes what a client
@@ -21,84 +23,137 @@ public final class MailboxStore: Sendable {
         public var passwordParameters: ScryptParameters = .standard
         /// How long a claimed outbox row is leased to the dispatcher before it can be claimed again.
         public var claimLease: TimeInterval = 30
-        /// The largest batch of writes committed together.
+        /// The largest batch of writes committed together (SQLite).
         public var maximumBatch = 512
+        /// How many connections a PostgreSQL store keeps, each on a thread of its own.
+        public var postgresConnections = 16
+        /// This process's name in the leases it takes on outbox rows (see ``claimDueSignals(limit:)``).
+        public var instanceID = "\(ProcessInfo.processInfo.hostName)-\(getpid())"
 
         /// The defaults.
         public init() {}
     }
 
-    let pool: DatabasePool
-    let batcher: WriteBatcher
-    /// The deliveries' shared bookkeeping in the writer's current batch.
-    let ledger: BatchLedger
+    /// How the store's transactions run: SQLite's group-committing writer, or PostgreSQL's pooled connections.
+    let engine: any StoreEngine
     let configuration: Configuration
     let now: @Sendable () -> Double
     /// The random epoch of this store, the first part of every state string.
     public let epoch: String
     /// A fixed scrypt hash verified when a username does not exist, so both paths cost the same.
     let decoyPasswordHash: String
+    /// Where the data lives.
+    public let database: StoreDatabase
 
-    /// Opens (creating and migrating as needed) the store at `path`. `now` is the clock in seconds since 1970.
-    public init(
+    /// Opens (creating and migrating as needed) the SQLite store at `path`. `now` is the clock in seconds since 1970.
+    public convenience init(
         path: String, configuration: Configuration = Configuration(),
         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) throws {
-        var databaseConfiguration = DatabaseConfiguration()
-        databaseConfiguration.synchronous = configuration.synchronous
-        pool = try DatabasePool(path: path, configuration: databaseConfiguration)
-        try Self.migrator.migrate(pool)
-        epoch = try pool.write { db -> String in
-            if let existing = try db.scalar("SELECT value FROM store_meta WHERE key = 'epoch'").string {
-                return existing
-            }
-            let fresh = SecureRandom.hex(8)
-            try db.run("INSERT INTO store_meta (key, value) VALUES ('epoch', ?)", fresh)
-            return fresh
+        try self.init(database: .sqlite(path: path), configuration: configuration, now: now)
+    }
+
+    /// Opens (creating and migrating as needed) the store in `database`. Several processes may open the same
+    /// PostgreSQL database at once: their migrations take turns, and they share one epoch.
+    public init(
+        database: StoreDatabase, configuration: Configuration = Configuration(),
+        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) throws {
+        let makeLedger: @Sendable () -> BatchLedger = { [pacing = configuration.pacing] in
+            BatchLedger(pacing: pacing, now: now)
         }
-        let ledger = BatchLedger(pacing: configuration.pacing, now: now)
-        batcher = WriteBatcher(
-            pool: pool, maximumBatch: configuration.maximumBatch,
-            lingerMicroseconds: configuration.synchronous == .full ? 300 : 200,
-            deferred: .init(settle: { try ledger.settle($0) }, discard: { ledger.discard() }))
-        self.ledger = ledger
+        switch database {
+        case .sqlite(let path):
+            engine = try Self.storageErrors {
+                try SQLiteEngine(
+                    path: path, synchronous: configuration.synchronous, maximumBatch: configuration.maximumBatch,
+                    ledger: makeLedger())
+            }
+        case .postgres(let url):
+            engine = PostgresEngine(url: url, connections: configuration.postgresConnections, makeLedger: makeLedger)
+        }
+        self.database = database
         self.configuration = configuration
         self.now = now
+        epoch = try Self.storageErrors { [engine] in
+            try engine.migrate(Self.migrations)
+            return try engine.setUp { try Self.establishEpoch($0) }
+        }
         decoyPasswordHash = try PasswordHash.hash(SecureRandom.hex(16), parameters: configuration.passwordParameters)
     }
 
-    /// Runs `body` in a group-committed write transaction, mapping SQLite failures to `.storage`.
-    @discardableResult
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await write(defers: false, body)
+    /// The store's epoch, created by the first process to open the database. `ON CONFLICT DO NOTHING` then a
+    /// read: two processes opening a new database at once both end with the one that won.
+    static func establishEpoch(_ db: any SQLConnection) throws -> String {
+        try db.run(
+            "INSERT INTO store_meta (key, value) VALUES ('epoch', ?) ON CONFLICT (key) DO NOTHING", SecureRandom.hex(8))
+        guard let epoch = try db.scalar("SELECT value FROM store_meta WHERE key = 'epoch'").string else {
+            throw MailboxStoreError.notFound
+        }
+        return epoch
     }
 
-    /// ``write(_:)`` for a body that may leave account bookkeeping in the batch's `ledger`.
-    func write<T: Sendable>(defers: Bool, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    /// Runs `body`, turning a database error into `.storage`.
+    static func storageErrors<T>(_ body: () throws -> T) throws -> T {
         do {
-            return try await batcher.perform(defers: defers, body)
-        } catch let error as SQLiteError {
-            throw MailboxStoreError.storage(error)
+            return try body()
+        } catch let error as MailboxStoreError {
+            throw error
+        } catch {
+            guard let failure = StorageFailure.from(error) else { throw error }
+            throw MailboxStoreError.storage(failure)
         }
     }
 
-    /// Runs `body` in a read transaction, mapping SQLite failures to `.storage`.
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs `body` in a write transaction (group-committed on SQLite), mapping database failures to `.storage`.
+    @discardableResult
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T) async throws -> T
+    {
+        try await write(defers: false, body)
+    }
+
+    /// ``write(_:)`` for a body that may leave account bookkeeping in the transaction's ledger.
+    func write<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
+    ) async throws -> T {
         do {
-            return try pool.read(body)
-        } catch let error as SQLiteError {
-            throw MailboxStoreError.storage(error)
+            return try await engine.write(defers: defers, body)
+        } catch let error as MailboxStoreError {
+            throw error
+        } catch {
+            guard let failure = StorageFailure.from(error) else { throw error }
+            throw MailboxStoreError.storage(failure)
+        }
+    }
+
+    /// Runs `body` in a read transaction, mapping database failures to `.storage`.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        do {
+            return try await engine.read(body)
+        } catch let error as MailboxStoreError {
+            throw error
+        } catch {
+            guard let failure = StorageFailure.from(error) else { throw error }
+            throw MailboxStoreError.storage(failure)
         }
     }
 
     /// Transactions committed by the group-commit writer so far.
-    public var committedWriteBatches: Int { batcher.statistics.batches }
+    public var committedWriteBatches: Int { engine.statistics.batches }
 
     /// The group-commit writer's totals so far: transactions, the writes they held, and the time spent in COMMIT.
-    public var writerStatistics: WriterStatistics { batcher.statistics }
+    public var writerStatistics: WriterStatistics { engine.statistics }
 
-    /// `PRAGMA integrity_check` (`"ok"` when sound).
-    public func integrityCheck() throws -> String { try read { try $0.integrityCheck() } }
+    /// The engine's consistency check (`"ok"` when sound): `PRAGMA integrity_check` on SQLite; on PostgreSQL,
+    /// that no row holds a modseq its account has not reached.
+    public func integrityCheck() async throws -> String {
+        do {
+            return try await engine.engineCheck()
+        } catch {
+            guard let failure = StorageFailure.from(error) else { throw error }
+            throw MailboxStoreError.storage(failure)
+        }
+    }
 
     func state(_ modseq: Int64) -> SyncState { SyncState(epoch: epoch, modseq: modseq) }
 
@@ -108,7 +163,7 @@ public final class MailboxStore: Sendable {
     ///
     /// An UPDATE and a SELECT rather than `UPDATE … RETURNING`: SQLite gathers RETURNING rows in a temporary
     /// table, which made the one statement ten times the cost of the two (25 µs against 2.5 µs) on every write.
-    static func bumpModseq(_ db: Database, account: Int64) throws -> Int64 {
+    static func bumpModseq(_ db: any SQLConnection, account: Int64) throws -> Int64 {
         guard try db.run("UPDATE accounts SET modseq = modseq + 1 WHERE id = ?", account) == 1,
             let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", account).int64
         else { throw MailboxStoreError.notFound }
@@ -120,21 +175,22 @@ public final class MailboxStore: Sendable {
     /// A device with no pending row is due at once while its pacing bucket holds a token, otherwise when the next
     /// token returns (``SignalPacing``). A pending row keeps its due time and takes the newer modseq: a burst of
     /// changes leaves one row per device.
-    func enqueueSignals(_ db: Database, account: Int64, modseq: Int64) throws {
+    func enqueueSignals(_ db: any SQLConnection, _ ledger: BatchLedger, account: Int64, modseq: Int64) throws {
         try Self.enqueueSignals(db, account: account, modseq: modseq, time: now(), pacing: configuration.pacing)
+        ledger.signalsQueued = true
     }
 
     /// ``enqueueSignals(_:account:modseq:)`` at `time`. The pacing rule is Swift (`SignalPacing`), not SQL, so
     /// every engine applies the same one.
     static func enqueueSignals(
-        _ db: Database, account: Int64, modseq: Int64, time: Double, pacing: SignalPacing
+        _ db: any SQLConnection, account: Int64, modseq: Int64, time: Double, pacing: SignalPacing
     ) throws {
         for device in try db.query("SELECT id, pace_tokens, pace_at FROM devices WHERE account_id = ?", account) {
             let tokens = pacing.tokens(stored: device[1].double, at: device[2].double ?? 0, now: time)
             try db.run(
                 """
                 INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
-                ON CONFLICT (device_id) DO UPDATE SET modseq = max(signal_outbox.modseq, excluded.modseq)
+                ON CONFLICT (device_id) DO UPDATE SET modseq = \(db.dialect.greatest("signal_outbox.modseq", "excluded.modseq"))
                 """, device[0], modseq, pacing.dueTime(tokens: tokens, now: time))
         }
     }

@@ -1,5 +1,3 @@
-import SQLiteKit
-
 /// Why a mailbox operation did not happen.
 public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No such message, mailbox, account or device for this account.
@@ -13,8 +11,10 @@ public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertib
     /// Changes cannot be calculated from that state (too old, from another store, or from the future):
     /// the client must resynchronize fully.
     case cannotCalculateChanges
-    /// The database failed (disk full, read-only, corrupt…).
-    case storage(SQLiteError)
+    /// The database failed (unreachable, disk full, read-only, corrupt…).
+    case storage(StorageFailure)
+    /// The database was migrated by a newer build (it holds the named migration, which this build does not know).
+    case schemaTooNew(String)
 
     /// A description without any message content.
     public var description: String {
@@ -24,7 +24,9 @@ public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertib
         case .invalidArgument(let what): return "invalid \(what)"
         case .malformedState: return "malformed state"
         case .cannotCalculateChanges: return "cannot calculate changes"
-        case .storage(let error): return "storage error \(error.extendedCode): \(error.message)"
+        case .storage(let failure): return "storage error \(failure)"
+        case .schemaTooNew(let migration):
+            return "the database schema is newer than this build (it has migration \(migration)); upgrade mailboxd"
         }
     }
 }

@@ -86,7 +86,7 @@ await runCommand(usage: usage) {
                 throw UsageError("invalid \(what)")
             }
         case "list":
-            for account in try store.accounts() {
+            for account in try await store.accounts() {
                 print("\(account.id)\t\(account.username)\tmodseq \(account.modseq)")
             }
         default:

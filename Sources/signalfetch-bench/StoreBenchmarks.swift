@@ -36,7 +36,7 @@ enum StoreBenchmarks {
         configuration.synchronous = synchronous
         configuration.passwordParameters = .init(logN: 10, r: 8, p: 1)
         let store = try MailboxStore(path: path, configuration: configuration)
-        if try store.account(username: "bench") == nil {
+        if try await store.account(username: "bench") == nil {
             let account = try await store.createAccount(username: "bench", password: "bench-password")
             for n in 1...2 {
                 try await store.registerDevice(
@@ -77,8 +77,8 @@ enum StoreBenchmarks {
     /// turnaround (the hand-off to the writer and back) and the writer's wake-ups. Returns the mean time per
     /// transaction, in seconds.
     static func machineryCycle(store: MailboxStore, count: Int, producers: Int) async throws -> Double {
-        guard let account = try store.account(username: "bench"),
-            let message = try store.listMessages(accountID: account.id, limit: 1).messages.first, !message.seen
+        guard let account = try await store.account(username: "bench"),
+            let message = try await store.listMessages(accountID: account.id, limit: 1).messages.first, !message.seen
         else { throw BenchError("the bench account has no unread message") }
         let before = store.writerStatistics
         let start = ContinuousClock.now
@@ -216,9 +216,9 @@ enum StoreBenchmarks {
         let since: SyncState
 
         /// The time of one `changes` call that returns the 100 new messages, in milliseconds.
-        func sample() throws -> Double {
+        func sample() async throws -> Double {
             let start = ContinuousClock.now
-            let changes = try store.changes(accountID: accountID, since: since, maxChanges: 500)
+            let changes = try await store.changes(accountID: accountID, since: since, maxChanges: 500)
             let elapsed = seconds(since: start) * 1000
             guard changes.created.count == 100 else { throw BenchError("expected 100 changes") }
             return elapsed
@@ -228,7 +228,7 @@ enum StoreBenchmarks {
     static func changesFixture(path: String, size: Int) async throws -> ChangesFixture {
         let store = try await makeStore(path: path, synchronous: .normal)
         let pool = try DatabasePool(path: path)
-        let account = try require(try store.account(username: "bench"))
+        let account = try require(try await store.account(username: "bench"))
         // Bulk-load the mailbox directly (a recursive CTE), then catch the account's modseq up.
         try pool.write { db in
             let inbox = try db.scalar(
@@ -244,23 +244,25 @@ enum StoreBenchmarks {
                 """, size, account.id, inbox)
             try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", size, account.id)
         }
-        let since = try store.currentState(accountID: account.id)
+        let since = try await store.currentState(accountID: account.id)
         for i in 0..<100 { _ = try await store.deliver(message(i)) }
         return ChangesFixture(store: store, accountID: account.id, since: since)
     }
 
     /// Median `changes` latency (ms) for 100 new messages in a small and a large mailbox, sampled alternately so
     /// both see the same machine.
-    static func changesLatency(small: ChangesFixture, large: ChangesFixture) throws -> (small: Double, large: Double) {
+    static func changesLatency(
+        small: ChangesFixture, large: ChangesFixture
+    ) async throws -> (small: Double, large: Double) {
         var smallSamples: [Double] = []
         var largeSamples: [Double] = []
         for _ in 0..<5 {  // warm both caches
-            _ = try small.sample()
-            _ = try large.sample()
+            _ = try await small.sample()
+            _ = try await large.sample()
         }
         for _ in 0..<100 {
-            smallSamples.append(try small.sample())
-            largeSamples.append(try large.sample())
+            smallSamples.append(try await small.sample())
+            largeSamples.append(try await large.sample())
         }
         return (smallSamples.sorted()[smallSamples.count / 2], largeSamples.sorted()[largeSamples.count / 2])
     }

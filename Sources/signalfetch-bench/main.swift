@@ -152,7 +152,7 @@ await runCommand(usage: usage) {
         )
         fields.append(
             #""full64_group_commit_us":\#(Int(full64.map(\.groupCommit).reduce(0, +) / Double(full64.count) * 1e6))"#)
-        let (small, big) = try StoreBenchmarks.changesLatency(
+        let (small, big) = try await StoreBenchmarks.changesLatency(
             small: try await StoreBenchmarks.changesFixture(path: fresh("small"), size: 1_000),
             large: try await StoreBenchmarks.changesFixture(path: fresh("large"), size: large))
         fields.append(#""changes_ms_1k":\#(String(format: "%.3f", small))"#)

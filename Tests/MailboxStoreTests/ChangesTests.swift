@@ -25,11 +25,11 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 @Suite struct ChangesTests {
-    func serverMailbox(_ f: StoreFixture, _ account: Int64) throws -> [String: MessageRecord] {
+    func serverMailbox(_ f: StoreFixture, _ account: Int64) async throws -> [String: MessageRecord] {
         var all: [String: MessageRecord] = [:]
         var cursor: String?
         repeat {
-            let page = try f.store.listMessages(accountID: account, cursor: cursor, limit: 1000)
+            let page = try await f.store.listMessages(accountID: account, cursor: cursor, limit: 1000)
             for message in page.messages { all[message.id] = message }
             cursor = page.nextCursor
         } while cursor != nil
@@ -39,11 +39,11 @@ struct SeededGenerator: RandomNumberGenerator {
     func sync(
         _ f: StoreFixture, _ account: Int64, from state: SyncState, into replica: inout Replica, max: Int
     )
-        throws -> SyncState
+        async throws -> SyncState
     {
         var current = state
         while true {
-            let page = try f.store.changes(accountID: account, since: current, maxChanges: max)
+            let page = try await f.store.changes(accountID: account, since: current, maxChanges: max)
             #expect(page.oldState == current)
             replica.apply(page)
             current = page.newState
@@ -53,13 +53,13 @@ struct SeededGenerator: RandomNumberGenerator {
 
     /// Random interleavings of deliver, flag, move and destroy. From any earlier state, applying every page of
     /// changes to a replica of that moment reproduces the server's mailbox exactly.
-    @Test(arguments: [1, 2, 3, 4, 5, 6])
-    func deltaSyncConvergesFromAnyEarlierState(seed: UInt64) async throws {
+    @Test(arguments: StoreEngineKind.allCases, [1, 2, 3, 4, 5, 6])
+    func deltaSyncConvergesFromAnyEarlierState(engine: StoreEngineKind, seed: UInt64) async throws {
         var random = SeededGenerator(state: seed)
-        let f = try StoreFixture()
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         var snapshots: [(SyncState, [String: MessageRecord])] = [
-            (try f.store.currentState(accountID: alice.id), [:])
+            (try await f.store.currentState(accountID: alice.id), [:])
         ]
         var live: [String] = []
         for step in 0..<120 {
@@ -80,47 +80,52 @@ struct SeededGenerator: RandomNumberGenerator {
                 try await f.store.destroyMessage(id: live.remove(at: index), accountID: alice.id)
             }
             if step % 7 == 0 {
-                snapshots.append((try f.store.currentState(accountID: alice.id), try serverMailbox(f, alice.id)))
+                await snapshots.append(
+                    (try await f.store.currentState(accountID: alice.id), try serverMailbox(f, alice.id)))
             }
         }
-        let server = try serverMailbox(f, alice.id)
-        let final = try f.store.currentState(accountID: alice.id)
+        let server = try await serverMailbox(f, alice.id)
+        let final = try await f.store.currentState(accountID: alice.id)
         for (state, mailbox) in snapshots {
             for pageSize in [1, 7, 500] {
                 var replica = Replica(messages: mailbox)
-                let reached = try sync(f, alice.id, from: state, into: &replica, max: pageSize)
+                let reached = try await sync(f, alice.id, from: state, into: &replica, max: pageSize)
                 #expect(reached == final)
                 #expect(replica.messages == server, "seed \(seed), from \(state), pages of \(pageSize)")
             }
         }
     }
 
-    @Test func createdUpdatedAndDestroyedAreClassifiedFromTheClientsPointOfView() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func createdUpdatedAndDestroyedAreClassifiedFromTheClientsPointOfView(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         let old = try await f.deliver(to: "alice").id
         let doomed = try await f.deliver(to: "alice").id
-        let since = try f.store.currentState(accountID: alice.id)
+        let since = try await f.store.currentState(accountID: alice.id)
         let fresh = try await f.deliver(to: "alice").id
         let ephemeral = try await f.deliver(to: "alice").id
         try await f.store.updateMessage(id: old, accountID: alice.id, seen: true)
         try await f.store.updateMessage(id: fresh, accountID: alice.id, flagged: true)
         try await f.store.destroyMessage(id: doomed, accountID: alice.id)
         try await f.store.destroyMessage(id: ephemeral, accountID: alice.id)
-        let changes = try f.store.changes(accountID: alice.id, since: since)
+        let changes = try await f.store.changes(accountID: alice.id, since: since)
         #expect(changes.created.map(\.id) == [fresh])
         #expect(changes.updated.map(\.id) == [old])
         #expect(changes.destroyed == [doomed])
         #expect(!changes.hasMore)
-        #expect(changes.newState == (try f.store.currentState(accountID: alice.id)))
-        let none = try f.store.changes(accountID: alice.id, since: changes.newState)
+        #expect(changes.newState == (try await f.store.currentState(accountID: alice.id)))
+        let none = try await f.store.changes(accountID: alice.id, since: changes.newState)
         #expect(none.created.isEmpty && none.updated.isEmpty && none.destroyed.isEmpty && !none.hasMore)
     }
 
-    @Test func foreignMalformedFutureAndExpiredStatesCannotBeUsed() async throws {
-        let f = try StoreFixture(retention: 60)
+    @Test(arguments: StoreEngineKind.allCases) func foreignMalformedFutureAndExpiredStatesCannotBeUsed(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine, retention: 60)
         let alice = try await f.account("alice")
-        let start = try f.store.currentState(accountID: alice.id)
+        let start = try await f.store.currentState(accountID: alice.id)
         let id = try await f.deliver(to: "alice").id
         try await f.store.destroyMessage(id: id, accountID: alice.id)
 
@@ -131,22 +136,22 @@ struct SeededGenerator: RandomNumberGenerator {
         #expect(throws: MailboxStoreError.malformedState) { try f.store.parseState("\(f.store.epoch)-01") }
         #expect(try f.store.parseState("\(f.store.epoch)-0").modseq == 0)
         #expect(throws: MailboxStoreError.cannotCalculateChanges) { try f.store.parseState("0123456789abcdef-1") }
-        let other = try StoreFixture()
-        #expect(throws: MailboxStoreError.cannotCalculateChanges) {
-            try other.store.changes(accountID: alice.id, since: start)
+        let other = try StoreFixture(engine: engine)
+        await #expect(throws: MailboxStoreError.cannotCalculateChanges) {
+            try await other.store.changes(accountID: alice.id, since: start)
         }
-        #expect(throws: MailboxStoreError.cannotCalculateChanges) {
-            try f.store.changes(accountID: alice.id, since: SyncState(epoch: f.store.epoch, modseq: 99))
+        await #expect(throws: MailboxStoreError.cannotCalculateChanges) {
+            try await f.store.changes(accountID: alice.id, since: SyncState(epoch: f.store.epoch, modseq: 99))
         }
         // Still within retention: the old state works.
-        #expect(try f.store.changes(accountID: alice.id, since: start).destroyed == [])
+        #expect(try await f.store.changes(accountID: alice.id, since: start).destroyed == [])
         f.advance(61)
         #expect(try await f.store.purgeTombstones() == 1)
-        #expect(throws: MailboxStoreError.cannotCalculateChanges) {
-            try f.store.changes(accountID: alice.id, since: start)
+        await #expect(throws: MailboxStoreError.cannotCalculateChanges) {
+            try await f.store.changes(accountID: alice.id, since: start)
         }
         // The current state still works after the purge.
-        let now = try f.store.currentState(accountID: alice.id)
-        #expect(try f.store.changes(accountID: alice.id, since: now).hasMore == false)
+        let now = try await f.store.currentState(accountID: alice.id)
+        #expect(try await f.store.changes(accountID: alice.id, since: now).hasMore == false)
     }
 }

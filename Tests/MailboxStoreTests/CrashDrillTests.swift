@@ -23,11 +23,14 @@ import Testing
             var configuration = MailboxStore.Configuration()
             configuration.passwordParameters = .testing
             let store = try MailboxStore(path: path, configuration: configuration)
-            #expect(try store.integrityCheck() == "ok")
-            let account = try #require(try store.account(username: "bench"))
-            let missing = try acknowledged.filter { try store.message(id: $0, accountID: account.id) == nil }
+            #expect(try await store.integrityCheck() == "ok")
+            let account = try #require(try await store.account(username: "bench"))
+            var missing: [String] = []
+            for id in acknowledged where try await store.message(id: id, accountID: account.id) == nil {
+                missing.append(id)
+            }
             #expect(missing.isEmpty, "round \(round): \(missing.count) acknowledged deliveries lost")
-            #expect(try store.outboxStats().depth == 2, "one outbox row per device survives")
+            #expect(try await store.outboxStats().depth == 2, "one outbox row per device survives")
             let claimed = try await store.claimDueSignals()
             #expect(claimed.allSatisfy { $0.modseq == account.modseq })
         }

@@ -12,8 +12,10 @@ import Testing
         case refused(MailboxStoreError)
     }
 
-    @Test func concurrentDeliveriesAndEditsGetDistinctModseqs() async throws {
-        let f = try StoreFixture(synchronous: true)
+    @Test(arguments: StoreEngineKind.allCases) func concurrentDeliveriesAndEditsGetDistinctModseqs(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine, synchronous: true)
         var accounts: [String: Account] = [:]
         for name in ["alice", "bob"] {
             let account = try await f.account(name)
@@ -55,12 +57,16 @@ import Testing
             for try await outcome in group { all.append(outcome) }
             return all
         }
-        #expect(f.store.committedWriteBatches < outcomes.count, "writes shared transactions")
         let statistics = f.store.writerStatistics
         #expect(statistics.batches == f.store.committedWriteBatches)
-        #expect(statistics.writes >= outcomes.count + 7, "every write is counted, refused ones included")
-        #expect(statistics.writes > statistics.batches)
         #expect(statistics.commitSeconds > 0)
+        if engine == .sqlite {
+            // SQLite's single writer groups them; PostgreSQL runs each in its own transaction and the server groups
+            // the WAL flushes of concurrent commits.
+            #expect(f.store.committedWriteBatches < outcomes.count, "writes shared transactions")
+            #expect(statistics.writes >= outcomes.count + 7, "every write is counted, refused ones included")
+            #expect(statistics.writes > statistics.batches)
+        }
 
         var modseqsByAccount: [Int64: [Int64]] = [:]
         // Edits race one another: one that finds the flags already as it would set them changes nothing and
@@ -82,14 +88,14 @@ import Testing
         for (name, account) in accounts {
             let modseqs = modseqsByAccount[account.id] ?? []
             #expect(Set(modseqs).count == modseqs.count, "\(name): no two changes share a modseq")
-            let page = try f.store.listMessages(accountID: account.id, limit: 1000)
+            let page = try await f.store.listMessages(accountID: account.id, limit: 1000)
             #expect(page.messages.count == (name == "alice" ? 61 : 60))
             let stored = page.messages.map(\.modseq)
             #expect(Set(stored).count == stored.count, "\(name): stored modseqs are distinct")
             // The account ends at its newest change, and a client that saw nothing gets every message.
             #expect(page.state.modseq == modseqs.max())
             #expect(page.state.modseq == stored.max())
-            let changes = try f.store.changes(
+            let changes = try await f.store.changes(
                 accountID: account.id, since: SyncState(epoch: f.store.epoch, modseq: 0), maxChanges: 1000)
             #expect(Set(changes.created.map(\.id)) == Set(page.messages.map(\.id)))
             #expect(changes.newState == page.state)
@@ -101,14 +107,16 @@ import Testing
         for item in claimed {
             let name = [1, 2].map(StoreFixture.token).contains(item.token) ? "alice" : "bob"
             let account = try #require(accounts[name])
-            let state = try f.store.listMessages(accountID: account.id, limit: 1).state
+            let state = try await f.store.listMessages(accountID: account.id, limit: 1).state
             #expect(item.modseq == state.modseq, "\(name)'s device holds the newest modseq")
             #expect(item.state == state)
         }
     }
 
-    @Test func aFailedDeliveryLeavesNoGapAndNoSignal() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func aFailedDeliveryLeavesNoGapAndNoSignal(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         try await f.store.registerDevice(
             token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
@@ -117,7 +125,7 @@ import Testing
             try await f.store.completeSignal(item, sentModseq: item.modseq)
         }
         await #expect(throws: MailboxStoreError.notFound) { try await f.deliver(to: "bob") }
-        #expect(try f.store.outboxStats().depth == 0, "a refused delivery signals nobody")
+        #expect(try await f.store.outboxStats().depth == 0, "a refused delivery signals nobody")
         let receipt = try await f.deliver(to: "alice")
         #expect(receipt.state.modseq == 1, "the refused delivery used no modseq")
     }

@@ -4,8 +4,9 @@ import Testing
 
 @Suite struct IsolationTests {
     /// Every read and write API, tried with another account's ids, returns nothing and changes nothing.
-    @Test func anotherAccountsIdsReachNothing() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func anotherAccountsIdsReachNothing(engine: StoreEngineKind) async throws
+    {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         let mallory = try await f.account("mallory")
         let message = try await f.deliver(to: "alice", subject: "private").id
@@ -14,14 +15,14 @@ import Testing
             sessionID: nil)
         let session = try await f.store.createSession(
             accountID: alice.id, tokenHash: [UInt8](repeating: 1, count: 32), deviceName: "phone")
-        let aliceState = try f.store.currentState(accountID: alice.id)
+        let aliceState = try await f.store.currentState(accountID: alice.id)
 
-        #expect(try f.store.message(id: message, accountID: mallory.id) == nil)
-        #expect(try f.store.listMessages(accountID: mallory.id).messages.isEmpty)
-        #expect(try f.store.mailboxes(accountID: mallory.id).allSatisfy { $0.total == 0 })
-        #expect(try f.store.unreadCount(accountID: mallory.id) == 0)
-        #expect(try f.store.devices(accountID: mallory.id).isEmpty)
-        let malloryChanges = try f.store.changes(
+        #expect(try await f.store.message(id: message, accountID: mallory.id) == nil)
+        #expect(try await f.store.listMessages(accountID: mallory.id).messages.isEmpty)
+        #expect(try await f.store.mailboxes(accountID: mallory.id).allSatisfy { $0.total == 0 })
+        #expect(try await f.store.unreadCount(accountID: mallory.id) == 0)
+        #expect(try await f.store.devices(accountID: mallory.id).isEmpty)
+        let malloryChanges = try await f.store.changes(
             accountID: mallory.id, since: SyncState(epoch: f.store.epoch, modseq: 0))
         #expect(malloryChanges.created.isEmpty)
         await #expect(throws: MailboxStoreError.notFound) {
@@ -37,10 +38,10 @@ import Testing
         #expect(try await f.store.revokeSession(id: session.id, accountID: mallory.id) == false)
 
         // Nothing of Alice's changed.
-        #expect(try f.store.currentState(accountID: alice.id) == aliceState)
-        let kept = try #require(try f.store.message(id: message, accountID: alice.id))
+        #expect(try await f.store.currentState(accountID: alice.id) == aliceState)
+        let kept = try #require(try await f.store.message(id: message, accountID: alice.id))
         #expect(!kept.seen && kept.mailbox == .inbox)
-        #expect(try f.store.devices(accountID: alice.id).count == 1)
-        #expect(try f.store.session(tokenHash: [UInt8](repeating: 1, count: 32)) != nil)
+        #expect(try await f.store.devices(accountID: alice.id).count == 1)
+        #expect(try await f.store.session(tokenHash: [UInt8](repeating: 1, count: 32)) != nil)
     }
 }

@@ -4,8 +4,10 @@ import OpenSSLCrypto
 import Testing
 
 @Suite struct MailboxStoreOperationTests {
-    @Test func accountsAreUniqueCaseInsensitiveAndValidated() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func accountsAreUniqueCaseInsensitiveAndValidated(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.store.createAccount(username: "Alice@Example.com", password: "password1")
         #expect(alice.username == "alice@example.com")
         await #expect(throws: MailboxStoreError.usernameTaken) {
@@ -17,67 +19,75 @@ import Testing
         await #expect(throws: MailboxStoreError.self) {
             try await f.store.createAccount(username: "bob", password: "short")
         }
-        #expect(try f.store.accounts().map(\.username) == ["alice@example.com"])
-        #expect(try f.store.mailboxes(accountID: alice.id).map(\.role) == [.inbox, .archive, .trash])
+        #expect(try await f.store.accounts().map(\.username) == ["alice@example.com"])
+        #expect(try await f.store.mailboxes(accountID: alice.id).map(\.role) == [.inbox, .archive, .trash])
     }
 
-    @Test func authenticationChecksThePassword() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func authenticationChecksThePassword(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
-        #expect(try f.store.authenticate(username: "alice", password: "password-alice") == alice.id)
-        #expect(try f.store.authenticate(username: "ALICE", password: "password-alice") == alice.id)
-        #expect(try f.store.authenticate(username: "alice", password: "wrong-password") == nil)
-        #expect(try f.store.authenticate(username: "nobody", password: "password-alice") == nil)
+        #expect(try await f.store.authenticate(username: "alice", password: "password-alice") == alice.id)
+        #expect(try await f.store.authenticate(username: "ALICE", password: "password-alice") == alice.id)
+        #expect(try await f.store.authenticate(username: "alice", password: "wrong-password") == nil)
+        #expect(try await f.store.authenticate(username: "nobody", password: "password-alice") == nil)
     }
 
-    @Test func sessionsAreFoundByTokenHashAndRevocable() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func sessionsAreFoundByTokenHashAndRevocable(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         let token = SecureRandom.bytes(32)
         let session = try await f.store.createSession(
             accountID: alice.id, tokenHash: SHA256.hash(token), deviceName: "phone")
-        #expect(try f.store.session(tokenHash: SHA256.hash(token)) == session)
-        #expect(try f.store.session(tokenHash: SHA256.hash(SecureRandom.bytes(32))) == nil)
+        #expect(try await f.store.session(tokenHash: SHA256.hash(token)) == session)
+        #expect(try await f.store.session(tokenHash: SHA256.hash(SecureRandom.bytes(32))) == nil)
         try await f.store.registerDevice(
             token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
             sessionID: session.id)
         #expect(try await f.store.revokeSession(id: session.id, accountID: alice.id))
-        #expect(try f.store.session(tokenHash: SHA256.hash(token)) == nil)
-        #expect(try f.store.devices(accountID: alice.id).isEmpty, "a revoked session's devices are removed")
+        #expect(try await f.store.session(tokenHash: SHA256.hash(token)) == nil)
+        #expect(try await f.store.devices(accountID: alice.id).isEmpty, "a revoked session's devices are removed")
         #expect(try await f.store.revokeSession(id: session.id, accountID: alice.id) == false)
     }
 
-    @Test func deliveryStoresTheMessageAndBumpsTheState() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func deliveryStoresTheMessageAndBumpsTheState(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
-        let before = try f.store.currentState(accountID: alice.id)
+        let before = try await f.store.currentState(accountID: alice.id)
         let receipt = try await f.deliver(to: "Alice", subject: "Lunch?", body: "Line one\nLine two")
         #expect(receipt.state.modseq == before.modseq + 1)
-        let message = try #require(try f.store.message(id: receipt.id, accountID: alice.id))
+        let message = try #require(try await f.store.message(id: receipt.id, accountID: alice.id))
         #expect(message.subject == "Lunch?")
         #expect(message.preview == "Line one Line two")
         #expect(message.mailbox == .inbox)
         #expect(!message.seen)
         #expect(message.size == 17)
-        #expect(try f.store.unreadCount(accountID: alice.id) == 1)
+        #expect(try await f.store.unreadCount(accountID: alice.id) == 1)
         await #expect(throws: MailboxStoreError.notFound) { try await f.deliver(to: "nobody") }
     }
 
-    @Test func flagsMovesAndDestroyEachBumpTheState() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func flagsMovesAndDestroyEachBumpTheState(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         let id = try await f.deliver(to: "alice").id
         let seen = try await f.store.updateMessage(id: id, accountID: alice.id, seen: true)
         #expect(seen.seen && seen.modseq == 2)
-        #expect(try f.store.unreadCount(accountID: alice.id) == 0)
+        #expect(try await f.store.unreadCount(accountID: alice.id) == 0)
         // No change, no new state.
         #expect(try await f.store.updateMessage(id: id, accountID: alice.id, seen: true).modseq == 2)
         let moved = try await f.store.updateMessage(id: id, accountID: alice.id, flagged: true, mailbox: .archive)
         #expect(moved.mailbox == .archive && moved.flagged && moved.modseq == 3)
-        #expect(try f.store.mailboxes(accountID: alice.id).first { $0.role == .archive }?.total == 1)
+        #expect(try await f.store.mailboxes(accountID: alice.id).first { $0.role == .archive }?.total == 1)
         let state = try await f.store.destroyMessage(id: id, accountID: alice.id)
         #expect(state.modseq == 4)
-        #expect(try f.store.message(id: id, accountID: alice.id) == nil)
+        #expect(try await f.store.message(id: id, accountID: alice.id) == nil)
         await #expect(throws: MailboxStoreError.notFound) {
             try await f.store.destroyMessage(id: id, accountID: alice.id)
         }
@@ -86,26 +96,28 @@ import Testing
         }
     }
 
-    @Test func pagedListingReturnsItsState() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func pagedListingReturnsItsState(engine: StoreEngineKind) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         for i in 0..<25 { _ = try await f.deliver(to: "alice", subject: "m\(i)") }
         var cursor: String?
         var subjects: [String] = []
         repeat {
-            let page = try f.store.listMessages(accountID: alice.id, cursor: cursor, limit: 10)
+            let page = try await f.store.listMessages(accountID: alice.id, cursor: cursor, limit: 10)
             #expect(page.state.modseq == 25)
             subjects += page.messages.map(\.subject)
             cursor = page.nextCursor
         } while cursor != nil
         #expect(subjects == (0..<25).map { "m\($0)" })
-        #expect(throws: MailboxStoreError.invalidArgument("cursor")) {
-            try f.store.listMessages(accountID: alice.id, cursor: "x")
+        await #expect(throws: MailboxStoreError.invalidArgument("cursor")) {
+            try await f.store.listMessages(accountID: alice.id, cursor: "x")
         }
     }
 
-    @Test func devicesRegisterUpdateMoveAndDelete() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func devicesRegisterUpdateMoveAndDelete(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         let bob = try await f.account("bob")
         let token = StoreFixture.token(7)
@@ -120,7 +132,7 @@ import Testing
         let moved = try await f.store.registerDevice(
             token: token, topic: "com.example.mail", environment: .production, accountID: bob.id, sessionID: nil)
         #expect(moved.accountID == bob.id && moved.alias != first.alias)
-        #expect(try f.store.devices(accountID: alice.id).isEmpty)
+        #expect(try await f.store.devices(accountID: alice.id).isEmpty)
         #expect(try await f.store.deleteDevice(token: token, accountID: alice.id) == false)
         #expect(try await f.store.deleteDevice(token: token, accountID: bob.id))
         await #expect(throws: MailboxStoreError.invalidArgument("device token")) {
@@ -134,8 +146,10 @@ import Testing
         }
     }
 
-    @Test func unregisteredDeviceIsDeletedOnlyByANewerTimestamp() async throws {
-        let f = try StoreFixture()
+    @Test(arguments: StoreEngineKind.allCases) func unregisteredDeviceIsDeletedOnlyByANewerTimestamp(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         let device = try await f.store.registerDevice(
             token: StoreFixture.token(3), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
@@ -143,6 +157,6 @@ import Testing
         #expect(
             try await f.store.deleteUnregisteredDevice(id: device.id, unregisteredAt: device.registeredAt - 5) == false)
         #expect(try await f.store.deleteUnregisteredDevice(id: device.id, unregisteredAt: device.registeredAt + 5))
-        #expect(try f.store.devices(accountID: alice.id).isEmpty)
+        #expect(try await f.store.devices(accountID: alice.id).isEmpty)
     }
 }

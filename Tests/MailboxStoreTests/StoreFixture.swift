@@ -2,19 +2,38 @@ import Foundation
 import Locking
 import MailboxStore
 import TestSupport
+import Testing
 
-/// A store in its own temporary file, with a clock the test moves.
+/// The engines the store's conformance suite runs on: every store test takes one as its argument.
+enum StoreEngineKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+}
+
+/// A store in its own temporary SQLite file or its own database on the test process's PostgreSQL server, with a
+/// clock the test moves.
 final class StoreFixture: Sendable {
     let directory: TemporaryDirectory
+    let database: StoreDatabase
     let store: MailboxStore
     let clock: TestClock
 
+    /// A new store on `engine`; or, given `reopening`, the same data opened again (as a restarted process would).
     init(
-        synchronous: Bool = false, retention: TimeInterval = 30 * 86_400, pacing: SignalPacing = .standard,
-        directory: TemporaryDirectory? = nil
+        engine: StoreEngineKind = .sqlite, synchronous: Bool = false, retention: TimeInterval = 30 * 86_400,
+        pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil
     ) throws {
-        self.directory = try directory ?? TemporaryDirectory(prefix: "mailboxstore")
-        let directory = self.directory
+        directory = try previous?.directory ?? TemporaryDirectory(prefix: "mailboxstore")
+        if let previous {
+            database = previous.database
+        } else {
+            switch engine {
+            case .sqlite: database = .sqlite(path: directory.path("mail.sqlite"))
+            case .postgres: database = .postgres(url: try PostgresServer.shared().makeDatabase())
+            }
+        }
         let clock = TestClock()
         self.clock = clock
         var configuration = MailboxStore.Configuration()
@@ -22,7 +41,8 @@ final class StoreFixture: Sendable {
         configuration.passwordParameters = .testing
         configuration.tombstoneRetention = retention
         configuration.pacing = pacing
-        store = try MailboxStore(path: directory.path("mail.sqlite"), configuration: configuration) {
+        configuration.postgresConnections = 4
+        store = try MailboxStore(database: database, configuration: configuration) {
             clock.now
         }
     }

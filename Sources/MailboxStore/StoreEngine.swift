@@ -1,0 +1,307 @@
+import Foundation
+import Locking
+import PostgresKit
+import SQLiteKit
+
+/// Where a store keeps its data: the `--database` URL of `mailboxd`.
+public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
+    /// A SQLite file (the embedded default): one process owns it.
+    case sqlite(path: String)
+    /// A PostgreSQL database, shared by any number of processes: a libpq URI.
+    case postgres(url: String)
+
+    /// Parses `text`: `postgresql://…` or `postgres://…` (a libpq URI), `sqlite:PATH`, or a file path. Throws
+    /// `.invalidArgument` naming what is wrong, never echoing the URL (it may hold a password).
+    public init(parsing text: String) throws {
+        if text.hasPrefix("postgresql://") || text.hasPrefix("postgres://") {
+            let rest = text.drop(while: { $0 != ":" }).dropFirst(3)
+            guard !rest.isEmpty, !text.contains(where: { $0.isWhitespace || $0.isNewline }),
+                URLComponents(string: text) != nil
+            else { throw MailboxStoreError.invalidArgument("database URL (expected postgresql://USER@HOST:PORT/DB)") }
+            self = .postgres(url: text)
+        } else if text.hasPrefix("sqlite:") {
+            let path = String(text.dropFirst("sqlite:".count))
+            guard !path.isEmpty else { throw MailboxStoreError.invalidArgument("database URL (sqlite: needs a path)") }
+            self = .sqlite(path: path)
+        } else if let colon = text.firstIndex(of: ":"), text[..<colon].allSatisfy(\.isLetter),
+            text[text.index(after: colon)...].hasPrefix("//")
+        {
+            throw MailboxStoreError.invalidArgument(
+                "database URL (scheme \(text[..<colon].prefix(20)) is not sqlite: or postgresql://)")
+        } else {
+            guard !text.isEmpty else { throw MailboxStoreError.invalidArgument("database URL (empty)") }
+            self = .sqlite(path: text)
+        }
+    }
+
+    /// The location without any password, for logs.
+    public var description: String {
+        switch self {
+        case .sqlite(let path): return "sqlite:\(path)"
+        case .postgres(let url):
+            guard var components = URLComponents(string: url) else { return "postgresql://…" }
+            if components.password != nil { components.password = "…" }
+            return components.string ?? "postgresql://…"
+        }
+    }
+}
+
+/// What an engine gives the store: transactions on connections that speak the store's SQL. The rules (modseq,
+/// change log, outbox, pacing, leases) live in `MailboxStore` and are written once against `SQLConnection`; an
+/// engine supplies only how transactions run, how they are grouped, and its failures as ``StorageFailure``.
+protocol StoreEngine: Sendable {
+    /// The engine's SQL dialect.
+    var dialect: SQLDialect { get }
+
+    /// Runs `body` in a write transaction with the ledger its deliveries share, and returns its result once the
+    /// transaction committed. With `defers`, `body` may leave account bookkeeping in the ledger for the end of the
+    /// transaction; without, pending bookkeeping is written before it.
+    func write<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
+    ) async throws -> T
+
+    /// Runs `body` in a read transaction that sees one consistent snapshot.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+
+    /// Runs the migrations the database lacks, one process at a time; refuses a database a newer build migrated.
+    func migrate(_ migrations: [StoreMigration]) throws
+
+    /// Runs `body` on a connection for set-up work (migrations, the epoch), before the store serves anything.
+    func setUp<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) throws -> T
+
+    /// The write path's totals so far.
+    var statistics: WriterStatistics { get }
+
+    /// The engine's own consistency check (`"ok"` when sound).
+    func engineCheck() async throws -> String
+}
+
+/// A database failure, from whichever engine: never holds message content or parameter values.
+public struct StorageFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What the failure means for the caller.
+    public enum Kind: Sendable, Equatable {
+        /// The database cannot take the work now (unreachable, restarting, busy, disk full, read-only): try later.
+        case unavailable
+        /// A UNIQUE constraint refused the write.
+        case uniqueViolation
+        /// Anything else.
+        case other
+    }
+
+    /// What the failure means.
+    public let kind: Kind
+    /// The engine (`sqlite`, `postgresql`).
+    public let engine: String
+    /// The engine's code: SQLite's extended result code, PostgreSQL's SQLSTATE.
+    public let code: String
+    /// The engine's message.
+    public let message: String
+
+    /// Creates a failure from its parts.
+    public init(kind: Kind, engine: String, code: String, message: String) {
+        self.kind = kind
+        self.engine = engine
+        self.code = code
+        self.message = message
+    }
+
+    init(_ error: SQLiteError) {
+        let kind: Kind =
+            error.extendedCode == SQLiteError.constraintUnique
+            ? .uniqueViolation : (error.isBusy || error.isDiskFull || error.isReadOnly ? .unavailable : .other)
+        self.init(kind: kind, engine: "sqlite", code: String(error.extendedCode), message: error.message)
+    }
+
+    init(_ error: PostgresError) {
+        let kind: Kind = error.isUniqueViolation ? .uniqueViolation : (error.isUnavailable ? .unavailable : .other)
+        self.init(kind: kind, engine: "postgresql", code: error.sqlstate ?? "connection", message: error.message)
+    }
+
+    /// Whether trying again later may succeed.
+    public var isUnavailable: Bool { kind == .unavailable }
+
+    /// `engine code: message`.
+    public var description: String { "\(engine) \(code): \(message)" }
+
+    /// `error` as a storage failure, when it is a database error.
+    static func from(_ error: any Error) -> StorageFailure? {
+        switch error {
+        case let error as SQLiteError: return StorageFailure(error)
+        case let error as PostgresError: return StorageFailure(error)
+        default: return nil
+        }
+    }
+}
+
+/// The embedded engine: one SQLite file, a single group-committing writer (``WriteBatcher``) and reader
+/// connections that see WAL snapshots.
+final class SQLiteEngine: StoreEngine {
+    let pool: DatabasePool
+    let batcher: WriteBatcher
+    /// The deliveries' shared bookkeeping in the writer's current batch.
+    let ledger: BatchLedger
+
+    init(path: String, synchronous: SynchronousMode, maximumBatch: Int, ledger: BatchLedger) throws {
+        var configuration = DatabaseConfiguration()
+        configuration.synchronous = synchronous
+        pool = try DatabasePool(path: path, configuration: configuration)
+        self.ledger = ledger
+        batcher = WriteBatcher(
+            pool: pool, maximumBatch: maximumBatch, lingerMicroseconds: synchronous == .full ? 300 : 200,
+            deferred: .init(settle: { try ledger.settle($0) }, discard: { ledger.discard() }))
+    }
+
+    var dialect: SQLDialect { .sqlite }
+
+    func migrate(_ migrations: [StoreMigration]) throws {
+        try pool.writeWithoutTransaction { db in
+            var migrator = Migrator()
+            for migration in try StoreMigration.pending(applied: Migrator.appliedMigrations(db), in: migrations) {
+                migrator.register(migration.name) { try $0.execute(migration.sql) }
+            }
+            try migrator.migrate(db)
+        }
+    }
+
+    func write<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
+    ) async throws -> T {
+        let ledger = ledger
+        return try await batcher.perform(defers: defers) { db in try body(db, ledger) }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        try pool.read { try body($0) }
+    }
+
+    func setUp<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) throws -> T {
+        try pool.writeWithoutTransaction { try body($0) }
+    }
+
+    var statistics: WriterStatistics { batcher.statistics }
+
+    func engineCheck() async throws -> String { try pool.read { try $0.integrityCheck() } }
+}
+
+/// The shared engine: a PostgreSQL database that several mailboxd processes use at once. Each write is its own
+/// transaction on a pooled connection (the server's WAL flush groups concurrent commits); a write that loses a
+/// race (deadlock, serialization failure) is run again, a few times.
+final class PostgresEngine: StoreEngine {
+    let pool: PostgresPool
+    let url: String
+    let makeLedger: @Sendable () -> BatchLedger
+    private let totals = LockedStatistics()
+    /// How often a write that lost a race is tried in all.
+    static let attempts = 5
+
+    init(url: String, connections: Int, makeLedger: @escaping @Sendable () -> BatchLedger) {
+        self.url = url
+        self.makeLedger = makeLedger
+        pool = PostgresPool(url: url, size: connections, name: "mailbox-pg")
+    }
+
+    deinit { pool.close() }
+
+    var dialect: SQLDialect { .postgres }
+
+    /// The channel a transaction that queued signals notifies.
+    static let outboxChannel = "signalfetch_outbox"
+
+    /// The advisory lock key migrations hold, so processes starting at once migrate one after another.
+    static let migrationLock: Int64 = 0x5349_474E_4D49_4752  // "SIGNMIGR"
+
+    func migrate(_ migrations: [StoreMigration]) throws {
+        let db = try PostgresConnection(url: url)
+        _ = try db.query("SELECT pg_advisory_lock(?)", Self.migrationLock)
+        defer { _ = try? db.query("SELECT pg_advisory_unlock(?)", Self.migrationLock) }
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                name TEXT PRIMARY KEY NOT NULL,
+                applied_at DOUBLE PRECISION NOT NULL,
+                position BIGINT GENERATED ALWAYS AS IDENTITY
+            )
+            """)
+        let applied = try db.query("SELECT name FROM schema_migrations ORDER BY position").compactMap { $0[0].string }
+        for migration in try StoreMigration.pending(applied: applied, in: migrations) {
+            try db.transaction {
+                try db.execute(migration.sql(for: .postgres))
+                try db.run(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, extract(epoch FROM now()))",
+                    migration.name)
+            }
+        }
+    }
+
+    func write<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
+    ) async throws -> T {
+        let makeLedger = makeLedger
+        let totals = totals
+        return try await pool.perform { connection in
+            var attempt = 1
+            while true {
+                let ledger = makeLedger()
+                do {
+                    var bodyEnd: UInt64 = 0
+                    let result = try connection.transaction {
+                        let result = try body(connection, ledger)
+                        try ledger.settle(connection)
+                        // Delivered at COMMIT, to every process listening: their dispatchers wake at once.
+                        if ledger.signalsQueued { try connection.execute("NOTIFY \(Self.outboxChannel)") }
+                        bodyEnd = DispatchTime.now().uptimeNanoseconds
+                        return result
+                    }
+                    totals.record(commitSeconds: Double(DispatchTime.now().uptimeNanoseconds - bodyEnd) / 1e9)
+                    return result
+                } catch let error as PostgresError where error.isRetryable && attempt < Self.attempts {
+                    attempt += 1
+                }
+            }
+        }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        try await pool.perform { connection in
+            try connection.transaction(.repeatableReadOnly) { try body(connection) }
+        }
+    }
+
+    func setUp<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) throws -> T {
+        let connection = try PostgresConnection(url: url)
+        return try body(connection)
+    }
+
+    var statistics: WriterStatistics { totals.value }
+
+    /// No message or tombstone holds a modseq its account has not reached, and no outbox row points past it.
+    func engineCheck() async throws -> String {
+        try await read { db in
+            let ahead =
+                try db.scalar(
+                    """
+                    SELECT (SELECT count(*) FROM messages m JOIN accounts a ON a.id = m.account_id
+                            WHERE m.modseq > a.modseq)
+                         + (SELECT count(*) FROM tombstones t JOIN accounts a ON a.id = t.account_id
+                            WHERE t.modseq > a.modseq)
+                    """
+                ).int ?? 0
+            return ahead == 0 ? "ok" : "\(ahead) rows hold a modseq their account has not reached"
+        }
+    }
+}
+
+/// The PostgreSQL engine's write totals, updated from its connection threads.
+private final class LockedStatistics: Sendable {
+    private let state = LockedValue(WriterStatistics())
+
+    var value: WriterStatistics { state.withLock { $0 } }
+
+    func record(commitSeconds: Double) {
+        state.withLock {
+            $0.batches += 1
+            $0.writes += 1
+            $0.commitSeconds += commitSeconds
+        }
+    }
+}

@@ -1,0 +1,261 @@
+import CPostgres
+import Foundation
+import SQLSupport
+
+/// One libpq connection, owned by one thread at a time (see ``PostgresPool``, which confines each connection to a
+/// thread of its own so no call blocks Swift's cooperative pool).
+///
+/// Statements are prepared once per connection and cached by their SQL; parameters go as text (bytes as binary),
+/// typed by the server from their context, so the SQL the store writes once runs here unchanged apart from its
+/// `?` placeholders, which become `$1`, `$2`, ….
+public final class PostgresConnection: SQLConnection {
+    private let handle: OpaquePointer
+    /// SQL → the name of its prepared statement on this connection.
+    private var prepared: [String: String] = [:]
+
+    /// PostgreSQL's dialect.
+    public var dialect: SQLDialect { .postgres }
+
+    /// Connects to `url`: a libpq URI (`postgresql://user:password@host:port/db?…`) or a `key=value` string.
+    /// Unless the URL says otherwise, connecting gives up after `connectTimeout` seconds, and an unanswered
+    /// connection is noticed by TCP keepalives within about half a minute.
+    public init(url: String, connectTimeout: Int = 5, applicationName: String = "signalfetch") throws(PostgresError) {
+        // Keywords before `dbname` are defaults: the expanded URL overrides them.
+        let pairs: [(String, String)] = [
+            ("connect_timeout", String(connectTimeout)), ("application_name", applicationName),
+            ("keepalives_idle", "10"), ("keepalives_interval", "5"), ("keepalives_count", "3"), ("dbname", url),
+        ]
+        let keys = pairs.map { strdup($0.0) }
+        let values = pairs.map { strdup($0.1) }
+        defer {
+            keys.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        let keyPointers = keys.map { UnsafePointer($0) } + [nil]
+        let valuePointers = values.map { UnsafePointer($0) } + [nil]
+        guard let connection = PQconnectdbParams(keyPointers, valuePointers, 1) else {
+            throw PostgresError(sqlstate: nil, message: "out of memory", connectionLost: true)
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let error = PostgresError(result: nil, connection: connection, sql: nil)
+            PQfinish(connection)
+            throw PostgresError(sqlstate: nil, message: error.message, connectionLost: true)
+        }
+        handle = connection
+        // Notices (for example "relation already exists, skipping") are not errors; keep them off stderr.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// Whether the connection is still up, as far as libpq knows.
+    public var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// Whether a transaction is open (or failed and not yet rolled back).
+    public var isInTransaction: Bool {
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    /// Runs one or more SQL statements without parameters (DDL, transaction control).
+    public func execute(_ sql: String) throws(PostgresError) {
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result, sql: sql)
+    }
+
+    /// Runs `sql` with `arguments` and returns the number of rows it changed (or returned).
+    @discardableResult
+    public func run(_ sql: String, arguments: [any SQLBindable]) throws -> Int {
+        let result = try perform(sql, arguments: arguments)
+        defer { PQclear(result) }
+        return Int(String(cString: PQcmdTuples(result))) ?? 0
+    }
+
+    /// Runs a query and returns every row.
+    public func query(_ sql: String, arguments: [any SQLBindable]) throws -> [Row] {
+        let result = try perform(sql, arguments: arguments)
+        defer { PQclear(result) }
+        let columnCount = PQnfields(result)
+        let columns = (0..<columnCount).map { String(cString: PQfname(result, $0)) }
+        let types = (0..<columnCount).map { PQftype(result, $0) }
+        return (0..<PQntuples(result)).map { row in
+            Row(columns: columns, values: (0..<columnCount).map { Self.value(result, row, $0, type: types[Int($0)]) })
+        }
+    }
+
+    /// The kinds of transaction the store uses.
+    public enum TransactionKind: String, Sendable {
+        /// READ COMMITTED, read-write: writes lock what they must (`FOR UPDATE`) and see each other's commits.
+        case readWrite = "BEGIN"
+        /// REPEATABLE READ, read only: every statement sees the snapshot taken at the first one.
+        case repeatableReadOnly = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    public func transaction<T>(_ kind: TransactionKind = .readWrite, _ body: () throws -> T) throws -> T {
+        try execute(kind.rawValue)
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if isHealthy, isInTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    // MARK: - LISTEN/NOTIFY
+
+    /// Subscribes this connection to notifications on `channel` (an SQL identifier).
+    public func listen(_ channel: String) throws(PostgresError) {
+        try execute("LISTEN \"\(channel.replacingOccurrences(of: "\"", with: "\"\""))\"")
+    }
+
+    /// Waits up to `timeout` seconds for notifications and returns the channels they came on (empty on timeout).
+    /// Throws when the connection is lost.
+    public func waitForNotifications(timeout: Double) throws(PostgresError) -> [String] {
+        var channels = try drainNotifications()
+        guard channels.isEmpty else { return channels }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        guard descriptor.fd >= 0 else { throw PostgresError(result: nil, connection: handle, sql: nil) }
+        let ready = poll(&descriptor, 1, Int32(max(0, min(timeout, 3600)) * 1000))
+        if ready > 0 { channels = try drainNotifications() }
+        return channels
+    }
+
+    private func drainNotifications() throws(PostgresError) -> [String] {
+        guard PQconsumeInput(handle) == 1 else { throw PostgresError(result: nil, connection: handle, sql: nil) }
+        var channels: [String] = []
+        while let notification = PQnotifies(handle) {
+            channels.append(String(cString: notification.pointee.relname))
+            PQfreemem(notification)
+        }
+        return channels
+    }
+
+    // MARK: - Statements
+
+    private func perform(_ sql: String, arguments: [any SQLBindable]) throws(PostgresError) -> OpaquePointer {
+        let name = try statementName(sql)
+        let values = arguments.map(\.sqlValue)
+        var texts: [UnsafeMutablePointer<CChar>?] = []
+        var lengths: [Int32] = []
+        var formats: [Int32] = []
+        texts.reserveCapacity(values.count)
+        for value in values {
+            switch value {
+            case .null:
+                texts.append(nil)
+                lengths.append(0)
+                formats.append(0)
+            case .integer(let v): appendText(String(v), &texts, &lengths, &formats)
+            case .real(let v): appendText(Self.text(of: v), &texts, &lengths, &formats)
+            case .text(let v): appendText(v, &texts, &lengths, &formats)
+            case .blob(let bytes):
+                let copy = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, bytes.count))
+                for (index, byte) in bytes.enumerated() { copy[index] = CChar(bitPattern: byte) }
+                texts.append(copy)
+                lengths.append(Int32(bytes.count))
+                formats.append(1)
+            }
+        }
+        defer { texts.forEach { $0?.deallocate() } }
+        let pointers = texts.map { UnsafePointer($0) }
+        let result = PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 0)
+        do {
+            try check(result, sql: sql)
+        } catch {
+            PQclear(result)
+            if error.sqlstate == "26000" { prepared[sql] = nil }  // the statement is gone (DISCARD ALL): prepare again
+            throw error
+        }
+        return result!
+    }
+
+    private func appendText(
+        _ text: String, _ texts: inout [UnsafeMutablePointer<CChar>?], _ lengths: inout [Int32],
+        _ formats: inout [Int32]
+    ) {
+        let utf8 = Array(text.utf8CString)
+        let copy = UnsafeMutablePointer<CChar>.allocate(capacity: utf8.count)
+        copy.initialize(from: utf8, count: utf8.count)
+        texts.append(copy)
+        lengths.append(Int32(utf8.count - 1))
+        formats.append(0)
+    }
+
+    private func statementName(_ sql: String) throws(PostgresError) -> String {
+        if let name = prepared[sql] { return name }
+        let name = "sf\(prepared.count + 1)"
+        let (numbered, _) = numberedPlaceholders(sql)
+        let result = PQprepare(handle, name, numbered, 0, nil)
+        defer { PQclear(result) }
+        try check(result, sql: sql)
+        prepared[sql] = name
+        return name
+    }
+
+    private func check(_ result: OpaquePointer?, sql: String) throws(PostgresError) {
+        let status = result.map { PQresultStatus($0) } ?? PGRES_FATAL_ERROR
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            throw PostgresError(result: result, connection: handle, sql: sql)
+        }
+    }
+
+    /// A double as PostgreSQL's `float8` input reads it back exactly.
+    static func text(of value: Double) -> String {
+        if value.isNaN { return "NaN" }
+        if value.isInfinite { return value < 0 ? "-Infinity" : "Infinity" }
+        return "\(value)"
+    }
+
+    // MARK: - Values
+
+    // Type OIDs from `pg_type` (stable across versions).
+    private static let boolType: Oid = 16
+    private static let byteaType: Oid = 17
+    private static let integerTypes: Set<Oid> = [20, 21, 23, 26]  // int8, int2, int4, oid
+    private static let floatTypes: Set<Oid> = [700, 701]
+    private static let numericType: Oid = 1700
+
+    private static func value(_ result: OpaquePointer?, _ row: Int32, _ column: Int32, type: Oid) -> SQLValue {
+        if PQgetisnull(result, row, column) == 1 { return .null }
+        guard let bytes = PQgetvalue(result, row, column) else { return .null }
+        let text = String(cString: bytes)
+        switch type {
+        case boolType: return .integer(text == "t" ? 1 : 0)
+        case _ where integerTypes.contains(type): return Int64(text).map(SQLValue.integer) ?? .text(text)
+        case _ where floatTypes.contains(type): return Double(text).map(SQLValue.real) ?? .text(text)
+        case numericType:
+            if let integer = Int64(text) { return .integer(integer) }
+            return Double(text).map(SQLValue.real) ?? .text(text)
+        case byteaType: return .blob(hexBytes(text))
+        default: return .text(text)
+        }
+    }
+
+    /// `bytea`'s text output (`\x` then hex digits) as bytes.
+    private static func hexBytes(_ text: String) -> [UInt8] {
+        var digits = Array(text.utf8)
+        if digits.count >= 2, digits[0] == UInt8(ascii: "\\"), digits[1] == UInt8(ascii: "x") {
+            digits.removeFirst(2)
+        }
+        func nibble(_ c: UInt8) -> UInt8 {
+            switch c {
+            case 0x30...0x39: return c - 0x30
+            case 0x61...0x66: return c - 0x61 + 10
+            case 0x41...0x46: return c - 0x41 + 10
+            default: return 0
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index + 1 < digits.count {
+            bytes.append(nibble(digits[index]) << 4 | nibble(digits[index + 1]))
+            index += 2
+        }
+        return bytes
+    }
+}
