@@ -80,6 +80,7 @@ public struct SQLDialect: Sendable, Equatable {
         hasConcurrentWriters ? " FOR UPDATE OF \(table) SKIP LOCKED" : ""
     }
 
+    /// Dialects are equal when they are the same engine's.
     public static func == (lhs: SQLDialect, rhs: SQLDialect) -> Bool { lhs.name == rhs.name }
 
     /// SQLite: one writer at a time, `max`/`min` with several arguments.

@@ -98,6 +98,7 @@ public final class PostgresServer: Sendable {
 
 /// Why the test cluster could not be used.
 public struct PostgresServerError: Error, CustomStringConvertible {
+    /// What went wrong.
     public let description: String
     init(_ description: String) { self.description = description }
 }
