@@ -115,7 +115,9 @@ let package = Package(
             dependencies: [
                 "Locking", "APNs", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport",
             ]),
-        .testTarget(name: "MailboxStoreTests", dependencies: ["Locking", "MailboxStore", "SQLiteKit", "TestSupport"]),
+        .testTarget(
+            name: "MailboxStoreTests",
+            dependencies: ["Locking", "MailboxStore", "SQLiteKit", "PostgresKit", "TestSupport"]),
         .testTarget(
             name: "MailSyncTests",
             dependencies: [

@@ -14,6 +14,8 @@ public final class MailboxService: Sendable {
     private let server: HTTPServer
     private let lmtp: LMTPServer?
     private let maintenance: Task<Void, Never>
+    /// Wakes the dispatcher when another instance sharing the database queued signals.
+    private let peerSignals: QueuedSignalWatch
 
     /// The port the API listens on.
     public var port: UInt16 { server.port }
@@ -27,7 +29,7 @@ public final class MailboxService: Sendable {
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-        let store = try MailboxStore(path: configuration.databasePath, configuration: configuration.store)
+        let store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
         let metrics = Metrics()
         let dispatcher = SignalDispatcher(
             store: store, sender: sender, metrics: metrics, configuration: dispatcherConfiguration, log: log)
@@ -63,6 +65,7 @@ public final class MailboxService: Sendable {
         self.store = store
         self.metrics = metrics
         self.dispatcher = dispatcher
+        peerSignals = store.watchQueuedSignals { dispatcher.wake() }
         // Hourly housekeeping: discard expired tombstones.
         self.maintenance = Task {
             while !Task.isCancelled {
@@ -87,5 +90,6 @@ public final class MailboxService: Sendable {
         await server.shutdown()
         await dispatcher.stop()
         maintenance.cancel()
+        peerSignals.cancel()
     }
 }

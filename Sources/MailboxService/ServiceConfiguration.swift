@@ -4,8 +4,11 @@ import MailboxStore
 
 /// Everything `mailboxd serve` is configured with.
 public struct ServiceConfiguration: Sendable {
-    /// Where the database lives (`DIR/mailbox.sqlite`).
+    /// The data folder: TLS files, the APNs key, the delivery token, and the SQLite database unless ``database``
+    /// names another.
     public var dataDirectory: String
+    /// The store's database; `nil` for the embedded default, `DIR/mailbox.sqlite`.
+    public var database: StoreDatabase?
     /// The address to listen on.
     public var host = "127.0.0.1"
     /// The port to listen on (0 picks a free one).
@@ -42,6 +45,9 @@ public struct ServiceConfiguration: Sendable {
         self.deliveryToken = deliveryToken
     }
 
-    /// The database file.
+    /// The default database file.
     public var databasePath: String { dataDirectory + "/mailbox.sqlite" }
+
+    /// The store's database: ``database``, else the SQLite file in the data folder.
+    public var storeDatabase: StoreDatabase { database ?? .sqlite(path: databasePath) }
 }

@@ -195,3 +195,14 @@ public final class MailboxStore: Sendable {
         }
     }
 }
+
+extension MailboxStore {
+    /// The names of the migrations the database holds, in the order they ran.
+    public func appliedMigrations() async throws -> [String] {
+        try await read { db in
+            // The order they ran in: SQLite's rowid, the identity column PostgreSQL's table has for it.
+            let order = db.dialect.hasConcurrentWriters ? "position" : "rowid"
+            return try db.query("SELECT name FROM schema_migrations ORDER BY \(order)").compactMap { $0[0].string }
+        }
+    }
+}

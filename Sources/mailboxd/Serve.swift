@@ -11,7 +11,7 @@ enum Serve {
         "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "signal-burst",
         "signal-refill-per-minute",
         "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
-        "lmtp-hostname", "max-message-bytes", "lmtp-max-connections",
+        "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -102,6 +102,13 @@ enum Serve {
         let deliveryToken = try readTrimmed(
             args.string("delivery-token-file", default: dataDir + "/delivery-token"), what: "the delivery token")
         var configuration = ServiceConfiguration(dataDirectory: dataDir, deliveryToken: deliveryToken)
+        configuration.database = try storeDatabase(args, dataDir: dataDir)
+        if let instance = args.string("instance-id") {
+            guard (1...64).contains(instance.utf8.count),
+                instance.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f })
+            else { throw UsageError("--instance-id must be 1 to 64 printable characters without spaces") }
+            configuration.store.instanceID = instance
+        }
         configuration.host = listen.host
         configuration.port = listen.port
         if args.flag("plain-http") {
@@ -137,7 +144,9 @@ enum Serve {
             configuration: configuration, sender: sender, dispatcherConfiguration: dispatcher,
             log: { message in printError(message) })
         let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
-        printError("mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir))")
+        printError(
+            "mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir), store "
+                + "\(configuration.storeDatabase), instance \(configuration.store.instanceID))")
         if let lmtp = configuration.lmtp, let port = service.lmtpPort {
             printError("mailboxd: LMTP on \(lmtp.host):\(port) as \(lmtp.session.hostname)")
         }

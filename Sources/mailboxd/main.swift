@@ -8,14 +8,19 @@ let usage = """
 
     USAGE:
       mailboxd dev-setup --data-dir DIR [--hosts localhost,127.0.0.1,mailboxd,apns-sim]
-      mailboxd account add USERNAME --data-dir DIR        (password on standard input)
-      mailboxd account list --data-dir DIR
+      mailboxd account add USERNAME [--data-dir DIR] [--database URL]   (password on standard input)
+      mailboxd account list [--data-dir DIR] [--database URL]
+      mailboxd migrate [--data-dir DIR] [--database URL]
+                            creates or upgrades the schema and prints the migrations it holds
       mailboxd serve [options]
       mailboxd apns-check --token HEX --environment sandbox|production [--topic BUNDLE_ID] [APNs options]
                             sends one background signal as serve would and prints APNs's answer
 
     SERVE OPTIONS (each also from MAILBOXD_<OPTION>, e.g. MAILBOXD_DATA_DIR):
       --data-dir DIR            data folder (default ./data)
+      --database URL            the store: a file path or sqlite:PATH (default DIR/mailbox.sqlite), or a libpq
+                                URI postgresql://USER[:PASSWORD]@HOST:PORT/DB shared by several instances
+      --instance-id NAME        this instance's name in outbox leases (default HOSTNAME-PID)
       --listen HOST:PORT        API address (default 127.0.0.1:8443)
       --tls-cert F --tls-key F  TLS files (default DIR/tls/server.pem, DIR/tls/server.key)
       --plain-http              serve without TLS (development only; prints a warning)
@@ -49,6 +54,20 @@ let usage = """
     """
 
 let environmentPrefix = "MAILBOXD_"
+
+/// The store named by `--database` (or `MAILBOXD_DATABASE`), else the SQLite file in the data folder, which is
+/// created when missing.
+func storeDatabase(_ args: Arguments, dataDir: String) throws -> StoreDatabase {
+    guard let text = args.string("database") else {
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        return .sqlite(path: dataDir + "/mailbox.sqlite")
+    }
+    do {
+        return try StoreDatabase(parsing: text)
+    } catch MailboxStoreError.invalidArgument(let what) {
+        throw UsageError("--database: invalid \(what)")
+    }
+}
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 await runCommand(usage: usage) {
@@ -66,10 +85,15 @@ await runCommand(usage: usage) {
         let created = try DevSetup.run(dataDirectory: dataDir, hosts: hosts)
         for path in created { print("created \(path)") }
         if created.isEmpty { print("dev-setup: everything already exists in \(dataDir)") }
+    case "migrate":
+        try args.rejectUnknownFlags(known: ["data-dir", "database"])
+        let database = try storeDatabase(args, dataDir: dataDir)
+        let store = try MailboxStore(database: database)
+        print("migrate: \(database) is at \(try await store.appliedMigrations().joined(separator: ", "))")
     case "account":
-        try args.rejectUnknownFlags(known: ["data-dir", "synchronous"])
+        try args.rejectUnknownFlags(known: ["data-dir", "database", "synchronous"])
         guard args.positionals.count >= 2 else { throw UsageError("account needs a subcommand: add or list") }
-        let store = try MailboxStore(path: dataDir + "/mailbox.sqlite")
+        let store = try MailboxStore(database: storeDatabase(args, dataDir: dataDir))
         switch args.positionals[1] {
         case "add":
             guard args.positionals.count == 3 else { throw UsageError("usage: mailboxd account add USERNAME") }

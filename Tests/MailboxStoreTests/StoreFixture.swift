@@ -20,10 +20,11 @@ final class StoreFixture: Sendable {
     let store: MailboxStore
     let clock: TestClock
 
-    /// A new store on `engine`; or, given `reopening`, the same data opened again (as a restarted process would).
+    /// A new store on `engine`; or, given `reopening`, the same data and clock opened again (as a restarted process,
+    /// or another process sharing the database, would), named `instanceID` in the leases it takes.
     init(
         engine: StoreEngineKind = .sqlite, synchronous: Bool = false, retention: TimeInterval = 30 * 86_400,
-        pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil
+        pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil, instanceID: String = "test"
     ) throws {
         directory = try previous?.directory ?? TemporaryDirectory(prefix: "mailboxstore")
         if let previous {
@@ -34,7 +35,7 @@ final class StoreFixture: Sendable {
             case .postgres: database = .postgres(url: try PostgresServer.shared().makeDatabase())
             }
         }
-        let clock = TestClock()
+        let clock = previous?.clock ?? TestClock()
         self.clock = clock
         var configuration = MailboxStore.Configuration()
         configuration.synchronous = synchronous ? .full : .normal
@@ -42,6 +43,7 @@ final class StoreFixture: Sendable {
         configuration.tombstoneRetention = retention
         configuration.pacing = pacing
         configuration.postgresConnections = 4
+        configuration.instanceID = instanceID
         store = try MailboxStore(database: database, configuration: configuration) {
             clock.now
         }
