@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "HTTPClient", dependencies: ["CCurl", "Locking"]),
 
         // MARK: Domain
-        .target(name: "APNs", dependencies: ["HTTP2Client", "OpenSSLCrypto"]),
+        .target(name: "APNs", dependencies: ["HTTP2Client", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailboxStore", dependencies: ["SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
         .target(
             name: "MailboxService",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SignalFetch failure drills: real release binaries, real faults, invariants checked at the end.
 
-Usage: bench-drills.py [--short] [crash] [gateway-faults] [gateway-down] [storage] [hostile]
+Usage: bench-drills.py [--short] [crash] [gateway-faults] [gateway-down] [storage] [hostile] [scale]
 Exits non-zero when a drill's invariant fails; prints one summary line per drill."""
 import argparse, asyncio, importlib.machinery, json, os, random, signal, socket, ssl, subprocess, sys, threading
 import time
@@ -628,8 +628,150 @@ def drill_hostile(bin_path, short):
         cluster.close()
 
 
+
+# MARK: - Scale-out: several mailboxd on one PostgreSQL
+
+class ScaleCluster(common.Cluster):
+    """The common cluster with its store on a throwaway PostgreSQL (Scripts/postgres-instance) and several mailboxd
+    instances sharing it, each on its own port. `api_port` (and so `api()`, `api_url`) takes the instances in turn,
+    so loaders and devices spread over all of them."""
+
+    def __init__(self, bin_path, instances=3, prefix="signalfetch-drill-scale-"):
+        super().__init__(bin_path, prefix=prefix)
+        os.chmod(self.work, 0o755)  # as root the cluster belongs to the postgres user, who must reach it
+        self.pg_dir = os.path.join(self.work, "pg")
+        self.pg_port = common.free_port()
+        started = subprocess.run([os.path.join(common.ROOT, "Scripts/postgres-instance"), "start", self.pg_dir,
+                                  "--port", str(self.pg_port)], capture_output=True, text=True)
+        if started.returncode != 0:
+            raise RuntimeError(f"PostgreSQL did not start: {started.stderr}")
+        self.database = started.stdout.strip()
+        self.ports = [common.free_port() for _ in range(instances)]
+        self.instances = [None] * instances
+        self._turn = 0
+
+    @property
+    def api_port(self):
+        self._turn += 1
+        return self.ports[self._turn % len(self.ports)]
+
+    @api_port.setter
+    def api_port(self, value):
+        pass
+
+    def add_accounts(self, users):
+        for user in users:
+            subprocess.run([self.exe("mailboxd"), "account", "add", user, "--data-dir", self.data, "--database",
+                            self.database], input=f"password-{user}\n", text=True, check=True,
+                           stdout=subprocess.DEVNULL)
+
+    def start_instance(self, index):
+        port = self.ports[index]
+        proc = self.start(f"mailboxd-{index}", [
+            self.exe("mailboxd"), "serve", "--data-dir", self.data, "--database", self.database, "--instance-id",
+            f"m{index}", "--listen", f"127.0.0.1:{port}", "--apns-url", f"https://127.0.0.1:{self.sim_port}",
+            "--apns-sandbox-url", f"https://127.0.0.1:{self.sim_port}", "--apns-ca", self.ca, "--apns-topic",
+            common.TOPIC])
+        common.wait_port(port, proc=proc)
+        self.instances[index] = proc
+        self.mailboxd = proc
+        return proc
+
+    def kill_instance(self, index):
+        proc = self.instances[index]
+        proc.kill9()
+        self.procs.remove(proc)
+        self.instances[index] = None
+
+    def postgres(self, *args):
+        return subprocess.run([os.path.join(common.ROOT, "Scripts/postgres-instance"), *args, self.pg_dir],
+                              capture_output=True, text=True)
+
+    def integrity(self):
+        out = subprocess.run(["psql", self.database, "-tA", "-c", """
+            SELECT (SELECT count(*) FROM messages m JOIN accounts a ON a.id = m.account_id WHERE m.modseq > a.modseq)
+                 + (SELECT count(*) FROM tombstones t JOIN accounts a ON a.id = t.account_id WHERE t.modseq > a.modseq)
+            """], capture_output=True, text=True)
+        value = out.stdout.strip()
+        return "ok" if value == "0" else (value or out.stderr.strip())
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self.postgres("stop")
+
+
+def signals_per_device(cluster):
+    """{device token: signals apns-sim accepted for it}."""
+    counts = {}
+    for entry in cluster.sim_log():
+        if entry.get("status") == 200 and entry.get("deviceToken"):
+            counts[entry["deviceToken"]] = counts.get(entry["deviceToken"], 0) + 1
+    return counts
+
+
+def drill_scale(bin_path, short):
+    kills = 3 if short else 12
+    cluster = ScaleCluster(bin_path)
+    users = ["kim", "lou", "max", "ned"]
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        for index in range(len(cluster.ports)):
+            cluster.start_instance(index)
+        clients = start_devices(cluster, users)  # registered through the instances in turn
+        loader = Loader(cluster, users, threads=6)
+        loader.start()
+        rng = random.Random()
+        killed = []
+        restart_at = kills // 2
+        pg_restart = None
+        for round_ in range(kills):
+            time.sleep(rng.uniform(1.0, 3.0))
+            index = rng.randrange(len(cluster.ports))
+            cluster.kill_instance(index)
+            killed.append(index)
+            time.sleep(rng.uniform(0.2, 1.0))
+            cluster.start_instance(index)
+            if round_ == restart_at:
+                t0 = time.monotonic()
+                restarted = cluster.postgres("restart")
+                check(restarted.returncode == 0, f"PostgreSQL did not restart: {restarted.stderr}")
+                pg_restart = time.monotonic() - t0
+        time.sleep(1.5)
+        loader.stop()
+        lost, wrong, checked = loader.verify()
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        violations, requests = device_order_violations(cluster)
+        outcomes = gateway_outcomes(cluster)
+        states = common.server_states(cluster, users)
+        per_device = signals_per_device(cluster)
+        over = [(d.name, per_device.get(d.token, 0), states[d.user][0] + 1) for d in clients.devices
+                if per_device.get(d.token, 0) > states[d.user][0] + 1]
+        integrity = cluster.integrity()
+        summary = (f"3 mailboxd on one PostgreSQL, {kills} kill -9 (instances {killed}), PostgreSQL restarted once "
+                   f"({pg_restart:.1f} s); {loader.counts['deliveries']} deliveries and {loader.counts['flags']} flag "
+                   f"changes acknowledged, {loader.counts['unacknowledged']} unacknowledged, "
+                   f"{loader.counts['storage_503']} answered 503, {loader.counts['errors_5xx']} other 5xx; lost "
+                   f"{len(lost)}, wrong flags {len(wrong)}/{checked}; {requests} signals, {len(violations)} "
+                   f"out of order, {len(over)} devices signalled more than their changes; gateway {outcomes}; "
+                   f"integrity {integrity}; {detail}")
+        check(not lost, f"acknowledged deliveries lost: {lost[:5]} — {summary}")
+        check(not wrong, f"flags differ from the acknowledged value: {wrong[:5]} — {summary}")
+        check(loader.counts["errors_5xx"] == 0, f"5xx answers other than 503 — {summary}")
+        check(not violations, f"signals went backwards: {violations[:3]} — {summary}")
+        check(not over, f"devices got more signals than changes: {over[:3]} — {summary}")
+        check(not any("TooManyProviderTokenUpdates" in key for key in outcomes),
+              f"the instances replaced the provider token too often — {summary}")
+        check(integrity == "ok", f"invariant check failed: {integrity} — {summary}")
+        check(ok, summary)
+        return summary
+    finally:
+        cluster.close()
+
 DRILLS = {"crash": drill_crash, "gateway-faults": drill_gateway_faults, "gateway-down": drill_gateway_down,
-          "storage": drill_storage, "hostile": drill_hostile}
+          "storage": drill_storage, "hostile": drill_hostile, "scale": drill_scale}
 
 
 def main():

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import OpenSSLCrypto
 
 /// Hands out provider tokens, reusing one until it is due for renewal.
@@ -11,7 +12,20 @@ import OpenSSLCrypto
 ///   refresh happened in the last ``minimumRefreshInterval`` — the one exception right after an expiry;
 /// - ignores invalidations of a token that was already replaced, so many requests failing together with the
 ///   same stale token cause one refresh.
+///
+/// Processes that sign with the same key must share its token, or each one's first token counts as an update:
+/// ``share(through:)`` hands the decision to a store they all use.
 public actor ProviderTokenManager {
+    /// A store of the key's token shared by several processes: given the longest age a token is used for, a token
+    /// APNs refused (or `nil`), the shortest age at which a refused token may be replaced, and a signer (issue time in
+    /// seconds → token), it returns the token to use and its issue time, signing a new one only when it must.
+    public typealias SharedTokens =
+        @Sendable (
+            _ maxAge: Double, _ replacing: String?, _ minimumAge: Double,
+            _ sign: @escaping @Sendable (Double) throws -> String
+        ) async throws -> (token: String, issuedAt: Double)
+
+    private nonisolated let sharing = LockedValue<SharedTokens?>(nil)
     /// The key that signs tokens.
     public nonisolated let signingKey: APNsSigningKey
     /// The age at which a token is replaced on the next request.
@@ -36,11 +50,30 @@ public actor ProviderTokenManager {
         self.now = now
     }
 
-    /// The token to send now: the current one, or a new one when it is due.
-    public func token() throws -> ProviderToken {
+    /// Keeps the key's token in `shared` from now on: every process sharing it signs with one token, and only the
+    /// process that finds it due replaces it.
+    public nonisolated func share(through shared: @escaping SharedTokens) {
+        sharing.withLock { $0 = shared }
+    }
+
+    /// The token to send now: the current one, or a new one when it is due (from the shared store, when there is
+    /// one).
+    public func token() async throws -> ProviderToken {
         let date = now()
         if let current, !invalidated, age(of: current, at: date) < refreshInterval.seconds {
             return current
+        }
+        if let shared = sharing.withLock({ $0 }) {
+            let key = signingKey
+            let stale = invalidated ? current?.value : nil
+            let (value, issued) = try await shared(refreshInterval.seconds, stale, minimumRefreshInterval.seconds) {
+                time in try key.makeToken(issuedAt: Date(timeIntervalSince1970: time)).value
+            }
+            let token = ProviderToken(value: value, issuedAt: Date(timeIntervalSince1970: issued))
+            if token.value != current?.value { tokensIssued += 1 }
+            current = token
+            invalidated = false
+            return token
         }
         let token = try signingKey.makeToken(issuedAt: date)
         current = token

@@ -97,6 +97,18 @@ public final class APNsSignalSender: SignalSender {
         pool.shutdown()
     }
 
+    /// Keeps each signing key's provider token in the store, so every mailboxd instance sharing it signs with one
+    /// token and the key's token changes at most once per refresh, however many instances run or restart.
+    public func share(in store: MailboxStore) {
+        for manager in keys {
+            let key = "\(manager.signingKey.teamID).\(manager.signingKey.keyID)"
+            manager.share { maxAge, stale, minimumAge, sign in
+                try await store.sharedProviderToken(
+                    key: key, maxAge: maxAge, replacing: stale, minimumAge: minimumAge, sign: sign)
+            }
+        }
+    }
+
     static func tokenFile(_ directory: String, keyID: String) -> String { directory + "/provider-token-" + keyID }
 
     /// Reads a token saved by `writeToken`: the issue time (UNIX seconds) on the first line, the JWT on the second.

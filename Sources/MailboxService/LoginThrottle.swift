@@ -1,46 +1,46 @@
 import Foundation
-import Locking
+import MailboxStore
 
 /// Counts failed logins per username and per client address in a sliding window; over the limit, logins are
-/// refused with a retry delay until the oldest failure leaves the window.
+/// refused with a retry delay until the oldest failure leaves the window. The failures are kept in the store, so
+/// the limit holds across every instance sharing it (and across restarts): trying the next instance behind the
+/// load balancer buys an attacker nothing.
 final class LoginThrottle: Sendable {
+    private let store: MailboxStore
     private let perUsername: Int
     private let perAddress: Int
     private let window: TimeInterval
-    private let failures = LockedValue<[String: [Double]]>([:])
 
-    init(perUsername: Int, perAddress: Int, window: TimeInterval) {
+    init(store: MailboxStore, perUsername: Int, perAddress: Int, window: TimeInterval) {
+        self.store = store
         self.perUsername = perUsername
         self.perAddress = perAddress
         self.window = window
     }
 
+    private static func usernameKey(_ username: String) -> String { "login-user:" + username.lowercased() }
+    private static func addressKey(_ address: String) -> String { "login-address:" + address }
+
     /// Seconds to wait before another attempt is allowed, or `nil` when one is allowed now.
-    func retryAfter(username: String, address: String, now: Double) -> Int? {
-        failures.withLock { table in
-            var wait: Double?
-            for (key, limit) in [("u:" + username.lowercased(), perUsername), ("a:" + address, perAddress)] {
-                let recent = (table[key] ?? []).filter { $0 > now - window }
-                table[key] = recent.isEmpty ? nil : recent
-                if recent.count >= limit, let oldest = recent.first {
-                    wait = max(wait ?? 0, oldest + window - now)
-                }
+    func retryAfter(username: String, address: String, now: Double) async throws -> Int? {
+        var wait: Double?
+        for (key, limit) in [(Self.usernameKey(username), perUsername), (Self.addressKey(address), perAddress)] {
+            let recent = try await store.recentEvents(key, within: window)
+            if recent.count >= limit, let oldest = recent.first {
+                wait = max(wait ?? 0, oldest + window - now)
             }
-            return wait.map { max(1, Int($0.rounded(.up))) }
         }
+        return wait.map { max(1, Int($0.rounded(.up))) }
     }
 
     /// Records a failed attempt.
-    func recordFailure(username: String, address: String, now: Double) {
-        failures.withLock { table in
-            table["u:" + username.lowercased(), default: []].append(now)
-            table["a:" + address, default: []].append(now)
-            if table.count > 100_000 { table = table.filter { $0.value.last ?? 0 > now - window } }
-        }
+    func recordFailure(username: String, address: String) async throws {
+        try await store.recordEvent(Self.usernameKey(username), keep: window)
+        try await store.recordEvent(Self.addressKey(address), keep: window)
     }
 
     /// Forgets the username's failures after a successful login.
-    func recordSuccess(username: String) {
-        _ = failures.withLock { $0.removeValue(forKey: "u:" + username.lowercased()) }
+    func recordSuccess(username: String) async throws {
+        try await store.forgetEvents(Self.usernameKey(username))
     }
 }

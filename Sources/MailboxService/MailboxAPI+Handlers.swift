@@ -11,16 +11,18 @@ extension MailboxAPI {
         guard body.username.utf8.count <= 254, body.password.utf8.count <= 1024 else {
             throw HTTPError(.badRequest, code: "invalidArgument", message: "Username or password too long.")
         }
-        if let wait = throttle.retryAfter(username: body.username, address: request.remoteAddress, now: now) {
+        if let wait = try await throttle.retryAfter(
+            username: body.username, address: request.remoteAddress, now: now)
+        {
             throw HTTPError(
                 .tooManyRequests, code: "tooManyAttempts", message: "Too many failed logins; try again later.",
                 headers: ["Retry-After": String(wait)])
         }
         guard let accountID = try await store.authenticate(username: body.username, password: body.password) else {
-            throttle.recordFailure(username: body.username, address: request.remoteAddress, now: now)
+            try await throttle.recordFailure(username: body.username, address: request.remoteAddress)
             throw HTTPError(.unauthorized, code: "invalidCredentials", message: "Unknown username or wrong password.")
         }
-        throttle.recordSuccess(username: body.username)
+        try await throttle.recordSuccess(username: body.username)
         let token = SecureRandom.base64URL(32)
         _ = try await store.createSession(
             accountID: accountID, tokenHash: SHA256.hash(token), deviceName: body.deviceName ?? "unnamed device")

@@ -28,7 +28,8 @@ package struct MailboxAPI: Sendable {
         self.signalsQueued = signalsQueued
         deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
         throttle = LoginThrottle(
-            perUsername: configuration.loginFailuresPerUsername, perAddress: configuration.loginFailuresPerAddress,
+            store: store, perUsername: configuration.loginFailuresPerUsername,
+            perAddress: configuration.loginFailuresPerAddress,
             window: configuration.loginWindow)
     }
 

@@ -31,6 +31,7 @@ public final class MailboxService: Sendable {
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         let store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
         let metrics = Metrics()
+        sender.share(in: store)
         let dispatcher = SignalDispatcher(
             store: store, sender: sender, metrics: metrics, configuration: dispatcherConfiguration, log: log)
         let api = MailboxAPI(
@@ -70,6 +71,7 @@ public final class MailboxService: Sendable {
         self.maintenance = Task {
             while !Task.isCancelled {
                 _ = try? await store.purgeTombstones()
+                _ = try? await store.purgeEvents(olderThan: 86_400)
                 try? await Task.sleep(for: .seconds(3600))
             }
         }

@@ -38,7 +38,6 @@ public final class SignalDispatcher: Sendable {
     private let configuration: Configuration
     private let log: @Sendable (String) -> Void
     private let wakeup = LockedValue(Wakeup())
-    private let backgroundSends = LockedValue<[Int64: [Double]]>([:])
     private let loop = LockedValue<Task<Void, Never>?>(nil)
 
     /// Creates a dispatcher; call `start()` to run it.
@@ -150,7 +149,7 @@ public final class SignalDispatcher: Sendable {
     private func process(_ item: OutboxItem) async {
         let now = Date().timeIntervalSince1970
         let labels = Self.labels(item)
-        if sender.isBackgroundOnly(item), let wait = backgroundDelay(deviceID: item.deviceID, now: now) {
+        if sender.isBackgroundOnly(item), let wait = await backgroundDelay(deviceID: item.deviceID, now: now) {
             metrics.increment(
                 "mailboxd_signals_deferred_total", labels: labels + ",reason=\"backgroundBudget\"",
                 help: "Signals delayed to stay within the background budget.")
@@ -162,7 +161,9 @@ public final class SignalDispatcher: Sendable {
             switch outcome {
             case .delivered:
                 metrics.increment("mailboxd_signals_sent_total", labels: labels, help: "Signals accepted by APNs.")
-                if sender.isBackgroundOnly(item) { recordBackgroundSend(deviceID: item.deviceID, now: now) }
+                if sender.isBackgroundOnly(item) {
+                    try await store.recordEvent(Self.backgroundKey(item.deviceID), keep: configuration.backgroundWindow)
+                }
                 try await store.completeSignal(item, sentModseq: item.modseq)
             case .dropRegistration(let reason, let unregisteredAt):
                 countFailure(reason, labels)
@@ -199,16 +200,17 @@ public final class SignalDispatcher: Sendable {
         "app=\"\(Metrics.escape(item.topic))\",environment=\"\(item.environment.rawValue)\""
     }
 
-    private func backgroundDelay(deviceID: Int64, now: Double) -> Double? {
-        backgroundSends.withLock { table in
-            let recent = (table[deviceID] ?? []).filter { $0 > now - configuration.backgroundWindow }
-            table[deviceID] = recent
-            guard recent.count >= configuration.backgroundBudget, let oldest = recent.first else { return nil }
-            return oldest + configuration.backgroundWindow - now
-        }
-    }
+    /// The key of a device's background sends in the store, where the budget holds across instances and restarts.
+    static func backgroundKey(_ deviceID: Int64) -> String { "background:\(deviceID)" }
 
-    private func recordBackgroundSend(deviceID: Int64, now: Double) {
-        backgroundSends.withLock { $0[deviceID, default: []].append(now) }
+    /// How long the device's next background signal must wait to stay within the budget, or `nil` for none. When
+    /// the store cannot say, the signal waits a minute rather than risk Apple's throttling.
+    private func backgroundDelay(deviceID: Int64, now: Double) async -> Double? {
+        guard
+            let recent = try? await store.recentEvents(
+                Self.backgroundKey(deviceID), within: configuration.backgroundWindow)
+        else { return 60 }
+        guard recent.count >= configuration.backgroundBudget, let oldest = recent.first else { return nil }
+        return max(1, oldest + configuration.backgroundWindow - now)
     }
 }

@@ -23,9 +23,14 @@ public protocol SignalSender: Sendable {
     func isBackgroundOnly(_ item: OutboxItem) -> Bool
     /// Whether devices of the app with bundle id `topic` can be signalled (registration refuses other topics).
     func serves(topic: String) -> Bool
+    /// Keeps what every process sending for this store must agree on (APNs provider tokens) in `store`. Called
+    /// once, before the first send.
+    func share(in store: MailboxStore)
 }
 
 extension SignalSender {
     /// Serves every topic.
     public func serves(topic: String) -> Bool { true }
+    /// Nothing to share.
+    public func share(in store: MailboxStore) {}
 }

@@ -162,5 +162,22 @@ extension MailboxStore {
         StoreMigration(
             name: "005-lease-owner",
             sql: "ALTER TABLE signal_outbox ADD COLUMN leased_by TEXT"),
+        // What processes sharing the store must agree on: each signing key's current APNs provider token (APNs
+        // refuses a key's token replaced more often than every 20 minutes, whoever replaces it), and timed events
+        // counted against a limit (failed logins, background signals per device).
+        StoreMigration(
+            name: "006-shared-state",
+            sql: """
+                CREATE TABLE provider_tokens (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    token TEXT NOT NULL,
+                    issued_at REAL NOT NULL
+                );
+                CREATE TABLE rate_events (
+                    key TEXT NOT NULL,
+                    at REAL NOT NULL
+                );
+                CREATE INDEX rate_events_by_key ON rate_events (key, at);
+                """),
     ]
 }

@@ -112,7 +112,7 @@ import Testing
         }
         #expect(Set(epochs).count == 1)
         let store = try MailboxStore(database: .postgres(url: url))
-        #expect(try await store.appliedMigrations().count == 5)
+        #expect(try await store.appliedMigrations().count == 6)
     }
 
     @Test(arguments: StoreEngineKind.allCases)
