@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import MailboxStore
 import PostgresKit
 import SQLiteKit
@@ -94,6 +95,56 @@ import Testing
         #expect(try await b.store.claimDueSignals(limit: 100).isEmpty)
         a.advance(31)
         #expect(Set(try await b.store.claimDueSignals(limit: 100).map(\.deviceID)).count == 40)
+    }
+
+    /// Sixteen requests for the key's token at once, from two instances: one signature, one token for all; a new
+    /// one only once it is due; a refused token replaced only once it is old enough to be.
+    @Test(arguments: StoreEngineKind.allCases)
+    func instancesShareOneProviderTokenPerKey(engine: StoreEngineKind) async throws {
+        let a = try StoreFixture(engine: engine, instanceID: "a")
+        let b = try StoreFixture(reopening: a, instanceID: "b")
+        let signatures = LockedValue(0)
+        let sign: @Sendable (Double) throws -> String = { issued in
+            signatures.withLock { $0 += 1 }
+            return "token-\(Int(issued))"
+        }
+        func ask(_ f: StoreFixture, replacing stale: String? = nil) async throws -> String {
+            try await f.store.sharedProviderToken(
+                key: "TEAM.KEY", maxAge: 3000, replacing: stale, minimumAge: 1200, sign: sign
+            ).token
+        }
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for n in 0..<16 { group.addTask { try await ask(n % 2 == 0 ? a : b) } }
+            var all: [String] = []
+            for try await token in group { all.append(token) }
+            return all
+        }
+        #expect(Set(tokens).count == 1)
+        #expect(signatures.withLock { $0 } == 1)
+        let first = tokens[0]
+        a.advance(600)
+        #expect(try await ask(b, replacing: first) == first, "refused but younger than 20 minutes: kept")
+        a.advance(700)
+        let replaced = try await ask(b, replacing: first)
+        #expect(replaced != first)
+        #expect(try await ask(a) == replaced, "the other instance adopts it")
+        a.advance(3001)
+        #expect(try await ask(a) != replaced, "due after 50 minutes")
+        #expect(signatures.withLock { $0 } == 3)
+    }
+
+    @Test(arguments: StoreEngineKind.allCases)
+    func timedEventsAreCountedAcrossInstances(engine: StoreEngineKind) async throws {
+        let a = try StoreFixture(engine: engine, instanceID: "a")
+        let b = try StoreFixture(reopening: a, instanceID: "b")
+        for _ in 0..<3 {
+            try await a.store.recordEvent("login-user:alice", keep: 300)
+            a.advance(10)
+        }
+        #expect(try await b.store.recentEvents("login-user:alice", within: 300).count == 3)
+        #expect(try await b.store.recentEvents("login-user:alice", within: 15).count == 1)
+        try await b.store.forgetEvents("login-user:alice")
+        #expect(try await a.store.recentEvents("login-user:alice", within: 300).isEmpty)
     }
 
     @Test func instancesStartingAtOnceMigrateOnceAndShareOneEpoch() async throws {

@@ -34,6 +34,21 @@ public final class PostgresServer: Sendable {
         try? FileManager.default.removeItem(atPath: server.directory)
     }
 
+    /// A cluster of the caller's own (for a test that stops and starts the server), stopped when released.
+    public static func dedicated() throws -> PostgresServer {
+        let server = try PostgresServer()
+        server.stopsWhenReleased.withLock { $0 = true }
+        return server
+    }
+
+    private let stopsWhenReleased = LockedValue(false)
+
+    deinit {
+        guard stopsWhenReleased.withLock({ $0 }) else { return }
+        _ = try? script(["stop", directory, "--immediate"])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     private init() throws {
         directory =
             FileManager.default.temporaryDirectory.appendingPathComponent(

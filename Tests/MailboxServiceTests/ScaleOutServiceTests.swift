@@ -1,0 +1,151 @@
+import Foundation
+import HTTPClient
+import Locking
+import MailboxStore
+import OpenSSLCrypto
+import TestSupport
+import Testing
+
+@testable import MailboxService
+
+/// mailboxd instances (in process, plain HTTP) sharing one real PostgreSQL database: a change written anywhere
+/// wakes the dispatcher that sends its signal, login limits hold across instances, and a database outage is a
+/// 503 that ends by itself.
+@Suite("Scale-out service")
+struct ScaleOutServiceTests {
+    /// Records every signal any instance sent.
+    final class RecordingSender: SignalSender {
+        let sent = LockedValue<[(device: Int64, modseq: Int64)]>([])
+        func send(_ item: OutboxItem) async -> SignalOutcome {
+            sent.withLock { $0.append((item.deviceID, item.state.modseq)) }
+            return .delivered
+        }
+        func isBackgroundOnly(_ item: OutboxItem) -> Bool { false }
+    }
+
+    final class Instance: Sendable {
+        let directory: TemporaryDirectory
+        let service: MailboxService
+        let client = HTTPClient(configuration: .init(httpVersion: .http1))
+        var api: String { "http://127.0.0.1:\(service.port)" }
+
+        init(database: String, name: String, sender: RecordingSender, idleCheck: Double = 60) throws {
+            directory = try TemporaryDirectory(prefix: "scale-\(name)")
+            var configuration = ServiceConfiguration(dataDirectory: directory.path("data"), deliveryToken: "t")
+            configuration.database = .postgres(url: database)
+            configuration.port = 0
+            configuration.store.passwordParameters = .testing
+            configuration.store.postgresConnections = 4
+            configuration.store.instanceID = name
+            var dispatcher = SignalDispatcher.Configuration()
+            dispatcher.idleCheckInterval = idleCheck  // so only a notification can wake it in time
+            service = try MailboxService(
+                configuration: configuration, sender: sender, dispatcherConfiguration: dispatcher)
+        }
+
+        func shutdown() async {
+            await service.shutdown()
+            client.shutdown()
+        }
+
+        func call(
+            _ method: HTTPMethod, _ path: String, token: String? = nil, json: String? = nil
+        ) async throws
+            -> (status: Int, body: [String: Any])
+        {
+            var headers: HTTPHeaders = ["Content-Type": "application/json"]
+            if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
+            let response = try await client.execute(
+                HTTPRequest(method: method, url: api + path, headers: headers, body: json.map { Data($0.utf8) }))
+            let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
+            return (response.status, object)
+        }
+
+        func login(_ name: String, password: String? = nil) async throws -> (status: Int, token: String?) {
+            let secret = password ?? "password-\(name)"
+            let result = try await call(
+                .post, "/v1/session", json: #"{"username":"\#(name)","password":"\#(secret)"}"#)
+            return (result.status, result.body["accessToken"] as? String)
+        }
+    }
+
+    static func waitFor(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+
+    @Test func aChangeWrittenByAnyProcessWakesTheDispatcherAtOnce() async throws {
+        let database = try PostgresServer.shared().makeDatabase()
+        let sender = RecordingSender()
+        let a = try Instance(database: database, name: "a", sender: sender)
+        let b = try Instance(database: database, name: "b", sender: sender)
+        let alice = try await a.service.store.createAccount(username: "alice", password: "password-alice")
+        let token = try #require(try await b.login("alice").token)
+        let registered = try await a.call(
+            .post, "/v1/devices", token: token,
+            json:
+                #"{"token":"\#(String(repeating: "ab", count: 32))","topic":"com.example.mail","environment":"sandbox"}"#
+        )
+        #expect(registered.status == 201)
+        #expect(await Self.waitFor(5) { sender.sent.withLock { $0.count } == 1 }, "the registration's signal")
+
+        // A process with no dispatcher writes (as an MTA-facing or batch process would): the instances' dispatchers
+        // sleep for a minute between polls, so only the notification at commit can wake one in time.
+        let writer = try MailboxStore(database: .postgres(url: database))
+        let receipt = try await writer.deliver(
+            NewMessage(to: "alice", from: "x@example.com", subject: "Hello", body: "Body"))
+        #expect(
+            await Self.waitFor(5) { sender.sent.withLock { $0.last?.modseq } == receipt.state.modseq },
+            "a dispatcher woke for a change committed elsewhere")
+        let listed = try await b.call(.get, "/v1/messages", token: token)
+        #expect((listed.body["messages"] as? [[String: Any]])?.count == 1)
+        #expect(alice.id > 0)
+        await a.shutdown()
+        await b.shutdown()
+    }
+
+    @Test func failedLoginsCountAcrossInstances() async throws {
+        let database = try PostgresServer.shared().makeDatabase()
+        let sender = RecordingSender()
+        let a = try Instance(database: database, name: "a", sender: sender)
+        let b = try Instance(database: database, name: "b", sender: sender)
+        try await a.service.store.createAccount(username: "alice", password: "password-alice")
+        for _ in 0..<5 { #expect(try await a.login("alice", password: "wrong-password").status == 401) }
+        // The sixth try goes to the other instance, as a load balancer would send it: still refused.
+        #expect(try await b.login("alice", password: "wrong-password").status == 429)
+        #expect(try await b.login("alice").status == 429, "even the right password waits out the window")
+        await a.shutdown()
+        await b.shutdown()
+    }
+
+    @Test func aDatabaseOutageIsA503ThatEndsByItself() async throws {
+        let server = try PostgresServer.dedicated()
+        let database = try server.makeDatabase()
+        let instance = try Instance(database: database, name: "a", sender: RecordingSender(), idleCheck: 1)
+        try await instance.service.store.createAccount(username: "alice", password: "password-alice")
+        let token = try #require(try await instance.login("alice").token)
+        #expect(try await instance.call(.get, "/v1/messages", token: token).status == 200)
+
+        try server.stop()
+        let started = Date()
+        let down = try await instance.call(.get, "/v1/messages", token: token)
+        #expect(down.status == 503)
+        #expect(down.body["error"] as? String == "storageUnavailable")
+        #expect(try await instance.call(.get, "/healthz").status == 503, "a load balancer takes it out")
+        let delivery = try await instance.call(
+            .post, "/v1/deliveries", token: "t",
+            json: #"{"to":"alice","from":"x@example.com","subject":"s","body":"b"}"#)
+        #expect(delivery.status == 503)
+        #expect(Date().timeIntervalSince(started) < 15, "answered promptly, not hung")
+
+        try server.start()
+        // No restart of the instance: its connections come back on the next request.
+        #expect(try await instance.call(.get, "/healthz").status == 200)
+        #expect(try await instance.call(.get, "/v1/messages", token: token).status == 200)
+        await instance.shutdown()
+    }
+}
