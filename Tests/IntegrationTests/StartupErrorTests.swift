@@ -27,6 +27,50 @@ struct StartupErrorTests {
         }
     }
 
+    @Test func aBadDatabaseIsAClearErrorAndMigrateNamesWhatItHolds() throws {
+        let directory = try TemporaryDirectory(prefix: "database-errors")
+        let mailboxd = TestEnvironment.executable("mailboxd").path
+        let data = directory.path("data")
+        _ = try Subprocess.run(mailboxd, ["dev-setup", "--data-dir", data])
+        let serve = ["serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--apns-topic", "com.example.a"]
+        let malformed: [([String], String)] = [
+            (serve + ["--database", "mysql://root@localhost/mail"], "--database: invalid database URL (scheme mysql"),
+            (serve + ["--database", "postgresql://"], "--database: invalid database URL"),
+            (["migrate", "--database", "sqlite:"], "--database: invalid database URL (sqlite: needs a path)"),
+            (["account", "list", "--database", "postgres://"], "--database: invalid database URL"),
+        ]
+        for (arguments, message) in malformed {
+            let result = try Subprocess.run(mailboxd, arguments)
+            #expect(result.status == 2, "\(arguments): exit \(result.status): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        // Nothing listens on the port: a start-up error naming the failure, without the password.
+        let port = freeLocalPort()
+        let unreachable = try Subprocess.run(
+            mailboxd, ["migrate", "--database", "postgresql://mail:s3cret@127.0.0.1:\(port)/mail"])
+        #expect(unreachable.status != 0)
+        #expect(unreachable.stderr.contains("Connection refused"), "\(unreachable.stderr)")
+        #expect(!unreachable.stderr.contains("s3cret"), "\(unreachable.stderr)")
+
+        let url = try PostgresServer.shared().makeDatabase()
+        let migrated = try Subprocess.run(mailboxd, ["migrate", "--database", url])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        #expect(migrated.stdout.contains("001-initial, 002-outbox-leases"), "\(migrated.stdout)")
+        let added = try Subprocess.run(
+            mailboxd, ["account", "add", "alice", "--database", url], input: "password-alice\n")
+        #expect(added.status == 0, "\(added.stderr)")
+        let listed = try Subprocess.run(mailboxd, ["account", "list", "--database", url])
+        #expect(listed.stdout.contains("alice"), "\(listed.stdout)")
+
+        // A database a newer build migrated is refused at start-up.
+        let future = try Subprocess.run(
+            "/usr/bin/psql", [url, "-c", "INSERT INTO schema_migrations (name, applied_at) VALUES ('999-next', 0)"])
+        #expect(future.status == 0, "\(future.stderr)")
+        let refused = try Subprocess.run(mailboxd, serve + ["--database", url])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("newer than this build (it has migration 999-next)"), "\(refused.stderr)")
+    }
+
     @Test func aFleetLineThatIsNotNameUserPasswordIsAClearError() throws {
         let directory = try TemporaryDirectory(prefix: "fleet-errors")
         let client = TestEnvironment.executable("mail-client").path
