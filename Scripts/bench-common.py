@@ -295,6 +295,78 @@ class Cluster:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
+class ScaleCluster(Cluster):
+    """The common cluster with its store on a throwaway PostgreSQL (Scripts/postgres-instance) and several mailboxd
+    instances sharing it, each on its own port. `api_port` (and so `api()`, `api_url`) takes the instances in turn,
+    so loaders and devices spread over all of them."""
+
+    def __init__(self, bin_path, instances=3, prefix="signalfetch-scale-", fast=False):
+        super().__init__(bin_path, prefix=prefix)
+        os.chmod(self.work, 0o755)  # as root the cluster belongs to the postgres user, who must reach it
+        self.pg_dir = os.path.join(self.work, "pg")
+        self.pg_port = free_port()
+        started = subprocess.run([os.path.join(ROOT, "Scripts/postgres-instance"), "start", self.pg_dir,
+                                  "--port", str(self.pg_port), *(["--fast"] if fast else [])],
+                                 capture_output=True, text=True)
+        if started.returncode != 0:
+            raise RuntimeError(f"PostgreSQL did not start: {started.stderr}")
+        self.database = started.stdout.strip()
+        self.ports = [free_port() for _ in range(instances)]
+        self.instances = [None] * instances
+        self._turn = 0
+
+    @property
+    def api_port(self):
+        self._turn += 1
+        return self.ports[self._turn % len(self.ports)]
+
+    @api_port.setter
+    def api_port(self, value):
+        pass
+
+    def add_accounts(self, users):
+        for user in users:
+            subprocess.run([self.exe("mailboxd"), "account", "add", user, "--data-dir", self.data, "--database",
+                            self.database], input=f"password-{user}\n", text=True, check=True,
+                           stdout=subprocess.DEVNULL)
+
+    def start_instance(self, index, extra=()):
+        port = self.ports[index]
+        proc = self.start(f"mailboxd-{index}", [
+            self.exe("mailboxd"), "serve", "--data-dir", self.data, "--database", self.database, "--instance-id",
+            f"m{index}", "--listen", f"127.0.0.1:{port}", "--apns-url", f"https://127.0.0.1:{self.sim_port}",
+            "--apns-sandbox-url", f"https://127.0.0.1:{self.sim_port}", "--apns-ca", self.ca, "--apns-topic",
+            TOPIC, *extra])
+        wait_port(port, proc=proc)
+        self.instances[index] = proc
+        self.mailboxd = proc
+        return proc
+
+    def kill_instance(self, index):
+        proc = self.instances[index]
+        proc.kill9()
+        self.procs.remove(proc)
+        self.instances[index] = None
+
+    def postgres(self, *args):
+        return subprocess.run([os.path.join(ROOT, "Scripts/postgres-instance"), *args, self.pg_dir],
+                              capture_output=True, text=True)
+
+    def integrity(self):
+        out = subprocess.run(["psql", self.database, "-tA", "-c", """
+            SELECT (SELECT count(*) FROM messages m JOIN accounts a ON a.id = m.account_id WHERE m.modseq > a.modseq)
+                 + (SELECT count(*) FROM tombstones t JOIN accounts a ON a.id = t.account_id WHERE t.modseq > a.modseq)
+            """], capture_output=True, text=True)
+        value = out.stdout.strip()
+        return "ok" if value == "0" else (value or out.stderr.strip())
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self.postgres("stop")
+
+
 class Device:
     def __init__(self, name, user):
         self.name, self.user = name, user

@@ -2,7 +2,7 @@
 """SignalFetch component benchmarks, each against a baseline measured in the same run.
 
 Usage: bench-suite.py BENCHMARK --mode quick|full --out DIR
-BENCHMARK: transport | apns | apns-sim | e2e | ingest. Prints one JSON object per figure on standard output."""
+BENCHMARK: transport | apns | apns-sim | e2e | ingest | scale. Prints one JSON object per figure on standard output."""
 import argparse, concurrent.futures, importlib.machinery, json, os, random, re, shutil, signal, subprocess, sys, tempfile, threading
 import time
 
@@ -668,9 +668,194 @@ def ingest(env):
             f"{'the fsync is not what bounds it: the CPU per message is (parse, the protocol, the store, the hand-offs between a session thread, the pool and the writer, on 2 cores shared with smtp-source)' if sorted(normal_rates)[rounds // 2] < 1.25 * ours_median else 'the fsync per group commit bounds it'}.")))
 
 
+
+# MARK: - Scale-out on PostgreSQL
+
+DELIVERY_LUA = """
+local users = tonumber(os.getenv("SCALE_USERS"))
+local token = os.getenv("SCALE_TOKEN")
+local n = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. token
+request = function()
+  n = n + 1
+  local body = string.format(
+    '{"to":"user%03d","from":"bench@example.com","subject":"Scale %d","body":"A short body for message %d."}',
+    n % users, n, n)
+  return wrk.format(nil, "/v1/deliveries", nil, body)
+end
+"""
+
+# The same transaction shape as a delivery, in PostgreSQL's own client: lock the account row and take its next
+# modseq, insert the message, bump the modseq, upsert the account's devices' outbox rows.
+PGBENCH_SCRIPT = """
+\\set account random(1, :accounts)
+BEGIN;
+SELECT modseq FROM accounts WHERE id = :account FOR UPDATE;
+INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body, size,
+    received_at, created_modseq, modseq)
+    SELECT md5(random()::text), :account, b.id, 'bench@example.com', 'user', 'Scale', 'A short body',
+        'A short body for the message.', 29, extract(epoch FROM now()), a.modseq + 1, a.modseq + 1
+    FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox' WHERE a.id = :account;
+UPDATE accounts SET modseq = modseq + 1 WHERE id = :account;
+INSERT INTO signal_outbox (device_id, modseq, due_at)
+    SELECT d.id, a.modseq, extract(epoch FROM now()) FROM devices d JOIN accounts a ON a.id = d.account_id
+    WHERE d.account_id = :account
+    ON CONFLICT (device_id) DO UPDATE SET modseq = greatest(signal_outbox.modseq, excluded.modseq);
+END;
+"""
+
+
+def scale(env):
+    """Deliveries/s on PostgreSQL (durable: fsync and synchronous_commit on) from 32 concurrent senders, through 1
+    and 3 mailboxd instances, against pgbench running the same transaction at the same concurrency on the same
+    server; `changes` latency in a large mailbox against a small one; freshness on PostgreSQL against SQLite."""
+    accounts, devices_per_account, senders = 32, 2, 32
+    seconds = 10 if env.quick else 30
+    rounds = 3
+    cluster = common.ScaleCluster(env.bin, prefix="signalfetch-bench-scale-")
+    users = [f"user{i:03d}" for i in range(accounts)]
+    try:
+        cluster.add_accounts(users)
+        # No gateway: signals wait in the outbox, retried with backoff, so the devices stay registered and every
+        # delivery upserts their rows, as the pgbench transaction does.
+        cluster.sim_port = 9
+        for index in range(3):
+            cluster.start_instance(index)
+        api = cluster.api()
+        for user in users:  # devices, so each delivery upserts outbox rows as in production
+            token = api.login(user, f"password-{user}", "bench")
+            for n in range(devices_per_account):
+                device = f"{abs(hash((user, n))) % (1 << 64):016x}" * 4
+                status, _ = api.call("POST", "/v1/devices", token=token,
+                                     body={"token": device, "topic": TOPIC, "environment": "production"})
+                if status != 201:
+                    raise RuntimeError(f"scale: device registration: HTTP {status}")
+        lua = os.path.join(env.work, "deliveries.lua")
+        with open(lua, "w") as f:
+            f.write(DELIVERY_LUA)
+        bench_script = os.path.join(env.work, "delivery.pgbench")
+        with open(bench_script, "w") as f:
+            f.write(PGBENCH_SCRIPT)
+        pgbench = "/usr/lib/postgresql/15/bin/pgbench"
+        wrk_env = dict(os.environ, SCALE_USERS=str(accounts), SCALE_TOKEN=cluster.delivery_token)
+
+        def through(ports):
+            """Deliveries/s with `senders` connections spread over the instances on `ports` (one wrk each)."""
+            share = [senders // len(ports) + (1 if i < senders % len(ports) else 0) for i in range(len(ports))]
+            procs = [subprocess.Popen(
+                ["wrk", "-t1", f"-c{c}", f"-d{seconds}s", "-s", lua, f"https://127.0.0.1:{port}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wrk_env)
+                for port, c in zip(ports, share)]
+            total, errors = 0.0, 0
+            for proc in procs:
+                out, err = proc.communicate(timeout=seconds + 60)
+                rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+                if not rate:
+                    raise RuntimeError(f"scale: wrk failed: {err[-300:]} {out[-300:]}")
+                total += float(rate.group(1))
+                non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+                errors += int(non2xx.group(1)) if non2xx else 0
+            if errors:
+                raise RuntimeError(f"scale: {errors} deliveries were refused")
+            return total
+
+        def pgbench_rate():
+            out = subprocess.run(
+                [pgbench, "-n", "-c", str(senders), "-j", "2", "-T", str(seconds), "-D", f"accounts={accounts}",
+                 "-f", bench_script, cluster.database], capture_output=True, text=True, timeout=seconds + 60)
+            tps = re.search(r"tps = ([\d.]+)", out.stdout)
+            if out.returncode != 0 or not tps:
+                raise RuntimeError(f"scale: pgbench failed: {out.stderr[-500:]}")
+            return float(tps.group(1))
+
+        through(cluster.ports[:1])  # warm-up: connections, caches, the first checkpoint
+        one, three, base = [], [], []
+        for _ in range(rounds):
+            base.append(pgbench_rate())
+            one.append(through(cluster.ports[:1]))
+            three.append(through(cluster.ports))
+        emit(paired("scale-1", f"Durable deliveries/s on PostgreSQL, {senders} senders, 1 mailboxd", "deliveries/s",
+                    "mailboxd (1 instance, POST /v1/deliveries over TLS)", one,
+                    "pgbench, the same transaction", base, 0.7, accounts=accounts, devices=accounts * devices_per_account))
+        emit(paired("scale-3", f"Durable deliveries/s on PostgreSQL, {senders} senders over 3 mailboxd", "deliveries/s",
+                    "mailboxd (3 instances sharing the database)", three,
+                    "pgbench, the same transaction", base, 0.7, accounts=accounts))
+
+        # changes for 100 new messages: a mailbox of `large` messages against one of 1,000.
+        large = 200_000 if env.quick else 1_000_000
+        latencies = {}
+        for name, size in (("small", 1000), ("large", large)):
+            user = f"changes-{name}"
+            cluster.add_accounts([user])
+            subprocess.run(["psql", cluster.database, "-q", "-v", "ON_ERROR_STOP=1", "-c", f"""
+                INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
+                    size, received_at, seen, created_modseq, modseq)
+                SELECT 'bulk-{name}-' || i, a.id, b.id, 'a@example.com', '{user}', 'Subject ' || i, 'preview',
+                    'body', 4, 1700000000 + i, 1, i, i
+                FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox',
+                    generate_series(1, {size}) AS i
+                WHERE a.username = '{user}';
+                UPDATE accounts SET modseq = {size} WHERE username = '{user}';
+                ANALYZE messages;"""], check=True, capture_output=True, text=True)
+            token = api.login(user, f"password-{user}", "bench")
+            status, listing = api.call("GET", "/v1/messages?limit=1", token=token)
+            since = listing["state"]
+            for i in range(100):
+                api.call("POST", "/v1/deliveries", token=cluster.delivery_token,
+                         body={"to": user, "from": "x@example.com", "subject": f"New {i}", "body": "b"})
+            samples = []
+            for _ in range(60):
+                t0 = time.perf_counter()
+                status, page = api.call("GET", f"/v1/changes?since={since}&max=500", token=token)
+                samples.append((time.perf_counter() - t0) * 1000)
+                if status != 200 or len(page["created"]) != 100:
+                    raise RuntimeError(f"scale: changes returned HTTP {status}")
+            latencies[name] = sorted(samples)[len(samples) // 2]
+        emit(figure("scale-changes", f"changes for 100 new messages on PostgreSQL: {large:,}-message mailbox vs 1,000",
+                    "ms (median)", f"{large:,} messages", latencies["large"], "1,000 messages", latencies["small"],
+                    2.0, higher_is_better=False))
+    finally:
+        cluster.close()
+    emit(scale_freshness(env))
+
+
+def scale_freshness(env, accounts=25, per_account=2, deliveries=500, rate=50.0):
+    """Freshness (delivery 201 → the message in the device's cache) with the store on PostgreSQL, against the same
+    load with the store in SQLite, in the same run."""
+    users = [f"user{i:03d}" for i in range(accounts)]
+    p99 = {}
+    for engine in ("sqlite", "postgresql"):
+        cluster = (common.ScaleCluster(env.bin, instances=1, prefix="signalfetch-bench-fresh-") if engine ==
+                   "postgresql" else common.Cluster(env.bin, prefix="signalfetch-bench-fresh-"))
+        try:
+            cluster.add_accounts(users)
+            cluster.start_apns_sim()
+            if engine == "postgresql":
+                cluster.start_instance(0)
+            else:
+                cluster.start_mailboxd()
+            clients = common.MailClients(cluster, fallback=0)
+            for user in users:
+                for n in range(per_account):
+                    clients.add(f"{user}-d{n}", user)
+            clients.wait_ready(timeout=300)
+            sent = deliver_poisson(cluster.api(), cluster, users, deliveries, rate, seed=11)
+            ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+            if not ok:
+                raise RuntimeError(f"scale freshness ({engine}): {detail}")
+            samples, _ = freshness(clients, sent)
+            p99[engine] = percentile(samples, 99)
+        finally:
+            cluster.close()
+    return figure("scale-freshness", f"Freshness p99, {accounts * per_account} devices, {rate:.0f} deliveries/s: "
+                  "PostgreSQL vs SQLite", "ms (p99)", "store on PostgreSQL", p99["postgresql"], "store in SQLite",
+                  p99["sqlite"], 2.0, higher_is_better=False)
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "e2e", "ingest"])
+    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "e2e", "ingest", "scale"])
     parser.add_argument("--mode", default="quick", choices=["quick", "full"])
     parser.add_argument("--out", default="bench-results")
     args = parser.parse_args()
@@ -678,7 +863,8 @@ def main():
     env = Env(args)
     env.out = os.path.abspath(args.out)
     try:
-        {"transport": transport, "apns": apns, "apns-sim": apns_sim, "e2e": e2e, "ingest": ingest}[args.benchmark](env)
+        {"transport": transport, "apns": apns, "apns-sim": apns_sim, "e2e": e2e, "ingest": ingest,
+         "scale": scale}[args.benchmark](env)
     finally:
         env.close()
 

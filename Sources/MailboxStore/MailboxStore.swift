@@ -94,6 +94,18 @@ public final class MailboxStore: Sendable {
     }
 
     /// Runs `body`, turning a database error into `.storage`.
+    static func storageErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as MailboxStoreError {
+            throw error
+        } catch {
+            guard let failure = StorageFailure.from(error) else { throw error }
+            throw MailboxStoreError.storage(failure)
+        }
+    }
+
+    /// The same, for set-up work that does not suspend.
     static func storageErrors<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
@@ -116,26 +128,12 @@ public final class MailboxStore: Sendable {
     func write<T: Sendable>(
         defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
     ) async throws -> T {
-        do {
-            return try await engine.write(defers: defers, body)
-        } catch let error as MailboxStoreError {
-            throw error
-        } catch {
-            guard let failure = StorageFailure.from(error) else { throw error }
-            throw MailboxStoreError.storage(failure)
-        }
+        try await Self.storageErrors { try await engine.write(defers: defers, body) }
     }
 
     /// Runs `body` in a read transaction, mapping database failures to `.storage`.
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        do {
-            return try await engine.read(body)
-        } catch let error as MailboxStoreError {
-            throw error
-        } catch {
-            guard let failure = StorageFailure.from(error) else { throw error }
-            throw MailboxStoreError.storage(failure)
-        }
+        try await Self.storageErrors { try await engine.read(body) }
     }
 
     /// Transactions committed by the group-commit writer so far.
@@ -147,12 +145,7 @@ public final class MailboxStore: Sendable {
     /// The engine's consistency check (`"ok"` when sound): `PRAGMA integrity_check` on SQLite; on PostgreSQL,
     /// that no row holds a modseq its account has not reached.
     public func integrityCheck() async throws -> String {
-        do {
-            return try await engine.engineCheck()
-        } catch {
-            guard let failure = StorageFailure.from(error) else { throw error }
-            throw MailboxStoreError.storage(failure)
-        }
+        try await Self.storageErrors { try await engine.engineCheck() }
     }
 
     func state(_ modseq: Int64) -> SyncState { SyncState(epoch: epoch, modseq: modseq) }

@@ -40,7 +40,7 @@ public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
         case .sqlite(let path): return "sqlite:\(path)"
         case .postgres(let url):
             guard var components = URLComponents(string: url) else { return "postgresql://…" }
-            if components.password != nil { components.password = "…" }
+            if components.password != nil { components.percentEncodedPassword = "***" }
             return components.string ?? "postgresql://…"
         }
     }
