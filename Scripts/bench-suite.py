@@ -745,7 +745,8 @@ def scale(env):
         postmaster = int(open(os.path.join(cluster.pg_dir, "data", "postmaster.pid")).readline())
 
         def server_cpu():
-            """CPU seconds the PostgreSQL server's processes (postmaster and children) have used."""
+            """CPU seconds the PostgreSQL server has used: the postmaster's own and its exited backends' (which it
+            reaped: cutime, cstime), plus its live children's."""
             total = 0
             for pid in os.listdir("/proc"):
                 if not pid.isdigit():
@@ -755,7 +756,9 @@ def scale(env):
                 except OSError:
                     continue
                 fields = text[text.rindex(")") + 2:].split()
-                if int(pid) == postmaster or int(fields[1]) == postmaster:
+                if int(pid) == postmaster:
+                    total += sum(int(v) for v in fields[11:15])
+                elif int(fields[1]) == postmaster:
                     total += int(fields[11]) + int(fields[12])
             return total / common.CLK_TCK
 

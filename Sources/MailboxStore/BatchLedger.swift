@@ -18,7 +18,8 @@ final class BatchLedger: @unchecked Sendable {
     private var recipients: [String: Recipient] = [:]
     /// Account → the newest modseq a delivery in this batch used, not yet written to `accounts`.
     private var pending: [Int64: Int64] = [:]
-    /// Whether the transaction queued signals (the PostgreSQL engine then notifies every process's dispatcher).
+    /// Whether the transaction queued a signal that can be sent now (the PostgreSQL engine then notifies every
+    /// process's dispatcher).
     var signalsQueued = false
     private let pacing: SignalPacing
     private let now: @Sendable () -> Double
@@ -69,8 +70,9 @@ final class BatchLedger: @unchecked Sendable {
         let time = now()
         for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
             try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", modseq, account)
-            try MailboxStore.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: pacing)
-            signalsQueued = true
+            if try MailboxStore.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: pacing) {
+                signalsQueued = true
+            }
         }
         pending.removeAll(keepingCapacity: true)
     }

@@ -169,23 +169,37 @@ public final class MailboxStore: Sendable {
     /// token returns (``SignalPacing``). A pending row keeps its due time and takes the newer modseq: a burst of
     /// changes leaves one row per device.
     func enqueueSignals(_ db: any SQLConnection, _ ledger: BatchLedger, account: Int64, modseq: Int64) throws {
-        try Self.enqueueSignals(db, account: account, modseq: modseq, time: now(), pacing: configuration.pacing)
-        ledger.signalsQueued = true
+        if try Self.enqueueSignals(db, account: account, modseq: modseq, time: now(), pacing: configuration.pacing) {
+            ledger.signalsQueued = true
+        }
     }
 
-    /// ``enqueueSignals(_:account:modseq:)`` at `time`. The pacing rule is Swift (`SignalPacing`), not SQL, so
-    /// every engine applies the same one.
+    /// ``enqueueSignals(_:_:account:modseq:)`` at `time`. The pacing rule is Swift (`SignalPacing`), not SQL, so
+    /// every engine applies the same one. Returns whether a row can be claimed now, so dispatchers elsewhere need
+    /// waking: a row waiting for a pacing token or a retry is not (the dispatcher that will send it wakes for it by
+    /// its own timer).
+    @discardableResult
     static func enqueueSignals(
         _ db: any SQLConnection, account: Int64, modseq: Int64, time: Double, pacing: SignalPacing
-    ) throws {
-        for device in try db.query("SELECT id, pace_tokens, pace_at FROM devices WHERE account_id = ?", account) {
+    ) throws -> Bool {
+        var claimable = false
+        for device in try db.query(
+            """
+            SELECT d.id, d.pace_tokens, d.pace_at, \(db.dialect.greatest("o.due_at", "o.next_attempt_at", "o.leased_until"))
+            FROM devices d LEFT JOIN signal_outbox o ON o.device_id = d.id WHERE d.account_id = ?
+            """, account)
+        {
             let tokens = pacing.tokens(stored: device[1].double, at: device[2].double ?? 0, now: time)
+            let due = pacing.dueTime(tokens: tokens, now: time)
+            // A pending row keeps its due time; a new one is due as pacing allows.
+            if (device[3].double ?? due) <= time { claimable = true }
             try db.run(
                 """
                 INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
                 ON CONFLICT (device_id) DO UPDATE SET modseq = \(db.dialect.greatest("signal_outbox.modseq", "excluded.modseq"))
-                """, device[0], modseq, pacing.dueTime(tokens: tokens, now: time))
+                """, device[0], modseq, due)
         }
+        return claimable
     }
 }
 
