@@ -770,7 +770,12 @@ def scale(env):
         def instances_cpu(ports):
             return sum(cluster.instances[cluster.ports.index(p)].cpu_seconds() for p in ports)
 
-        cpu = {}  # label → (mailboxd, server, load generator) CPU seconds per delivery
+        cpu = {}  # label → [deliveries, seconds measured, mailboxd, server, load generator CPU seconds], every round
+
+        def add_cpu(key, count, ours_cpu, server, load):
+            totals = cpu.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
+            for i, value in enumerate((count, seconds, ours_cpu, server, load)):
+                totals[i] += value
 
         def through(ports):
             """Deliveries/s with `senders` connections spread over the instances on `ports` (one wrk each)."""
@@ -791,9 +796,8 @@ def scale(env):
                 errors += int(non2xx.group(1)) if non2xx else 0
             if errors:
                 raise RuntimeError(f"scale: {errors} deliveries were refused")
-            count = total * seconds
-            cpu[len(ports)] = ((instances_cpu(ports) - ours0) / count, (server_cpu() - server0) / count,
-                               (children_cpu() - load0) / count)
+            add_cpu(len(ports), total * seconds, instances_cpu(ports) - ours0, server_cpu() - server0,
+                    children_cpu() - load0)
             return total
 
         def pgbench_rate():
@@ -804,8 +808,7 @@ def scale(env):
             tps = re.search(r"tps = ([\d.]+)", out.stdout)
             if out.returncode != 0 or not tps:
                 raise RuntimeError(f"scale: pgbench failed: {out.stderr[-500:]}")
-            count = float(tps.group(1)) * seconds
-            cpu["pgbench"] = (0.0, (server_cpu() - server0) / count, (children_cpu() - load0) / count)
+            add_cpu("pgbench", float(tps.group(1)) * seconds, 0.0, server_cpu() - server0, children_cpu() - load0)
             return float(tps.group(1))
 
         through(cluster.ports[:1])  # warm-up: connections, caches, the first checkpoint
@@ -817,11 +820,16 @@ def scale(env):
         cores = os.cpu_count() or 1
 
         def cpu_details(key):
-            ours_cpu, server, load = cpu[key]
-            per = ours_cpu + server + load
-            return {"cpu_ms_per_delivery": {"mailboxd": round(ours_cpu * 1000, 3), "postgres": round(server * 1000, 3),
-                                            "load_generator": round(load * 1000, 3)},
-                    "cpu_bound_per_s": round(cores / per, 1) if per else None}
+            """CPU per delivery over every round, the rate the cores allow at that cost, and how much of it the
+            rounds reached (the same intervals: 1.0 means every core was busy with these processes)."""
+            count, measured, ours_cpu, server, load = cpu[key]
+            per = (ours_cpu + server + load) / count
+            rate = count / measured
+            return {"cpu_ms_per_delivery": {"mailboxd": round(ours_cpu / count * 1000, 3),
+                                            "postgres": round(server / count * 1000, 3),
+                                            "load_generator": round(load / count * 1000, 3)},
+                    "cpu_bound_per_s": round(cores / per, 1), "mean_rate_per_s": round(rate, 1),
+                    "cpu_utilization": round(rate * per / cores, 3)}
 
         base_cpu = cpu_details("pgbench")
         for key, rates, label in ((1, one, "1 mailboxd"), (3, three, "3 mailboxd")):
@@ -836,7 +844,8 @@ def scale(env):
                     f"{label}: {record['ratio']:.2f} of pgbench. CPU bound, measured: a delivery costs "
                     f"{c['mailboxd']:.2f} ms of mailboxd CPU (TLS, HTTP, JSON, the RFC 5322 message it composes and "
                     f"hashes, the store), {c['postgres']:.2f} ms of the server's and {c['load_generator']:.2f} ms of "
-                    f"wrk's, so {cores} cores allow at most {details['cpu_bound_per_s']:.0f}/s; pgbench's transaction "
+                    f"wrk's, so {cores} cores allow at most {details['cpu_bound_per_s']:.0f}/s, and the rounds averaged "
+                    f"{details['mean_rate_per_s']:.0f}/s ({details['cpu_utilization']:.0%} of the cores); pgbench's transaction "
                     f"costs {base_cpu['cpu_ms_per_delivery']['postgres']:.2f} + "
                     f"{base_cpu['cpu_ms_per_delivery']['load_generator']:.2f} ms (at most "
                     f"{base_cpu['cpu_bound_per_s']:.0f}/s). On these 2 shared cores, 3 instances only add processes "
