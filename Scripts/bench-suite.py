@@ -404,18 +404,7 @@ def e2e(env):
             raise RuntimeError("e2e: " + detail)
         samples, early = freshness(clients, sent)
         # The floor: the raw /v1/changes round trip (keep-alive TLS), one new message.
-        probe = users[0]
-        token = api.login(probe, f"password-{probe}", "bench-floor")
-        status, listing = api.call("GET", "/v1/messages?limit=1", token=token)
-        current = listing["state"]
-        epoch, top = current.rsplit("-", 1)
-        floor = []
-        for _ in range(300):
-            t0 = time.perf_counter()
-            status, _ = api.raw("GET", f"/v1/changes?since={epoch}-{int(top) - 1}&max=100", token=token)
-            floor.append((time.perf_counter() - t0) * 1000)
-            if status != 200:
-                raise RuntimeError(f"changes: HTTP {status}")
+        floor, epoch = changes_floor(api, users[0])
         # Traffic: bytes of one-message incremental syncs vs a full refetch of the same mailbox.
         incremental, full, messages = [], [], 0
         for user in users[:10]:
@@ -462,6 +451,22 @@ def e2e(env):
     finally:
         cluster.close()
     emit(e2e_fleet(env))
+
+
+def changes_floor(api, user, samples=300):
+    """The floor of freshness: ms of one `/v1/changes` round trip for the newest change (keep-alive TLS), `samples`
+    times; returns them and the store's epoch."""
+    token = api.login(user, f"password-{user}", "bench-floor")
+    status, listing = api.call("GET", "/v1/messages?limit=1", token=token)
+    epoch, top = listing["state"].rsplit("-", 1)
+    floor = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        status, _ = api.raw("GET", f"/v1/changes?since={epoch}-{int(top) - 1}&max=100", token=token)
+        floor.append((time.perf_counter() - t0) * 1000)
+        if status != 200:
+            raise RuntimeError(f"changes: HTTP {status}")
+    return floor, epoch
 
 
 def freshness(clients, sent):
@@ -919,15 +924,7 @@ def scale_freshness(env, accounts=25, per_account=2, deliveries=500, rate=50.0):
             p99[engine] = percentile(samples, 99)
             # The parts of the path: one /v1/changes round trip (what a device does after a signal), and the time
             # from a delivery's 201 to its first signal at the gateway's device stream.
-            api = cluster.api()
-            token = api.login(users[0], f"password-{users[0]}", "bench-floor")
-            status, listing = api.call("GET", "/v1/messages?limit=1", token=token)
-            epoch, top = listing["state"].rsplit("-", 1)
-            floor = []
-            for _ in range(300):
-                t0 = time.perf_counter()
-                status, _ = api.raw("GET", f"/v1/changes?since={epoch}-{int(top) - 1}&max=100", token=token)
-                floor.append((time.perf_counter() - t0) * 1000)
+            floor, _ = changes_floor(cluster.api(), users[0])
             parts[engine] = {"freshness_p50_ms": round(percentile(samples, 50), 2),
                              "freshness_p99_ms": round(p99[engine], 2),
                              "changes_round_trip_p50_ms": round(percentile(floor, 50), 2),

@@ -45,9 +45,11 @@ public struct ServiceConfiguration: Sendable {
         self.deliveryToken = deliveryToken
     }
 
-    /// The default database file.
-    public var databasePath: String { dataDirectory + "/mailbox.sqlite" }
+    /// The embedded default: the SQLite file `mailbox.sqlite` in the data folder.
+    public static func defaultDatabase(in dataDirectory: String) -> StoreDatabase {
+        .sqlite(path: dataDirectory + "/mailbox.sqlite")
+    }
 
     /// The store's database: ``database``, else the SQLite file in the data folder.
-    public var storeDatabase: StoreDatabase { database ?? .sqlite(path: databasePath) }
+    public var storeDatabase: StoreDatabase { database ?? Self.defaultDatabase(in: dataDirectory) }
 }

@@ -93,28 +93,19 @@ public final class MailboxStore: Sendable {
         return epoch
     }
 
+    /// `error` as the store reports it: a database error becomes `.storage`; anything else is left as it is.
+    static func storageError(_ error: any Error) -> any Error {
+        StorageFailure.from(error).map { MailboxStoreError.storage($0) } ?? error
+    }
+
     /// Runs `body`, turning a database error into `.storage`.
     static func storageErrors<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as MailboxStoreError {
-            throw error
-        } catch {
-            guard let failure = StorageFailure.from(error) else { throw error }
-            throw MailboxStoreError.storage(failure)
-        }
+        do { return try await body() } catch { throw storageError(error) }
     }
 
     /// The same, for set-up work that does not suspend.
     static func storageErrors<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as MailboxStoreError {
-            throw error
-        } catch {
-            guard let failure = StorageFailure.from(error) else { throw error }
-            throw MailboxStoreError.storage(failure)
-        }
+        do { return try body() } catch { throw storageError(error) }
     }
 
     /// Runs `body` in a write transaction (group-committed on SQLite), mapping database failures to `.storage`.
@@ -206,10 +197,6 @@ public final class MailboxStore: Sendable {
 extension MailboxStore {
     /// The names of the migrations the database holds, in the order they ran.
     public func appliedMigrations() async throws -> [String] {
-        try await read { db in
-            // The order they ran in: SQLite's rowid, the identity column PostgreSQL's table has for it.
-            let order = db.dialect.hasConcurrentWriters ? "position" : "rowid"
-            return try db.query("SELECT name FROM schema_migrations ORDER BY \(order)").compactMap { $0[0].string }
-        }
+        try await Self.storageErrors { try await engine.appliedMigrations() }
     }
 }

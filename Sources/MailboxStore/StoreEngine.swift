@@ -50,9 +50,6 @@ public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
 /// change log, outbox, pacing, leases) live in `MailboxStore` and are written once against `SQLConnection`; an
 /// engine supplies only how transactions run, how they are grouped, and its failures as ``StorageFailure``.
 protocol StoreEngine: Sendable {
-    /// The engine's SQL dialect.
-    var dialect: SQLDialect { get }
-
     /// Runs `body` in a write transaction with the ledger its deliveries share, and returns its result once the
     /// transaction committed. With `defers`, `body` may leave account bookkeeping in the ledger for the end of the
     /// transaction; without, pending bookkeeping is written before it.
@@ -65,6 +62,9 @@ protocol StoreEngine: Sendable {
 
     /// Runs the migrations the database lacks, one process at a time; refuses a database a newer build migrated.
     func migrate(_ migrations: [StoreMigration]) throws
+
+    /// The names of the migrations the database holds, in the order they ran.
+    func appliedMigrations() async throws -> [String]
 
     /// Runs `body` on a connection for set-up work (migrations, the epoch), before the store serves anything.
     func setUp<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) throws -> T
@@ -151,8 +151,6 @@ final class SQLiteEngine: StoreEngine {
             deferred: .init(settle: { try ledger.settle($0) }, discard: { ledger.discard() }))
     }
 
-    var dialect: SQLDialect { .sqlite }
-
     func migrate(_ migrations: [StoreMigration]) throws {
         try pool.writeWithoutTransaction { db in
             var migrator = Migrator()
@@ -162,6 +160,8 @@ final class SQLiteEngine: StoreEngine {
             try migrator.migrate(db)
         }
     }
+
+    func appliedMigrations() async throws -> [String] { try pool.read { try Migrator.appliedMigrations($0) } }
 
     func write<T: Sendable>(
         defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
@@ -190,7 +190,7 @@ final class PostgresEngine: StoreEngine {
     let pool: PostgresPool
     let url: String
     let makeLedger: @Sendable () -> BatchLedger
-    private let totals = LockedStatistics()
+    private let totals = LockedValue(WriterStatistics())
     /// How often a write that lost a race is tried in all.
     static let attempts = 5
 
@@ -201,8 +201,6 @@ final class PostgresEngine: StoreEngine {
     }
 
     deinit { pool.close() }
-
-    var dialect: SQLDialect { .postgres }
 
     /// The channel a transaction that queued signals notifies.
     static let outboxChannel = "signalfetch_outbox"
@@ -222,8 +220,7 @@ final class PostgresEngine: StoreEngine {
                 position BIGINT GENERATED ALWAYS AS IDENTITY
             )
             """)
-        let applied = try db.query("SELECT name FROM schema_migrations ORDER BY position").compactMap { $0[0].string }
-        for migration in try StoreMigration.pending(applied: applied, in: migrations) {
+        for migration in try StoreMigration.pending(applied: Self.appliedMigrations(db), in: migrations) {
             try db.transaction {
                 try db.execute(migration.sql(for: .postgres))
                 try db.run(
@@ -231,6 +228,15 @@ final class PostgresEngine: StoreEngine {
                     migration.name)
             }
         }
+    }
+
+    func appliedMigrations() async throws -> [String] {
+        try await pool.perform { try Self.appliedMigrations($0) }
+    }
+
+    /// The applied migrations' names in the order they ran (the identity column stands for SQLite's rowid).
+    static func appliedMigrations(_ db: PostgresConnection) throws -> [String] {
+        try db.query("SELECT name FROM schema_migrations ORDER BY position").compactMap { $0[0].string }
     }
 
     func write<T: Sendable>(
@@ -252,7 +258,12 @@ final class PostgresEngine: StoreEngine {
                         bodyEnd = DispatchTime.now().uptimeNanoseconds
                         return result
                     }
-                    totals.record(commitSeconds: Double(DispatchTime.now().uptimeNanoseconds - bodyEnd) / 1e9)
+                    let commitSeconds = Double(DispatchTime.now().uptimeNanoseconds - bodyEnd) / 1e9
+                    totals.withLock {
+                        $0.batches += 1
+                        $0.writes += 1
+                        $0.commitSeconds += commitSeconds
+                    }
                     return result
                 } catch let error as PostgresError where error.isRetryable && attempt < Self.attempts {
                     attempt += 1
@@ -272,9 +283,9 @@ final class PostgresEngine: StoreEngine {
         return try body(connection)
     }
 
-    var statistics: WriterStatistics { totals.value }
+    var statistics: WriterStatistics { totals.withLock { $0 } }
 
-    /// No message or tombstone holds a modseq its account has not reached, and no outbox row points past it.
+    /// No message or tombstone holds a modseq its account has not reached.
     func engineCheck() async throws -> String {
         try await read { db in
             let ahead =
@@ -287,21 +298,6 @@ final class PostgresEngine: StoreEngine {
                     """
                 ).int ?? 0
             return ahead == 0 ? "ok" : "\(ahead) rows hold a modseq their account has not reached"
-        }
-    }
-}
-
-/// The PostgreSQL engine's write totals, updated from its connection threads.
-private final class LockedStatistics: Sendable {
-    private let state = LockedValue(WriterStatistics())
-
-    var value: WriterStatistics { state.withLock { $0 } }
-
-    func record(commitSeconds: Double) {
-        state.withLock {
-            $0.batches += 1
-            $0.writes += 1
-            $0.commitSeconds += commitSeconds
         }
     }
 }

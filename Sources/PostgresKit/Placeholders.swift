@@ -1,6 +1,6 @@
 /// Rewrites `?` placeholders as PostgreSQL's `$1`, `$2`, … in order, leaving string literals, quoted identifiers
-/// and comments alone. Returns the SQL and how many placeholders it has.
-func numberedPlaceholders(_ sql: String) -> (sql: String, count: Int) {
+/// and comments alone.
+func numberedPlaceholders(_ sql: String) -> String {
     var output: [UInt8] = []
     output.reserveCapacity(sql.utf8.count + 16)
     var count = 0
@@ -34,5 +34,5 @@ func numberedPlaceholders(_ sql: String) -> (sql: String, count: Int) {
             output.append(byte)
         }
     }
-    return (String(decoding: output, as: UTF8.self), count)
+    return String(decoding: output, as: UTF8.self)
 }

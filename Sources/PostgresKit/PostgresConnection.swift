@@ -188,8 +188,7 @@ public final class PostgresConnection: SQLConnection {
     private func statementName(_ sql: String) throws(PostgresError) -> String {
         if let name = prepared[sql] { return name }
         let name = "sf\(prepared.count + 1)"
-        let (numbered, _) = numberedPlaceholders(sql)
-        let result = PQprepare(handle, name, numbered, 0, nil)
+        let result = PQprepare(handle, name, numberedPlaceholders(sql), 0, nil)
         defer { PQclear(result) }
         try check(result, sql: sql)
         prepared[sql] = name

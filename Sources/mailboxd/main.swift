@@ -60,7 +60,7 @@ let environmentPrefix = "MAILBOXD_"
 func storeDatabase(_ args: Arguments, dataDir: String) throws -> StoreDatabase {
     guard let text = args.string("database") else {
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
-        return .sqlite(path: dataDir + "/mailbox.sqlite")
+        return ServiceConfiguration.defaultDatabase(in: dataDir)
     }
     do {
         return try StoreDatabase(parsing: text)
@@ -100,7 +100,6 @@ await runCommand(usage: usage) {
             guard let password = readLine(strippingNewline: true), !password.isEmpty else {
                 throw UsageError("the password is read from standard input")
             }
-            try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
             do {
                 let account = try await store.createAccount(username: args.positionals[2], password: password)
                 print("created account \(account.username) (id \(account.id))")

@@ -6,44 +6,58 @@ import Testing
 /// never a server that starts half configured.
 @Suite("Start-up errors: LMTP, pacing, fleet")
 struct StartupErrorTests {
-    @Test func badLMTPAndPacingFlagsAreClearErrors() throws {
-        let directory = try TemporaryDirectory(prefix: "startup-errors")
-        let mailboxd = TestEnvironment.executable("mailboxd").path
-        let data = directory.path("data")
-        _ = try Subprocess.run(mailboxd, ["dev-setup", "--data-dir", data])
-        let serve = ["serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--apns-topic", "com.example.a"]
-        let cases: [([String], String)] = [
-            (["--lmtp-hostname", "mbox.example"], "give --lmtp-listen too"),
-            (["--lmtp-listen", "127.0.0.1:0", "--max-message-bytes", "10"], "--max-message-bytes must be between"),
-            (["--lmtp-listen", "127.0.0.1:0", "--lmtp-max-connections", "0"], "--lmtp-max-connections must be"),
-            (["--lmtp-listen", "127.0.0.1:0", "--lmtp-hostname", "two words"], "--lmtp-hostname must be a host name"),
-            (["--signal-burst", "0"], "--signal-burst must be 1 to 10000"),
-            (["--signal-refill-per-minute", "0"], "--signal-refill-per-minute 1 to 60000"),
-        ]
-        for (flags, message) in cases {
-            let result = try Subprocess.run(mailboxd, serve + flags)
-            #expect(result.status == 2, "\(flags): exit \(result.status): \(result.stderr)")
-            #expect(result.stderr.contains(message), "\(flags): \(result.stderr)")
+    /// A data folder made by `mailboxd dev-setup`, and the `serve` arguments that use it.
+    struct Setup {
+        let directory: TemporaryDirectory
+        let data: String
+        let serve: [String]
+
+        init(prefix: String) throws {
+            directory = try TemporaryDirectory(prefix: prefix)
+            data = directory.path("data")
+            _ = try Subprocess.run(mailboxd, ["dev-setup", "--data-dir", data])
+            serve = ["serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--apns-topic", "com.example.a"]
         }
     }
 
+    static let mailboxd = TestEnvironment.executable("mailboxd").path
+
+    /// Runs mailboxd with each case's arguments: each must exit 2 with the case's message on standard error.
+    func expectUsageErrors(_ cases: [([String], String)]) throws {
+        for (arguments, message) in cases {
+            let result = try Subprocess.run(Self.mailboxd, arguments)
+            #expect(result.status == 2, "\(arguments): exit \(result.status): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+    }
+
+    @Test func badLMTPAndPacingFlagsAreClearErrors() throws {
+        let setup = try Setup(prefix: "startup-errors")
+        let serve = setup.serve
+        try expectUsageErrors(
+            [
+                (["--lmtp-hostname", "mbox.example"], "give --lmtp-listen too"),
+                (["--lmtp-listen", "127.0.0.1:0", "--max-message-bytes", "10"], "--max-message-bytes must be between"),
+                (["--lmtp-listen", "127.0.0.1:0", "--lmtp-max-connections", "0"], "--lmtp-max-connections must be"),
+                (
+                    ["--lmtp-listen", "127.0.0.1:0", "--lmtp-hostname", "two words"],
+                    "--lmtp-hostname must be a host name"
+                ),
+                (["--signal-burst", "0"], "--signal-burst must be 1 to 10000"),
+                (["--signal-refill-per-minute", "0"], "--signal-refill-per-minute 1 to 60000"),
+            ].map { (serve + $0.0, $0.1) })
+    }
+
     @Test func aBadDatabaseIsAClearErrorAndMigrateNamesWhatItHolds() throws {
-        let directory = try TemporaryDirectory(prefix: "database-errors")
-        let mailboxd = TestEnvironment.executable("mailboxd").path
-        let data = directory.path("data")
-        _ = try Subprocess.run(mailboxd, ["dev-setup", "--data-dir", data])
-        let serve = ["serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--apns-topic", "com.example.a"]
-        let malformed: [([String], String)] = [
+        let setup = try Setup(prefix: "database-errors")
+        let mailboxd = Self.mailboxd
+        let serve = setup.serve
+        try expectUsageErrors([
             (serve + ["--database", "mysql://root@localhost/mail"], "--database: invalid database URL (scheme mysql"),
             (serve + ["--database", "postgresql://"], "--database: invalid database URL"),
             (["migrate", "--database", "sqlite:"], "--database: invalid database URL (sqlite: needs a path)"),
             (["account", "list", "--database", "postgres://"], "--database: invalid database URL"),
-        ]
-        for (arguments, message) in malformed {
-            let result = try Subprocess.run(mailboxd, arguments)
-            #expect(result.status == 2, "\(arguments): exit \(result.status): \(result.stderr)")
-            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
-        }
+        ])
         // Nothing listens on the port: a start-up error naming the failure, without the password.
         let port = freeLocalPort()
         let unreachable = try Subprocess.run(
