@@ -57,6 +57,8 @@ struct StartupErrorTests {
             (serve + ["--database", "postgresql://"], "--database: invalid database URL"),
             (["migrate", "--database", "sqlite:"], "--database: invalid database URL (sqlite: needs a path)"),
             (["account", "list", "--database", "postgres://"], "--database: invalid database URL"),
+            (serve + ["--instance-id", "two words"], "--instance-id must be 1 to 64 printable characters"),
+            (serve + ["--instance-id", String(repeating: "m", count: 65)], "--instance-id must be 1 to 64"),
         ])
         // Nothing listens on the port: a start-up error naming the failure, without the password.
         let port = freeLocalPort()
