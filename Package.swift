@@ -53,11 +53,16 @@ let package = Package(
         .target(name: "HTTPClient", dependencies: ["CCurl", "Locking"]),
 
         // MARK: Domain
-        .target(name: "APNs", dependencies: ["HTTP2Client", "OpenSSLCrypto", "Locking"]),
-        .target(name: "MailboxStore", dependencies: ["SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
+        // What every push service shares: the content-free signal, state tags, addresses, outcomes, the protocol.
+        .target(name: "Push", dependencies: ["OpenSSLCrypto"]),
+        .target(name: "APNs", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        // Each push service behind `PushService`: its configuration, its wire form, its answers as outcomes.
+        .target(name: "PushAPNs", dependencies: ["Push", "APNs", "Locking"]),
+        .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        .target(name: "MailboxStore", dependencies: ["Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
         .target(
             name: "MailboxService",
-            dependencies: ["MailboxStore", "HTTPServer", "APNs", "MailIngest", "MailMIME", "OpenSSLCrypto", "Locking"]),
+            dependencies: ["MailboxStore", "Push", "HTTPServer", "MailIngest", "MailMIME", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailSync"),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
         .target(name: "MailIngest", dependencies: ["Locking"]),
@@ -73,12 +78,16 @@ let package = Package(
         .target(name: "CommandLineSupport", dependencies: ["Locking"]),
         .executableTarget(
             name: "mailboxd",
-            dependencies: ["MailboxService", "MailIngest", "CommandLineSupport", "OpenSSLCrypto"]),
+            dependencies: [
+                "MailboxService", "Push", "PushAPNs", "PushFCM", "MailIngest", "CommandLineSupport", "OpenSSLCrypto",
+            ]),
         .executableTarget(
             name: "apns-sim", dependencies: ["APNsSimulator", "CommandLineSupport"]),
         .executableTarget(
             name: "mail-client",
-            dependencies: ["MailSync", "MailSyncHTTP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport"]),
+            dependencies: [
+                "MailSync", "MailSyncHTTP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport", "OpenSSLCrypto",
+            ]),
         // The reference libcurl client loop (C) that the transport benchmark measures HTTPClient against.
         .executableTarget(name: "curl-multi-load", linkerSettings: [.linkedLibrary("curl")]),
         // The parsers of untrusted input as fuzz targets: `Scripts/fuzz` builds signalfetch-fuzz with libFuzzer;
@@ -86,19 +95,21 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "APNs", "APNsSimulator", "MailboxService", "MailboxStore", "MailIngest", "MailMIME", "HTTPServer",
+                "APNs", "APNsSimulator", "MailboxService", "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
+                "HTTPServer",
                 "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking",
             ]),
         .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
-                "SQLiteKit", "CSQLite", "MailboxStore", "CommandLineSupport", "APNs", "HTTPServer", "HTTP2Server",
+                "SQLiteKit", "CSQLite", "MailboxStore", "Push", "CommandLineSupport", "APNs", "HTTPServer",
+                "HTTP2Server",
                 "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",
             ]),
 
         // MARK: Tests
-        .target(name: "TestSupport", dependencies: ["Locking", "PostgresKit"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Locking", "PostgresKit", "Push"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteKitTests", dependencies: ["Locking", "SQLiteKit", "TestSupport"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(
@@ -113,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "APNsTests",
             dependencies: [
-                "Locking", "APNs", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport",
+                "Locking", "APNs", "Push", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport",
             ]),
         .testTarget(
             name: "MailboxStoreTests",
@@ -130,6 +141,9 @@ let package = Package(
                 "MailboxService", "MailboxStore", "APNsSimulator", "HTTPClient", "SQLiteKit", "OpenSSLCrypto",
                 "TestSupport",
             ]),
+        .testTarget(
+            name: "PushAPNsTests",
+            dependencies: ["PushAPNs", "Push", "APNsSimulator", "MailboxStore", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),

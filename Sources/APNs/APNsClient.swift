@@ -12,7 +12,7 @@ import HTTP2Client
 /// ```swift
 /// let tokens = ProviderTokenManager(signingKey: try APNsSigningKey(p8File: "key.p8", keyID: kid, teamID: team))
 /// let client = APNsClient(configuration: .init(endpoint: .sandbox, authentication: .token(tokens)))
-/// let signal = try ContentFreeSignal(badge: 3, alias: DeviceAlias(alias), state: SyncState(state))
+/// let signal = try ContentFreeSignal(badge: 3, alias: DeviceAlias(alias), tag: StateTag(tag))
 /// let response = try await client.send(
 ///     APNsNotification(deviceToken: DeviceToken(hex), signal: signal, topic: APNsTopic("com.example.mail")))
 /// ```

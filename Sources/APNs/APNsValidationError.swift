@@ -9,7 +9,7 @@ public enum APNsValidationError: Error, Sendable, Hashable, CustomStringConverti
     case negativeBadge
     /// The device alias (`acct`) is empty, longer than 64 characters, or has a character outside `[A-Za-z0-9_-]`.
     case invalidAlias
-    /// The sync state (`st`) is empty, longer than 64 characters, or has a character outside `[0-9a-f-]`.
+    /// The state tag (`st`) is not 16 characters of `[A-Za-z0-9_-]`.
     case invalidState
     /// The device token is not 16 to 200 hexadecimal characters (an even number).
     case invalidDeviceToken
@@ -28,7 +28,7 @@ public enum APNsValidationError: Error, Sendable, Hashable, CustomStringConverti
         case .emptySignal: "a signal needs a badge or content-available"
         case .negativeBadge: "the badge must not be negative"
         case .invalidAlias: "the device alias must be 1-64 characters of [A-Za-z0-9_-]"
-        case .invalidState: "the sync state must be 1-64 characters of [0-9a-f-]"
+        case .invalidState: "the state tag must be 16 characters of [A-Za-z0-9_-]"
         case .invalidDeviceToken: "the device token must be 16-200 hexadecimal characters"
         case .invalidTopic: "the topic must be 1-255 characters of [A-Za-z0-9._-]"
         case .invalidCollapseID: "the collapse id must be 1-64 characters of [A-Za-z0-9_-]"
@@ -43,12 +43,6 @@ enum Charset {
     /// `[A-Za-z0-9_-]`: base64url, which includes lowercase and uppercase hex.
     static func isAliasByte(_ byte: UInt8) -> Bool {
         isAlphanumeric(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-    }
-
-    /// `[0-9a-f-]`.
-    static func isStateByte(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f")) || byte == UInt8(ascii: "-")
     }
 
     /// `[0-9a-fA-F]`.

@@ -1,13 +1,14 @@
 import Foundation
+import Push
 
 /// A push that carries no content: a badge count and/or `content-available`, plus an opaque device alias and
-/// sync state.
+/// the tag of the sync state it announces (see ``StateTag``).
 ///
 /// Every field is typed and validated, so no initializer can place free text (a subject, a sender, a body)
 /// in a signal. The payload bytes are deterministic, with keys always in this order:
 ///
 /// ```
-/// {"aps":{"badge":3,"content-available":1},"acct":"<alias>","st":"<state>"}
+/// {"aps":{"badge":3,"content-available":1},"acct":"<alias>","st":"<tag>"}
 /// ```
 ///
 /// `badge` and `content-available` are each left out when not set, and so are `acct` and `st`.
@@ -18,36 +19,45 @@ public struct ContentFreeSignal: Sendable, Hashable {
     public let contentAvailable: Bool
     /// The device alias (`acct`), or `nil`.
     public let alias: DeviceAlias?
-    /// The account's sync state (`st`), or `nil`.
-    public let state: SyncState?
+    /// The tag of the announced state under the device's signal key (`st`), or `nil`.
+    public let tag: StateTag?
 
     /// Creates a signal from validated parts; throws ``APNsValidationError/emptySignal`` when it has neither a
     /// badge nor `content-available`, and ``APNsValidationError/negativeBadge`` for a negative badge.
     public init(
-        badge: Int? = nil, contentAvailable: Bool = true, alias: DeviceAlias? = nil, state: SyncState? = nil
+        badge: Int? = nil, contentAvailable: Bool = true, alias: DeviceAlias? = nil, tag: StateTag? = nil
     ) throws(APNsValidationError) {
         if let badge, badge < 0 { throw .negativeBadge }
         guard badge != nil || contentAvailable else { throw .emptySignal }
         self.badge = badge
         self.contentAvailable = contentAvailable
         self.alias = alias
-        self.state = state
+        self.tag = tag
     }
 
-    /// Creates a signal, validating the alias and state strings (see ``DeviceAlias`` and ``SyncState``).
+    /// Creates a signal, validating the alias and tag strings (see ``DeviceAlias`` and ``StateTag``).
     public init(
-        badge: Int? = nil, contentAvailable: Bool = true, alias: String?, state: String?
+        badge: Int? = nil, contentAvailable: Bool = true, alias: String?, tag: String?
     ) throws(APNsValidationError) {
-        try self.init(
-            badge: badge, contentAvailable: contentAvailable,
-            alias: try alias.map { s throws(APNsValidationError) in try DeviceAlias(s) },
-            state: try state.map { s throws(APNsValidationError) in try SyncState(s) })
+        let alias = try alias.map { s throws(APNsValidationError) in
+            do { return try DeviceAlias(s) } catch { throw .invalidAlias }
+        }
+        let tag = try tag.map { s throws(APNsValidationError) in
+            do { return try StateTag(s) } catch { throw .invalidState }
+        }
+        try self.init(badge: badge, contentAvailable: contentAvailable, alias: alias, tag: tag)
+    }
+
+    /// The APNs form of a service-neutral signal: `content-available: 1`, and the badge for a badge signal.
+    public init(_ signal: PushSignal) {
+        // Cannot fail: content-available is set and PushSignal refuses a negative badge.
+        try! self.init(badge: signal.badge, contentAvailable: true, alias: signal.alias, tag: signal.tag)
     }
 
     /// A silent wake-up: `content-available: 1` and no badge.
-    public static func background(alias: DeviceAlias? = nil, state: SyncState? = nil) -> ContentFreeSignal {
+    public static func background(alias: DeviceAlias? = nil, tag: StateTag? = nil) -> ContentFreeSignal {
         // Cannot fail: content-available is set and there is no badge.
-        try! ContentFreeSignal(badge: nil, contentAvailable: true, alias: alias, state: state)
+        try! ContentFreeSignal(badge: nil, contentAvailable: true, alias: alias, tag: tag)
     }
 
     /// The push type Apple requires: `background` for a content-available-only signal, `alert` once it
@@ -63,9 +73,9 @@ public struct ContentFreeSignal: Sendable, Hashable {
         if let badge { aps.append("\"badge\":\(badge)") }
         if contentAvailable { aps.append("\"content-available\":1") }
         var json = "{\"aps\":{" + aps.joined(separator: ",") + "}"
-        // Alias and state are restricted to characters that need no JSON escaping.
+        // Alias and tag are restricted to characters that need no JSON escaping.
         if let alias { json += ",\"acct\":\"\(alias.rawValue)\"" }
-        if let state { json += ",\"st\":\"\(state.rawValue)\"" }
+        if let tag { json += ",\"st\":\"\(tag.rawValue)\"" }
         json += "}"
         return Array(json.utf8)
     }

@@ -3,7 +3,8 @@
 ///
 /// A payload passes only when it is a JSON object whose keys are a subset of `aps`, `acct` and `st`; `aps`
 /// holds only `badge` (a non-negative integer) and/or `content-available` (exactly `1`); `acct` matches
-/// `[A-Za-z0-9_-]{1,64}` and `st` matches `[0-9a-f-]{1,64}`; no key repeats; and the size is within the limit.
+/// `[A-Za-z0-9_-]{1,64}` and `st` matches `[A-Za-z0-9_-]{16}` (a state tag); no key repeats; and the size is
+/// within the limit.
 public struct PayloadGuard: Sendable, Hashable {
     /// The size limit to enforce.
     public enum Limit: Sendable, Hashable {
@@ -47,7 +48,7 @@ public struct PayloadGuard: Sendable, Hashable {
             case "acct":
                 try Self.checkString(value, at: "$.acct", lengths: 1...64, Charset.isAliasByte)
             case "st":
-                try Self.checkString(value, at: "$.st", lengths: 1...64, Charset.isStateByte)
+                try Self.checkString(value, at: "$.st", lengths: 16...16, Charset.isAliasByte)
             default:
                 throw PayloadGuardViolation(.unexpectedKey, at: "$")
             }

@@ -138,7 +138,7 @@ public actor ProviderTokenManager {
 
 extension Duration {
     /// The duration in (fractional) seconds.
-    var seconds: TimeInterval {
+    package var seconds: TimeInterval {
         TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
     }
 }

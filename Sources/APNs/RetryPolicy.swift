@@ -110,16 +110,25 @@ public struct RetryPolicy: Sendable {
         return .retry(after: .milliseconds(Int64((delay * 1000).rounded())))
     }
 
-    private enum Classification {
+    /// What one APNs answer means, before any retry schedule: the single classification of APNs's answers,
+    /// used by this policy and by senders that keep their schedule elsewhere (mailboxd's dispatcher).
+    public enum Classification: Sendable, Equatable {
+        /// Accepted.
         case success
+        /// The token is dead: drop the registration (for a 410, only when the timestamp is later than it).
         case permanent(APNsError.Reason, Date?)
+        /// The provider token expired: the client has invalidated it; send again.
         case expiredProviderToken(APNsClientError)
+        /// A transient failure: send again later, no sooner than the duration APNs gave.
         case retryable(APNsClientError, Duration?)
+        /// The request is wrong and would fail again.
         case defect(APNsClientError)
+        /// The client is shutting down or the send was cancelled.
         case fatal(APNsClientError)
     }
 
-    private static func classify(_ result: Result<APNsResponse, APNsClientError>) -> Classification {
+    /// Classifies one answer.
+    public static func classify(_ result: Result<APNsResponse, APNsClientError>) -> Classification {
         switch result {
         case .success:
             return .success

@@ -4,6 +4,8 @@ import Locking
 import MailboxService
 import MailboxStore
 import OpenSSLCrypto
+import Push
+import PushAPNs
 
 /// mailboxd's API on a real store in a temporary folder, with an account, a session, a device and a message,
 /// so a fuzzed request can reach every handler. Bad input must get a 4xx, never a 5xx.
@@ -29,7 +31,9 @@ final class APIFuzz: Sendable {
             _ = try! await store.createSession(
                 accountID: account.id, tokenHash: SHA256.hash(Self.sessionToken), deviceName: "fuzz")
             _ = try! await store.registerDevice(
-                token: String(repeating: "ab", count: 32), topic: "com.example.fuzz", environment: .sandbox,
+                address: PushAddress(
+                    service: .apns, token: String(repeating: "ab", count: 32), app: "com.example.fuzz",
+                    environment: .sandbox),
                 accountID: account.id, sessionID: nil)
             let receipt = try! await store.deliver(
                 NewMessage(to: "fuzz", from: "a@example.com", subject: "seed", body: "seed"))
@@ -37,10 +41,17 @@ final class APIFuzz: Sendable {
         }
         precondition(ready)
         self.messageID = messageID
+        // The real APNs service checks registrations; nothing is sent (no dispatcher runs).
+        let keyFile = folder + "/key.p8"
+        try! (try! P256PrivateKey()).pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let apns = try! APNsPushService(
+            configuration: APNsConfiguration(
+                production: "https://127.0.0.1:1", sandbox: "https://127.0.0.1:1", caFile: nil,
+                apps: [.init(topic: "com.example.fuzz", keyFile: keyFile, keyID: "KEY1234567", teamID: "TEAM123456")]))
         router =
             MailboxAPI(
-                store: store, configuration: configuration, metrics: Metrics(),
-                servesTopic: { $0 == "com.example.fuzz" }, signalsQueued: {}
+                store: store, configuration: configuration, metrics: Metrics(), push: PushRouter([apns]),
+                signalsQueued: {}
             ).router
     }
 

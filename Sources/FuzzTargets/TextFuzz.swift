@@ -4,17 +4,21 @@ import Foundation
 import HTTPClient
 import MailboxStore
 import OpenSSLCrypto
+import Push
 
 /// Parsers of short untrusted strings and byte streams.
 enum TextFuzz {
     // MARK: State strings
 
-    /// A state the store accepts is one a signal may carry, and it prints back as it was read.
+    /// A state the store accepts prints back as it was read, and its tag is one every signal may carry.
     static func state(_ bytes: Data) {
         let text = String(decoding: bytes, as: UTF8.self)
-        guard let parsed = StoreSyncState(parsing: text) else { return }
+        guard let parsed = SyncState(parsing: text) else { return }
         guard parsed.description == text else { violated("a state reads back differently") }
-        guard (try? APNs.SyncState(text)) != nil else { violated("the store accepts a state signals refuse") }
+        let tag = SignalKey().tag(of: text)
+        guard (try? ContentFreeSignal(alias: nil, tag: tag.rawValue)) != nil else {
+            violated("a state's tag is refused by the APNs signal")
+        }
     }
 
     // MARK: JWTs

@@ -66,6 +66,12 @@ public actor SyncEngine {
         }
     }
 
+    /// Compares signals' `st` with the tag of the local state under `tagger` from now on (after a device
+    /// registration returned its signal key); `nil` compares states themselves.
+    public func useSignalTagger(_ tagger: SignalTagger?) {
+        machine.tagger = tagger
+    }
+
     /// Creates an engine over `cache`, starting from the state the cache holds.
     public init(
         transport: any MailTransport, cache: any MailCacheStore, configuration: Configuration = Configuration()

@@ -1,7 +1,8 @@
 /// The sync life cycle as a value: feed it events, perform the action it returns.
 ///
 /// Rules:
-/// - a signal whose `st` equals the local state is skipped;
+/// - a signal whose `st` matches the local state is skipped (with a ``SignalTagger``, `st` is the tag of a state
+///   and is compared with the tag of the local state; without one, with the state itself);
 /// - triggers arriving while a sync runs collapse into one follow-up run (skipped at the end if every
 ///   trigger was a signal whose state has been reached meanwhile);
 /// - the first run, or a server that cannot calculate changes from the local state, means a full resync;
@@ -64,6 +65,8 @@ public struct SyncStateMachine: Sendable, Equatable {
     public private(set) var localState: String?
     /// The backoff used for retryable failures.
     public var retryPolicy: RetryPolicy
+    /// How signals name states: by tag under the device's key, or (`nil`) by the state itself.
+    public var tagger: SignalTagger?
 
     /// Creates a machine for a cache currently at `localState` (`nil` before the first sync).
     public init(localState: String?, retryPolicy: RetryPolicy = RetryPolicy()) {
@@ -97,18 +100,24 @@ public struct SyncStateMachine: Sendable, Equatable {
 
     private var firstStep: Step { localState.map { .fetchChanges(since: $0) } ?? .fullResync }
 
+    /// Whether a signal's `st` names the local state.
+    private func matchesLocalState(_ mark: String) -> Bool {
+        guard let localState else { return false }
+        return mark == (tagger?.tag(of: localState) ?? localState)
+    }
+
     /// Something asks for a sync.
     public mutating func trigger(_ trigger: SyncTrigger) -> Action {
         switch phase {
         case .stopped(let error):
             return .rejected(error)
         case .idle:
-            if case .signal(let state?) = trigger, state == localState { return .skip }
+            if case .signal(let state?) = trigger, matchesLocalState(state) { return .skip }
             let step = firstStep
             phase = .running(Run(step: step))
             return .startSync(step)
         case .running(var run):
-            if case .signal(let state?) = trigger, state == localState { return .skip }
+            if case .signal(let state?) = trigger, matchesLocalState(state) { return .skip }
             var followUp = run.followUp ?? FollowUp()
             if case .signal(let state?) = trigger {
                 followUp.signalStates.insert(state)
@@ -210,7 +219,7 @@ public struct SyncStateMachine: Sendable, Equatable {
         report.state = localState
         report.outcome = outcome
         if let followUp = run.followUp,
-            followUp.unconditional || followUp.signalStates.contains(where: { $0 != localState })
+            followUp.unconditional || followUp.signalStates.contains(where: { !matchesLocalState($0) })
         {
             let step = firstStep
             phase = .running(Run(step: step))

@@ -1,6 +1,7 @@
 /// What asked for a sync.
 public enum SyncTrigger: Sendable, Equatable, CustomStringConvertible {
-    /// A push signal arrived; `state` is its `st` key, when it had one.
+    /// A push signal arrived; `state` is its `st` key, when it had one: the tag of a state under the device's
+    /// signal key (see ``SignalTagger``), or a state itself for an engine without a tagger.
     case signal(state: String?)
     /// The app started.
     case launch

@@ -29,10 +29,27 @@ public struct MailSession: Sendable, Equatable, Codable {
 
 /// A device registration made by `POST /v1/devices`.
 public struct DeviceRegistration: Sendable, Equatable, Codable {
-    /// The device token registered.
+    /// The device's id on the server (`DELETE /v1/devices/{id}`), when the server gives one.
+    public var id: String?
+    /// The push service (`apns`, `fcm`).
+    public var service: String?
+    /// The push service's address registered.
     public var token: String
     /// The opaque alias the server will put in the signals' `acct` key.
     public var alias: String?
+    /// The device's signal key (base64url, 32 bytes): signals carry the tag of a state under it.
+    public var signalKey: String?
+
+    /// Creates a registration.
+    public init(
+        id: String? = nil, service: String? = nil, token: String, alias: String? = nil, signalKey: String? = nil
+    ) {
+        self.id = id
+        self.service = service
+        self.token = token
+        self.alias = alias
+        self.signalKey = signalKey
+    }
 }
 
 /// The receipt of `POST /v1/deliveries`.
@@ -91,9 +108,18 @@ extension HTTPMailTransport {
     /// `POST /v1/devices`: registers a push device token for this account.
     @discardableResult
     public func registerDevice(token: String, topic: String, environment: String) async throws -> DeviceRegistration {
-        let body = try JSONSerialization.data(withJSONObject: [
-            "token": token, "topic": topic, "environment": environment,
-        ])
+        try await registerDevice(["token": token, "topic": topic, "environment": environment])
+    }
+
+    /// `POST /v1/devices` for an FCM device: its registration token and Android package name.
+    public func registerFCMDevice(token: String, app: String) async throws -> DeviceRegistration {
+        try await registerDevice(["service": "fcm", "token": token, "app": app])
+    }
+
+    /// `POST /v1/devices` with `fields` (the service and its address).
+    public func registerDevice(_ fields: [String: String]) async throws -> DeviceRegistration {
+        let token = fields["token"] ?? ""
+        let body = try JSONSerialization.data(withJSONObject: fields)
         let response = try await send(.post, "/v1/devices", body: body, endpoint: "devices")
         if let registration = try? JSONDecoder().decode(DeviceRegistration.self, from: response.body) {
             return registration
@@ -101,7 +127,7 @@ extension HTTPMailTransport {
         return DeviceRegistration(token: token, alias: nil)
     }
 
-    /// `DELETE /v1/devices/{token}`: stops signals to a device.
+    /// `DELETE /v1/devices/{id}`: stops signals to a device (an APNs device may be named by its token).
     public func unregisterDevice(token: String) async throws {
         _ = try await send(.delete, "/v1/devices/\(Self.pathSegment(token))", endpoint: "devices")
     }

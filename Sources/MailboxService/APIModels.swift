@@ -1,5 +1,6 @@
 import Foundation
 import MailboxStore
+import Push
 
 /// A message as the API returns it. `body` is inline when the message is small (see `inlineBodyLimit`);
 /// larger bodies are fetched on demand with `GET /v1/messages/{id}`.
@@ -57,17 +58,31 @@ struct SessionResponse: Encodable {
     var accountId: String
 }
 
-struct DeviceRequest: Decodable {
-    var token: String
-    var topic: String
-    var environment: String
-}
-
+/// The answer to `POST /v1/devices`: the device's id, service, alias and signal key (returned only here), and
+/// the service's own fields.
 struct DeviceResponse: Encodable {
-    var token: String
+    var id: String?
+    var service: String
     var alias: String
-    var topic: String
-    var environment: String
+    var signalKey: String?
+    var token: String
+    var topic: String?
+    var environment: String?
+    var app: String?
+
+    init(_ device: DeviceRecord) {
+        id = device.handle
+        service = device.address.service.rawValue
+        alias = device.alias
+        signalKey = device.signalKey?.base64URL
+        token = device.address.token
+        if device.address.service == .apns {
+            topic = device.address.app
+            environment = device.address.environment.rawValue
+        } else {
+            app = device.address.app
+        }
+    }
 }
 
 struct DeliveryRequest: Decodable {

@@ -9,7 +9,7 @@ import OpenSSLCrypto
 /// - `delivery-token`: the token senders use on `POST /v1/deliveries`.
 public enum DevSetup {
     /// The default hosts of the server certificate.
-    public static let defaultHosts = ["localhost", "127.0.0.1", "mailboxd", "apns-sim"]
+    public static let defaultHosts = ["localhost", "127.0.0.1", "mailboxd", "apns-sim", "fcm-sim"]
 
     /// Writes whatever is missing under `dataDirectory` and returns the paths it created.
     @discardableResult

@@ -3,6 +3,7 @@ import HTTPServer
 import MailMIME
 import MailboxStore
 import OpenSSLCrypto
+import Push
 
 extension MailboxAPI {
     func createSession(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -144,28 +145,56 @@ extension MailboxAPI {
     }
 
     func registerDevice(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
-        let body = try decode(DeviceRequest.self, from: request, allowed: ["token", "topic", "environment"])
-        guard let environment = APNsEnvironment(rawValue: body.environment) else {
-            throw HTTPError(
-                .badRequest, code: "invalidArgument", message: "'environment' must be 'sandbox' or 'production'.")
-        }
-        guard servesTopic(body.topic) else {
-            throw HTTPError(
-                .badRequest, code: "unknownTopic", message: "No app of this server has that topic (bundle id).")
+        let registration = try deviceRegistration(request)
+        let address: PushAddress
+        do {
+            address = try push.address(for: registration)
+        } catch {
+            throw HTTPError(.badRequest, code: error.code, message: error.message)
         }
         let device = try await store.registerDevice(
-            token: body.token.lowercased(), topic: body.topic, environment: environment,
-            accountID: session.accountID, sessionID: session.id)
+            address: address, accountID: session.accountID, sessionID: session.id)
         signalsQueued()
-        return try .json(
-            DeviceResponse(
-                token: device.token, alias: device.alias, topic: device.topic,
-                environment: device.environment.rawValue), status: .created)
+        return try .json(DeviceResponse(device), status: .created)
+    }
+
+    /// The registration a `POST /v1/devices` body holds: `service` (absent: `apns`) and that service's fields,
+    /// each a string; a field the service does not take is refused.
+    func deviceRegistration(_ request: HTTPRequest) throws -> DeviceRegistration {
+        guard let parsed = try? JSONSerialization.jsonObject(with: request.body, options: [.fragmentsAllowed]) else {
+            throw HTTPError(.badRequest, code: "invalidJSON", message: "The request body is not valid JSON.")
+        }
+        guard let object = parsed as? [String: Any] else {
+            throw HTTPError(.badRequest, code: "invalidRequest", message: "The request body must be a JSON object.")
+        }
+        let name = object["service"] ?? PushServiceName.apns.rawValue
+        guard let name = name as? String, let service = PushServiceName(rawValue: name) else {
+            throw HTTPError(
+                .badRequest, code: "invalidArgument", message: "'service' must be 'apns', 'fcm' or 'webpush'.")
+        }
+        guard let pushService = push.service(service) else {
+            throw HTTPError(
+                .badRequest, code: "unknownService", message: "This server does not send through \(name).")
+        }
+        var fields: [String: String] = [:]
+        for (key, value) in object where key != "service" {
+            guard pushService.registrationFields.contains(key) else {
+                throw HTTPError(.badRequest, code: "unknownField", message: "Unknown field '\(key.prefix(64))'.")
+            }
+            guard let text = value as? String else {
+                throw HTTPError.invalidRequest("Field '\(key)' has the wrong type (expected String).")
+            }
+            fields[key] = text
+        }
+        for required in pushService.registrationFields.sorted() where fields[required] == nil {
+            throw HTTPError.invalidRequest("Missing required field '\(required)'.")
+        }
+        return DeviceRegistration(service: service, fields: fields)
     }
 
     func deleteDevice(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
-        let token = (request.parameter("token") ?? "").lowercased()
-        guard try await store.deleteDevice(token: token, accountID: session.accountID) else {
+        let handle = request.parameter("id") ?? ""
+        guard !handle.isEmpty, try await store.deleteDevice(handle: handle, accountID: session.accountID) else {
             throw HTTPError.notFound("No such device.")
         }
         return .empty()

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import MailboxStore
 import OpenSSLCrypto
+import Push
 
 /// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz` and `/metrics`.
 package struct MailboxAPI: Sendable {
@@ -13,18 +14,17 @@ package struct MailboxAPI: Sendable {
     let deliveryTokenHash: [UInt8]
     /// Called after every write that queued signals, so the dispatcher wakes at once.
     let signalsQueued: @Sendable () -> Void
-    /// Whether a device registration's topic belongs to an app the signal sender serves.
-    let servesTopic: @Sendable (String) -> Bool
+    /// The push services devices can register with.
+    let push: PushRouter
 
     package init(
-        store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics,
-        servesTopic: @escaping @Sendable (String) -> Bool = { _ in true },
+        store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics, push: PushRouter,
         signalsQueued: @escaping @Sendable () -> Void
     ) {
         self.store = store
         self.configuration = configuration
         self.metrics = metrics
-        self.servesTopic = servesTopic
+        self.push = push
         self.signalsQueued = signalsQueued
         deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
         throttle = LoginThrottle(
@@ -48,7 +48,7 @@ package struct MailboxAPI: Sendable {
         router.delete("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(deleteMessage)))
         router.get("/v1/changes", handler: instrument("/v1/changes", authenticated(changes)))
         router.post("/v1/devices", handler: instrument("/v1/devices", authenticated(registerDevice)))
-        router.delete("/v1/devices/:token", handler: instrument("/v1/devices/{token}", authenticated(deleteDevice)))
+        router.delete("/v1/devices/:id", handler: instrument("/v1/devices/{id}", authenticated(deleteDevice)))
         router.post("/v1/deliveries", handler: instrument("/v1/deliveries", deliver))
         router.get("/healthz", handler: instrument("/healthz", health))
         router.get("/metrics", handler: metricsPage)

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import MailIngest
 import MailboxStore
+import Push
 
 /// The running mailbox service: the store, the HTTPS API and the signal dispatcher, wired together.
 public final class MailboxService: Sendable {
@@ -24,20 +25,19 @@ public final class MailboxService: Sendable {
 
     /// Opens the store, starts the API server and the dispatcher.
     public init(
-        configuration: ServiceConfiguration, sender: any SignalSender,
+        configuration: ServiceConfiguration, router: PushRouter,
         dispatcherConfiguration: SignalDispatcher.Configuration = .init(),
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         let store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
         let metrics = Metrics()
-        sender.share(in: store)
+        router.share(in: store)
         let dispatcher = SignalDispatcher(
-            store: store, sender: sender, metrics: metrics, configuration: dispatcherConfiguration, log: log)
-        let api = MailboxAPI(
-            store: store, configuration: configuration, metrics: metrics,
-            servesTopic: { topic in sender.serves(topic: topic) }
-        ) { dispatcher.wake() }
+            store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log)
+        let api = MailboxAPI(store: store, configuration: configuration, metrics: metrics, push: router) {
+            dispatcher.wake()
+        }
         var serverConfiguration = HTTPServer.Configuration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port

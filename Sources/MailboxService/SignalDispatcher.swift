@@ -1,20 +1,21 @@
 import Foundation
 import Locking
 import MailboxStore
+import Push
 
-/// Runs inside mailboxd: takes due rows from the signal outbox, sends content-free signals through a
-/// `SignalSender`, and applies the outcome — done, registration dropped, retried with backoff, or dropped as a
-/// defect. It sleeps until the next row is due (or until woken by a write), so a gateway that is down costs a
-/// few timer wake-ups, not a busy loop.
+/// Runs inside mailboxd: takes due rows from the signal outbox, builds each device's service-neutral signal
+/// (its alias, the tag of the state now under its key, the unread count for badge apps), sends it through the
+/// device's push service (``PushRouter``) and applies the outcome — done, registration dropped, retried with
+/// backoff, or dropped as a defect. A background signal beyond the budget of a service that throttles them is
+/// deferred, which is not a failure. It sleeps until the next row is due (or until woken by a write), so a
+/// gateway that is down costs a few timer wake-ups, not a busy loop. Time is the store's clock.
 public final class SignalDispatcher: Sendable {
     /// How the dispatcher behaves.
     public struct Configuration: Sendable {
         /// Rows claimed at a time.
         public var batchSize = 256
-        /// The first retry delay, in seconds; it doubles per attempt (full jitter) up to `maximumBackoff`.
-        public var baseBackoff = 0.5
-        /// The longest retry delay, in seconds.
-        public var maximumBackoff = 60.0
+        /// The retry schedule of failed signals.
+        public var backoff = SignalBackoff()
         /// Background-only signals allowed per device per `backgroundWindow`; more are delayed.
         public var backgroundBudget = 3
         /// The window of the background budget, in seconds.
@@ -33,7 +34,7 @@ public final class SignalDispatcher: Sendable {
     }
 
     private let store: MailboxStore
-    private let sender: any SignalSender
+    private let router: PushRouter
     private let metrics: Metrics
     private let configuration: Configuration
     private let log: @Sendable (String) -> Void
@@ -42,11 +43,11 @@ public final class SignalDispatcher: Sendable {
 
     /// Creates a dispatcher; call `start()` to run it.
     public init(
-        store: MailboxStore, sender: any SignalSender, metrics: Metrics, configuration: Configuration = Configuration(),
+        store: MailboxStore, router: PushRouter, metrics: Metrics, configuration: Configuration = Configuration(),
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.store = store
-        self.sender = sender
+        self.router = router
         self.metrics = metrics
         self.configuration = configuration
         self.log = log
@@ -126,7 +127,7 @@ public final class SignalDispatcher: Sendable {
                 continue
             }
             if items.isEmpty {
-                let now = Date().timeIntervalSince1970
+                let now = store.currentTime
                 let next = (try? await store.nextSignalDue()) ?? nil
                 let wait = next.map { min(max($0 - now, 0.001), configuration.idleCheckInterval) }
                 await sleep(seconds: wait ?? configuration.idleCheckInterval)
@@ -138,55 +139,71 @@ public final class SignalDispatcher: Sendable {
         }
     }
 
-    /// Delay before retry number `attempt` (1-based): full jitter over an exponential ceiling.
-    func backoff(attempt: Int, retryAfter: Double?) -> Double {
-        let ceiling = min(
-            configuration.maximumBackoff, configuration.baseBackoff * pow(2, Double(min(attempt, 30) - 1)))
-        let jittered = Double.random(in: 0...ceiling)
-        return max(jittered, retryAfter ?? 0, 0.05)
+    /// The signal `item` gets from `service`, or why there is none (a defect: the device's app or alias is one
+    /// this server cannot signal).
+    static func signal(for item: OutboxItem, kind: PushSignal.Kind) -> PushSignal? {
+        guard let alias = try? DeviceAlias(item.alias) else { return nil }
+        return try? PushSignal(
+            alias: alias, tag: item.signalKey?.tag(of: item.state.description),
+            badge: kind == .badge ? item.unread : nil)
     }
 
     private func process(_ item: OutboxItem) async {
-        let now = Date().timeIntervalSince1970
         let labels = Self.labels(item)
-        if sender.isBackgroundOnly(item), let wait = await backgroundDelay(deviceID: item.deviceID, now: now) {
+        guard let service = router.service(item.address.service) else {
+            await drop(item, reason: "unknownService", labels: labels)
+            return
+        }
+        guard let kind = service.signalKind(for: item.address), let signal = Self.signal(for: item, kind: kind) else {
+            await drop(item, reason: "unknownApp", labels: labels)
+            return
+        }
+        let budgeted = kind == .background && service.throttlesBackgroundSignals
+        if budgeted, let wait = await backgroundDelay(deviceID: item.deviceID, now: store.currentTime) {
             metrics.increment(
                 "mailboxd_signals_deferred_total", labels: labels + ",reason=\"backgroundBudget\"",
                 help: "Signals delayed to stay within the background budget.")
-            try? await store.rescheduleSignal(item, after: wait, error: "backgroundBudget")
+            try? await store.deferSignal(item, after: wait, reason: "backgroundBudget")
             return
         }
-        let outcome = await sender.send(item)
+        let outcome = await service.send(signal, to: item.address)
         do {
             switch outcome {
             case .delivered:
-                metrics.increment("mailboxd_signals_sent_total", labels: labels, help: "Signals accepted by APNs.")
-                if sender.isBackgroundOnly(item) {
+                metrics.increment(
+                    "mailboxd_signals_sent_total", labels: labels, help: "Signals accepted by the push service.")
+                if budgeted {
                     try await store.recordEvent(Self.backgroundKey(item.deviceID), keep: configuration.backgroundWindow)
                 }
                 try await store.completeSignal(item, sentModseq: item.modseq)
             case .dropRegistration(let reason, let unregisteredAt):
                 countFailure(reason, labels)
                 let deleted = try await store.deleteUnregisteredDevice(
-                    id: item.deviceID, unregisteredAt: unregisteredAt)
+                    id: item.deviceID, registeredAt: item.registeredAt, unregisteredAt: unregisteredAt)
                 if !deleted { try await store.dropSignal(item) }
-                log("dispatcher: device \(item.deviceID) \(deleted ? "removed" : "kept (stale report)"): \(reason)")
+                log("dispatcher: device \(item.deviceID) \(deleted ? "removed" : "kept (registered again)"): \(reason)")
             case .retry(let reason, let retryAfter):
                 countFailure(reason, labels)
                 metrics.increment(
                     "mailboxd_signal_retries_total", labels: labels, help: "Signals scheduled for another attempt.")
                 try await store.rescheduleSignal(
-                    item, after: backoff(attempt: item.attempts + 1, retryAfter: retryAfter), error: reason)
+                    item, after: configuration.backoff.delay(attempt: item.attempts + 1, retryAfter: retryAfter),
+                    error: reason)
             case .defect(let reason):
-                countFailure(reason, labels)
-                metrics.increment(
-                    "mailboxd_signal_defects_total", labels: labels, help: "Signals that can never be sent (a defect).")
-                log("dispatcher: DEFECT, signal for device \(item.deviceID) dropped: \(reason)")
-                try await store.dropSignal(item)
+                await drop(item, reason: reason, labels: labels)
             }
         } catch {
             log("dispatcher: cannot record the outcome for device \(item.deviceID): \(error)")
         }
+    }
+
+    /// Drops a signal that can never be sent and counts the defect.
+    private func drop(_ item: OutboxItem, reason: String, labels: String) async {
+        countFailure(reason, labels)
+        metrics.increment(
+            "mailboxd_signal_defects_total", labels: labels, help: "Signals that can never be sent (a defect).")
+        log("dispatcher: DEFECT, signal for device \(item.deviceID) dropped: \(reason)")
+        try? await store.dropSignal(item)
     }
 
     private func countFailure(_ reason: String, _ labels: String) {
@@ -195,9 +212,10 @@ public final class SignalDispatcher: Sendable {
             help: "Signals refused, by app, environment and reason.")
     }
 
-    /// The `app` (topic) and `environment` labels of a row's signal metrics.
+    /// The `service`, `app` and `environment` labels of a row's signal metrics.
     static func labels(_ item: OutboxItem) -> String {
-        "app=\"\(Metrics.escape(item.topic))\",environment=\"\(item.environment.rawValue)\""
+        "service=\"\(item.address.service.rawValue)\",app=\"\(Metrics.escape(item.address.app))\","
+            + "environment=\"\(item.address.environment.rawValue)\""
     }
 
     /// The key of a device's background sends in the store, where the budget holds across instances and restarts.

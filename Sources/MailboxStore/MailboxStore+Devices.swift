@@ -1,62 +1,85 @@
 import OpenSSLCrypto
+import Push
 import SQLSupport
 
 extension MailboxStore {
-    static let deviceColumns = "id, token, topic, environment, alias, account_id, updated_at"
+    static let deviceColumns =
+        "id, handle, service, token, topic, environment, alias, signal_key, account_id, updated_at"
 
-    static func device(from row: Row) -> DeviceRecord {
+    static func device(from row: Row) throws -> DeviceRecord {
         DeviceRecord(
-            id: row[0].int64!, token: row[1].string!, topic: row[2].string!,
-            environment: APNsEnvironment(rawValue: row[3].string!) ?? .production, alias: row[4].string!,
-            accountID: row[5].int64!, registeredAt: row[6].double!)
+            id: try row.int64("id"), handle: row["handle"].string,
+            address: try address(from: row), alias: try row.string("alias"),
+            signalKey: row["signal_key"].string.flatMap(SignalKey.init(base64URL:)),
+            accountID: try row.int64("account_id"), registeredAt: try row.double("updated_at"))
     }
 
-    /// Whether `token` looks like an APNs device token: 64 lowercase hex characters (longer even-length hex
-    /// strings up to 200 characters are accepted too, as APNs tokens may grow).
-    public static func isValidDeviceToken(_ token: String) -> Bool {
-        token.utf8.count >= 64 && token.utf8.count <= 200 && token.utf8.count % 2 == 0
-            && token.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    /// The device's address from a row holding `service`, `token`, `topic` and `environment`.
+    static func address(from row: Row) throws -> PushAddress {
+        PushAddress(
+            service: PushServiceName(rawValue: try row.string("service")) ?? .apns, token: try row.string("token"),
+            app: try row.string("topic"),
+            environment: PushEnvironment(rawValue: try row.string("environment")) ?? .production)
     }
 
-    /// Registers (or refreshes) a device for the account. A token already registered by another account moves
-    /// to this one with a fresh alias. The device is signalled with the current state right away.
+    /// Registers (or refreshes) a device for the account at `address`, which its push service has checked. A
+    /// token already registered by another account moves to this one with a fresh alias. Every registration gets
+    /// a fresh signal key, returned in the record and nowhere else. The device is signalled with the current state
+    /// right away.
     @discardableResult
     public func registerDevice(
-        token: String, topic: String, environment: APNsEnvironment, accountID: Int64, sessionID: Int64?
-    ) async throws -> DeviceRecord {
-        guard Self.isValidDeviceToken(token) else { throw MailboxStoreError.invalidArgument("device token") }
-        guard !topic.isEmpty, topic.utf8.count <= 255,
-            topic.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7f })
-        else { throw MailboxStoreError.invalidArgument("topic") }
+        address: PushAddress, accountID: Int64, sessionID: Int64?
+    ) async throws
+        -> DeviceRecord
+    {
+        let token = address.token
+        guard !token.isEmpty, token.utf8.count <= 2048,
+            token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
+        else { throw MailboxStoreError.invalidArgument("device address") }
+        guard address.app.utf8.count <= 255,
+            address.app.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
+        else { throw MailboxStoreError.invalidArgument("app") }
         let registered = now()
         let freshAlias = SecureRandom.base64URL(12)
+        let key = SignalKey()
+        let handle = SecureRandom.base64URL(16)
         return try await write { db, ledger in
             let existing = try db.queryOne("SELECT \(Self.deviceColumns) FROM devices WHERE token = ?", token)
                 .map(Self.device(from:))
             if let existing, existing.accountID == accountID {
                 try db.run(
-                    "UPDATE devices SET topic = ?, environment = ?, session_id = ?, updated_at = ? WHERE id = ?", topic,
-                    environment.rawValue, sessionID, registered, existing.id)
+                    """
+                    UPDATE devices SET service = ?, topic = ?, environment = ?, session_id = ?, updated_at = ?,
+                        signal_key = ?, handle = COALESCE(handle, ?)
+                    WHERE id = ?
+                    """,
+                    arguments: [
+                        address.service.rawValue, address.app, address.environment.rawValue, sessionID, registered,
+                        key.base64URL, handle, existing.id,
+                    ])
             } else if let existing {
                 try db.run("DELETE FROM signal_outbox WHERE device_id = ?", existing.id)
                 try db.run(
                     """
-                    UPDATE devices SET account_id = ?, session_id = ?, topic = ?, environment = ?, alias = ?,
-                        updated_at = ?, last_signal_at = 0, last_signalled_modseq = 0
+                    UPDATE devices SET account_id = ?, session_id = ?, service = ?, topic = ?, environment = ?,
+                        alias = ?, signal_key = ?, handle = ?, updated_at = ?, last_signal_at = 0,
+                        last_signalled_modseq = 0
                     WHERE id = ?
                     """,
                     arguments: [
-                        accountID, sessionID, topic, environment.rawValue, freshAlias, registered, existing.id,
+                        accountID, sessionID, address.service.rawValue, address.app, address.environment.rawValue,
+                        freshAlias, key.base64URL, handle, registered, existing.id,
                     ])
             } else {
                 try db.run(
                     """
-                    INSERT INTO devices (token, account_id, session_id, topic, environment, alias, created_at,
-                                         updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO devices (token, service, account_id, session_id, topic, environment, alias, signal_key,
+                                         handle, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     arguments: [
-                        token, accountID, sessionID, topic, environment.rawValue, freshAlias, registered, registered,
+                        token, address.service.rawValue, accountID, sessionID, address.app,
+                        address.environment.rawValue, freshAlias, key.base64URL, handle, registered, registered,
                     ])
             }
             guard
@@ -64,14 +87,20 @@ extension MailboxStore {
                     .map(Self.device(from:)),
                 let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64
             else { throw MailboxStoreError.notFound }
-            try db.run(
-                """
-                INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
-                ON CONFLICT (device_id) DO UPDATE SET modseq = \(db.dialect.greatest("signal_outbox.modseq", "excluded.modseq"))
-                """, device.id, modseq, registered)
+            try Self.queueSignal(db, deviceID: device.id, modseq: modseq, dueAt: registered)
             ledger.signalsQueued = true
             return device
         }
+    }
+
+    /// Queues a signal of `modseq` for a device: one outbox row per device, holding the newest modseq queued
+    /// (coalescing at commit). The one place a signal is queued.
+    static func queueSignal(_ db: any SQLConnection, deviceID: Int64, modseq: Int64, dueAt: Double) throws {
+        try db.run(
+            """
+            INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
+            ON CONFLICT (device_id) DO UPDATE SET modseq = \(db.dialect.greatest("signal_outbox.modseq", "excluded.modseq"))
+            """, deviceID, modseq, dueAt)
     }
 
     /// The account's devices.
@@ -82,24 +111,32 @@ extension MailboxStore {
         }
     }
 
-    /// Deletes the account's device with `token`. Returns whether it existed.
+    /// Deletes the account's device with the API id `handle`, or (for APNs devices, as before devices had ids) the
+    /// APNs device token `handle`. Returns whether it existed.
     @discardableResult
-    public func deleteDevice(token: String, accountID: Int64) async throws -> Bool {
+    public func deleteDevice(handle: String, accountID: Int64) async throws -> Bool {
         try await write { db, _ in
-            try db.run("DELETE FROM devices WHERE token = ? AND account_id = ?", token, accountID) == 1
+            if try db.run("DELETE FROM devices WHERE handle = ? AND account_id = ?", handle, accountID) == 1 {
+                return true
+            }
+            return try db.run(
+                "DELETE FROM devices WHERE token = ? AND service = 'apns' AND account_id = ?", handle.lowercased(),
+                accountID) == 1
         }
     }
 
-    /// Deletes a device APNs reported as unregistered, but only when APNs stopped accepting the token after the
-    /// device was last registered (a 410 timestamp older than the registration is stale). Returns whether it
-    /// was deleted.
+    /// Deletes a device its push service reported as gone, unless it was registered again since: with the
+    /// service's time of the report (`unregisteredAt`, APNs's 410 timestamp), only when that is later than the
+    /// registration; without one, only when the registration is still the one the signal was sent for
+    /// (`registeredAt`), so a re-registration during the send survives. Returns whether it was deleted.
     @discardableResult
-    public func deleteUnregisteredDevice(id: Int64, unregisteredAt: Double?) async throws -> Bool {
+    public func deleteUnregisteredDevice(id: Int64, registeredAt: Double, unregisteredAt: Double?) async throws -> Bool
+    {
         try await write { db, _ in
             if let unregisteredAt {
                 return try db.run("DELETE FROM devices WHERE id = ? AND updated_at < ?", id, unregisteredAt) == 1
             }
-            return try db.run("DELETE FROM devices WHERE id = ?", id) == 1
+            return try db.run("DELETE FROM devices WHERE id = ? AND updated_at <= ?", id, registeredAt) == 1
         }
     }
 }

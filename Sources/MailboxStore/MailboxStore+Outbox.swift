@@ -1,3 +1,4 @@
+import Push
 import SQLSupport
 
 extension MailboxStore {
@@ -11,8 +12,8 @@ extension MailboxStore {
         return try await write { db, _ in
             let rows = try db.query(
                 """
-                SELECT o.device_id, d.token, d.topic, d.environment, d.alias, o.modseq, o.attempts, d.account_id,
-                       a.modseq, d.updated_at
+                SELECT o.device_id, d.service, d.token, d.topic, d.environment, d.alias, d.signal_key, o.modseq,
+                       o.attempts, d.account_id, a.modseq AS account_modseq, d.updated_at
                 FROM signal_outbox o JOIN devices d ON d.id = o.device_id JOIN accounts a ON a.id = d.account_id
                 WHERE o.due_at <= ? AND o.next_attempt_at <= ? AND o.leased_until <= ?
                 ORDER BY o.due_at LIMIT ?\(db.dialect.claimRows(of: "o"))
@@ -20,18 +21,19 @@ extension MailboxStore {
             var items: [OutboxItem] = []
             var unreadByAccount: [Int64: Int] = [:]
             for row in rows {
-                let account = row[7].int64!
+                let account = try row.int64("account_id")
                 let unread = try unreadByAccount[account] ?? Self.unreadCount(db, accountID: account)
                 unreadByAccount[account] = unread
+                let deviceID = try row.int64("device_id")
                 try db.run(
                     "UPDATE signal_outbox SET leased_until = ?, leased_by = ? WHERE device_id = ?", time + lease, owner,
-                    row[0])
+                    deviceID)
                 items.append(
                     OutboxItem(
-                        deviceID: row[0].int64!, token: row[1].string!, topic: row[2].string!,
-                        environment: APNsEnvironment(rawValue: row[3].string!) ?? .production, alias: row[4].string!,
-                        modseq: row[5].int64!, state: self.state(row[8].int64!), unread: unread, attempts: row[6].int!,
-                        registeredAt: row[9].double!))
+                        deviceID: deviceID, address: try Self.address(from: row), alias: try row.string("alias"),
+                        signalKey: row["signal_key"].string.flatMap(SignalKey.init(base64URL:)),
+                        modseq: try row.int64("modseq"), state: self.state(try row.int64("account_modseq")),
+                        unread: unread, attempts: try row.int("attempts"), registeredAt: try row.double("updated_at")))
             }
             return items
         }
@@ -46,7 +48,7 @@ extension MailboxStore {
         try await write { db, _ in
             let bucket = try db.queryOne("SELECT pace_tokens, pace_at FROM devices WHERE id = ?", item.deviceID)
             let tokens = pacing.spending(
-                pacing.tokens(stored: bucket?[0].double, at: bucket?[1].double ?? 0, now: time))
+                pacing.tokens(stored: bucket?["pace_tokens"].double, at: bucket?["pace_at"].double ?? 0, now: time))
             try db.run(
                 """
                 UPDATE devices SET last_signal_at = ?, last_signalled_modseq = \(db.dialect.greatest("last_signalled_modseq", "?")),
@@ -66,8 +68,9 @@ extension MailboxStore {
         }
     }
 
-    /// Puts a failed signal back, to be tried again after `delay` seconds, recording a short error code
-    /// (never content).
+    /// Puts a failed signal back, to be tried again after `delay` seconds, counting the failure and recording a
+    /// short error code (never content). The delay is the dispatcher's backoff; a signal held back by a budget is
+    /// ``deferSignal(_:after:reason:)``, which is not a failure.
     public func rescheduleSignal(_ item: OutboxItem, after delay: Double, error: String) async throws {
         let next = now() + delay
         let code = String(error.prefix(64))
@@ -79,6 +82,26 @@ extension MailboxStore {
                 WHERE device_id = ?
                 """, next, code, item.deviceID)
         }
+    }
+
+    /// Holds a signal back for `delay` seconds without counting a failure (a background budget spent, a push
+    /// service's throttle): its attempts, and so its next backoff, stay as they were.
+    public func deferSignal(_ item: OutboxItem, after delay: Double, reason: String) async throws {
+        let next = now() + delay
+        let code = String(reason.prefix(64))
+        try await write { db, _ in
+            try db.run(
+                """
+                UPDATE signal_outbox
+                SET next_attempt_at = ?, leased_until = 0, leased_by = NULL, last_error = ?
+                WHERE device_id = ?
+                """, next, code, item.deviceID)
+        }
+    }
+
+    /// The failed attempts the device's outbox row has counted, or `nil` when it has no row (for tests).
+    public func signalAttempts(deviceID: Int64) async throws -> Int? {
+        try await read { db in try db.scalar("SELECT attempts FROM signal_outbox WHERE device_id = ?", deviceID).int }
     }
 
     /// Ends the leases this process (``Configuration/instanceID``) holds, making those rows claimable again at once;
@@ -114,19 +137,22 @@ extension MailboxStore {
     public func outboxStats() async throws -> OutboxStats {
         try await read { db in
             let row = try db.queryOne(
-                "SELECT count(*), coalesce(sum(CASE WHEN attempts > 0 THEN 1 ELSE 0 END), 0) FROM signal_outbox")
-            return OutboxStats(depth: row?[0].int ?? 0, retrying: row?[1].int ?? 0)
+                """
+                SELECT count(*) AS depth, coalesce(sum(CASE WHEN attempts > 0 THEN 1 ELSE 0 END), 0) AS retrying
+                FROM signal_outbox
+                """)
+            return OutboxStats(depth: row?["depth"].int ?? 0, retrying: row?["retrying"].int ?? 0)
         }
     }
 
-    /// The last modseq signalled to each of the account's devices, by device token (for tests and drills).
+    /// The last modseq signalled to each of the account's devices, by device address (for tests and drills).
     public func lastSignalledModseqs(accountID: Int64) async throws -> [String: Int64] {
         try await read { db in
             var result: [String: Int64] = [:]
             for row in try db.query(
                 "SELECT token, last_signalled_modseq FROM devices WHERE account_id = ?", accountID)
             {
-                result[row[0].string!] = row[1].int64!
+                result[try row.string("token")] = try row.int64("last_signalled_modseq")
             }
             return result
         }

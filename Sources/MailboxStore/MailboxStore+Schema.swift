@@ -179,5 +179,22 @@ extension MailboxStore {
                 );
                 CREATE INDEX rate_events_by_key ON rate_events (key, at);
                 """),
+        // Push services as peers: a device names its service (`apns` for every device before), its address kept
+        // as the service gives it; a random id for the API and a signal key (NULL for devices registered before:
+        // their signals carry no state tag). OAuth access tokens shared by every process sending for the store.
+        StoreMigration(
+            name: "007-push-services",
+            sql: """
+                ALTER TABLE devices ADD COLUMN service TEXT NOT NULL DEFAULT 'apns';
+                ALTER TABLE devices ADD COLUMN handle TEXT;
+                ALTER TABLE devices ADD COLUMN signal_key TEXT;
+                CREATE UNIQUE INDEX devices_by_handle ON devices (handle);
+                CREATE TABLE access_tokens (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    token TEXT NOT NULL,
+                    expires_at REAL NOT NULL,
+                    refreshing_until REAL NOT NULL DEFAULT 0
+                );
+                """),
     ]
 }

@@ -1,4 +1,7 @@
+import Push
 import SQLSupport
+
+extension MailboxStore: SharedTokenStore {}
 
 extension MailboxStore {
     /// The provider token every process signs APNs requests with for the signing key named `key`: the stored one
@@ -18,7 +21,7 @@ extension MailboxStore {
                 key)
             let row = try db.queryOne(
                 "SELECT token, issued_at FROM provider_tokens WHERE key = ?\(db.dialect.lockRows)", key)
-            if let token = row?[0].string, let issued = row?[1].double, !token.isEmpty {
+            if let token = row?["token"].string, let issued = row?["issued_at"].double, !token.isEmpty {
                 let age = time - issued
                 let fresh = age >= 0 && age < maxAge
                 if fresh && (token != stale || age < minimumAge) { return (token, issued) }
@@ -30,12 +33,53 @@ extension MailboxStore {
         }
     }
 
+    /// The access token stored under `key` while it stays valid for `minimumValidity` more seconds and is not
+    /// `stale`; otherwise the refresh goes to one caller at a time for `lease` seconds (the row is locked for the
+    /// decision), and the others wait for the token it stores.
+    public func claimAccessToken(
+        key: String, minimumValidity: Double, replacing stale: String?, lease: Double
+    )
+        async throws -> AccessTokenClaim
+    {
+        let time = now()
+        return try await write { db, _ in
+            try db.run(
+                "INSERT INTO access_tokens (key, token, expires_at) VALUES (?, '', 0) ON CONFLICT (key) DO NOTHING", key
+            )
+            guard
+                let row = try db.queryOne(
+                    "SELECT token, expires_at, refreshing_until FROM access_tokens WHERE key = ?\(db.dialect.lockRows)",
+                    key)
+            else { return .refresh }
+            let token = try row.string("token")
+            let expires = try row.double("expires_at")
+            if !token.isEmpty, token != stale, expires - time >= minimumValidity {
+                return .valid(token: token, expiresAt: expires)
+            }
+            if try row.double("refreshing_until") > time { return .wait }
+            try db.run("UPDATE access_tokens SET refreshing_until = ? WHERE key = ?", time + lease, key)
+            return .refresh
+        }
+    }
+
+    /// Stores the access token a refresh fetched and ends the refresh.
+    public func storeAccessToken(key: String, token: String, expiresAt: Double) async throws {
+        try await write { db, _ in
+            try db.run(
+                """
+                INSERT INTO access_tokens (key, token, expires_at, refreshing_until) VALUES (?, ?, ?, 0)
+                ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at,
+                    refreshing_until = 0
+                """, key, token, expiresAt)
+        }
+    }
+
     /// The times of the events recorded under `key` within the last `window` seconds, oldest first.
     public func recentEvents(_ key: String, within window: Double) async throws -> [Double] {
         let since = now() - window
         return try await read { db in
-            try db.query("SELECT at FROM rate_events WHERE key = ? AND at > ? ORDER BY at", key, since).compactMap {
-                $0[0].double
+            try db.query("SELECT at FROM rate_events WHERE key = ? AND at > ? ORDER BY at", key, since).map {
+                try $0.double("at")
             }
         }
     }

@@ -38,6 +38,8 @@ public final class MailboxStore: Sendable {
     let engine: any StoreEngine
     let configuration: Configuration
     let now: @Sendable () -> Double
+    /// The store's clock now, seconds since 1970: what every rule about time (due rows, budgets, leases) reads.
+    public var currentTime: Double { now() }
     /// The random epoch of this store, the first part of every state string.
     public let epoch: String
     /// A fixed scrypt hash verified when a username does not exist, so both paths cost the same.
@@ -176,19 +178,17 @@ public final class MailboxStore: Sendable {
         var claimable = false
         for device in try db.query(
             """
-            SELECT d.id, d.pace_tokens, d.pace_at, \(db.dialect.greatest("o.due_at", "o.next_attempt_at", "o.leased_until"))
+            SELECT d.id, d.pace_tokens, d.pace_at,
+                   \(db.dialect.greatest("o.due_at", "o.next_attempt_at", "o.leased_until")) AS claimable_at
             FROM devices d LEFT JOIN signal_outbox o ON o.device_id = d.id WHERE d.account_id = ?
             """, account)
         {
-            let tokens = pacing.tokens(stored: device[1].double, at: device[2].double ?? 0, now: time)
+            let tokens = pacing.tokens(
+                stored: device["pace_tokens"].double, at: device["pace_at"].double ?? 0, now: time)
             let due = pacing.dueTime(tokens: tokens, now: time)
             // A pending row keeps its due time; a new one is due as pacing allows.
-            if (device[3].double ?? due) <= time { claimable = true }
-            try db.run(
-                """
-                INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
-                ON CONFLICT (device_id) DO UPDATE SET modseq = \(db.dialect.greatest("signal_outbox.modseq", "excluded.modseq"))
-                """, device[0], modseq, due)
+            if (device["claimable_at"].double ?? due) <= time { claimable = true }
+            try queueSignal(db, deviceID: try device.int64("id"), modseq: modseq, dueAt: due)
         }
         return claimable
     }

@@ -1,3 +1,5 @@
+import Push
+
 /// The role of a mailbox; each account has exactly one mailbox of each role.
 public enum MailboxRole: String, Sendable, Codable, CaseIterable {
     /// Where deliveries land.
@@ -172,26 +174,19 @@ public struct SessionRecord: Sendable, Equatable {
     public var deviceName: String
 }
 
-/// The APNs environment a device token belongs to.
-public enum APNsEnvironment: String, Sendable, Codable, CaseIterable {
-    /// Development builds (api.sandbox.push.apple.com).
-    case sandbox
-    /// App Store and TestFlight builds (api.push.apple.com).
-    case production
-}
-
 /// A registered device.
 public struct DeviceRecord: Sendable, Equatable {
     /// The internal device id.
     public var id: Int64
-    /// The APNs device token (64 lowercase hex characters).
-    public var token: String
-    /// The app's bundle id.
-    public var topic: String
-    /// The APNs environment.
-    public var environment: APNsEnvironment
+    /// The device's id in the API (`POST /v1/devices` answers it, `DELETE /v1/devices/{id}` takes it): random,
+    /// opaque. `nil` for a device registered before devices had one (it is deleted by its APNs token).
+    public var handle: String?
+    /// Where the device is reached: its push service, the service's address for it, its app and environment.
+    public var address: PushAddress
     /// A random opaque alias sent in signals instead of any account identifier.
     public var alias: String
+    /// The key the device's signals tag states with; `nil` for a device registered before signal keys existed.
+    public var signalKey: SignalKey?
     /// The owning account.
     public var accountID: Int64
     /// When it was registered (or last re-registered), seconds since 1970.
@@ -228,23 +223,21 @@ public struct MessagePage: Sendable, Equatable {
 public struct OutboxItem: Sendable, Equatable {
     /// The device.
     public var deviceID: Int64
-    /// Its APNs token.
-    public var token: String
-    /// Its topic (bundle id).
-    public var topic: String
-    /// Its environment.
-    public var environment: APNsEnvironment
+    /// Where it is reached.
+    public var address: PushAddress
     /// Its opaque alias.
     public var alias: String
+    /// Its signal key, if it has one.
+    public var signalKey: SignalKey?
     /// The account's modseq the row holds (the claim).
     public var modseq: Int64
     /// The account's state now.
     public var state: SyncState
     /// The account's unread count now (the badge).
     public var unread: Int
-    /// Failed attempts so far.
+    /// Failed attempts so far (deferrals for a budget or pacing are not failures).
     public var attempts: Int
-    /// When the device was registered, seconds since 1970 (to judge a 410's timestamp).
+    /// When the device was registered, seconds since 1970 (a report that it is gone is judged against it).
     public var registeredAt: Double
 }
 

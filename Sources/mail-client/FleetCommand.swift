@@ -11,12 +11,17 @@ enum FleetCommand {
     static let usage = """
         usage: mail-client fleet --server URL [--ca PEM] --sim URL --state-dir DIR [options] < DEVICES
 
-        Runs one simulated device per line of standard input, "NAME USERNAME PASSWORD", each as `mail-client run`
-        would (cache in DIR/NAME). Every event line carries the device's NAME as "device". A device that cannot
-        start ends the whole fleet with status 1.
+        Runs one simulated device per line of standard input, "NAME USERNAME PASSWORD [SERVICE]", each as
+        `mail-client run` would (cache in DIR/NAME); SERVICE (apns or fcm, default --service) mixes services in one
+        fleet. Every event line carries the device's NAME as "device". A device that cannot start ends the whole
+        fleet with status 1.
 
         \(ServerOptions.usage)
-          --sim URL               apns-sim device-side base URL
+          --sim URL               apns-sim device-side base URL (for apns devices)
+          --fcm-sim URL           fcm-sim device-side base URL (for fcm devices)
+          --service S             the service of lines that name none: apns (default) or fcm
+          --app PACKAGE           fcm devices' Android package (default: com.example.signalfetch)
+          --fcm-project ID        fcm devices' Firebase project (default: signalfetch-dev)
           --sim-ca PEM            CA for an https --sim (default: --ca)
           --state-dir DIR         folder for the devices' caches
           --topic BUNDLE_ID       push topic (default: com.example.signalfetch)
@@ -30,28 +35,41 @@ enum FleetCommand {
 
     static let flags: Set<String> = ServerOptions.flags.union([
         "sim", "sim-ca", "state-dir", "topic", "environment", "fallback-interval", "signal-deadline", "page-size",
-        "start-concurrency",
+        "start-concurrency", "fcm-sim", "service", "app", "fcm-project",
     ])
 
     static func main(_ argv: [String]) async throws {
         let arguments = try parse(argv, usage: usage, known: flags)
         let server = try ServerOptions(arguments)
         let stateDirectory = try arguments.required("state-dir")
-        let sim = try arguments.required("sim")
+        let defaultService = arguments.string("service", default: "apns")
+        guard ["apns", "fcm"].contains(defaultService) else { throw UsageError("--service must be apns or fcm") }
         let environment = arguments.string("environment", default: "sandbox")
         guard ["sandbox", "production"].contains(environment) else {
             throw UsageError("--environment must be sandbox or production")
         }
         let startConcurrency = try arguments.int("start-concurrency", default: 16)
         guard startConcurrency > 0 else { throw UsageError("--start-concurrency must be positive") }
-        var devices: [(name: String, username: String, password: String)] = []
+        var devices: [(name: String, username: String, password: String, service: String)] = []
         while let line = readLine(strippingNewline: true) {
             let parts = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
             guard !parts.isEmpty else { continue }
-            guard parts.count == 3, !parts[0].contains("/") else {
-                throw UsageError("each line of standard input is NAME USERNAME PASSWORD (got \(parts.count) fields)")
+            guard parts.count == 3 || parts.count == 4, !parts[0].contains("/") else {
+                throw UsageError(
+                    "each line of standard input is NAME USERNAME PASSWORD [SERVICE] (got \(parts.count) fields)")
             }
-            devices.append((parts[0], parts[1], parts[2]))
+            let service = parts.count == 4 ? parts[3] : defaultService
+            guard ["apns", "fcm"].contains(service) else {
+                throw UsageError("SERVICE must be apns or fcm (device \(parts[0]))")
+            }
+            devices.append((parts[0], parts[1], parts[2], service))
+        }
+        let sims = (apns: arguments.string("sim"), fcm: arguments.string("fcm-sim"))
+        if devices.contains(where: { $0.service == "apns" }), sims.apns == nil {
+            throw UsageError("--sim is required for apns devices")
+        }
+        if devices.contains(where: { $0.service == "fcm" }), sims.fcm == nil {
+            throw UsageError("--fcm-sim is required for fcm devices")
         }
         guard !devices.isEmpty else { throw UsageError("no devices on standard input") }
 
@@ -67,6 +85,7 @@ enum FleetCommand {
                 requestTimeout: .seconds(30), maximumConnectionsPerHost: devices.count + 16))
         var clients: [(String, DeviceClient)] = []
         for device in devices {
+            let sim = (device.service == "fcm" ? sims.fcm : sims.apns) ?? ""
             let options = RunCommand.Options(
                 username: device.username, stateDirectory: stateDirectory + "/" + device.name, sim: sim,
                 simCA: nil, topic: arguments.string("topic", default: "com.example.signalfetch"),
@@ -74,13 +93,15 @@ enum FleetCommand {
                 fallbackInterval: try arguments.double("fallback-interval", default: 300),
                 signalDeadline: try arguments.double("signal-deadline", default: 25),
                 pageSize: try arguments.int("page-size", default: 100), once: false, untilMessages: nil,
-                untilState: nil, timeout: nil)
+                untilState: nil, timeout: nil, service: device.service,
+                app: arguments.string("app", default: "com.example.signalfetch"),
+                fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))
             try FileManager.default.createDirectory(atPath: options.stateDirectory, withIntermediateDirectories: true)
             let client = DeviceClient(
                 options: options, password: device.password,
                 cache: try SQLiteMailCache(path: RunCommand.cachePath(options.stateDirectory)),
                 transport: try HTTPMailTransport(baseURL: server.server, client: api),
-                device: SimulatorDevice(baseURL: sim, client: simulator))
+                device: SimulatorDevice(baseURL: sim, client: simulator, kind: options.simulatorKind))
             clients.append((device.name, client))
         }
         let fleet = clients

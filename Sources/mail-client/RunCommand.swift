@@ -4,12 +4,14 @@ import HTTPClient
 import MailSync
 import MailSyncHTTP
 import MailSyncSQLite
+import OpenSSLCrypto
 
 enum RunCommand {
     static let usage = """
         usage: mail-client run --server URL [--ca PEM] --sim URL --username U --state-dir DIR [options]
 
-        A simulated device: registers with apns-sim, logs in to mailboxd (password on standard input),
+        A simulated device: registers with apns-sim (or fcm-sim with --service fcm), logs in to mailboxd
+        (password on standard input),
         registers its device token, holds the notification stream and syncs on launch, on each signal and on
         a fallback timer. Prints one JSON object per line, each with an "event" key:
           registered {deviceToken, alias}   signal {apnsId, pushType, priority, collapseId, payload}
@@ -19,7 +21,10 @@ enum RunCommand {
           error {code, message}             exit {reason}
 
         \(ServerOptions.usage)
-          --sim URL               apns-sim device-side base URL, e.g. http://127.0.0.1:2198
+          --service S             apns (default) or fcm: the push service the device is reached through
+          --sim URL               the simulator's device-side base URL, e.g. http://127.0.0.1:2198
+          --app PACKAGE           with --service fcm: the Android package (default: com.example.signalfetch)
+          --fcm-project ID        with --service fcm: the Firebase project (default: signalfetch-dev)
           --sim-ca PEM            CA for an https --sim (default: --ca)
           --username U            account to log in as
           --state-dir DIR         folder for the local cache (created when missing)
@@ -40,7 +45,8 @@ enum RunCommand {
 
     static let flags: Set<String> = ServerOptions.flags.union([
         "sim", "sim-ca", "username", "state-dir", "topic", "environment", "device-name", "fallback-interval",
-        "signal-deadline", "page-size", "until-messages", "until-state", "timeout", "once",
+        "signal-deadline", "page-size", "until-messages", "until-state", "timeout", "once", "service", "app",
+        "fcm-project",
     ])
 
     static func cachePath(_ stateDirectory: String) -> String {
@@ -67,7 +73,11 @@ enum RunCommand {
                 try arguments.int("until-messages", default: 0)
             },
             untilState: arguments.string("until-state"),
-            timeout: try arguments.string("timeout").map { _ in try arguments.double("timeout", default: 0) })
+            timeout: try arguments.string("timeout").map { _ in try arguments.double("timeout", default: 0) },
+            service: arguments.string("service", default: "apns"),
+            app: arguments.string("app", default: "com.example.signalfetch"),
+            fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))
+        guard ["apns", "fcm"].contains(options.service) else { throw UsageError("--service must be apns or fcm") }
         guard ["sandbox", "production"].contains(options.environment) else {
             throw UsageError("--environment must be sandbox or production")
         }
@@ -84,7 +94,7 @@ enum RunCommand {
                 client: HTTPClient(
                     configuration: .init(
                         httpVersion: .http1, tls: TLSConfiguration(caFile: options.simCA), requestTimeout: .seconds(30))
-                ))
+                ), kind: options.simulatorKind)
         }
         let client = DeviceClient(
             options: options, password: password, cache: cache, transport: transport, device: device)
@@ -107,6 +117,14 @@ enum RunCommand {
         var untilMessages: Int?
         var untilState: String?
         var timeout: Double?
+        var service: String
+        var app: String
+        var fcmProject: String
+
+        /// What the device registers as with its simulator.
+        var simulatorKind: SimulatorDevice.Kind {
+            service == "fcm" ? .fcm(app: app, project: fcmProject) : .apns(topic: topic, environment: environment)
+        }
     }
 }
 
@@ -121,6 +139,10 @@ actor DeviceClient {
     let device: SimulatorDevice?
     private var engine: SyncEngine?
     private var deviceToken: String?
+    /// The server's id of the registration (what unregistering names).
+    private var deviceID: String?
+    /// Compares signals' tags with the local state's, under the registration's signal key.
+    private var tagger: SignalTagger?
     private var reloginAttempted = false
 
     init(
@@ -148,6 +170,7 @@ actor DeviceClient {
             fallbackInterval: options.once || options.fallbackInterval == 0
                 ? nil : .milliseconds(Int(options.fallbackInterval * 1000)))
         let engine = try SyncEngine(transport: transport, cache: cache, configuration: configuration)
+        await engine.useSignalTagger(tagger)
         self.engine = engine
         let printer = Task { await self.printEvents(engine) }
         if options.once {
@@ -167,12 +190,8 @@ actor DeviceClient {
     // MARK: - Registration
 
     private func registerDevice(_ device: SimulatorDevice) async throws -> String {
-        let topic = options.topic
-        let environment = options.environment
         do {
-            return try await withStartupRetries("device registration") {
-                try await device.register(topic: topic, environment: environment)
-            }
+            return try await withStartupRetries("device registration") { try await device.register() }
         } catch {
             fail(error, context: "device registration failed")
         }
@@ -196,18 +215,28 @@ actor DeviceClient {
 
     private func registerWithServer(_ token: String) async throws {
         let transport = self.transport
-        let (topic, environment) = (options.topic, options.environment)
+        let (topic, environment, app, service) = (options.topic, options.environment, options.app, options.service)
         let registration: DeviceRegistration
         do {
             registration = try await withStartupRetries("device registration with the server") {
-                try await transport.registerDevice(token: token, topic: topic, environment: environment)
+                service == "fcm"
+                    ? try await transport.registerFCMDevice(token: token, app: app)
+                    : try await transport.registerDevice(token: token, topic: topic, environment: environment)
             }
         } catch {
             fail(error, context: "device registration with the server failed")
         }
+        deviceID = registration.id
+        tagger = registration.signalKey.flatMap { key in
+            SignalTagger(signalKey: key) { key, message in HMACSHA256.authenticationCode(for: message, key: key) }
+        }
+        await engine?.useSignalTagger(tagger)
         EventOutput.emit(
             "registered",
-            [("deviceToken", .string(token)), ("alias", registration.alias.map(JSONValue.string) ?? .null)])
+            [
+                ("deviceToken", .string(token)), ("service", .string(options.service)),
+                ("alias", registration.alias.map(JSONValue.string) ?? .null),
+            ])
     }
 
     // MARK: - Signals
@@ -243,19 +272,11 @@ actor DeviceClient {
     }
 
     private func handle(_ event: ServerSentEvent) {
-        guard let notification = SimulatorNotification(json: event.data) else {
+        guard let kind = device?.kind, let notification = SimulatorNotification(json: event.data, kind: kind) else {
             EventOutput.error("invalidSignal", "a notification could not be parsed")
             return
         }
-        EventOutput.emit(
-            "signal",
-            [
-                ("apnsId", notification.apnsId.map(JSONValue.string) ?? .null),
-                ("pushType", notification.pushType.map(JSONValue.string) ?? .null),
-                ("priority", notification.priority.map(JSONValue.int) ?? .null),
-                ("collapseId", notification.collapseId.map(JSONValue.string) ?? .null),
-                ("payload", JSONValue.object(notification.payload)),
-            ])
+        EventOutput.emit("signal", notification.fields + [("payload", JSONValue.object(notification.payload))])
         if let badge = notification.badge { EventOutput.emit("badge", [("badge", .int(badge))]) }
         guard let engine else { return }
         let state = notification.state
@@ -373,7 +394,7 @@ actor DeviceClient {
     /// Best-effort cleanup: unregisters the device from mailboxd and ends the session.
     func shutDown() async {
         if let engine { await engine.stopFallbackTimer() }
-        if let token = deviceToken { try? await transport.unregisterDevice(token: token) }
+        if let id = deviceID ?? deviceToken { try? await transport.unregisterDevice(token: id) }
         try? await transport.logout()
     }
 }

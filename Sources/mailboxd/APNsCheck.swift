@@ -3,6 +3,8 @@ import CommandLineSupport
 import Foundation
 import MailboxService
 import MailboxStore
+import Push
+import PushAPNs
 
 /// `mailboxd apns-check`: sends one background signal to a device token exactly as `serve` would signal it
 /// (same apps, endpoints, keys and saved provider token), prints APNs's answer and, for a refusal, its likely
@@ -15,7 +17,7 @@ enum APNsCheck {
         try args.rejectUnknownFlags(known: knownFlags)
         let configuration = try Serve.apnsConfiguration(args, dataDir: dataDir)
         let token = try args.required("token")
-        guard let environment = APNsEnvironment(rawValue: try args.required("environment")) else {
+        guard let environment = PushEnvironment(rawValue: try args.required("environment")) else {
             throw UsageError("--environment must be sandbox or production")
         }
         let topics = configuration.apps.map(\.topic)
@@ -29,7 +31,7 @@ enum APNsCheck {
             throw UsageError("--token must be hexadecimal, usually 64 characters")
         }
         // The saved provider token is reused, so a check never counts as a token update against a running serve.
-        let sender = try APNsSignalSender(
+        let sender = try APNsPushService(
             configuration: configuration, legacyPayloadLimit: args.flag("legacy-payload-limit"),
             tokenCacheDirectory: dataDir + "/apns", idleTimeout: .seconds(60))
         let check = try await sender.check(token: token, topic: topic, environment: environment)

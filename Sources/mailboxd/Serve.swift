@@ -3,6 +3,9 @@ import Foundation
 import MailIngest
 import MailboxService
 import MailboxStore
+import Push
+import PushAPNs
+import PushFCM
 import SQLiteKit
 
 /// `mailboxd serve`: reads the configuration, starts the service, and stops it on SIGTERM or SIGINT.
@@ -11,7 +14,7 @@ enum Serve {
         "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "signal-burst",
         "signal-refill-per-minute",
         "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
-        "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id",
+        "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id", "fcm-config",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -41,7 +44,7 @@ enum Serve {
                 throw UsageError("--apns-config \(error.message)")
             }
         }
-        guard let kind = APNsSignalSender.Kind(rawValue: args.string("signal-kind", default: "badge")) else {
+        guard let kind = PushSignal.Kind(rawValue: args.string("signal-kind", default: "badge")) else {
             throw UsageError("--signal-kind must be badge or background")
         }
         let app = APNsConfiguration.App(
@@ -68,6 +71,16 @@ enum Serve {
                 caFile: args.string("apns-ca"), apps: [app])
         } catch {
             throw UsageError("--apns-url/--apns-sandbox-url/--apns-topic: \(error.message)")
+        }
+    }
+
+    /// The Android apps, from `--fcm-config`, when given.
+    static func fcmConfiguration(_ args: Arguments) throws -> FCMConfiguration? {
+        guard let file = args.string("fcm-config") else { return nil }
+        do {
+            return try FCMConfiguration(file: file)
+        } catch {
+            throw UsageError("--fcm-config \(error.message)")
         }
     }
 
@@ -134,14 +147,26 @@ enum Serve {
 
         configuration.lmtp = try lmtpConfiguration(args)
 
-        let sender = try APNsSignalSender(
-            configuration: try apnsConfiguration(args, dataDir: dataDir),
-            legacyPayloadLimit: args.flag("legacy-payload-limit"), tokenCacheDirectory: dataDir + "/apns")
+        var services: [any PushService] = []
+        // APNs unless only FCM is configured.
+        let apns: APNsPushService?
+        if args.string("fcm-config") == nil || args.string("apns-config") != nil || args.string("apns-topic") != nil {
+            let service = try APNsPushService(
+                configuration: try apnsConfiguration(args, dataDir: dataDir),
+                legacyPayloadLimit: args.flag("legacy-payload-limit"), tokenCacheDirectory: dataDir + "/apns")
+            services.append(service)
+            apns = service
+        } else {
+            apns = nil
+        }
+        let fcm = try fcmConfiguration(args)
+        if let fcm { services.append(FCMPushService(configuration: fcm)) }
+        let router = PushRouter(services)
         var dispatcher = SignalDispatcher.Configuration()
         dispatcher.backgroundBudget = try args.int("background-budget", default: 3)
 
         let service = try MailboxService(
-            configuration: configuration, sender: sender, dispatcherConfiguration: dispatcher,
+            configuration: configuration, router: router, dispatcherConfiguration: dispatcher,
             log: { message in printError(message) })
         let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
         printError(
@@ -150,13 +175,19 @@ enum Serve {
         if let lmtp = configuration.lmtp, let port = service.lmtpPort {
             printError("mailboxd: LMTP on \(lmtp.host):\(port) as \(lmtp.session.hostname)")
         }
-        let apps = sender.configuration.apps.map(\.topic).joined(separator: ", ")
-        printError(
-            "mailboxd: APNs production \(sender.configuration.production), sandbox \(sender.configuration.sandbox); "
-                + "apps \(apps)")
+        if let apns {
+            let apps = apns.configuration.apps.map(\.topic).joined(separator: ", ")
+            printError(
+                "mailboxd: APNs production \(apns.configuration.production), sandbox \(apns.configuration.sandbox); "
+                    + "apps \(apps)")
+        }
+        if let fcm {
+            printError(
+                "mailboxd: FCM \(fcm.endpoint); apps \(fcm.apps.map(\.app).joined(separator: ", "))")
+        }
         await TerminationSignals.wait()
         printError("mailboxd: shutting down")
         await service.shutdown()
-        sender.shutdown()
+        router.shutdown()
     }
 }

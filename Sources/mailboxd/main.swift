@@ -33,10 +33,12 @@ let usage = """
       --apns-key F              APNs signing key, .p8 (default DIR/apns/key.p8)
       --apns-key-id ID          key id (default: contents of DIR/apns/key-id)
       --apns-team-id ID         team id (default: contents of DIR/apns/team-id)
-      --apns-topic BUNDLE_ID    the app's bundle id (required)
+      --apns-topic BUNDLE_ID    the app's bundle id (required unless only --fcm-config is given)
       --signal-kind KIND        badge (badge + content-available, push type alert; default) or background
       --apns-config FILE        several apps and both endpoints in one JSON file (instead of the --apns-* flags,
                                 --apns-ca and --signal-kind; see docs/apns.md)
+      --fcm-config FILE         Android apps signalled through FCM HTTP v1: endpoint, service accounts,
+                                signal kinds (JSON; see docs/fcm.md)
       --signal-burst N          signals a quiet device may get back to back (default 20)
       --signal-refill-per-minute N
                                 signals a device gets back each minute once its burst is spent (default 60);
@@ -82,7 +84,8 @@ await runCommand(usage: usage) {
     case "dev-setup":
         try args.rejectUnknownFlags(known: ["data-dir", "hosts"])
         let hosts = args.string("hosts").map { $0.split(separator: ",").map(String.init) } ?? DevSetup.defaultHosts
-        let created = try DevSetup.run(dataDirectory: dataDir, hosts: hosts)
+        var created = try DevSetup.run(dataDirectory: dataDir, hosts: hosts)
+        created += try DevServiceAccount.write(dataDirectory: dataDir)
         for path in created { print("created \(path)") }
         if created.isEmpty { print("dev-setup: everything already exists in \(dataDir)") }
     case "migrate":

@@ -4,9 +4,9 @@ import Foundation
 /// The APNs benchmark workload: content-free signals through ``APNsClient`` to a gateway, and the pieces the
 /// baselines need to send exactly the same requests (payload bytes, headers, a provider token).
 enum APNsBenchmarks {
-    /// The signal every benchmark notification carries: a badge, `content-available`, an alias and a state.
+    /// The signal every benchmark notification carries: a badge, `content-available`, an alias and a state tag.
     static func signal() throws -> ContentFreeSignal {
-        try ContentFreeSignal(badge: 3, alias: "bench-alias-0001", state: "00000000000000a1-42")
+        try ContentFreeSignal(badge: 3, alias: "bench-alias-0001", tag: "Qk3xY0_bench-tag")
     }
 
     /// A fixed `apns-expiration` (1 January 2100), so every client sends identical headers.

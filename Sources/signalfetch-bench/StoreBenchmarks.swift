@@ -1,5 +1,6 @@
 import Foundation
 import MailboxStore
+import Push
 import SQLiteKit
 
 /// MailboxStore benchmarks: group-committed deliveries against one transaction per message, and the cost of
@@ -40,8 +41,10 @@ enum StoreBenchmarks {
             let account = try await store.createAccount(username: "bench", password: "bench-password")
             for n in 1...2 {
                 try await store.registerDevice(
-                    token: String(repeating: String(format: "%02x", n), count: 32), topic: "com.example.mail",
-                    environment: .sandbox, accountID: account.id, sessionID: nil)
+                    address: PushAddress(
+                        service: .apns, token: String(repeating: String(format: "%02x", n), count: 32),
+                        app: "com.example.mail", environment: .sandbox),
+                    accountID: account.id, sessionID: nil)
             }
         }
         return store

@@ -1,5 +1,6 @@
 import Foundation
 import OpenSSLCrypto
+import Push
 import TestSupport
 import Testing
 
@@ -28,7 +29,7 @@ struct APNsClientTests {
         let server = try ScriptedAPNsServer(answers: [testDeviceToken(1).hex: .init(uniqueId: "u-123")])
         let client = makeClient(server)
         let apnsID = UUID()
-        let signal = try ContentFreeSignal(badge: 4, alias: "dev-Alias_1", state: "3-9f")
+        let signal = try ContentFreeSignal(badge: 4, alias: "dev-Alias_1", tag: "q1w2e3r4t5y6u7i8")
         let notification = try APNsNotification(
             deviceToken: testDeviceToken(1), signal: signal, topic: testTopic, collapseID: try CollapseID("acct-1"),
             apnsID: apnsID)
@@ -40,7 +41,8 @@ struct APNsClientTests {
         let request = try #require(try server.stats().requests.first)
         #expect(request.method == "POST")
         #expect(request.path == "/3/device/" + testDeviceToken(1).hex)
-        #expect(request.body == #"{"aps":{"badge":4,"content-available":1},"acct":"dev-Alias_1","st":"3-9f"}"#)
+        #expect(
+            request.body == #"{"aps":{"badge":4,"content-available":1},"acct":"dev-Alias_1","st":"q1w2e3r4t5y6u7i8"}"#)
         #expect(request.headers["apns-push-type"] == "alert")
         #expect(request.headers["apns-priority"] == "10")
         #expect(request.headers["apns-topic"] == "com.example.signalfetch")
@@ -59,11 +61,12 @@ struct APNsClientTests {
         let server = try ScriptedAPNsServer(tls: false)
         let client = makeClient(server)
         let notification = try APNsNotification(
-            deviceToken: testDeviceToken(2), signal: .background(state: try SyncState("ff")), topic: testTopic,
+            deviceToken: testDeviceToken(2), signal: .background(tag: try StateTag("Z9_-x8Y7w6V5u4T3")),
+            topic: testTopic,
             expiration: .immediately)
         _ = try await client.send(notification)
         let request = try #require(try server.stats().requests.first)
-        #expect(request.body == #"{"aps":{"content-available":1},"st":"ff"}"#)
+        #expect(request.body == #"{"aps":{"content-available":1},"st":"Z9_-x8Y7w6V5u4T3"}"#)
         #expect(request.headers["apns-push-type"] == "background")
         #expect(request.headers["apns-priority"] == "5")
         #expect(request.headers["apns-expiration"] == "0")

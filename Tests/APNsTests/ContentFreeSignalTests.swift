@@ -1,4 +1,5 @@
 import Foundation
+import Push
 import Testing
 
 @testable import APNs
@@ -12,18 +13,19 @@ struct ContentFreeSignalTests {
 
     @Test func backgroundPayloadBytes() throws {
         #expect(text(.background()) == #"{"aps":{"content-available":1}}"#)
-        let signal = ContentFreeSignal.background(alias: try DeviceAlias("Ab_-9z"), state: try SyncState("1f-2e"))
-        #expect(text(signal) == #"{"aps":{"content-available":1},"acct":"Ab_-9z","st":"1f-2e"}"#)
-        let stateOnly = try ContentFreeSignal(alias: nil, state: "00ff")
-        #expect(text(stateOnly) == #"{"aps":{"content-available":1},"st":"00ff"}"#)
+        let signal = ContentFreeSignal.background(
+            alias: try DeviceAlias("Ab_-9z"), tag: try StateTag("q1w2e3r4t5y6u7i8"))
+        #expect(text(signal) == #"{"aps":{"content-available":1},"acct":"Ab_-9z","st":"q1w2e3r4t5y6u7i8"}"#)
+        let stateOnly = try ContentFreeSignal(alias: nil, tag: "Z9_-x8Y7w6V5u4T3")
+        #expect(text(stateOnly) == #"{"aps":{"content-available":1},"st":"Z9_-x8Y7w6V5u4T3"}"#)
     }
 
     @Test func badgePayloadBytes() throws {
-        let both = try ContentFreeSignal(badge: 3, alias: "acct01", state: "7-12")
-        #expect(text(both) == #"{"aps":{"badge":3,"content-available":1},"acct":"acct01","st":"7-12"}"#)
+        let both = try ContentFreeSignal(badge: 3, alias: "acct01", tag: "q1w2e3r4t5y6u7i8")
+        #expect(text(both) == #"{"aps":{"badge":3,"content-available":1},"acct":"acct01","st":"q1w2e3r4t5y6u7i8"}"#)
         let badgeOnly = try ContentFreeSignal(badge: 0, contentAvailable: false)
         #expect(text(badgeOnly) == #"{"aps":{"badge":0}}"#)
-        let large = try ContentFreeSignal(badge: 120_000, contentAvailable: false, alias: "x", state: nil)
+        let large = try ContentFreeSignal(badge: 120_000, contentAvailable: false, alias: "x", tag: nil)
         #expect(text(large) == #"{"aps":{"badge":120000},"acct":"x"}"#)
     }
 
@@ -79,7 +81,8 @@ struct ContentFreeSignalTests {
         "", String(repeating: "a", count: 65), "a b", "a.b", "a/b", "a+b", "a=b", "é", "\"", "a\nb", "{}",
     ])
     func aliasRejects(_ value: String) {
-        #expect(throws: APNsValidationError.invalidAlias) { try DeviceAlias(value) }
+        #expect(throws: SignalFieldError.invalidAlias) { try DeviceAlias(value) }
+        #expect(throws: APNsValidationError.invalidAlias) { try ContentFreeSignal(alias: value, tag: nil) }
     }
 
     @Test func aliasAccepts() throws {
@@ -87,14 +90,19 @@ struct ContentFreeSignalTests {
         _ = try DeviceAlias("0123456789abcdefABCDEF_-")
     }
 
-    @Test(arguments: ["", String(repeating: "a", count: 65), "ABC", "g", "1 2", "1_2", "1.2", "\"x\""])
+    @Test(arguments: [
+        "", String(repeating: "a", count: 15), String(repeating: "a", count: 17), "0123456789abcde.",
+        "0123456789 abcde",
+        "0123456789abcd\"x", "0123456789abcdé",
+    ])
     func stateRejects(_ value: String) {
-        #expect(throws: APNsValidationError.invalidState) { try SyncState(value) }
+        #expect(throws: SignalFieldError.invalidStateTag) { try StateTag(value) }
+        #expect(throws: APNsValidationError.invalidState) { try ContentFreeSignal(alias: nil, tag: value) }
     }
 
     @Test func stateAccepts() throws {
-        _ = try SyncState(String(repeating: "f", count: 64))
-        _ = try SyncState("0123456789abcdef-")
+        _ = try StateTag(String(repeating: "f", count: 16))
+        _ = try StateTag("0123456789AZaz_-")
     }
 
     @Test func deviceTokenValidation() throws {

@@ -21,8 +21,8 @@ struct PayloadGuardTests {
     @Test(arguments: [
         #"{"aps":{"content-available":1}}"#,
         #"{"aps":{"badge":0}}"#,
-        #"{"aps":{"badge":9223372036854775807,"content-available":1},"acct":"a-_Z9","st":"0-f"}"#,
-        #"{ "st" : "ab", "aps" : { "content-available" : 1 } }"#,
+        #"{"aps":{"badge":9223372036854775807,"content-available":1},"acct":"a-_Z9","st":"q1w2e3r4t5y6u7i8"}"#,
+        #"{ "st" : "Z9_-x8Y7w6V5u4T3", "aps" : { "content-available" : 1 } }"#,
     ])
     func allowsContentFreePayloads(_ json: String) {
         #expect(violation(json) == nil)
@@ -32,7 +32,7 @@ struct PayloadGuardTests {
         for badge in [nil, 0, 1, 99_999] {
             for contentAvailable in [true, false] where badge != nil || contentAvailable {
                 let signal = try ContentFreeSignal(
-                    badge: badge, contentAvailable: contentAvailable, alias: "dev_1-A", state: "12-ab")
+                    badge: badge, contentAvailable: contentAvailable, alias: "dev_1-A", tag: "q1w2e3r4t5y6u7i8")
                 #expect(standard.allows(signal.payload))
                 #expect(legacy.allows(signal.payload))
             }
@@ -97,6 +97,10 @@ struct PayloadGuardTests {
         #expect(
             violation(#"{"aps":{"badge":1},"acct":"\#(long)"}"#) == PayloadGuardViolation(.invalidValue, at: "$.acct"))
         #expect(violation(#"{"aps":{"badge":1},"st":"\#(long)"}"#) == PayloadGuardViolation(.invalidValue, at: "$.st"))
+        // A state string is not a tag: the guard refuses the old form, which counted changes.
+        #expect(
+            violation(#"{"aps":{"badge":1},"st":"00000000000000a1-42"}"#)
+                == PayloadGuardViolation(.invalidValue, at: "$.st"))
     }
 
     @Test(arguments: [
@@ -114,7 +118,7 @@ struct PayloadGuardTests {
 
     @Test func rejectsMissingOrEmptyAps() {
         #expect(violation("{}") == PayloadGuardViolation(.missingAps))
-        #expect(violation(#"{"acct":"abc","st":"12"}"#) == PayloadGuardViolation(.missingAps))
+        #expect(violation(#"{"acct":"abc","st":"q1w2e3r4t5y6u7i8"}"#) == PayloadGuardViolation(.missingAps))
         #expect(violation(#"{"aps":{}}"#) == PayloadGuardViolation(.emptyAps, at: "$.aps"))
     }
 
@@ -129,7 +133,7 @@ struct PayloadGuardTests {
 
     /// A valid payload padded with whitespace to exactly `size` bytes.
     private func padded(_ size: Int) -> [UInt8] {
-        let core = #"{"aps":{"content-available":1},"st":"ab"}"#
+        let core = #"{"aps":{"content-available":1},"st":"q1w2e3r4t5y6u7i8"}"#
         return Array((core.dropLast() + String(repeating: " ", count: size - core.utf8.count) + "}").utf8)
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import OpenSSLCrypto
+import Push
 import Testing
 
 @testable import APNs
@@ -27,8 +28,8 @@ struct SignalPropertyTests {
     }
 
     static func randomState(using random: inout SeededGenerator) -> String {
-        let alphabet = Array("0123456789abcdef-")
-        return String((0..<Int.random(in: 1...64, using: &random)).map { _ in alphabet.randomElement(using: &random)! })
+        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-")
+        return String((0..<StateTag.length).map { _ in alphabet.randomElement(using: &random)! })
     }
 
     @Test func wireBytesHoldNoContent() throws {
@@ -44,9 +45,9 @@ struct SignalPropertyTests {
             let contentAvailable = badge == nil || Bool.random(using: &random)
             let alias =
                 Bool.random(using: &random) ? try DeviceAlias(SecureRandom.base64URL(Int.random(in: 1...48))) : nil
-            let state = Bool.random(using: &random) ? try SyncState(Self.randomState(using: &random)) : nil
+            let tag = Bool.random(using: &random) ? try StateTag(Self.randomState(using: &random)) : nil
             let signal = try ContentFreeSignal(
-                badge: badge, contentAvailable: contentAvailable, alias: alias, state: state)
+                badge: badge, contentAvailable: contentAvailable, alias: alias, tag: tag)
             let notification = try APNsNotification(
                 deviceToken: testDeviceToken(iteration), signal: signal, topic: testTopic,
                 collapseID: Bool.random(using: &random) ? try CollapseID("acct-\(iteration)") : nil)
@@ -56,10 +57,10 @@ struct SignalPropertyTests {
             #expect(payloadGuard.allows(signal.payload))
             for text in held {
                 #expect(!wire.contains(text), "wire bytes contain held content")
-                #expect(throws: APNsValidationError.invalidAlias) { try DeviceAlias(text) }
-                #expect(throws: APNsValidationError.invalidState) { try SyncState(text) }
-                #expect(throws: APNsValidationError.self) { try ContentFreeSignal(badge: 1, alias: text, state: nil) }
-                #expect(throws: APNsValidationError.self) { try ContentFreeSignal(alias: nil, state: text) }
+                #expect(throws: SignalFieldError.invalidAlias) { try DeviceAlias(text) }
+                #expect(throws: SignalFieldError.invalidStateTag) { try StateTag(text) }
+                #expect(throws: APNsValidationError.self) { try ContentFreeSignal(badge: 1, alias: text, tag: nil) }
+                #expect(throws: APNsValidationError.self) { try ContentFreeSignal(alias: nil, tag: text) }
                 #expect(throws: APNsValidationError.invalidCollapseID) { try CollapseID(text) }
             }
         }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPClient
 import MailboxStore
 import OpenSSLCrypto
+import Push
 import SQLiteKit
 import TestSupport
 import Testing
@@ -13,12 +14,6 @@ import Testing
 /// storage failure.
 @Suite("LMTP ingest")
 struct LMTPIngestTests {
-    /// Signals go nowhere: these tests look at what is stored.
-    struct NullSender: SignalSender {
-        func send(_ item: OutboxItem) async -> SignalOutcome { .delivered }
-        func isBackgroundOnly(_ item: OutboxItem) -> Bool { false }
-    }
-
     final class Fixture: Sendable {
         let directory: TemporaryDirectory
         let service: MailboxService
@@ -39,7 +34,8 @@ struct LMTPIngestTests {
                 host: "127.0.0.1", port: 0,
                 session: .init(hostname: "mailbox.test", maxMessageBytes: maxMessageBytes),
                 maxConnections: maxConnections, idleTimeout: idleTimeout)
-            service = try MailboxService(configuration: configuration, sender: NullSender())
+            // Signals go to a recorder: these tests look at what is stored.
+            service = try MailboxService(configuration: configuration, router: PushRouter([RecordingPushService()]))
             for name in ["alice", "bob"] {
                 try await service.store.createAccount(username: name, password: "password-\(name)")
             }

@@ -3,6 +3,7 @@ import HTTPClient
 import Locking
 import MailboxStore
 import OpenSSLCrypto
+import Push
 import TestSupport
 import Testing
 
@@ -13,23 +14,13 @@ import Testing
 /// 503 that ends by itself.
 @Suite("Scale-out service")
 struct ScaleOutServiceTests {
-    /// Records every signal any instance sent.
-    final class RecordingSender: SignalSender {
-        let sent = LockedValue<[(device: Int64, modseq: Int64)]>([])
-        func send(_ item: OutboxItem) async -> SignalOutcome {
-            sent.withLock { $0.append((item.deviceID, item.state.modseq)) }
-            return .delivered
-        }
-        func isBackgroundOnly(_ item: OutboxItem) -> Bool { false }
-    }
-
     final class Instance: Sendable {
         let directory: TemporaryDirectory
         let service: MailboxService
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         var api: String { "http://127.0.0.1:\(service.port)" }
 
-        init(database: String, name: String, sender: RecordingSender, idleCheck: Double = 60) throws {
+        init(database: String, name: String, sender: RecordingPushService, idleCheck: Double = 60) throws {
             directory = try TemporaryDirectory(prefix: "scale-\(name)")
             var configuration = ServiceConfiguration(dataDirectory: directory.path("data"), deliveryToken: "t")
             configuration.database = .postgres(url: database)
@@ -40,7 +31,7 @@ struct ScaleOutServiceTests {
             var dispatcher = SignalDispatcher.Configuration()
             dispatcher.idleCheckInterval = idleCheck  // so only a notification can wake it in time
             service = try MailboxService(
-                configuration: configuration, sender: sender, dispatcherConfiguration: dispatcher)
+                configuration: configuration, router: PushRouter([sender]), dispatcherConfiguration: dispatcher)
         }
 
         func shutdown() async {
@@ -80,7 +71,7 @@ struct ScaleOutServiceTests {
 
     @Test func aChangeWrittenByAnyProcessWakesTheDispatcherAtOnce() async throws {
         let database = try PostgresServer.shared().makeDatabase()
-        let sender = RecordingSender()
+        let sender = RecordingPushService()
         let a = try Instance(database: database, name: "a", sender: sender)
         let b = try Instance(database: database, name: "b", sender: sender)
         let alice = try await a.service.store.createAccount(username: "alice", password: "password-alice")
@@ -91,7 +82,8 @@ struct ScaleOutServiceTests {
                 #"{"token":"\#(String(repeating: "ab", count: 32))","topic":"com.example.mail","environment":"sandbox"}"#
         )
         #expect(registered.status == 201)
-        #expect(await Self.waitFor(5) { sender.sent.withLock { $0.count } == 1 }, "the registration's signal")
+        #expect(await Self.waitFor(5) { sender.sent.count == 1 }, "the registration's signal")
+        let key = try #require(SignalKey(base64URL: registered.body["signalKey"] as? String ?? ""))
 
         // A process with no dispatcher writes (as an MTA-facing or batch process would): the instances' dispatchers
         // sleep for a minute between polls, so only the notification at commit can wake one in time.
@@ -99,7 +91,7 @@ struct ScaleOutServiceTests {
         let receipt = try await writer.deliver(
             NewMessage(to: "alice", from: "x@example.com", subject: "Hello", body: "Body"))
         #expect(
-            await Self.waitFor(5) { sender.sent.withLock { $0.last?.modseq } == receipt.state.modseq },
+            await Self.waitFor(5) { sender.sent.last?.signal.tag == key.tag(of: receipt.state.description) },
             "a dispatcher woke for a change committed elsewhere")
         let listed = try await b.call(.get, "/v1/messages", token: token)
         #expect((listed.body["messages"] as? [[String: Any]])?.count == 1)
@@ -110,7 +102,7 @@ struct ScaleOutServiceTests {
 
     @Test func failedLoginsCountAcrossInstances() async throws {
         let database = try PostgresServer.shared().makeDatabase()
-        let sender = RecordingSender()
+        let sender = RecordingPushService()
         let a = try Instance(database: database, name: "a", sender: sender)
         let b = try Instance(database: database, name: "b", sender: sender)
         try await a.service.store.createAccount(username: "alice", password: "password-alice")
@@ -125,7 +117,7 @@ struct ScaleOutServiceTests {
     @Test func aDatabaseOutageIsA503ThatEndsByItself() async throws {
         let server = try PostgresServer.dedicated()
         let database = try server.makeDatabase()
-        let instance = try Instance(database: database, name: "a", sender: RecordingSender(), idleCheck: 1)
+        let instance = try Instance(database: database, name: "a", sender: RecordingPushService(), idleCheck: 1)
         try await instance.service.store.createAccount(username: "alice", password: "password-alice")
         let token = try #require(try await instance.login("alice").token)
         #expect(try await instance.call(.get, "/v1/messages", token: token).status == 200)

@@ -1,5 +1,6 @@
 import Foundation
 import MailboxStore
+import Push
 import Testing
 
 /// Deliveries committed together share their account bookkeeping (one modseq write and one outbox upsert per
@@ -22,8 +23,9 @@ import Testing
             accounts[name] = account
             for n in 1...2 {
                 try await f.store.registerDevice(
-                    token: StoreFixture.token(name == "alice" ? n : n + 10), topic: "com.example.mail",
-                    environment: .sandbox, accountID: account.id, sessionID: nil)
+                    address: .apns(
+                        StoreFixture.token(name == "alice" ? n : n + 10), topic: "com.example.mail",
+                        environment: .sandbox), accountID: account.id, sessionID: nil)
             }
         }
         let alice = try #require(accounts["alice"])
@@ -105,7 +107,7 @@ import Testing
         let claimed = try await f.store.claimDueSignals()
         #expect(claimed.count == 4)
         for item in claimed {
-            let name = [1, 2].map(StoreFixture.token).contains(item.token) ? "alice" : "bob"
+            let name = [1, 2].map(StoreFixture.token).contains(item.address.token) ? "alice" : "bob"
             let account = try #require(accounts[name])
             let state = try await f.store.listMessages(accountID: account.id, limit: 1).state
             #expect(item.modseq == state.modseq, "\(name)'s device holds the newest modseq")
@@ -119,7 +121,8 @@ import Testing
         let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         try await f.store.registerDevice(
-            token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
+            address: .apns(StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox),
+            accountID: alice.id,
             sessionID: nil)
         for item in try await f.store.claimDueSignals() {
             try await f.store.completeSignal(item, sentModseq: item.modseq)

@@ -1,5 +1,6 @@
 import Foundation
 import MailboxStore
+import Push
 import Testing
 
 @Suite struct IsolationTests {
@@ -11,7 +12,8 @@ import Testing
         let mallory = try await f.account("mallory")
         let message = try await f.deliver(to: "alice", subject: "private").id
         let device = try await f.store.registerDevice(
-            token: StoreFixture.token(9), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
+            address: .apns(StoreFixture.token(9), topic: "com.example.mail", environment: .sandbox),
+            accountID: alice.id,
             sessionID: nil)
         let session = try await f.store.createSession(
             accountID: alice.id, tokenHash: [UInt8](repeating: 1, count: 32), deviceName: "phone")
@@ -34,7 +36,7 @@ import Testing
         await #expect(throws: MailboxStoreError.notFound) {
             try await f.store.destroyMessage(id: message, accountID: mallory.id)
         }
-        #expect(try await f.store.deleteDevice(token: device.token, accountID: mallory.id) == false)
+        #expect(try await f.store.deleteDevice(handle: device.address.token, accountID: mallory.id) == false)
         #expect(try await f.store.revokeSession(id: session.id, accountID: mallory.id) == false)
 
         // Nothing of Alice's changed.

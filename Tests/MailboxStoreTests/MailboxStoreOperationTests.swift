@@ -1,6 +1,7 @@
 import Foundation
 import MailboxStore
 import OpenSSLCrypto
+import Push
 import Testing
 
 @Suite struct MailboxStoreOperationTests {
@@ -45,7 +46,8 @@ import Testing
         #expect(try await f.store.session(tokenHash: SHA256.hash(token)) == session)
         #expect(try await f.store.session(tokenHash: SHA256.hash(SecureRandom.bytes(32))) == nil)
         try await f.store.registerDevice(
-            token: StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
+            address: .apns(StoreFixture.token(1), topic: "com.example.mail", environment: .sandbox),
+            accountID: alice.id,
             sessionID: session.id)
         #expect(try await f.store.revokeSession(id: session.id, accountID: alice.id))
         #expect(try await f.store.session(tokenHash: SHA256.hash(token)) == nil)
@@ -122,26 +124,29 @@ import Testing
         let bob = try await f.account("bob")
         let token = StoreFixture.token(7)
         let first = try await f.store.registerDevice(
-            token: token, topic: "com.example.mail", environment: .sandbox, accountID: alice.id, sessionID: nil)
+            address: .apns(token, topic: "com.example.mail", environment: .sandbox), accountID: alice.id, sessionID: nil
+        )
         #expect(first.alias.count == 16)
         #expect(!first.alias.contains("alice"))
         let again = try await f.store.registerDevice(
-            token: token, topic: "com.example.mail", environment: .production, accountID: alice.id, sessionID: nil)
-        #expect(again.id == first.id && again.alias == first.alias && again.environment == .production)
+            address: .apns(token, topic: "com.example.mail", environment: .production), accountID: alice.id,
+            sessionID: nil)
+        #expect(again.id == first.id && again.alias == first.alias && again.address.environment == .production)
         // The same token registered by another account moves, with a new alias.
         let moved = try await f.store.registerDevice(
-            token: token, topic: "com.example.mail", environment: .production, accountID: bob.id, sessionID: nil)
+            address: .apns(token, topic: "com.example.mail", environment: .production), accountID: bob.id,
+            sessionID: nil)
         #expect(moved.accountID == bob.id && moved.alias != first.alias)
         #expect(try await f.store.devices(accountID: alice.id).isEmpty)
-        #expect(try await f.store.deleteDevice(token: token, accountID: alice.id) == false)
-        #expect(try await f.store.deleteDevice(token: token, accountID: bob.id))
-        await #expect(throws: MailboxStoreError.invalidArgument("device token")) {
+        #expect(try await f.store.deleteDevice(handle: token, accountID: alice.id) == false)
+        #expect(try await f.store.deleteDevice(handle: token, accountID: bob.id))
+        await #expect(throws: MailboxStoreError.invalidArgument("device address")) {
             try await f.store.registerDevice(
-                token: "XYZ", topic: "t", environment: .sandbox, accountID: alice.id, sessionID: nil)
+                address: .apns("has space", topic: "t", environment: .sandbox), accountID: alice.id, sessionID: nil)
         }
-        await #expect(throws: MailboxStoreError.invalidArgument("topic")) {
+        await #expect(throws: MailboxStoreError.invalidArgument("app")) {
             try await f.store.registerDevice(
-                token: StoreFixture.token(8), topic: "has space", environment: .sandbox, accountID: alice.id,
+                address: .apns(StoreFixture.token(8), topic: "has space", environment: .sandbox), accountID: alice.id,
                 sessionID: nil)
         }
     }
@@ -152,11 +157,54 @@ import Testing
         let f = try StoreFixture(engine: engine)
         let alice = try await f.account("alice")
         let device = try await f.store.registerDevice(
-            token: StoreFixture.token(3), topic: "com.example.mail", environment: .sandbox, accountID: alice.id,
+            address: .apns(StoreFixture.token(3), topic: "com.example.mail", environment: .sandbox),
+            accountID: alice.id,
             sessionID: nil)
         #expect(
-            try await f.store.deleteUnregisteredDevice(id: device.id, unregisteredAt: device.registeredAt - 5) == false)
-        #expect(try await f.store.deleteUnregisteredDevice(id: device.id, unregisteredAt: device.registeredAt + 5))
+            try await f.store.deleteUnregisteredDevice(
+                id: device.id, registeredAt: device.registeredAt, unregisteredAt: device.registeredAt - 5) == false)
+        #expect(
+            try await f.store.deleteUnregisteredDevice(
+                id: device.id, registeredAt: device.registeredAt, unregisteredAt: device.registeredAt + 5))
         #expect(try await f.store.devices(accountID: alice.id).isEmpty)
+    }
+
+    @Test(arguments: StoreEngineKind.allCases) func aDeviceRegisteredAgainDuringASendSurvivesTheReportItIsGone(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
+        let alice = try await f.account("alice")
+        let token = "fMx7:APA91b" + String(repeating: "AbC_-", count: 20)
+        let address = PushAddress(service: .fcm, token: token, app: "com.example.mail")
+        let sentTo = try await f.store.registerDevice(address: address, accountID: alice.id, sessionID: nil)
+        f.advance(1)
+        let again = try await f.store.registerDevice(address: address, accountID: alice.id, sessionID: nil)
+        // FCM answers UNREGISTERED (no timestamp) for the send made to the first registration: the second survives.
+        #expect(
+            try await f.store.deleteUnregisteredDevice(
+                id: sentTo.id, registeredAt: sentTo.registeredAt, unregisteredAt: nil) == false)
+        #expect(try await f.store.devices(accountID: alice.id).map(\.address) == [address], "the token keeps its case")
+        #expect(
+            try await f.store.deleteUnregisteredDevice(
+                id: again.id, registeredAt: again.registeredAt, unregisteredAt: nil))
+        #expect(try await f.store.devices(accountID: alice.id).isEmpty)
+    }
+
+    @Test(arguments: StoreEngineKind.allCases) func everyRegistrationGetsAFreshSignalKeyAndAnID(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
+        let alice = try await f.account("alice")
+        let address = PushAddress.apns(StoreFixture.token(4), topic: "com.example.mail", environment: .sandbox)
+        let first = try await f.store.registerDevice(address: address, accountID: alice.id, sessionID: nil)
+        let second = try await f.store.registerDevice(address: address, accountID: alice.id, sessionID: nil)
+        let firstKey = try #require(first.signalKey)
+        let secondKey = try #require(second.signalKey)
+        #expect(firstKey != secondKey && firstKey.bytes.count == 32)
+        #expect(first.handle != nil && first.handle == second.handle, "the device keeps its id")
+        // The outbox row carries the newest key: the signal's tag is under the key the device holds now.
+        let item = try #require(try await f.store.claimDueSignals().first)
+        #expect(item.signalKey == secondKey)
+        #expect(try await f.store.deleteDevice(handle: try #require(first.handle), accountID: alice.id))
     }
 }

@@ -1,12 +1,14 @@
 import Foundation
 import MailboxStore
+import Push
 import TestSupport
 import Testing
 
 @Suite struct OutboxTests {
     func registerDevice(_ f: StoreFixture, _ account: Account, _ n: Int) async throws {
         try await f.store.registerDevice(
-            token: StoreFixture.token(n), topic: "com.example.mail", environment: .sandbox, accountID: account.id,
+            address: .apns(StoreFixture.token(n), topic: "com.example.mail", environment: .sandbox),
+            accountID: account.id,
             sessionID: nil)
     }
 

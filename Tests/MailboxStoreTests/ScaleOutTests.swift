@@ -2,6 +2,7 @@ import Foundation
 import Locking
 import MailboxStore
 import PostgresKit
+import Push
 import SQLiteKit
 import TestSupport
 import Testing
@@ -11,7 +12,8 @@ import Testing
 @Suite struct ScaleOutTests {
     func registerDevice(_ f: StoreFixture, _ account: Account, _ n: Int) async throws {
         try await f.store.registerDevice(
-            token: StoreFixture.token(n), topic: "com.example.mail", environment: .sandbox, accountID: account.id,
+            address: .apns(StoreFixture.token(n), topic: "com.example.mail", environment: .sandbox),
+            accountID: account.id,
             sessionID: nil)
     }
 
@@ -163,7 +165,7 @@ import Testing
         }
         #expect(Set(epochs).count == 1)
         let store = try MailboxStore(database: .postgres(url: url))
-        #expect(try await store.appliedMigrations().count == 6)
+        #expect(try await store.appliedMigrations().count == 7)
     }
 
     @Test(arguments: StoreEngineKind.allCases)

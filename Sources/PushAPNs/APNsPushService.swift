@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import MailboxStore
+import Push
 
 /// Sends content-free signals to APNs (or apns-sim) for outbox rows, for every configured app and both
 /// environments.
@@ -11,22 +11,17 @@ import MailboxStore
 /// on first use and closed after ``idleTimeout`` without a send.
 ///
 /// The signal holds only the badge (the unread count now) and/or `content-available`, the device's opaque
-/// alias and the account's state string; `APNsClient` runs the payload guard on the serialized bytes before
-/// they reach the wire. The retry decision for each response comes from `RetryPolicy`; the dispatcher keeps
-/// the retry schedule in the outbox, so it survives restarts.
-public final class APNsSignalSender: SignalSender {
-    /// Which kind of signal an app gets.
-    public enum Kind: String, Sendable {
-        /// `badge` + `content-available: 1`: user-visible, push type `alert`, priority 10.
-        case badge
-        /// `content-available: 1` only: push type `background`, priority 5, throttled by Apple.
-        case background
-    }
-
+/// alias and the tag of the account's state; `APNsClient` runs the payload guard on the serialized bytes before
+/// they reach the wire. Each answer is classified once, by `RetryPolicy`, into a ``PushOutcome``; the
+/// dispatcher computes the backoff and keeps the retry schedule in the outbox, so it survives restarts.
+///
+/// Kinds: `badge` (+ `content-available: 1`) is user-visible, push type `alert`, priority 10; `background`
+/// (`content-available: 1` only) is push type `background`, priority 5, and throttled by Apple.
+public final class APNsPushService: PushService {
     /// One app as the sender routes to it.
     private struct Route: Sendable {
         var topic: APNsTopic
-        var kind: Kind
+        var kind: PushSignal.Kind
         /// Index into `keys`.
         var key: Int
     }
@@ -99,7 +94,7 @@ public final class APNsSignalSender: SignalSender {
 
     /// Keeps each signing key's provider token in the store, so every mailboxd instance sharing it signs with one
     /// token and the key's token changes at most once per refresh, however many instances run or restart.
-    public func share(in store: MailboxStore) {
+    public func share(in store: any SharedTokenStore) {
         for manager in keys {
             let key = "\(manager.signingKey.teamID).\(manager.signingKey.keyID)"
             manager.share { maxAge, stale, minimumAge, sign in
@@ -129,52 +124,85 @@ public final class APNsSignalSender: SignalSender {
         rename(temporary, path)  // atomic: a reader sees the old token or the new one, never half of one
     }
 
+    /// `apns`.
+    public var name: PushServiceName { .apns }
+
+    /// `token` (64 or more hexadecimal characters), `topic` (an app's bundle id) and `environment`.
+    public var registrationFields: Set<String> { ["token", "topic", "environment"] }
+
+    /// Apple throttles background pushes to a few per hour per device.
+    public var throttlesBackgroundSignals: Bool { true }
+
+    /// Checks an APNs registration: a hex device token (lower-cased, as APNs tokens are case-insensitive hex), a
+    /// topic some app has as its bundle id, and `sandbox` or `production`.
+    public func address(for registration: DeviceRegistration) throws(RegistrationError) -> PushAddress {
+        let fields = registration.fields
+        guard let token = fields["token"].map({ $0.lowercased() }), Self.isValidDeviceToken(token) else {
+            throw RegistrationError(
+                "invalidArgument", "'token' must be an APNs device token: 64 or more hexadecimal characters.")
+        }
+        guard let environment = fields["environment"].flatMap(PushEnvironment.init(rawValue:)) else {
+            throw RegistrationError("invalidArgument", "'environment' must be 'sandbox' or 'production'.")
+        }
+        guard let topic = fields["topic"], routes[topic] != nil else {
+            throw RegistrationError("unknownTopic", "No app of this server has that topic (bundle id).")
+        }
+        return PushAddress(service: .apns, token: token, app: topic, environment: environment)
+    }
+
+    /// Whether `token` looks like an APNs device token: 64 lowercase hex characters (longer even-length hex
+    /// strings up to 200 characters are accepted too, as APNs tokens may grow).
+    public static func isValidDeviceToken(_ token: String) -> Bool {
+        token.utf8.count >= 64 && token.utf8.count <= 200 && token.utf8.count % 2 == 0
+            && token.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
     /// Whether some app has `topic` as its bundle id.
     public func serves(topic: String) -> Bool { routes[topic] != nil }
 
-    /// Whether `item`'s app gets background-only signals.
-    public func isBackgroundOnly(_ item: OutboxItem) -> Bool { routes[item.topic]?.kind == .background }
+    /// The kind of signal the device's app gets.
+    public func signalKind(for address: PushAddress) -> PushSignal.Kind? { routes[address.app]?.kind }
 
-    /// Builds the signal for `item`, sends it once to its environment's endpoint and classifies the result.
-    public func send(_ item: OutboxItem) async -> SignalOutcome {
+    /// Sends `signal` once to its environment's endpoint and classifies the answer.
+    public func send(_ signal: PushSignal, to address: PushAddress) async -> PushOutcome {
         await tokenSetup.value
-        guard let route = routes[item.topic] else { return .defect(reason: "unknownTopic") }
+        guard let route = routes[address.app] else { return .defect(reason: "unknownTopic") }
         let notification: APNsNotification
         do {
-            let signal = try ContentFreeSignal(
-                badge: route.kind == .badge ? item.unread : nil, contentAvailable: true, alias: item.alias,
-                state: item.state.description)
             notification = try APNsNotification(
-                deviceToken: try DeviceToken(item.token), signal: signal, topic: route.topic,
+                deviceToken: try DeviceToken(address.token), signal: ContentFreeSignal(signal), topic: route.topic,
                 expiration: .after(.seconds(3600)), collapseID: try CollapseID(Self.collapseID))
         } catch {
             return .defect(reason: "invalidSignal")
         }
-        guard let result = await post(notification, environment: item.environment, key: route.key) else {
+        guard let result = await post(notification, environment: address.environment, key: route.key) else {
             return .retry(reason: "shutdown", retryAfter: nil)
         }
-        var policy = RetryPolicy()
-        switch policy.next(after: result) {
-        case .done:
+        return Self.outcome(of: result)
+    }
+
+    /// What the dispatcher does after `result`: the one classification of an APNs answer.
+    static func outcome(of result: Result<APNsResponse, APNsClientError>) -> PushOutcome {
+        switch RetryPolicy.classify(result) {
+        case .success:
             return .delivered
-        case .dropRegistration(let reason, let timestamp):
+        case .permanent(let reason, let timestamp):
             return .dropRegistration(reason: reason.rawValue, unregisteredAt: timestamp?.timeIntervalSince1970)
-        case .refreshTokenAndRetry:
+        case .expiredProviderToken:
             return .retry(reason: "ExpiredProviderToken", retryAfter: 0)
-        case .retry(let after):
-            return .retry(reason: Self.reason(result), retryAfter: Self.seconds(after))
-        case .giveUp(let error), .discard(let error):
-            if case .payloadRejected = error { return .defect(reason: "payloadGuard") }
-            if case .rejected(let refusal) = error, (400..<500).contains(refusal.status), refusal.status != 429 {
-                return .defect(reason: refusal.reason.rawValue)
-            }
+        case .retryable(_, let after):
+            return .retry(reason: Self.reason(result), retryAfter: after.map(\.seconds))
+        case .fatal:
             return .retry(reason: Self.reason(result), retryAfter: nil)
+        case .defect(let error):
+            if case .payloadRejected = error { return .defect(reason: "payloadGuard") }
+            return .defect(reason: Self.reason(result))
         }
     }
 
     /// Sends `notification` once on the (environment, key) connection; `nil` after ``shutdown()``.
     private func post(
-        _ notification: APNsNotification, environment: APNsEnvironment, key: Int
+        _ notification: APNsNotification, environment: PushEnvironment, key: Int
     ) async -> Result<APNsResponse, APNsClientError>? {
         let connection = APNsConnectionPool.Key(environment: environment, key: key)
         guard let client = pool.checkOut(connection) else { return nil }
@@ -199,7 +227,7 @@ public final class APNsSignalSender: SignalSender {
     /// Sends one background signal (`content-available: 1`, nothing else) to `token` exactly as mailboxd would
     /// signal a device of `topic` in `environment`, to check a configuration against the real gateway. Throws
     /// ``APNsConfigurationError`` for a topic no app serves or a malformed token.
-    public func check(token: String, topic: String, environment: APNsEnvironment) async throws -> CheckResult {
+    public func check(token: String, topic: String, environment: PushEnvironment) async throws -> CheckResult {
         guard let route = routes[topic] else {
             throw APNsConfigurationError("no configured app has the topic \(topic)")
         }
@@ -239,7 +267,4 @@ public final class APNsSignalSender: SignalSender {
         }
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }

@@ -1,15 +1,15 @@
 import APNs
 import Locking
-import MailboxStore
+import Push
 
-/// The APNs connections of an ``APNsSignalSender``: one ``APNsClient`` per (environment, signing key), opened on
+/// The APNs connections of an ``APNsPushService``: one ``APNsClient`` per (environment, signing key), opened on
 /// first use and closed once it has had nothing in flight for `idleTimeout`.
 ///
 /// The sweeper task holds the pool (not the sender) and ends at ``shutdown()``.
 final class APNsConnectionPool: Sendable {
     /// Where one connection goes.
     struct Key: Hashable, Sendable {
-        var environment: APNsEnvironment
+        var environment: PushEnvironment
         /// Index of the signing key.
         var key: Int
     }

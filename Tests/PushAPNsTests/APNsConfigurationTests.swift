@@ -1,6 +1,6 @@
 import Foundation
-import MailboxService
 import OpenSSLCrypto
+import PushAPNs
 import TestSupport
 import Testing
 

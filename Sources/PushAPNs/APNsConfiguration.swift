@@ -1,6 +1,6 @@
 import APNs
 import Foundation
-import MailboxStore
+import Push
 
 /// The apps mailboxd signals and where APNs's two environments are: from `serve`'s flags (one app) or from
 /// `--apns-config FILE` (several).
@@ -24,11 +24,11 @@ public struct APNsConfiguration: Sendable, Equatable {
         /// The team id the key belongs to.
         public var teamID: String
         /// Badge signals (push type `alert`) or background ones (`content-available` only).
-        public var signalKind: APNsSignalSender.Kind
+        public var signalKind: PushSignal.Kind
 
         /// Creates an app.
         public init(
-            topic: String, keyFile: String, keyID: String, teamID: String, signalKind: APNsSignalSender.Kind = .badge
+            topic: String, keyFile: String, keyID: String, teamID: String, signalKind: PushSignal.Kind = .badge
         ) {
             self.topic = topic
             self.keyFile = keyFile
@@ -92,7 +92,7 @@ public struct APNsConfiguration: Sendable, Equatable {
     }
 
     /// The endpoint for `environment`.
-    public func endpoint(for environment: APNsEnvironment) -> String {
+    public func endpoint(for environment: PushEnvironment) -> String {
         environment == .sandbox ? sandbox : production
     }
 
@@ -126,7 +126,7 @@ public struct APNsConfiguration: Sendable, Equatable {
             guard let fields = element as? [String: Any] else { throw fail("apps[\(index)] must be an object") }
             let app = JSONFields(fields, path: "apps[\(index)].")
             try app.allow(["topic", "keyFile", "keyId", "teamId", "signalKind"], fail)
-            guard let kind = APNsSignalSender.Kind(rawValue: try app.string("signalKind", fail) ?? "badge") else {
+            guard let kind = PushSignal.Kind(rawValue: try app.string("signalKind", fail) ?? "badge") else {
                 throw fail("apps[\(index)].signalKind must be \"badge\" or \"background\"")
             }
             apps.append(

@@ -2,15 +2,16 @@ import APNsSimulator
 import Foundation
 import MailboxStore
 import OpenSSLCrypto
+import Push
 import TestSupport
 import Testing
 
-@testable import MailboxService
+@testable import PushAPNs
 
 /// The sender against an in-process apns-sim with a production and a sandbox listener (h2c) and two signing
 /// keys: each outbox row goes to its device's environment with its app's topic, kind and key.
 @Suite("APNs signal sender: apps and environments")
-struct APNsSignalSenderTests {
+struct APNsPushServiceTests {
     static let team = "TEAM123456"
 
     /// The simulator, two keys, a store with one account, and the two-app configuration.
@@ -54,12 +55,12 @@ struct APNsSignalSenderTests {
 
         /// A device registered at the simulator in `simEnvironment` and in the store as `environment`.
         func device(
-            topic: String, environment: APNsEnvironment, simEnvironment: GatewayEnvironment? = nil
+            topic: String, environment: PushEnvironment, simEnvironment: GatewayEnvironment? = nil
         ) async throws -> String {
             let token = simulator.gateway.registerDevice(
                 topic: topic, environment: simEnvironment ?? (environment == .sandbox ? .sandbox : .production))
             try await store.registerDevice(
-                token: token, topic: topic, environment: environment, accountID: accountID, sessionID: nil)
+                address: .apns(token, topic: topic, environment: environment), accountID: accountID, sessionID: nil)
             return token
         }
 
@@ -72,20 +73,30 @@ struct APNsSignalSenderTests {
         func stop() async { await simulator.shutdown() }
     }
 
+    /// Sends `item`'s signal as the dispatcher builds it: the alias, the tag of the state now under the device's
+    /// key, the unread count for a badge app.
+    static func send(_ sender: APNsPushService, _ item: OutboxItem) async throws -> PushOutcome {
+        let kind = sender.signalKind(for: item.address) ?? .badge
+        let signal = try PushSignal(
+            alias: try DeviceAlias(item.alias), tag: item.signalKey?.tag(of: item.state.description),
+            badge: kind == .badge ? item.unread : nil)
+        return await sender.send(signal, to: item.address)
+    }
+
     @Test func eachSignalGoesToItsEnvironmentWithItsAppsTopicKindAndKey() async throws {
         let f = try await Fixture()
-        let sender = try APNsSignalSender(configuration: f.configuration)
+        let sender = try APNsPushService(configuration: f.configuration)
         let mailProduction = try await f.device(topic: "com.example.mail", environment: .production)
         let mailSandbox = try await f.device(topic: "com.example.mail", environment: .sandbox)
         let notesSandbox = try await f.device(topic: "com.example.notes", environment: .sandbox)
         let items = try await f.deliverAndClaim()
-        var outcomes: [String: SignalOutcome] = [:]
-        for item in items { outcomes[item.token] = await sender.send(item) }
+        var outcomes: [String: PushOutcome] = [:]
+        for item in items { outcomes[item.address.token] = try await Self.send(sender, item) }
         let log = f.simulator.gateway.logEntries()
         let open = sender.openConnections
         let closed = sender.closeIdleConnections(now: .now + .seconds(3600))
         let openAfterIdle = sender.openConnections
-        let again = await sender.send(try #require(items.first))
+        let again = try await Self.send(sender, try #require(items.first))
         let opened = sender.connectionsOpened
         sender.shutdown()
         await f.stop()
@@ -102,8 +113,10 @@ struct APNsSignalSenderTests {
         #expect(entry(notesSandbox)?.headers["apns-push-type"] == "background")
         #expect(entry(notesSandbox)?.headers["apns-priority"] == "5")
         #expect(entry(notesSandbox)?.payload.contains("badge") == false, "background signals carry no badge")
-        #expect(sender.isBackgroundOnly(try #require(items.first { $0.token == notesSandbox })))
-        #expect(!sender.isBackgroundOnly(try #require(items.first { $0.token == mailSandbox })))
+        #expect(
+            sender.signalKind(for: try #require(items.first { $0.address.token == notesSandbox }).address)
+                == .background)
+        #expect(sender.signalKind(for: try #require(items.first { $0.address.token == mailSandbox }).address) == .badge)
         // One connection per (endpoint, key): production/A, sandbox/A, sandbox/B; closed when idle, reopened on use.
         #expect(open == 3)
         #expect(closed == 3 && openAfterIdle == 0)
@@ -114,17 +127,17 @@ struct APNsSignalSenderTests {
 
     @Test func onlyConnectionsIdleLongEnoughAndWithNothingInFlightAreClosed() async throws {
         let f = try await Fixture()
-        let sender = try APNsSignalSender(configuration: f.configuration, idleTimeout: .seconds(60))
+        let sender = try APNsPushService(configuration: f.configuration, idleTimeout: .seconds(60))
         _ = try await f.device(topic: "com.example.mail", environment: .production)
         let item = try #require(try await f.deliverAndClaim().first)
-        _ = await sender.send(item)
+        _ = try await Self.send(sender, item)
         let recent = sender.closeIdleConnections(now: .now + .seconds(30))
         // Hold the next answer back: the connection has a send in flight however long ago it was first used.
         f.simulator.gateway.setFaults(FaultConfiguration(latency: .milliseconds(500)))
-        let inFlight = Task { await sender.send(item) }
+        let inFlight = Task { try await Self.send(sender, item) }
         try await Task.sleep(for: .milliseconds(150))
         let busy = sender.closeIdleConnections(now: .now + .seconds(3600))
-        let outcome = await inFlight.value
+        let outcome = try await inFlight.value
         let stale = sender.closeIdleConnections(now: .now + .seconds(61))
         sender.shutdown()
         await f.stop()
@@ -136,11 +149,11 @@ struct APNsSignalSenderTests {
 
     @Test func aTokenSentToTheWrongEnvironmentDropsTheRegistration() async throws {
         let f = try await Fixture()
-        let sender = try APNsSignalSender(configuration: f.configuration)
+        let sender = try APNsPushService(configuration: f.configuration)
         // A production build's token, registered as sandbox: the sandbox gateway has never seen it.
         let token = try await f.device(topic: "com.example.mail", environment: .sandbox, simEnvironment: .production)
         let items = try await f.deliverAndClaim()
-        let outcome = await sender.send(try #require(items.first))
+        let outcome = try await Self.send(sender, try #require(items.first))
         let entry = f.simulator.gateway.logEntries().first { $0.deviceToken == token }
         sender.shutdown()
         await f.stop()
@@ -150,10 +163,10 @@ struct APNsSignalSenderTests {
 
     @Test func aRowForATopicNoAppServesIsADefectAndIsNotSent() async throws {
         let f = try await Fixture()
-        let sender = try APNsSignalSender(configuration: f.configuration)
+        let sender = try APNsPushService(configuration: f.configuration)
         _ = try await f.device(topic: "com.example.retired", environment: .production)
         let items = try await f.deliverAndClaim()
-        let outcome = await sender.send(try #require(items.first))
+        let outcome = try await Self.send(sender, try #require(items.first))
         let sent = f.simulator.gateway.logEntries().count
         sender.shutdown()
         await f.stop()
@@ -161,6 +174,15 @@ struct APNsSignalSenderTests {
         #expect(sent == 0)
         #expect(sender.serves(topic: "com.example.mail") && sender.serves(topic: "com.example.notes"))
         #expect(!sender.serves(topic: "com.example.retired"))
+        #expect(throws: RegistrationError.self) {
+            try sender.address(
+                for: DeviceRegistration(
+                    service: .apns,
+                    fields: [
+                        "token": String(repeating: "ab", count: 32), "topic": "com.example.retired",
+                        "environment": "sandbox",
+                    ]))
+        }
     }
 
     @Test func eachKeyKeepsItsTokenAcrossRestarts() async throws {
@@ -170,14 +192,14 @@ struct APNsSignalSenderTests {
         _ = try await f.device(topic: "com.example.mail", environment: .production)
         _ = try await f.device(topic: "com.example.notes", environment: .sandbox)
         let items = try await f.deliverAndClaim()
-        let first = try APNsSignalSender(configuration: f.configuration, tokenCacheDirectory: cache)
-        for item in items { _ = await first.send(item) }
+        let first = try APNsPushService(configuration: f.configuration, tokenCacheDirectory: cache)
+        for item in items { _ = try await Self.send(first, item) }
         first.shutdown()
         let saved = ["KEYAAAAAAA", "KEYBBBBBBB"].map {
-            APNsSignalSender.readToken(APNsSignalSender.tokenFile(cache, keyID: $0))?.value
+            APNsPushService.readToken(APNsPushService.tokenFile(cache, keyID: $0))?.value
         }
-        let second = try APNsSignalSender(configuration: f.configuration, tokenCacheDirectory: cache)
-        for item in items { _ = await second.send(item) }
+        let second = try APNsPushService(configuration: f.configuration, tokenCacheDirectory: cache)
+        for item in items { _ = try await Self.send(second, item) }
         second.shutdown()
         let authorizations = Set(f.simulator.gateway.logEntries().compactMap { $0.headers["authorization"] })
         let refused = f.simulator.gateway.metrics.responses.keys.filter { $0.status != 200 }
