@@ -145,6 +145,8 @@ let package = Package(
             name: "PushAPNsTests",
             dependencies: ["PushAPNs", "Push", "APNsSimulator", "MailboxStore", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
+            name: "PushFCMTests", dependencies: ["PushFCM", "Push", "HTTP2Client", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),

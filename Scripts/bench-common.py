@@ -1,6 +1,6 @@
 """Shared pieces of Scripts/bench and Scripts/drills: processes, ports, the SignalFetch cluster, an HTTPS client,
 simulated devices (mail-client processes) and small statistics. Standard library only."""
-import http.client, json, os, random, re, resource, selectors, shutil, signal, socket, ssl, subprocess, sys
+import base64, hashlib, hmac, http.client, json, os, random, re, resource, selectors, shutil, signal, socket, ssl, subprocess, sys
 import tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +49,31 @@ def percentile(values, p):
 def modseq(state):
     """The modseq of an opaque `<epoch>-<modseq>` state (the bench knows the format; clients must not)."""
     return int(str(state).rsplit("-", 1)[1])
+
+
+def state_tag(signal_key, state):
+    """A signal's `st` for `state` under a device's signal key: the first 16 characters of
+    base64url(HMAC-SHA256(key, state)), as docs/architecture.md specifies."""
+    key = base64.urlsafe_b64decode(signal_key + "=" * (-len(signal_key) % 4))
+    mac = hmac.new(key, str(state).encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")[:16]
+
+
+class TagReader:
+    """Reads which modseq a signal's tag names, for the drills' ordering checks: it knows each device's keys (from
+    the device's own output; one per registration) and the store's epoch, and tries the states up to `top` (a push
+    service can do neither)."""
+
+    def __init__(self, keys, epoch, top):
+        self.keys, self.epoch, self.top, self.tables = keys, epoch, top, {}
+
+    def modseq(self, token, tag):
+        table = self.tables.get(token)
+        if table is None:
+            table = {state_tag(key, f"{self.epoch}-{m}"): m for key in self.keys.get(token, [])
+                     for m in range(self.top + 1)}
+            self.tables[token] = table
+        return table.get(tag)
 
 
 class Proc:
@@ -374,6 +399,7 @@ class Device:
         self.syncs = []  # (monotonic time, modseq, messages)
         self.last_sync = None
         self.last_signal_st = None
+        self.signal_keys = []
         self.signals = 0
         self.signal_times = []  # monotonic time of each signal received
         self.errors = []
@@ -482,6 +508,8 @@ class MailClients:
         kind = event.get("event")
         if kind == "registered":
             device.token = event.get("deviceToken")
+            if event.get("signalKey"):
+                device.signal_keys.append(event["signalKey"])
         elif kind == "signal":
             device.signals += 1
             device.signal_times.append(now)

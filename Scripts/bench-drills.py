@@ -135,8 +135,13 @@ class Loader:
         return lost, wrong, checked
 
 
-def device_order_violations(cluster):
-    """Per device token, states of the signals apns-sim received must never go backwards."""
+def device_order_violations(cluster, clients, users):
+    """Per device token, states of the signals apns-sim received must never go backwards. A signal carries the tag
+    of its state under the device's key; the drill reads it back with the keys the devices printed."""
+    states = common.server_states(cluster, users)
+    epoch = next(d.last_sync["state"].rsplit("-", 1)[0] for d in clients.devices if d.last_sync)
+    reader = common.TagReader({d.token: d.signal_keys for d in clients.devices if d.token},
+                              epoch, max(s[0] for s in states.values()))
     last, violations, requests = {}, [], 0
     for entry in sorted(cluster.sim_log(), key=lambda e: e["sequence"]):
         token = entry.get("deviceToken")
@@ -147,7 +152,10 @@ def device_order_violations(cluster):
         if not token or not st:
             continue
         requests += 1
-        m = modseq(st)
+        m = reader.modseq(token, st)
+        if m is None:
+            violations.append((token[:8], "a tag that names no state of the account", st, entry["status"]))
+            continue
         if token in last and m < last[token]:
             violations.append((token[:8], last[token], m, entry["status"]))
         last[token] = max(m, last.get(token, m))
@@ -234,7 +242,7 @@ def drill_gateway_faults(bin_path, short):
         ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
         retries = cluster.metric("mailboxd_signal_retries_total")
         sent = cluster.metric("mailboxd_signals_sent_total")
-        violations, requests = device_order_violations(cluster)
+        violations, requests = device_order_violations(cluster, clients, users)
         summary = (f"{loader.counts['deliveries']} deliveries + {loader.counts['flags']} flag changes over {seconds} s "
                    f"with drop 0.3 / 429 0.1 / 503 0.05 / GOAWAY after 500; {int(sent)} signals accepted, "
                    f"{int(retries)} retries, {requests} provider requests, {len(violations)} out-of-order states; "
@@ -672,7 +680,7 @@ def drill_scale(bin_path, short):
         loader.stop()
         lost, wrong, checked = loader.verify()
         ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
-        violations, requests = device_order_violations(cluster)
+        violations, requests = device_order_violations(cluster, clients, users)
         outcomes = gateway_outcomes(cluster)
         states = common.server_states(cluster, users)
         per_device = signals_per_device(cluster)

@@ -14,7 +14,9 @@ enum RunCommand {
         (password on standard input),
         registers its device token, holds the notification stream and syncs on launch, on each signal and on
         a fallback timer. Prints one JSON object per line, each with an "event" key:
-          registered {deviceToken, alias}   signal {apnsId, pushType, priority, collapseId, payload}
+          registered {deviceToken, service, alias, signalKey}
+          signal {apnsId, pushType, priority, collapseId, payload} (fcm: {service, messageId, priority,
+                  collapseKey, payload})
           badge {badge}                     sync-start {trigger, full}
           sync-done {state, messages, created, updated, destroyed, ms, trigger, full, pages, result, outcome}
           sync-skipped {trigger, state}     stream {state: connected}
@@ -236,6 +238,9 @@ actor DeviceClient {
             [
                 ("deviceToken", .string(token)), ("service", .string(options.service)),
                 ("alias", registration.alias.map(JSONValue.string) ?? .null),
+                // The device's own key, printed for the drills that check what its signals named; never sent to a
+                // push service.
+                ("signalKey", registration.signalKey.map(JSONValue.string) ?? .null),
             ])
     }
 

@@ -99,8 +99,11 @@ import Testing
             let headers = entry["headers"] as? [String: String]
             #expect(headers?["apns-topic"] == Self.notes && headers?["apns-push-type"] == "background")
         }
-        #expect(metrics.contains(#"mailboxd_signals_sent_total{app="\#(Self.mail)",environment="sandbox"}"#))
-        #expect(metrics.contains(#"mailboxd_signals_sent_total{app="\#(Self.notes)",environment="production"}"#))
+        #expect(
+            metrics.contains(#"mailboxd_signals_sent_total{service="apns",app="\#(Self.mail)",environment="sandbox"}"#))
+        #expect(
+            metrics.contains(
+                #"mailboxd_signals_sent_total{service="apns",app="\#(Self.notes)",environment="production"}"#))
         #expect(!metrics.contains("TooManyProviderTokenUpdates"))
     }
 
@@ -137,7 +140,7 @@ import Testing
         #expect(wrongEntries.count == 1, "one refused send, then the registration is gone: \(wrongEntries.count)")
         #expect(
             metrics.contains(
-                #"mailboxd_signals_failed_total{app="\#(Cluster.topic)",environment="sandbox",reason="BadDeviceToken"} 1"#
+                #"mailboxd_signals_failed_total{service="apns",app="\#(Cluster.topic)",environment="sandbox",reason="BadDeviceToken"} 1"#
             ))
         #expect(cluster.mailboxd.errorOutput.contains("removed"))
     }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import Locking
+import OpenSSLCrypto
 import TestSupport
 import Testing
 
@@ -19,6 +20,8 @@ final class Cluster: Sendable {
     let devicePort: UInt16
     let client: HTTPClient
     let deliveryToken: String
+    /// Each registered device's signal key, by device token.
+    private let signalKeys = LockedValue<[String: String]>([:])
 
     var dataDir: String { directory.path("data") }
     var ca: String { directory.path("data/tls/ca.pem") }
@@ -145,7 +148,16 @@ final class Cluster: Sendable {
             .post, api + "/v1/devices", token: session,
             json: ["token": token, "topic": topic, "environment": environment])
         try #require(registered.status == 201, "device registration failed: \(registered.status)")
+        let key = try #require(registered.body["signalKey"] as? String, "no signalKey in the registration")
+        signalKeys.withLock { $0[token] = key }
         return token
+    }
+
+    /// The `st` a signal to the device `token` carries for `state`: the contract's tag, the first 16 characters
+    /// of base64url(HMAC-SHA256(the registration's signalKey, state)), computed here from the contract.
+    func tag(of state: String, device token: String) -> String? {
+        guard let key = signalKeys.withLock({ $0[token] }).flatMap({ Base64URL.decode($0) }) else { return nil }
+        return String(Base64URL.encode(HMACSHA256.authenticationCode(for: Array(state.utf8), key: key)).prefix(16))
     }
 
     func deliver(

@@ -10,10 +10,10 @@ import Testing
     @Test func acknowledgedDeliveriesSurviveKillNine() async throws {
         let cluster = try await Cluster.start(accounts: ["alice"])
         let session = try await cluster.login("alice")
-        var streams: [NotificationStream] = []
+        var streams: [(token: String, stream: NotificationStream)] = []
         for _ in 0..<2 {
             let token = try await cluster.registerDevice(session: session)
-            streams.append(try await cluster.notifications(token))
+            streams.append((token, try await cluster.notifications(token)))
         }
         let acknowledged = Shared<[String]>([])
         let attempts = Shared(0)
@@ -71,17 +71,18 @@ import Testing
         let lost = ids.filter { !present.contains($0) }
         #expect(lost.isEmpty, "\(lost.count) acknowledged deliveries lost")
 
-        // Each device converges on a signal carrying the final state.
-        for stream in streams {
+        // Each device converges on a signal carrying the final state's tag.
+        for (token, stream) in streams {
+            let finalTag = try #require(cluster.tag(of: finalState, device: token))
             var last: String?
             for _ in 0..<200 {
                 last = stream.payloads.last.flatMap {
                     (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
                 }
-                if last == finalState { break }
+                if last == finalTag { break }
                 try await Task.sleep(for: .milliseconds(25))
             }
-            #expect(last == finalState, "a device's last signal is \(last ?? "none"), the final state \(finalState)")
+            #expect(last == finalTag, "a device's last signal is \(last ?? "none"), the final state \(finalState)")
         }
     }
 }
@@ -106,14 +107,15 @@ final class Shared<Value: Sendable>: Sendable {
             try await offPool { try cluster.crashAndRestartMailboxd() }
             let receipt = try await cluster.deliver(to: "alice", subject: "after restart \(round)", body: "x")
             let state = try #require(receipt["state"] as? String)
+            let tag = try #require(cluster.tag(of: state, device: token))
             var last: String?
-            for _ in 0..<200 where last != state {
+            for _ in 0..<200 where last != tag {
                 try await Task.sleep(for: .milliseconds(25))
                 last = stream.payloads.last.flatMap {
                     (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
                 }
             }
-            #expect(last == state, "round \(round): no signal for \(state)")
+            #expect(last == tag, "round \(round): no signal for \(state)")
         }
         let log = String(decoding: try await cluster.call(.get, cluster.sim + "/sim/log").data, as: UTF8.self)
         #expect(!log.contains("TooManyProviderTokenUpdates"))

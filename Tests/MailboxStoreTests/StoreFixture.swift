@@ -65,10 +65,3 @@ final class StoreFixture: Sendable {
 
     static func token(_ n: Int) -> String { String(repeating: String(format: "%02x", n % 256), count: 32) }
 }
-
-/// A clock the test moves by hand.
-final class TestClock: Sendable {
-    private let value = LockedValue<Double>(1_800_000_000)
-    var now: Double { value.withLock { $0 } }
-    func advance(_ seconds: Double) { value.withLock { $0 += seconds } }
-}

@@ -1,0 +1,187 @@
+import Foundation
+import MailboxStore
+import Push
+import TestSupport
+import Testing
+
+@testable import MailboxService
+
+/// The dispatcher on a real SQLite store with the test clock, sending through a recording push service: what it
+/// sends, and what each outcome does to the outbox and the device.
+@Suite("Signal dispatcher")
+struct SignalDispatcherTests {
+    final class Fixture: Sendable {
+        let directory: TemporaryDirectory
+        let clock = TestClock()
+        let store: MailboxStore
+        let service: RecordingPushService
+        let dispatcher: SignalDispatcher
+        let accountID: Int64
+
+        init(
+            kind: PushSignal.Kind = .badge, throttles: Bool = false, backgroundBudget: Int = 3,
+            instanceID: String = "dispatcher-test", outcomes: [PushOutcome] = []
+        ) async throws {
+            directory = try TemporaryDirectory(prefix: "dispatcher")
+            var configuration = MailboxStore.Configuration()
+            configuration.synchronous = .normal
+            configuration.passwordParameters = .testing
+            configuration.instanceID = instanceID
+            store = try MailboxStore(path: directory.path("mail.sqlite"), configuration: configuration) {
+                [clock] in clock.now
+            }
+            service = RecordingPushService(kind: kind, throttlesBackgroundSignals: throttles)
+            service.script(outcomes)
+            var dispatch = SignalDispatcher.Configuration()
+            dispatch.backgroundBudget = backgroundBudget
+            dispatch.idleCheckInterval = 0.05
+            dispatcher = SignalDispatcher(
+                store: store, router: PushRouter([service]), metrics: Metrics(), configuration: dispatch)
+            accountID = try await store.createAccount(username: "alice", password: "password-alice").id
+        }
+
+        /// Registers a device (which queues a signal of the current state).
+        func device(_ n: Int = 1) async throws -> DeviceRecord {
+            try await store.registerDevice(
+                address: .apns(
+                    String(repeating: String(format: "%02x", n), count: 32), topic: "com.example.mail",
+                    environment: .sandbox),
+                accountID: accountID, sessionID: nil)
+        }
+
+        func deliver() async throws -> SyncState {
+            try await store.deliver(NewMessage(to: "alice", from: "a@example.com", subject: "Hi", body: "Body")).state
+        }
+
+        /// Waits (real time) until `condition` holds, up to five seconds.
+        func waitFor(_ condition: @Sendable () async throws -> Bool) async throws -> Bool {
+            for _ in 0..<500 {
+                if try await condition() { return true }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            return false
+        }
+
+        func stop() async { await dispatcher.stop() }
+    }
+
+    @Test func aDeliveredSignalHoldsTheAliasTheTagOfTheStateAndTheBadgeAndEmptiesTheOutbox() async throws {
+        let f = try await Fixture()
+        let device = try await f.device()
+        let state = try await f.deliver()
+        f.dispatcher.start()
+        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        await f.stop()
+        let sent = try #require(f.service.sent.last)
+        let key = try #require(device.signalKey)
+        #expect(sent.signal.alias.rawValue == device.alias)
+        #expect(sent.signal.tag == key.tag(of: state.description))
+        #expect(sent.signal.badge == 1)
+        #expect(sent.address == device.address)
+        #expect(f.service.sent.count == 1, "the registration and the delivery coalesced into one signal")
+    }
+
+    @Test func backgroundSignalsCarryNoBadge() async throws {
+        let f = try await Fixture(kind: .background)
+        _ = try await f.device()
+        _ = try await f.deliver()
+        f.dispatcher.start()
+        #expect(try await f.waitFor { !f.service.sent.isEmpty })
+        await f.stop()
+        #expect(f.service.sent.allSatisfy { $0.signal.badge == nil && $0.signal.kind == .background })
+    }
+
+    @Test func aGoneRegistrationIsRemoved() async throws {
+        let f = try await Fixture(outcomes: [.dropRegistration(reason: "UNREGISTERED", unregisteredAt: nil)])
+        _ = try await f.device()
+        f.dispatcher.start()
+        #expect(try await f.waitFor { try await f.store.devices(accountID: f.accountID).isEmpty })
+        await f.stop()
+        #expect(try await f.store.outboxStats().depth == 0)
+    }
+
+    @Test func aStaleReportThatTheDeviceIsGoneKeepsIt() async throws {
+        let f = try await Fixture()
+        let device = try await f.device()
+        f.service.script([.dropRegistration(reason: "Unregistered", unregisteredAt: device.registeredAt - 10)])
+        f.dispatcher.start()
+        #expect(try await f.waitFor { !f.service.sent.isEmpty })
+        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        await f.stop()
+        #expect(try await f.store.devices(accountID: f.accountID).count == 1, "registered after APNs's timestamp")
+    }
+
+    @Test func aTransientFailureIsRetriedAfterTheBackoffAndCountsAnAttempt() async throws {
+        let f = try await Fixture(outcomes: [.retry(reason: "QUOTA_EXCEEDED", retryAfter: 60)])
+        let device = try await f.device()
+        f.dispatcher.start()
+        #expect(try await f.waitFor { try await f.store.signalAttempts(deviceID: device.id) == 1 })
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(f.service.sent.count == 1, "not before Retry-After")
+        f.clock.advance(61)
+        f.dispatcher.wake()
+        #expect(try await f.waitFor { f.service.sent.count == 2 })
+        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        await f.stop()
+    }
+
+    @Test func aDefectDropsTheSignalAndKeepsTheDevice() async throws {
+        let f = try await Fixture(outcomes: [.defect(reason: "payloadGuard")])
+        _ = try await f.device()
+        f.dispatcher.start()
+        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        await f.stop()
+        #expect(f.service.sent.count == 1)
+        #expect(try await f.store.devices(accountID: f.accountID).count == 1)
+    }
+
+    @Test func aThrottledSignalIsDeferredWithoutCountingAFailure() async throws {
+        let f = try await Fixture(kind: .background, throttles: true, backgroundBudget: 1)
+        let device = try await f.device()
+        f.dispatcher.start()
+        #expect(try await f.waitFor { f.service.sent.count == 1 })
+        _ = try await f.deliver()
+        f.dispatcher.wake()
+        #expect(try await f.waitFor { try await f.store.nextSignalDue().map { $0 > f.clock.now + 60 } == true })
+        // The regression: a deferral used to count as a failed attempt and lengthen the next real backoff.
+        #expect(try await f.store.signalAttempts(deviceID: device.id) == 0)
+        #expect(f.service.sent.count == 1)
+        f.clock.advance(3601)
+        f.dispatcher.wake()
+        #expect(try await f.waitFor { f.service.sent.count == 2 })
+        await f.stop()
+    }
+
+    @Test func aServiceThatDoesNotThrottleIsNotBudgeted() async throws {
+        let f = try await Fixture(kind: .background, throttles: false, backgroundBudget: 1)
+        _ = try await f.device()
+        f.dispatcher.start()
+        #expect(try await f.waitFor { f.service.sent.count == 1 })
+        f.clock.advance(1)
+        _ = try await f.deliver()
+        f.dispatcher.wake()
+        #expect(try await f.waitFor { f.service.sent.count == 2 })
+        await f.stop()
+    }
+
+    @Test func aStartingDispatcherReleasesTheLeasesOfItsPredecessor() async throws {
+        let f = try await Fixture()
+        _ = try await f.device()
+        // A predecessor under the same name claimed the row and died before sending it.
+        #expect(try await f.store.claimDueSignals().count == 1)
+        #expect(try await f.store.claimDueSignals().isEmpty, "leased")
+        f.dispatcher.start()
+        #expect(try await f.waitFor { f.service.sent.count == 1 }, "sent at once, not after the lease ran out")
+        await f.stop()
+    }
+
+    @Test func theBackoffGrowsWithJitterAndHonoursRetryAfter() {
+        let backoff = SignalBackoff(base: 0.5, maximum: 60, minimum: 0.05)
+        #expect(backoff.delay(attempt: 1, retryAfter: nil, unit: 1) == 0.5)
+        #expect(backoff.delay(attempt: 3, retryAfter: nil, unit: 1) == 2)
+        #expect(backoff.delay(attempt: 30, retryAfter: nil, unit: 1) == 60)
+        #expect(backoff.delay(attempt: 3, retryAfter: nil, unit: 0.5) == 1)
+        #expect(backoff.delay(attempt: 1, retryAfter: nil, unit: 0) == 0.05)
+        #expect(backoff.delay(attempt: 1, retryAfter: 120, unit: 1) == 120)
+    }
+}
