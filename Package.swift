@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "mailboxd", targets: ["mailboxd"]),
         .executable(name: "apns-sim", targets: ["apns-sim"]),
+        .executable(name: "fcm-sim", targets: ["fcm-sim"]),
         .executable(name: "mail-client", targets: ["mail-client"]),
         .library(name: "MailSync", targets: ["MailSync"]),
     ],
@@ -70,9 +71,14 @@ let package = Package(
         .target(name: "MailMIME", dependencies: ["CGMime"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
+        // What the push-service simulators share: the injectable clock, a seeded generator, process limits.
+        .target(name: "SimulatorSupport", dependencies: ["Locking"]),
         .target(
             name: "APNsSimulator",
-            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking"]),
+            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),
+        .target(
+            name: "FCMSimulator",
+            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),
 
         // MARK: Executables (argument parsing and wiring only)
         .target(name: "CommandLineSupport", dependencies: ["Locking"]),
@@ -83,6 +89,8 @@ let package = Package(
             ]),
         .executableTarget(
             name: "apns-sim", dependencies: ["APNsSimulator", "CommandLineSupport"]),
+        .executableTarget(
+            name: "fcm-sim", dependencies: ["FCMSimulator", "SimulatorSupport", "CommandLineSupport"]),
         .executableTarget(
             name: "mail-client",
             dependencies: [
@@ -117,7 +125,7 @@ let package = Package(
             dependencies: ["Locking", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "HTTP2ServerTests",
-            dependencies: ["Locking", "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: ["Locking", "HTTP2Server", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "HTTPClientTests",
             dependencies: ["HTTPClient", "HTTP2Client", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
@@ -149,6 +157,9 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
+            name: "FCMSimulatorTests",
+            dependencies: ["FCMSimulator", "OpenSSLCrypto", "Locking", "TestSupport"]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
         .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),

@@ -50,8 +50,7 @@ final class APIFuzz: Sendable {
                 apps: [.init(topic: "com.example.fuzz", keyFile: keyFile, keyID: "KEY1234567", teamID: "TEAM123456")]))
         router =
             MailboxAPI(
-                store: store, configuration: configuration, metrics: Metrics(), push: PushRouter([apns]),
-                signalsQueued: {}
+                store: store, configuration: configuration, metrics: Metrics(), push: PushRouter([apns])
             ).router
     }
 

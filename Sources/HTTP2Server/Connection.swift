@@ -14,8 +14,10 @@ enum CloseReason {
     case finished
     /// A deadline passed (shutdown grace period, stuck GOAWAY flush, idle handshake).
     case deadline
+    /// The HTTP/1.1 relay target closed its side: send what it answered, then close.
+    case relayClosed
 
-    var flushesFirst: Bool { self == .protocolError }
+    var flushesFirst: Bool { self == .protocolError || self == .relayClosed }
 }
 
 /// One request/response exchange on a connection. Confined to the event-loop thread.
@@ -65,6 +67,9 @@ final class Connection {
     var closeReason: CloseReason?
     var hardCloseDeadline: UInt64?
     var goAwaySubmitted = false
+    /// Set when the client chose HTTP/1.1 over ALPN: the cleartext connection its bytes are relayed to.
+    /// The nghttp2 session is gone then.
+    var relay: RelayUpstream?
 
     /// Stop generating (and reading) once this many bytes wait for the socket.
     static let highWater = 256 * 1024
@@ -134,7 +139,9 @@ final class Connection {
             feed(bytes)
             return
         }
-        let outcome = tls.receive(bytes, output: &output, scratch: loop.plaintextBuffer, handshakeDone: { true }) {
+        let outcome = tls.receive(
+            bytes, output: &output, scratch: loop.plaintextBuffer, handshakeDone: { handshakeCompleted(tls) }
+        ) {
             chunk in
             feed(chunk)
             return closeReason == nil
@@ -147,6 +154,10 @@ final class Connection {
     }
 
     private func feed(_ bytes: UnsafeRawBufferPointer) {
+        if let relay {
+            relay.output.append(bytes)
+            return
+        }
         guard let session, closeReason == nil, bytes.count > 0 else { return }
         let result = nghttp2_session_mem_recv(
             session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
@@ -158,6 +169,11 @@ final class Connection {
     /// Moves frames from nghttp2 to the socket until nghttp2 has nothing more or the socket is full.
     func flush() {
         if let reason = closeReason, !reason.flushesFirst { return }
+        if relay != nil {
+            flushRelay()
+            _ = sendPending()
+            return
+        }
         guard let session, sessionReady else {
             _ = sendPending()
             return

@@ -58,6 +58,8 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
     private static let listenerTag: UInt64 = 0
     private static let wakeTag: UInt64 = UInt64.max
     private static let tick: UInt64 = 100_000_000
+    /// Set in the epoll tag of a connection's HTTP/1.1 relay socket (the rest is the connection's id).
+    private static let relayTagBit: UInt64 = 1 << 62
 
     init(
         configuration: HTTP2ServerConfiguration, handler: HandlerKind, hooks: HTTP2LoopHooks?,
@@ -167,6 +169,10 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
                 switch event.data.u64 {
                 case EventLoop.listenerTag: acceptConnections()
                 case EventLoop.wakeTag: processInbox()
+                case let tag where tag & EventLoop.relayTagBit != 0:
+                    if let connection = connections[tag & ~EventLoop.relayTagBit] {
+                        handleRelay(connection, events: event.events)
+                    }
                 case let tag:
                     if let connection = connections[tag] { handle(connection, events: event.events) }
                 }
@@ -257,12 +263,32 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         settle(connection)
     }
 
+    private func handleRelay(_ connection: Connection, events: UInt32) {
+        let readable = EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue
+        if events & readable != 0 {
+            connection.readFromRelay(now: now)
+        }
+        connection.flush()
+        settle(connection)
+    }
+
+    /// Adds a connection's new relay socket to the epoll set (called while the connection is being read).
+    func registerRelay(_ connection: Connection) {
+        guard let relay = connection.relay else { return }
+        if EventLoop.register(epollFD, relay.fd, tag: connection.id | EventLoop.relayTagBit, events: EPOLLIN.rawValue) {
+            relay.interest = EPOLLIN.rawValue
+        } else {
+            connection.markClose(.socketError)
+        }
+    }
+
     /// Closes the connection if it is done, else updates which events it waits for.
     private func settle(_ connection: Connection) {
         if let reason = connection.closeReason {
             if reason.flushesFirst && !connection.output.isEmpty {
                 if connection.hardCloseDeadline == nil { connection.hardCloseDeadline = now + 2_000_000_000 }
                 setInterest(connection, EPOLLOUT.rawValue)
+                detachRelay(connection)
                 return
             }
             closeConnection(connection)
@@ -273,9 +299,35 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
             return
         }
         var wanted: UInt32 = 0
-        if connection.output.count < Connection.highWater { wanted |= EPOLLIN.rawValue }
+        let relayBacklog = connection.relay?.output.count ?? 0
+        if connection.output.count < Connection.highWater && relayBacklog < Connection.highWater {
+            wanted |= EPOLLIN.rawValue
+        }
         if !connection.output.isEmpty { wanted |= EPOLLOUT.rawValue }
         setInterest(connection, wanted)
+        if let relay = connection.relay {
+            var relayWanted: UInt32 = 0
+            if connection.output.count < Connection.highWater { relayWanted |= EPOLLIN.rawValue }
+            if !relay.output.isEmpty { relayWanted |= EPOLLOUT.rawValue }
+            setRelayInterest(connection, relayWanted)
+        }
+    }
+
+    /// Closes a connection's relay socket (the connection is closing; a hung-up socket would keep waking the loop).
+    private func detachRelay(_ connection: Connection) {
+        guard let relay = connection.relay else { return }
+        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, relay.fd, nil)
+        close(relay.fd)
+        connection.relay = nil
+    }
+
+    private func setRelayInterest(_ connection: Connection, _ wanted: UInt32) {
+        guard let relay = connection.relay, wanted != relay.interest else { return }
+        var event = epoll_event()
+        event.events = wanted
+        event.data.u64 = connection.id | EventLoop.relayTagBit
+        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, relay.fd, &event)
+        relay.interest = wanted
     }
 
     private func setInterest(_ connection: Connection, _ wanted: UInt32) {
@@ -291,6 +343,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.fd, nil)
         close(connection.fd)
+        detachRelay(connection)
         var unfinished = 0
         for stream in connection.streams.values where !stream.responseComplete {
             stream.task?.cancel()

@@ -14,6 +14,20 @@ public struct HTTP2ServerConfiguration: Sendable {
         }
     }
 
+    /// A cleartext HTTP/1.1 server that TLS connections choosing HTTP/1.1 are relayed to.
+    public struct HTTP1Relay: Sendable, Hashable {
+        /// The relay target's address (normally `127.0.0.1`).
+        public var host: String
+        /// The relay target's port.
+        public var port: Int
+
+        /// Creates a relay target.
+        public init(host: String = "127.0.0.1", port: Int) {
+            self.host = host
+            self.port = port
+        }
+    }
+
     /// The address to bind: an IP literal (`127.0.0.1`, `::1`, `0.0.0.0`) or a resolvable name.
     public var host: String
     /// The TCP port to bind; `0` picks a free port (read it from ``HTTP2Server/port`` after start).
@@ -34,6 +48,10 @@ public struct HTTP2ServerConfiguration: Sendable {
     public var idleTimeout: Duration
     /// On shutdown, how long in-flight streams may run after GOAWAY before connections are closed.
     public var shutdownGracePeriod: Duration
+    /// Opt-in HTTP/1.1 over TLS: when set (TLS only), a client whose ALPN offers `http/1.1` but not `h2` is
+    /// accepted and the decrypted bytes of its connection are relayed, both ways, to this cleartext HTTP/1.1
+    /// server. `nil` (the default) refuses such a client during the handshake.
+    public var http1Relay: HTTP1Relay?
 
     /// Creates a configuration; only the address and TLS choice are required.
     public init(
@@ -44,7 +62,8 @@ public struct HTTP2ServerConfiguration: Sendable {
         maxRequestBodySize: Int = 1 << 20,
         initialWindowSize: Int = 1 << 20,
         idleTimeout: Duration = .seconds(300),
-        shutdownGracePeriod: Duration = .seconds(10)
+        shutdownGracePeriod: Duration = .seconds(10),
+        http1Relay: HTTP1Relay? = nil
     ) {
         self.host = host
         self.port = port
@@ -54,5 +73,6 @@ public struct HTTP2ServerConfiguration: Sendable {
         self.initialWindowSize = initialWindowSize
         self.idleTimeout = idleTimeout
         self.shutdownGracePeriod = shutdownGracePeriod
+        self.http1Relay = http1Relay
     }
 }

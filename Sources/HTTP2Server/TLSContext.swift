@@ -9,13 +9,13 @@ import HTTP2Support
 final class TLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX_new'd objects are thread-safe
     let context: OpaquePointer
 
-    init(_ tls: HTTP2ServerConfiguration.TLS) throws(HTTP2ServerError) {
+    init(_ tls: HTTP2ServerConfiguration.TLS, allowHTTP1: Bool = false) throws(HTTP2ServerError) {
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_server_method()) else {
             throw .setupFailed(reason: "SSL_CTX_new: \(TLSContext.drainErrors())")
         }
         do {
-            try TLSContext.configure(context, tls)
+            try TLSContext.configure(context, tls, allowHTTP1: allowHTTP1)
         } catch {
             SSL_CTX_free(context)
             throw error
@@ -26,7 +26,7 @@ final class TLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX_
     deinit { SSL_CTX_free(context) }
 
     private static func configure(
-        _ context: OpaquePointer, _ tls: HTTP2ServerConfiguration.TLS
+        _ context: OpaquePointer, _ tls: HTTP2ServerConfiguration.TLS, allowHTTP1: Bool
     ) throws(HTTP2ServerError) {
         // HTTP/2 requires TLS 1.2 or later (RFC 9113 §9.2).
         _ = SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
@@ -51,7 +51,8 @@ final class TLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX_
             ERR_clear_error()
             throw .certificateKeyMismatch(certificatePath: tls.certificateChainPath, privateKeyPath: tls.privateKeyPath)
         }
-        SSL_CTX_set_alpn_select_cb(context, selectALPN, nil)
+        // The callback's argument says whether `http/1.1` may be selected (any non-nil pointer: yes).
+        SSL_CTX_set_alpn_select_cb(context, selectALPN, allowHTTP1 ? UnsafeMutableRawPointer(bitPattern: 1) : nil)
     }
 
     /// Creates the per-connection TLS state (server side, memory BIOs).
@@ -65,7 +66,8 @@ final class TLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX_
     }
 }
 
-/// ALPN policy: select `h2` when offered; refuse a client that offers ALPN without `h2`.
+/// ALPN policy: select `h2` when offered; refuse a client that offers ALPN without `h2`, unless `arg` is
+/// non-nil (an HTTP/1.1 relay is configured) and it offers `http/1.1`, which is then selected.
 /// A client that sends no ALPN extension never reaches this callback and is spoken to in HTTP/2.
 private func selectALPN(
     _ ssl: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
@@ -76,5 +78,7 @@ private func selectALPN(
     let selected = out.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 1) {
         nghttp2_select_next_protocol($0, outlen, input, inlen)
     }
-    return selected == 1 ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_ALERT_FATAL
+    // nghttp2_select_next_protocol: 1 = h2, 0 = http/1.1, -1 = neither.
+    if selected == 1 || (selected == 0 && arg != nil) { return SSL_TLSEXT_ERR_OK }
+    return SSL_TLSEXT_ERR_ALERT_FATAL
 }

@@ -9,8 +9,6 @@ import MailboxStore
 struct LMTPDelivery: LMTPBackend {
     let store: MailboxStore
     let metrics: Metrics
-    /// Wakes the dispatcher after a commit.
-    let stored: @Sendable () -> Void
 
     func checkRecipient(_ address: String) -> LMTPSession.RecipientCheck {
         let store = store
@@ -58,7 +56,6 @@ struct LMTPDelivery: LMTPBackend {
                 "mailboxd_lmtp_deliveries_total", labels: "result=\"\(label)\"",
                 help: "Recipient copies of LMTP messages, by outcome.")
         }
-        if results.contains(where: { $0.0 == .stored && !$0.1 }) { stored() }
         return results.map(\.0)
     }
 }

@@ -119,13 +119,11 @@ extension MailboxAPI {
         let updated = try await store.updateMessage(
             id: request.parameter("id") ?? "", accountID: session.accountID, seen: patch.seen, flagged: patch.flagged,
             mailbox: mailbox)
-        signalsQueued()
         return try .json(MessageJSON(updated, includeBody: false))
     }
 
     func deleteMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         try await store.destroyMessage(id: request.parameter("id") ?? "", accountID: session.accountID)
-        signalsQueued()
         return .empty()
     }
 
@@ -154,7 +152,6 @@ extension MailboxAPI {
         }
         let device = try await store.registerDevice(
             address: address, accountID: session.accountID, sessionID: session.id)
-        signalsQueued()
         return try .json(DeviceResponse(device), status: .created)
     }
 
@@ -222,7 +219,6 @@ extension MailboxAPI {
         } catch MailboxStoreError.notFound {
             throw HTTPError(.notFound, code: "unknownRecipient", message: "No account has that address.")
         }
-        signalsQueued()
         metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
         return try .json(DeliveryResponse(id: receipt.id, state: receipt.state.description), status: .created)
     }

@@ -12,20 +12,16 @@ package struct MailboxAPI: Sendable {
     let throttle: LoginThrottle
     /// The SHA-256 of the delivery token; presented tokens are hashed and compared in constant time.
     let deliveryTokenHash: [UInt8]
-    /// Called after every write that queued signals, so the dispatcher wakes at once.
-    let signalsQueued: @Sendable () -> Void
     /// The push services devices can register with.
     let push: PushRouter
 
     package init(
-        store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics, push: PushRouter,
-        signalsQueued: @escaping @Sendable () -> Void
+        store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics, push: PushRouter
     ) {
         self.store = store
         self.configuration = configuration
         self.metrics = metrics
         self.push = push
-        self.signalsQueued = signalsQueued
         deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
         throttle = LoginThrottle(
             store: store, perUsername: configuration.loginFailuresPerUsername,

@@ -15,8 +15,8 @@ public final class MailboxService: Sendable {
     private let server: HTTPServer
     private let lmtp: LMTPServer?
     private let maintenance: Task<Void, Never>
-    /// Wakes the dispatcher when another instance sharing the database queued signals.
-    private let peerSignals: QueuedSignalWatch
+    /// Wakes the dispatcher after any commit that queued signals (this process's or, on PostgreSQL, another's).
+    private let queuedSignals: QueuedSignalWatch
 
     /// The port the API listens on.
     public var port: UInt16 { server.port }
@@ -35,9 +35,7 @@ public final class MailboxService: Sendable {
         router.share(in: store)
         let dispatcher = SignalDispatcher(
             store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log)
-        let api = MailboxAPI(store: store, configuration: configuration, metrics: metrics, push: router) {
-            dispatcher.wake()
-        }
+        let api = MailboxAPI(store: store, configuration: configuration, metrics: metrics, push: router)
         var serverConfiguration = HTTPServer.Configuration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
@@ -53,7 +51,7 @@ public final class MailboxService: Sendable {
         let lmtp = try configuration.lmtp.map { lmtpConfiguration in
             try LMTPServer(
                 configuration: lmtpConfiguration,
-                backend: LMTPDelivery(store: store, metrics: metrics) { dispatcher.wake() }, log: log)
+                backend: LMTPDelivery(store: store, metrics: metrics), log: log)
         }
         do {
             self.server = try HTTPServer(configuration: serverConfiguration, router: api.router)
@@ -66,7 +64,7 @@ public final class MailboxService: Sendable {
         self.store = store
         self.metrics = metrics
         self.dispatcher = dispatcher
-        peerSignals = store.watchQueuedSignals { dispatcher.wake() }
+        queuedSignals = store.watchQueuedSignals { dispatcher.wake() }
         // Hourly housekeeping: discard expired tombstones.
         self.maintenance = Task {
             while !Task.isCancelled {
@@ -92,6 +90,6 @@ public final class MailboxService: Sendable {
         await server.shutdown()
         await dispatcher.stop()
         maintenance.cancel()
-        peerSignals.cancel()
+        queuedSignals.cancel()
     }
 }

@@ -46,6 +46,8 @@ public final class MailboxStore: Sendable {
     let decoyPasswordHash: String
     /// Where the data lives.
     public let database: StoreDatabase
+    /// Who is told when a commit of this process queued signals (see ``watchQueuedSignals(_:)``).
+    let signalWake: SignalWake
 
     /// Opens (creating and migrating as needed) the SQLite store at `path`. `now` is the clock in seconds since 1970.
     public convenience init(
@@ -64,15 +66,19 @@ public final class MailboxStore: Sendable {
         let makeLedger: @Sendable () -> BatchLedger = { [pacing = configuration.pacing] in
             BatchLedger(pacing: pacing, now: now)
         }
+        let wake = SignalWake()
+        signalWake = wake
         switch database {
         case .sqlite(let path):
             engine = try Self.storageErrors {
                 try SQLiteEngine(
                     path: path, synchronous: configuration.synchronous, maximumBatch: configuration.maximumBatch,
-                    ledger: makeLedger())
+                    ledger: makeLedger(), signalsCommitted: { wake.fire() })
             }
         case .postgres(let url):
-            engine = PostgresEngine(url: url, connections: configuration.postgresConnections, makeLedger: makeLedger)
+            engine = PostgresEngine(
+                url: url, connections: configuration.postgresConnections, makeLedger: makeLedger,
+                signalsCommitted: { wake.fire() })
         }
         self.database = database
         self.configuration = configuration

@@ -2,24 +2,30 @@ import Foundation
 import Locking
 import PostgresKit
 
-/// Wakes this process when any process sharing the store queued signals, so the dispatcher that will send them
-/// does not wait for its next poll. On PostgreSQL a thread LISTENs on the outbox channel, which every transaction
-/// that queued signals NOTIFYs at commit; after a lost connection it connects again and wakes once, in case a
-/// notification was missed meanwhile (the dispatcher's poll covers the rest). On SQLite every writer is in this
-/// process, which wakes its own dispatcher, so there is nothing to watch.
+/// The one way a dispatcher learns that signals were queued: the store calls `wake` after every commit of this
+/// process that queued signals, on every engine, and on PostgreSQL also when another process sharing the database
+/// did (a thread LISTENs on the outbox channel, which every such transaction NOTIFYs at commit; after a lost
+/// connection it connects again and wakes once, in case a notification was missed meanwhile — the dispatcher's
+/// poll covers the rest). Writers need not wake anything themselves.
 public final class QueuedSignalWatch: Sendable {
     private let stopped = LockedValue(false)
+    private let local: SignalWake
+    private let registration: Int
 
-    init() {}
-
-    init(url: String, channel: String, wake: @escaping @Sendable () -> Void) {
+    init(local: SignalWake, listening url: String?, channel: String, wake: @escaping @Sendable () -> Void) {
+        self.local = local
+        registration = local.add(wake)
+        guard let url else { return }
         let thread = Thread { [stopped] in Self.listen(url: url, channel: channel, stopped: stopped, wake: wake) }
         thread.name = "mailbox-pg-listen"
         thread.start()
     }
 
-    /// Stops watching (within about half a second).
-    public func cancel() { stopped.withLock { $0 = true } }
+    /// Stops watching (the LISTEN thread within about half a second).
+    public func cancel() {
+        local.remove(registration)
+        stopped.withLock { $0 = true }
+    }
 
     deinit { cancel() }
 
@@ -45,12 +51,33 @@ public final class QueuedSignalWatch: Sendable {
 }
 
 extension MailboxStore {
-    /// Calls `wake` whenever another process sharing this store queues signals (see ``QueuedSignalWatch``), until
-    /// the returned watch is cancelled or released.
+    /// Calls `wake` whenever a commit queued signals, in this process or (PostgreSQL) any other sharing the store
+    /// (see ``QueuedSignalWatch``), until the returned watch is cancelled or released.
     public func watchQueuedSignals(_ wake: @escaping @Sendable () -> Void) -> QueuedSignalWatch {
-        switch database {
-        case .sqlite: return QueuedSignalWatch()
-        case .postgres(let url): return QueuedSignalWatch(url: url, channel: PostgresEngine.outboxChannel, wake: wake)
+        var url: String?
+        if case .postgres(let postgres) = database { url = postgres }
+        return QueuedSignalWatch(local: signalWake, listening: url, channel: PostgresEngine.outboxChannel, wake: wake)
+    }
+}
+
+/// The callbacks told after a commit of this process queued signals.
+final class SignalWake: Sendable {
+    private let state = LockedValue<(next: Int, callbacks: [Int: @Sendable () -> Void])>((0, [:]))
+
+    /// Adds `callback`; returns its registration.
+    func add(_ callback: @escaping @Sendable () -> Void) -> Int {
+        state.withLock { state in
+            state.next += 1
+            state.callbacks[state.next] = callback
+            return state.next
         }
+    }
+
+    /// Removes a registration.
+    func remove(_ registration: Int) { _ = state.withLock { $0.callbacks.removeValue(forKey: registration) } }
+
+    /// Calls every callback.
+    func fire() {
+        for callback in state.withLock({ Array($0.callbacks.values) }) { callback() }
     }
 }

@@ -141,14 +141,20 @@ final class SQLiteEngine: StoreEngine {
     /// The deliveries' shared bookkeeping in the writer's current batch.
     let ledger: BatchLedger
 
-    init(path: String, synchronous: SynchronousMode, maximumBatch: Int, ledger: BatchLedger) throws {
+    init(
+        path: String, synchronous: SynchronousMode, maximumBatch: Int, ledger: BatchLedger,
+        signalsCommitted: @escaping @Sendable () -> Void
+    ) throws {
         var configuration = DatabaseConfiguration()
         configuration.synchronous = synchronous
         pool = try DatabasePool(path: path, configuration: configuration)
         self.ledger = ledger
         batcher = WriteBatcher(
             pool: pool, maximumBatch: maximumBatch, lingerMicroseconds: synchronous == .full ? 300 : 200,
-            deferred: .init(settle: { try ledger.settle($0) }, discard: { ledger.discard() }))
+            deferred: .init(
+                settle: { try ledger.settle($0) },
+                committed: { if ledger.signalsQueued { signalsCommitted() } },
+                discard: { ledger.discard() }))
     }
 
     func migrate(_ migrations: [StoreMigration]) throws {
@@ -190,13 +196,18 @@ final class PostgresEngine: StoreEngine {
     let pool: PostgresPool
     let url: String
     let makeLedger: @Sendable () -> BatchLedger
+    let signalsCommitted: @Sendable () -> Void
     private let totals = LockedValue(WriterStatistics())
     /// How often a write that lost a race is tried in all.
     static let attempts = 5
 
-    init(url: String, connections: Int, makeLedger: @escaping @Sendable () -> BatchLedger) {
+    init(
+        url: String, connections: Int, makeLedger: @escaping @Sendable () -> BatchLedger,
+        signalsCommitted: @escaping @Sendable () -> Void
+    ) {
         self.url = url
         self.makeLedger = makeLedger
+        self.signalsCommitted = signalsCommitted
         pool = PostgresPool(url: url, size: connections, name: "mailbox-pg")
     }
 
@@ -244,6 +255,7 @@ final class PostgresEngine: StoreEngine {
     ) async throws -> T {
         let makeLedger = makeLedger
         let totals = totals
+        let signalsCommitted = signalsCommitted
         return try await pool.perform { connection in
             var attempt = 1
             while true {
@@ -259,6 +271,7 @@ final class PostgresEngine: StoreEngine {
                         return result
                     }
                     let commitSeconds = Double(DispatchTime.now().uptimeNanoseconds - bodyEnd) / 1e9
+                    if ledger.signalsQueued { signalsCommitted() }
                     totals.withLock {
                         $0.batches += 1
                         $0.writes += 1

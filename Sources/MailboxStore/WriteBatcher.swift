@@ -20,11 +20,13 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
     struct DeferredWork: Sendable {
         /// Writes what deferring operations left pending (a no-op when nothing is).
         let settle: @Sendable (Database) throws -> Void
+        /// Runs after the batch committed, before ``discard``.
+        let committed: @Sendable () -> Void
         /// Forgets whatever is pending: the batch is over, committed or rolled back.
         let discard: @Sendable () -> Void
 
         /// No deferred work.
-        static let none = DeferredWork(settle: { _ in }, discard: {})
+        static let none = DeferredWork(settle: { _ in }, committed: {}, discard: {})
     }
 
     private struct Job {
@@ -171,6 +173,7 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
                 commitError = error
             }
             let commitNanoseconds = DispatchTime.now().uptimeNanoseconds - bodyEnd
+            if commitError == nil { deferred.committed() }
             deferred.discard()
             condition.lock()
             if commitError == nil {

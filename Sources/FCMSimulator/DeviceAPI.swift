@@ -1,0 +1,198 @@
+import Foundation
+import HTTPServer
+
+/// The device side of fcm-sim (HTTP/1.1, JSON): installs, message streams, the control API, the capture
+/// log, health and metrics. Bad input gets a 4xx with `{"error","message"}` and changes nothing.
+enum DeviceAPI {
+    static func router(for gateway: FCMGateway, batch: EventStreamBatch? = nil) -> Router {
+        var router = Router()
+        router.post("/sim/devices") { request in
+            let body = try request.decodeJSON(Registration.self, allowedFields: ["app", "project"])
+            guard let app = body.app, isPackageName(app) else {
+                throw HTTPError.invalidRequest("\"app\" must be an Android package name, e.g. com.example.mail.")
+            }
+            guard let project = body.project, !project.isEmpty else {
+                throw HTTPError.invalidRequest("\"project\" must be a Firebase project id.")
+            }
+            guard let token = gateway.registerDevice(app: app, project: project) else {
+                throw HTTPError(
+                    .badRequest, code: "unknownProject",
+                    message: "No trusted service account belongs to this project.")
+            }
+            return try .json(["token": token], status: .created)
+        }
+        router.get("/sim/devices") { _ in
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return try .json(["devices": gateway.devices()], encoder: encoder)
+        }
+        router.get("/sim/devices/:token/messages") { request in
+            try subscribe(request.parameter("token") ?? "", gateway: gateway, batch: batch)
+        }
+        router.delete("/sim/devices/:token") { request in
+            let token = request.parameter("token") ?? ""
+            guard gateway.unregisterDevice(token) else { throw unknownDevice(token, gateway: gateway) }
+            return .empty()
+        }
+        router.put("/sim/devices/:token/online") { request in
+            let token = request.parameter("token") ?? ""
+            let body = try request.decodeJSON(OnlineJSON.self, allowedFields: ["online"])
+            guard gateway.setOnline(body.online, for: token) else { throw unknownDevice(token, gateway: gateway) }
+            return try .json(body)
+        }
+        router.put("/sim/devices/:token/error") { request in
+            let token = request.parameter("token") ?? ""
+            let body = try request.decodeJSON(
+                ScriptedErrorJSON.self, allowedFields: ["status", "errorCode", "count", "retryAfter"])
+            let scripted = try body.scripted()
+            guard gateway.scriptError(scripted, for: token) else { throw unknownDevice(token, gateway: gateway) }
+            return try .json(body)
+        }
+        router.delete("/sim/devices/:token/error") { request in
+            let token = request.parameter("token") ?? ""
+            guard gateway.clearScriptedError(for: token) else { throw unknownDevice(token, gateway: gateway) }
+            return .empty()
+        }
+        router.get("/sim/faults") { _ in try .json(FaultsJSON(gateway.faults)) }
+        router.put("/sim/faults") { request in
+            let faults = try request.decodeJSON(FaultsJSON.self, allowedFields: FaultsJSON.fields).faults()
+            gateway.setFaults(faults)
+            return try .json(FaultsJSON(faults))
+        }
+        router.get("/sim/log") { request in
+            guard let after = Int(request.query("after") ?? "0"), after >= 0,
+                let limit = Int(request.query("limit") ?? String(Int.max)), limit >= 0
+            else { throw HTTPError.invalidRequest("'after' and 'limit' must be non-negative integers.") }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
+        }
+        router.delete("/sim/log") { _ in
+            gateway.clearLog()
+            return .empty()
+        }
+        router.get("/healthz") { _ in try .json(["status": "ok"]) }
+        router.get("/metrics") { _ in
+            HTTPResponse(
+                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4"],
+                body: Data(gateway.metrics.prometheusText.utf8))
+        }
+        return router
+    }
+
+    private static func subscribe(
+        _ token: String, gateway: FCMGateway, batch: EventStreamBatch?
+    ) throws
+        -> HTTPResponse
+    {
+        guard case .active = gateway.status(of: token) else { throw unknownDevice(token, gateway: gateway) }
+        let stream = EventStream(batch: batch)
+        _ = stream.sendComment("connected")
+        let sink = FCMMessageSink(send: { data in stream.send(data: data) }, close: { stream.close() })
+        guard let streamID = gateway.connect(token, sink: sink) else { throw unknownDevice(token, gateway: gateway) }
+        stream.onTermination { gateway.disconnect(token, streamID: streamID) }
+        return .eventStream(stream)
+    }
+
+    static func unknownDevice(_ token: String, gateway: FCMGateway) -> HTTPError {
+        if case .uninstalled = gateway.status(of: token) {
+            return HTTPError(.gone, code: "uninstalled", message: "The app instance was uninstalled.")
+        }
+        return HTTPError.notFound("No device with this token.")
+    }
+
+    static func isPackageName(_ name: String) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 2, name.utf8.count <= 255 else { return false }
+        return parts.allSatisfy { part in
+            guard let first = part.unicodeScalars.first, ("a"..."z").contains(first) || ("A"..."Z").contains(first)
+            else { return false }
+            return part.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+            }
+        }
+    }
+
+    private struct Registration: Decodable {
+        var app: String?
+        var project: String?
+    }
+
+    /// `PUT /sim/devices/{token}/online`.
+    struct OnlineJSON: Codable {
+        var online: Bool
+    }
+
+    /// `PUT /sim/devices/{token}/error`.
+    struct ScriptedErrorJSON: Codable {
+        var status: Int
+        var errorCode: String
+        var count: Int?
+        var retryAfter: Int?
+
+        func scripted() throws(HTTPError) -> FCMScriptedError {
+            guard let code = FCMErrorCode(rawValue: errorCode) else {
+                let known = FCMErrorCode.allCases.map(\.rawValue).joined(separator: ", ")
+                throw .invalidRequest("'errorCode' must be one of FCM's codes: \(known).")
+            }
+            guard (400...599).contains(status) else {
+                throw .invalidRequest("'status' must be an HTTP error status (400–599).")
+            }
+            if let count, count < 1 {
+                throw .invalidRequest("'count' must be at least 1 (leave it out for every send).")
+            }
+            if let retryAfter, !(0...86_400).contains(retryAfter) {
+                throw .invalidRequest("'retryAfter' must be 0 to 86400 seconds.")
+            }
+            return FCMScriptedError(status: status, errorCode: code, count: count, retryAfter: retryAfter)
+        }
+    }
+
+    /// `PUT /sim/faults`: every field optional, an absent one meaning no such fault.
+    struct FaultsJSON: Codable {
+        static let fields: Set<String> = ["drop", "status429", "status503", "latencyMs", "seed"]
+        var drop: Double?
+        var status429: Double?
+        var status503: Double?
+        var latencyMs: Int?
+        var seed: UInt64?
+
+        init(_ faults: FCMFaults) {
+            drop = faults.dropProbability
+            status429 = faults.quotaExceededProbability
+            status503 = faults.unavailableProbability
+            let (seconds, attoseconds) = faults.latency.components
+            latencyMs = Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+            seed = faults.seed
+        }
+
+        /// Every field always appears in answers (`seed` as `null` when none was set).
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(drop ?? 0, forKey: .drop)
+            try container.encode(status429 ?? 0, forKey: .status429)
+            try container.encode(status503 ?? 0, forKey: .status503)
+            try container.encode(latencyMs ?? 0, forKey: .latencyMs)
+            try container.encode(seed, forKey: .seed)
+        }
+
+        func faults() throws(HTTPError) -> FCMFaults {
+            let probabilities = [("drop", drop), ("status429", status429), ("status503", status503)]
+            for (name, value) in probabilities {
+                guard let value else { continue }
+                guard value.isFinite, (0...1).contains(value) else {
+                    throw .invalidRequest("'\(name)' must be a probability from 0 to 1.")
+                }
+            }
+            guard probabilities.reduce(0, { $0 + ($1.1 ?? 0) }) <= 1 else {
+                throw .invalidRequest("'drop', 'status429' and 'status503' must add up to at most 1.")
+            }
+            if let latencyMs, !(0...60_000).contains(latencyMs) {
+                throw .invalidRequest("'latencyMs' must be an integer from 0 to 60000.")
+            }
+            return FCMFaults(
+                dropProbability: drop ?? 0, quotaExceededProbability: status429 ?? 0,
+                unavailableProbability: status503 ?? 0, latency: .milliseconds(latencyMs ?? 0), seed: seed)
+        }
+    }
+}

@@ -1,0 +1,282 @@
+import Foundation
+import Locking
+import OpenSSLCrypto
+import SimulatorSupport
+
+/// A provider request as either transport (HTTP/2 or HTTP/1.1) hands it over.
+public struct FCMProviderRequest: Sendable {
+    /// The method (`POST`).
+    public var method: String
+    /// The path, query included.
+    public var path: String
+    /// The headers as received.
+    public var headers: [(name: String, value: String)]
+    /// The body.
+    public var body: Data
+    /// The protocol it arrived in: `HTTP/2` or `HTTP/1.1`.
+    public var httpVersion: String
+
+    /// Creates a request.
+    public init(
+        method: String, path: String, headers: [(name: String, value: String)], body: Data,
+        httpVersion: String = "HTTP/2"
+    ) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.httpVersion = httpVersion
+    }
+
+    /// The first header called `name` (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// A provider response, for either transport.
+public struct FCMProviderResponse: Sendable {
+    /// The HTTP status.
+    public var status: Int
+    /// Response headers (`content-type`, `retry-after`).
+    public var headers: [(name: String, value: String)]
+    /// The JSON body.
+    public var body: Data
+    /// How long to hold the response back (the latency fault).
+    public var delay: Duration
+
+    /// Creates a response.
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: Data, delay: Duration = .zero) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.delay = delay
+    }
+
+    /// The body as JSON, for tests.
+    public var json: [String: Any]? { try? JSONSerialization.jsonObject(with: body) as? [String: Any] }
+}
+
+/// Where the gateway sends a connected device's messages: one open message stream.
+public struct FCMMessageSink: Sendable {
+    /// Sends one event's data (single-line JSON); returns `false` when the stream is gone.
+    public var send: @Sendable (String) -> Bool
+    /// Ends the stream (the app was uninstalled or the simulator is stopping).
+    public var close: @Sendable () -> Void
+
+    /// Creates a sink from its two operations.
+    public init(send: @escaping @Sendable (String) -> Bool, close: @escaping @Sendable () -> Void) {
+        self.send = send
+        self.close = close
+    }
+}
+
+/// One installed device as the control API lists it.
+public struct FCMDeviceSummary: Sendable, Equatable, Encodable {
+    /// Its registration token.
+    public var token: String
+    /// The Android package name it registered for.
+    public var app: String
+    /// The Firebase project it registered with.
+    public var project: String
+    /// `false` while held offline.
+    public var online: Bool
+    /// Open message streams.
+    public var streams: Int
+    /// Messages delivered to it.
+    public var delivered: Int
+    /// Messages held for it (stored or throttled).
+    public var stored: Int
+}
+
+/// A scripted answer for a device's next sends.
+public struct FCMScriptedError: Sendable, Equatable, Codable {
+    /// The HTTP status.
+    public var status: Int
+    /// FCM's code.
+    public var errorCode: FCMErrorCode
+    /// How many sends get it (`nil`: every one).
+    public var count: Int?
+    /// A `Retry-After` value in seconds.
+    public var retryAfter: Int?
+
+    /// Creates a scripted answer.
+    public init(status: Int, errorCode: FCMErrorCode, count: Int? = nil, retryAfter: Int? = nil) {
+        self.status = status
+        self.errorCode = errorCode
+        self.count = count
+        self.retryAfter = retryAfter
+    }
+}
+
+/// Whether a registration token is known.
+public enum FCMDeviceStatus: Sendable, Equatable {
+    /// Never issued.
+    case unknown
+    /// Installed.
+    case active(app: String, project: String)
+    /// Uninstalled.
+    case uninstalled
+}
+
+/// The FCM HTTP v1 logic without networking: the token endpoint, `messages:send` validated as Google does,
+/// the device registry, store-and-forward with Android's limits, quotas, faults and the capture log.
+///
+/// All state sits behind one lock; every method is safe from any thread. Time comes from the injected
+/// ``SimulatorClock``; delayed work advances in ``processDueWork()``, which the server calls periodically.
+public final class FCMGateway: Sendable {
+    /// The configuration the gateway was created with.
+    public let configuration: FCMGatewayConfiguration
+    /// The clock the gateway reads.
+    public let clock: any SimulatorClock
+    private let state: LockedValue<FCMGatewayState>
+
+    /// Creates a gateway.
+    public init(configuration: FCMGatewayConfiguration, clock: any SimulatorClock = SystemClock()) {
+        self.configuration = configuration
+        self.clock = clock
+        state = LockedValue(FCMGatewayState(configuration: configuration, now: clock.now()))
+    }
+
+    // MARK: Provider API
+
+    /// Answers one provider request: `POST /token` or `POST /v1/projects/{project}/messages:send`.
+    public func handle(_ request: FCMProviderRequest) -> FCMProviderResponse {
+        let now = clock.now()
+        let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        return state.withLock { state in
+            if path == "/token" {
+                guard request.method == "POST" else { return state.methodNotAllowed() }
+                return state.grant(request, now: now)
+            }
+            if segments.count == 5, segments[0].isEmpty, segments[1] == "v1", segments[2] == "projects",
+                segments[4] == "messages:send", !segments[3].isEmpty
+            {
+                guard request.method == "POST" else { return state.methodNotAllowed() }
+                let project = segments[3].removingPercentEncoding ?? segments[3]
+                return state.send(request, project: project, now: now)
+            }
+            let error = FCMAPIError(code: 404, message: "The requested URL \(path.prefix(200)) was not found.")
+            return FCMProviderResponse(status: 404, headers: FCMGatewayState.jsonHeaders, body: error.body)
+        }
+    }
+
+    // MARK: Devices
+
+    /// Installs an app instance of `app` for `project` and returns its registration token, or `nil` when no
+    /// trusted service account belongs to `project`.
+    public func registerDevice(app: String, project: String) -> String? {
+        let now = clock.now()
+        return state.withLock { state in state.register(app: app, project: project, now: now) }
+    }
+
+    /// Uninstalls the app instance: later sends get 404 `UNREGISTERED`, its streams close, what was held is
+    /// dropped. `false` if the token is unknown or already uninstalled.
+    @discardableResult
+    public func unregisterDevice(_ token: String) -> Bool {
+        let now = clock.now()
+        guard let sinks = state.withLock({ state in state.uninstall(token, now: now) }) else { return false }
+        for sink in sinks { sink.close() }
+        return true
+    }
+
+    /// Whether `token` is installed, uninstalled or unknown.
+    public func status(of token: String) -> FCMDeviceStatus {
+        state.withLock { state in
+            guard let device = state.devices[token] else { return .unknown }
+            return device.uninstalled ? .uninstalled : .active(app: device.app, project: device.project)
+        }
+    }
+
+    /// Attaches a message stream; what was held goes out. Returns the stream's id for
+    /// ``disconnect(_:streamID:)``, or `nil` if the device is not installed.
+    public func connect(_ token: String, sink: FCMMessageSink) -> UInt64? {
+        let now = clock.now()
+        return state.withLock { state in state.connect(token, sink: sink, now: now) }
+    }
+
+    /// Detaches a message stream (the client went away).
+    public func disconnect(_ token: String, streamID: UInt64) {
+        state.withLock { state in state.disconnect(token, streamID: streamID) }
+    }
+
+    /// Closes every message stream (for shutdown).
+    public func closeAllStreams() {
+        let sinks = state.withLock { state in state.devices.values.flatMap { $0.sinks.values } }
+        for sink in sinks { sink.close() }
+    }
+
+    /// Holds a device offline (messages are stored, Android's limits apply) or brings it back (what was kept
+    /// goes out). `false` if the device is not installed.
+    @discardableResult
+    public func setOnline(_ online: Bool, for token: String) -> Bool {
+        let now = clock.now()
+        return state.withLock { state in state.setOnline(online, token, now: now) }
+    }
+
+    /// Answers the device's next sends with `error`. `false` if the device is not installed.
+    @discardableResult
+    public func scriptError(_ error: FCMScriptedError, for token: String) -> Bool {
+        state.withLock { state in
+            guard var device = state.devices[token], !device.uninstalled else { return false }
+            device.scripted = error
+            state.devices[token] = device
+            return true
+        }
+    }
+
+    /// Removes a scripted answer. `false` if the device is not installed.
+    @discardableResult
+    public func clearScriptedError(for token: String) -> Bool {
+        state.withLock { state in
+            guard var device = state.devices[token], !device.uninstalled else { return false }
+            device.scripted = nil
+            state.devices[token] = device
+            return true
+        }
+    }
+
+    /// Every installed device, in registration order.
+    public func devices() -> [FCMDeviceSummary] {
+        state.withLock { state in
+            state.devices.values.filter { !$0.uninstalled }.sorted { $0.number < $1.number }.map {
+                FCMDeviceSummary(
+                    token: $0.token, app: $0.app, project: $0.project, online: $0.online, streams: $0.sinks.count,
+                    delivered: $0.delivered, stored: $0.queue.count)
+            }
+        }
+    }
+
+    // MARK: Control
+
+    /// The faults in force.
+    public var faults: FCMFaults { state.withLock { $0.faults } }
+
+    /// Replaces the faults in force (a new seed restarts the sequence).
+    public func setFaults(_ faults: FCMFaults) {
+        state.withLock { state in
+            state.faults = faults
+            state.generator = SeededGenerator(seed: faults.seed)
+        }
+    }
+
+    /// Forgets the capture log; numbering goes on.
+    public func clearLog() { state.withLock { $0.log.clear() } }
+
+    /// Capture-log entries after sequence `after`, oldest first, at most `limit`.
+    public func logEntries(after: Int = 0, limit: Int = .max) -> [FCMLogEntry] {
+        state.withLock { $0.log.entries(after: after, limit: limit) }
+    }
+
+    /// A snapshot of the counters.
+    public var metrics: FCMMetrics { state.withLock { $0.metricsSnapshot } }
+
+    /// Releases throttled messages the throttle now allows and expires held ones.
+    public func processDueWork() {
+        let now = clock.now()
+        state.withLock { state in state.processDueWork(now: now) }
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+}

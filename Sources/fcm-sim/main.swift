@@ -1,0 +1,114 @@
+import CommandLineSupport
+import FCMSimulator
+import Foundation
+import SimulatorSupport
+
+let usage = """
+    usage: fcm-sim [options]
+
+    A local Firebase Cloud Messaging (HTTP v1): the provider API (TLS; HTTP/2 and HTTP/1.1 on one port:
+    POST /token and POST /v1/projects/{project}/messages:send) and a device API (HTTP/1.1 + SSE).
+
+      --listen HOST:PORT              provider API address (default 127.0.0.1:2297; port 0 picks one)
+      --tls-cert FILE                 provider API certificate chain (PEM; required unless --h2c)
+      --tls-key FILE                  provider API private key (PEM; required unless --h2c)
+      --h2c                           serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)
+      --device-listen HOST:PORT       device API address (default 127.0.0.1:2298)
+      --service-account FILE          a Google service-account JSON to trust for its project_id
+                                      (repeatable; its client_email is the issuer, its private_key's
+                                      public half verifies the assertions)
+      --token-lifetime SECONDS        lifetime of issued access tokens (default 3600)
+      --project-quota N               sends per project per minute (default: no limit)
+      --device-rate N                 sends per device per minute (default 240; 0 = no limit)
+      --collapsible-burst N           collapsible messages per device before the throttle (default 20)
+      --collapsible-refill-seconds S  seconds to earn one more collapsible message (default 180)
+      --device-connection-limit N     most device-API connections (default 16384)
+      --fault-drop P                  probability of answering 200 and never delivering
+      --fault-429 P                   probability of 429 QUOTA_EXCEEDED
+      --fault-503 P                   probability of 503 UNAVAILABLE
+      --fault-seed N                  seed for the fault generator (same seed, same faults)
+      --fault-latency-ms N            delay every provider response by N milliseconds
+      --help                          show this help
+
+    Every option can also be set through FCM_SIM_<OPTION> (e.g. FCM_SIM_TOKEN_LIFETIME=2;
+    repeatable options take a comma-separated list).
+    """
+
+let knownFlags: Set<String> = [
+    "listen", "tls-cert", "tls-key", "h2c", "device-listen", "service-account", "token-lifetime", "project-quota",
+    "device-rate", "collapsible-burst", "collapsible-refill-seconds", "device-connection-limit", "fault-drop",
+    "fault-429", "fault-503", "fault-seed", "fault-latency-ms",
+]
+
+func probability(_ arguments: Arguments, _ name: String) throws -> Double {
+    let value = try arguments.double(name, default: 0)
+    guard (0...1).contains(value) else { throw UsageError("--\(name) must be between 0 and 1") }
+    return value
+}
+
+func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguration {
+    let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2297"))
+    let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2298"))
+    var tls: FCMSimulatorConfiguration.TLSFiles?
+    if !arguments.flag("h2c") {
+        guard let certificate = arguments.string("tls-cert"), let key = arguments.string("tls-key") else {
+            throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
+        }
+        tls = .init(certificatePath: certificate, privateKeyPath: key)
+    }
+    let accounts = try arguments.all("service-account").map { path in
+        do { return try FCMServiceAccount(contentsOfFile: path) } catch { throw UsageError("\(error)") }
+    }
+    let lifetime = try arguments.int("token-lifetime", default: 3600)
+    let quota = try arguments.int("project-quota", default: 0)
+    let rate = try arguments.int("device-rate", default: 240)
+    let burst = try arguments.int("collapsible-burst", default: 20)
+    let refill = try arguments.double("collapsible-refill-seconds", default: 180)
+    let latency = try arguments.int("fault-latency-ms", default: 0)
+    guard lifetime > 0, quota >= 0, rate >= 0, burst >= 0, refill > 0, latency >= 0 else {
+        throw UsageError("--token-lifetime and --collapsible-refill-seconds must be positive; counts not negative")
+    }
+    let seedText = arguments.string("fault-seed")
+    guard seedText == nil || UInt64(seedText!) != nil else { throw UsageError("--fault-seed must be an integer") }
+    let faults = FCMFaults(
+        dropProbability: try probability(arguments, "fault-drop"),
+        quotaExceededProbability: try probability(arguments, "fault-429"),
+        unavailableProbability: try probability(arguments, "fault-503"), latency: .milliseconds(latency),
+        seed: seedText.flatMap { UInt64($0) })
+    return FCMSimulatorConfiguration(
+        providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
+        devicePort: Int(deviceListen.port),
+        deviceConnectionLimit: try arguments.int("device-connection-limit", default: 16_384),
+        gateway: FCMGatewayConfiguration(
+            serviceAccounts: accounts, tokenLifetime: lifetime, projectQuotaPerMinute: quota > 0 ? quota : nil,
+            deviceRatePerMinute: rate > 0 ? rate : nil, collapsibleBurst: burst, collapsibleRefillSeconds: refill,
+            faults: faults))
+}
+
+await runCommand(usage: usage) {
+    let arguments = try Arguments(
+        Array(CommandLine.arguments.dropFirst()), switches: ["h2c", "help"], environmentPrefix: "FCM_SIM_")
+    if arguments.wantsHelp {
+        print(usage)
+        return
+    }
+    try arguments.rejectUnknownFlags(known: knownFlags)
+    let configuration = try configuration(from: arguments)
+    let (stopRequested, signals) = AsyncStream.makeStream(of: Int32.self)
+    let sources = TerminationSignals.install { signals.yield($0) }
+    ProcessResources.raiseOpenFileLimit()
+    let server = FCMSimulatorServer(configuration: configuration)
+    try server.start()
+    if configuration.gateway.serviceAccounts.isEmpty {
+        printError("fcm-sim: no --service-account given: every token request will be refused")
+    }
+    printError(
+        "fcm-sim listening provider=\(configuration.providerHost):\(server.providerPort) "
+            + "device=\(configuration.deviceHost):\(server.devicePort)")
+    var iterator = stopRequested.makeAsyncIterator()
+    _ = await iterator.next()
+    printError("fcm-sim: stopping")
+    await server.shutdown()
+    withExtendedLifetime(sources) {}
+    printError("fcm-sim: stopped")
+}
