@@ -11,6 +11,10 @@ final class Cluster: Sendable {
     static let topic = "com.example.signalfetch"
     let directory: TemporaryDirectory
     let apnsSim: ChildProcess
+    /// fcm-sim, when the cluster has Android devices (`fcm: true`).
+    let fcmSim: ChildProcess?
+    /// fcm-sim's provider and device ports.
+    let fcmPorts: (provider: UInt16, device: UInt16)?
     private let mailboxdProcess: ProcessBox
     private let mailboxdCommand: [String]
     var mailboxd: ChildProcess { mailboxdProcess.current }
@@ -27,12 +31,17 @@ final class Cluster: Sendable {
     var ca: String { directory.path("data/tls/ca.pem") }
     var api: String { "https://127.0.0.1:\(apiPort)" }
     var sim: String { "http://127.0.0.1:\(devicePort)" }
+    /// fcm-sim's device side.
+    var fcm: String { "http://127.0.0.1:\(fcmPorts?.device ?? 0)" }
+    /// The Android app FCM devices register for.
+    static let androidApp = "com.example.signalfetch"
 
     /// `apnsConfig(data, productionURL, sandboxURL)` writes an `--apns-config` file's JSON for mailboxd instead
     /// of the single-app flags; the simulator then allows every topic.
     init(
         accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [],
-        apnsConfig: (@Sendable (String, String, String) -> String)? = nil
+        apnsConfig: (@Sendable (String, String, String) -> String)? = nil, fcm: Bool = false,
+        fcmSimArguments: [String] = []
     )
         throws
     {
@@ -77,6 +86,30 @@ final class Cluster: Sendable {
             try apnsConfig(data, production, sandbox).write(toFile: file, atomically: true, encoding: .utf8)
             apnsFlags = ["--apns-config", file]
         }
+        if fcm {
+            // fcm-sim trusts the service account dev-setup wrote; mailboxd's --fcm-config points at fcm-sim.
+            let ports = (provider: freeLocalPort(), device: freeLocalPort())
+            fcmPorts = ports
+            fcmSim = try ChildProcess(
+                TestEnvironment.executable("fcm-sim").path,
+                [
+                    "--listen", "127.0.0.1:\(ports.provider)", "--device-listen", "127.0.0.1:\(ports.device)",
+                    "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key",
+                    "--service-account", data + "/fcm/service-account.json",
+                ] + fcmSimArguments, logDirectory: directory.url.path)
+            let file = directory.path("fcm-config.json")
+            let config: [String: Any] = [
+                "endpoint": "https://127.0.0.1:\(ports.provider)",
+                "tokenURI": "https://127.0.0.1:\(ports.provider)/token",
+                "ca": data + "/tls/ca.pem",
+                "apps": [["app": Self.androidApp, "serviceAccountFile": data + "/fcm/service-account.json"]],
+            ]
+            try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: file))
+            apnsFlags += ["--fcm-config", file]
+        } else {
+            fcmSim = nil
+            fcmPorts = nil
+        }
         mailboxdCommand =
             [mailboxdPath] + ["serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)"] + apnsFlags
             + mailboxdArguments
@@ -85,19 +118,34 @@ final class Cluster: Sendable {
                 mailboxdCommand[0], Array(mailboxdCommand.dropFirst()), logDirectory: directory.url.path))
         client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
         try #require(waitForPort(devicePort), "apns-sim did not start: \(apnsSim.errorOutput)")
+        if let fcmPorts, let fcmSim {
+            try #require(waitForPort(fcmPorts.device), "fcm-sim did not start: \(fcmSim.errorOutput)")
+        }
         try #require(waitForPort(apiPort), "mailboxd did not start: \(mailboxd.errorOutput)")
     }
 
     /// Starts a cluster off the cooperative thread pool (starting processes and waiting for ports blocks).
     static func start(
         accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [],
-        apnsConfig: (@Sendable (String, String, String) -> String)? = nil
+        apnsConfig: (@Sendable (String, String, String) -> String)? = nil, fcm: Bool = false,
+        fcmSimArguments: [String] = []
     ) async throws -> Cluster {
         try await offPool {
             try Cluster(
                 accounts: accounts, mailboxdArguments: mailboxdArguments, simArguments: simArguments,
-                apnsConfig: apnsConfig)
+                apnsConfig: apnsConfig, fcm: fcm, fcmSimArguments: fcmSimArguments)
         }
+    }
+
+    /// Another mailboxd with the same command on its own port (for a store several instances share); the caller
+    /// stops it.
+    func startAnotherMailboxd(port: UInt16, instanceID: String) throws -> ChildProcess {
+        var arguments = Array(mailboxdCommand.dropFirst())
+        if let listen = arguments.firstIndex(of: "--listen") { arguments[listen + 1] = "127.0.0.1:\(port)" }
+        let process = try ChildProcess(
+            mailboxdCommand[0], arguments + ["--instance-id", instanceID], logDirectory: directory.url.path)
+        try #require(waitForPort(port), "the second mailboxd did not start: \(process.errorOutput)")
+        return process
     }
 
     /// SIGKILLs mailboxd and starts it again on the same data and port.
@@ -112,6 +160,7 @@ final class Cluster: Sendable {
         client.shutdown()
         mailboxd.stop()
         apnsSim.stop()
+        fcmSim?.stop()
     }
 
     /// Sends a request and returns the status and the JSON body (if any).
@@ -178,6 +227,36 @@ final class Cluster: Sendable {
         try #require(response.status == 200)
         return NotificationStream(response: response)
     }
+
+    /// An Android device: registered at fcm-sim, then with mailboxd (`service` `fcm`); returns its FCM token and
+    /// its id on mailboxd.
+    func registerAndroidDevice(session: String) async throws -> (token: String, id: String) {
+        let created = try await call(
+            .post, fcm + "/sim/devices", json: ["app": Self.androidApp, "project": "signalfetch-dev"])
+        try #require(created.status == 201, "fcm-sim registration failed: \(created.status)")
+        let token = try #require(created.body["token"] as? String)
+        let registered = try await call(
+            .post, api + "/v1/devices", token: session,
+            json: ["service": "fcm", "token": token, "app": Self.androidApp])
+        try #require(registered.status == 201, "device registration failed: \(registered.status) \(registered.body)")
+        #expect(registered.body["token"] as? String == token, "the FCM token keeps its case")
+        let key = try #require(registered.body["signalKey"] as? String)
+        signalKeys.withLock { $0[token] = key }
+        return (token, try #require(registered.body["id"] as? String))
+    }
+
+    /// `token` as a path segment (FCM tokens hold `:`).
+    static func segment(_ token: String) -> String {
+        token.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-_"))) ?? token
+    }
+
+    /// Opens fcm-sim's message stream for `token`: each event's `data` (the signal's fields).
+    func messages(_ token: String) async throws -> NotificationStream {
+        let response = try await client.stream(
+            HTTPRequest(url: fcm + "/sim/devices/\(Self.segment(token))/messages"))
+        try #require(response.status == 200)
+        return NotificationStream(response: response, field: "data")
+    }
 }
 
 /// The payloads a simulated device receives, in order, read by a background task into a buffer.
@@ -186,14 +265,14 @@ final class NotificationStream: Sendable {
     private let received = PayloadBuffer()
     private let reader: Task<Void, Never>
 
-    init(response: HTTPStreamingResponse) {
+    init(response: HTTPStreamingResponse, field: String = "payload") {
         self.response = response
         let received = self.received
         reader = Task { [response] in
             do {
                 for try await event in response.body.serverSentEvents {
                     guard let object = try? JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any],
-                        let payload = object["payload"] as? [String: Any]
+                        let payload = object[field] as? [String: Any]
                     else { continue }
                     let text = String(decoding: try JSONSerialization.data(withJSONObject: payload), as: UTF8.self)
                     received.append(text)

@@ -1,0 +1,151 @@
+import Foundation
+import HTTPClient
+import TestSupport
+import Testing
+
+/// The loop for Android devices, with the real binaries: mailboxd signals through fcm-sim (FCM HTTP v1 over
+/// TLS, OAuth through its token endpoint), the device gets a content-free data message and fetches over TLS.
+@Suite(.serialized) struct FCMSignalThenFetchTests {
+    static func metric(_ text: String, _ prefix: String) -> Double {
+        text.split(separator: "\n").filter { $0.hasPrefix(prefix) }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+    }
+
+    @Test func aDeliveryReachesAnAndroidDeviceAsAContentFreeDataMessage() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice"], fcm: true)
+        let session = try await cluster.login("alice")
+        let device = try await cluster.registerAndroidDevice(session: session)
+        let stream = try await cluster.messages(device.token)
+        _ = await stream.waitFor(count: 1)
+        let before = stream.payloads.count
+
+        let subject = "Quarterly numbers \(UUID().uuidString)"
+        let sender = "cfo-\(UUID().uuidString.prefix(8))@example.com"
+        let body = "Confidential body \(UUID().uuidString)"
+        let receipt = try await cluster.deliver(to: "alice", from: sender, subject: subject, body: body)
+        let state = try #require(receipt["state"] as? String)
+        let tag = try #require(cluster.tag(of: state, device: device.token))
+        var data: [String: Any] = [:]
+        for _ in 0..<200 {
+            data = await stream.waitFor(count: before + 1, timeout: 0.05).last ?? [:]
+            if data["st"] as? String == tag { break }
+        }
+        #expect(data["st"] as? String == tag, "no signal for the new state: \(cluster.mailboxd.errorOutput)")
+        #expect(Set(data.keys).isSubset(of: ["acct", "st", "badge"]))
+        #expect(data.values.allSatisfy { $0 is String }, "FCM data values are strings")
+
+        // fcm-sim saw no content: not the subject, sender, body, username or state.
+        let log = try await cluster.call(.get, cluster.fcm + "/sim/log")
+        let text = String(decoding: log.data, as: UTF8.self)
+        #expect(log.status == 200 && text.contains(tag))
+        for secret in [subject, sender, body, "alice", state] { #expect(!text.contains(secret)) }
+        let entries = (try? JSONSerialization.jsonObject(with: log.data)) as? [[String: Any]] ?? []
+        let sends = entries.filter { $0["kind"] as? String != "token" }
+        let request = try #require(sends.last?["body"] as? String)
+        #expect(request.contains(#""priority":"normal""#), "background signals are normal priority")
+        #expect(!request.contains("notification"), "data-only")
+
+        // And the device fetches what changed over its own TLS connection.
+        let changes = try await cluster.call(
+            .get, cluster.api + "/v1/changes?since=\(state.split(separator: "-")[0])-0", token: session)
+        #expect(changes.status == 200)
+        #expect((changes.body["created"] as? [[String: Any]])?.first?["subject"] as? String == subject)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        #expect(Self.metric(metrics, #"mailboxd_signals_sent_total{service="fcm""#) >= 2)
+    }
+
+    @Test func anUninstalledAppsTokenIsRemovedFromMailboxd() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice"], fcm: true)
+        let session = try await cluster.login("alice")
+        let device = try await cluster.registerAndroidDevice(session: session)
+        let stream = try await cluster.messages(device.token)
+        _ = await stream.waitFor(count: 1)
+        let uninstall = try await cluster.call(.delete, cluster.fcm + "/sim/devices/\(Cluster.segment(device.token))")
+        #expect(uninstall.status == 204)
+        _ = try await cluster.deliver(to: "alice", subject: "after uninstall", body: "x")
+        var gone = false
+        for _ in 0..<100 where !gone {
+            try await Task.sleep(for: .milliseconds(50))
+            gone =
+                try await cluster.call(.delete, cluster.api + "/v1/devices/\(device.id)", token: session).status == 404
+        }
+        #expect(gone, "the device is still registered: \(cluster.mailboxd.errorOutput)")
+        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        #expect(metrics.contains(#"reason="UNREGISTERED""#))
+    }
+
+    @Test func quotaExceededIsRetriedAfterRetryAfterAndNotLost() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice"], fcm: true)
+        let session = try await cluster.login("alice")
+        let device = try await cluster.registerAndroidDevice(session: session)
+        let stream = try await cluster.messages(device.token)
+        _ = await stream.waitFor(count: 1)
+        let scripted = try await cluster.call(
+            .put, cluster.fcm + "/sim/devices/\(Cluster.segment(device.token))/error",
+            json: ["status": 429, "errorCode": "QUOTA_EXCEEDED", "count": 1, "retryAfter": 1])
+        #expect(scripted.status == 200 || scripted.status == 204, "\(scripted.body)")
+        let receipt = try await cluster.deliver(to: "alice", subject: "during a quota", body: "x")
+        let state = try #require(receipt["state"] as? String)
+        let tag = try #require(cluster.tag(of: state, device: device.token))
+        var last: String?
+        for _ in 0..<300 where last != tag {
+            try await Task.sleep(for: .milliseconds(20))
+            last = stream.payloads.last.flatMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
+            }
+        }
+        #expect(last == tag, "the signal refused for quota arrived later: \(cluster.mailboxd.errorOutput)")
+        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        #expect(Self.metric(metrics, #"mailboxd_signal_retries_total{service="fcm""#) >= 1)
+        #expect(metrics.contains(#"reason="QUOTA_EXCEEDED""#))
+    }
+
+    @Test func instancesSharingAStoreAskTheTokenEndpointOncePerLifetime() async throws {
+        let database = try PostgresServer.shared().makeDatabase()
+        let cluster = try await Cluster.start(
+            accounts: [], mailboxdArguments: ["--database", database], fcm: true)
+        let otherPort = freeLocalPort()
+        let other = try await offPool { try cluster.startAnotherMailboxd(port: otherPort, instanceID: "mbx-b") }
+        defer { other.stop() }
+        _ = try await offPool {
+            let tool = try ChildProcess(
+                TestEnvironment.executable("mailboxd").path,
+                ["account", "add", "alice", "--data-dir", cluster.dataDir, "--database", database],
+                stdin: "password-alice\n", logDirectory: cluster.directory.url.path)
+            try #require(tool.waitForExit() == 0, "account add failed: \(tool.errorOutput)")
+        }
+        let session = try await cluster.login("alice")
+        let device = try await cluster.registerAndroidDevice(session: session)
+        let stream = try await cluster.messages(device.token)
+        _ = await stream.waitFor(count: 1)
+        // Each instance in turn is the only one left to send: both must have sent with the one stored token.
+        var restarted: ChildProcess?
+        for round in 0..<2 {
+            if round == 0 { cluster.mailboxd.stop() } else { other.stop() }
+            if round == 1 {
+                restarted = try await offPool {
+                    try cluster.startAnotherMailboxd(port: cluster.apiPort, instanceID: "mbx-a")
+                }
+            }
+            let api = round == 0 ? "https://127.0.0.1:\(otherPort)" : cluster.api
+            let delivered = try await cluster.call(
+                .post, api + "/v1/deliveries", token: cluster.deliveryToken,
+                json: ["to": "alice", "from": "x@example.com", "subject": "round \(round)", "body": "x"])
+            try #require(delivered.status == 201)
+            let state = try #require(delivered.body["state"] as? String)
+            let tag = try #require(cluster.tag(of: state, device: device.token))
+            var last: String?
+            for _ in 0..<300 where last != tag {
+                try await Task.sleep(for: .milliseconds(20))
+                last = stream.payloads.last.flatMap {
+                    (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
+                }
+            }
+            #expect(last == tag, "round \(round): no signal")
+        }
+        restarted?.stop()
+        let simMetrics = String(
+            decoding: try await cluster.call(.get, cluster.fcm + "/metrics").data, as: UTF8.self)
+        #expect(Self.metric(simMetrics, "fcm_sim_token_requests_total") == 1, "\(simMetrics)")
+    }
+}
