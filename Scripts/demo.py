@@ -61,15 +61,18 @@ class API:
 class Device:
     """One `mail-client run` process; its JSON event lines are collected and shown on the timeline."""
 
-    def __init__(self, name, user, bin_dir, api, sim, ca, state_dir, environment="sandbox"):
+    def __init__(self, name, user, bin_dir, api, sim, ca, state_dir, environment="sandbox", service="apns"):
         self.name, self.user, self.environment, self.state_dir = name, user, environment, state_dir
+        self.service = service
         self.events = queue.Queue()
         self.last_sync = None
         self.badge = None
+        push = (["--service", "fcm", "--app", TOPIC] if service == "fcm"
+                else ["--topic", TOPIC, "--environment", environment])
         self.proc = subprocess.Popen(
             [os.path.join(bin_dir, "mail-client"), "run", "--server", api, "--ca", ca, "--sim", sim,
-             "--username", user, "--state-dir", state_dir, "--device-name", name, "--topic", TOPIC,
-             "--environment", environment, "--fallback-interval", "30"],
+             "--username", user, "--state-dir", state_dir, "--device-name", name, "--fallback-interval", "30"]
+            + push,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.proc.stdin.write(f"password-{user}\n")
         self.proc.stdin.close()
@@ -94,8 +97,8 @@ class Device:
                 self.badge = event.get("badge")
                 say(self.name, f"badge   {self.badge}")
             elif kind == "registered":
-                say(self.name, f"registered with apns-sim ({self.environment}), token "
-                              f"{str(event.get('deviceToken'))[:12]}…")
+                where = "fcm-sim" if self.service == "fcm" else f"apns-sim ({self.environment})"
+                say(self.name, f"registered with {where}, token {str(event.get('deviceToken'))[:12]}…")
             elif kind == "error":
                 say(self.name, f"error   {event.get('code')}: {event.get('message')}")
 
@@ -128,6 +131,7 @@ def main():
         team_id = open(os.path.join(data, "apns/team-id")).read().strip()
         ca = os.path.join(data, "tls/ca.pem")
         p_port, s_port, d_port, a_port, l_port = free_port(), free_port(), free_port(), free_port(), free_port()
+        f_port, fd_port = free_port(), free_port()
         logs = open(os.path.join(work, "servers.log"), "w")
         procs.append(subprocess.Popen(
             [os.path.join(args.bin, "apns-sim"), "--listen", f"127.0.0.1:{p_port}", "--sandbox-listen",
@@ -139,19 +143,35 @@ def main():
         wait_port(d_port)
         say("apns-sim", f"provider API https://127.0.0.1:{p_port} (production) and https://127.0.0.1:{s_port} "
                         f"(sandbox), HTTP/2; devices http://127.0.0.1:{d_port}")
+        service_account = os.path.join(data, "fcm/service-account.json")
+        procs.append(subprocess.Popen(
+            [os.path.join(args.bin, "fcm-sim"), "--listen", f"127.0.0.1:{f_port}", "--device-listen",
+             f"127.0.0.1:{fd_port}", "--tls-cert", os.path.join(data, "tls/server.pem"), "--tls-key",
+             os.path.join(data, "tls/server.key"), "--service-account", service_account],
+            stdout=logs, stderr=logs))
+        wait_port(fd_port)
+        say("fcm-sim", f"FCM HTTP v1 and OAuth https://127.0.0.1:{f_port}; devices http://127.0.0.1:{fd_port}")
+        fcm_config = os.path.join(work, "fcm-config.json")
+        with open(fcm_config, "w") as file:
+            json.dump({"endpoint": f"https://127.0.0.1:{f_port}", "tokenURI": f"https://127.0.0.1:{f_port}/token",
+                       "ca": ca, "apps": [{"app": TOPIC, "serviceAccountFile": service_account}]}, file)
         procs.append(subprocess.Popen(
             [mailboxd, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{a_port}", "--apns-url",
              f"https://127.0.0.1:{p_port}", "--apns-sandbox-url", f"https://127.0.0.1:{s_port}", "--apns-ca", ca,
-             "--apns-topic", TOPIC, "--lmtp-listen", f"127.0.0.1:{l_port}"], stdout=logs, stderr=logs))
+             "--apns-topic", TOPIC, "--fcm-config", fcm_config, "--lmtp-listen", f"127.0.0.1:{l_port}"],
+            stdout=logs, stderr=logs))
         wait_port(a_port)
         wait_port(l_port)
         api_url, sim_url = f"https://127.0.0.1:{a_port}", f"http://127.0.0.1:{d_port}"
         say("mailboxd", f"API {api_url} (TLS, dev CA); LMTP 127.0.0.1:{l_port} for an MTA")
         api = API(api_url, ca)
-        # alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build.
+        # alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build; bob's
+        # Android phone is signalled through FCM.
         for name, user, environment in [("alice-phone", "alice", "sandbox"), ("alice-tablet", "alice", "sandbox"),
                                         ("bob-phone", "bob", "production")]:
             devices.append(Device(name, user, args.bin, api_url, sim_url, ca, os.path.join(work, name), environment))
+        devices.append(Device("bob-android", "bob", args.bin, api_url, f"http://127.0.0.1:{fd_port}", ca,
+                              os.path.join(work, "bob-android"), service="fcm"))
         deadline = time.time() + 30
         while time.time() < deadline and not all(d.last_sync for d in devices):
             time.sleep(0.05)
