@@ -111,9 +111,8 @@ let package = Package(
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
-                "SQLiteKit", "CSQLite", "MailboxStore", "Push", "CommandLineSupport", "APNs", "HTTPServer",
-                "HTTP2Server",
-                "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",
+                "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "CommandLineSupport", "APNs", "HTTPServer",
+                "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",
             ]),
 
         // MARK: Tests

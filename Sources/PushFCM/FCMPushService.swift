@@ -12,12 +12,12 @@ import Push
 /// | answer | outcome |
 /// |---|---|
 /// | 200 | delivered |
-/// | 404 `UNREGISTERED`; 400 `INVALID_ARGUMENT` about the registration token | registration removed |
+/// | `UNREGISTERED` (404); 400 `INVALID_ARGUMENT` about the registration token | registration removed |
 /// | 403 `SENDER_ID_MISMATCH` | registration removed (the token belongs to another project) |
-/// | 429 `QUOTA_EXCEEDED` | retried after `Retry-After`, at least 60 s |
+/// | 429 `QUOTA_EXCEEDED` | retried after `Retry-After`, or after 60 s without one |
 /// | 500 `INTERNAL`, 503 `UNAVAILABLE`, a lost connection | retried with backoff, honouring `Retry-After` |
 /// | 401 (not `THIRD_PARTY_AUTH_ERROR`) | a new access token, sent again once |
-/// | `THIRD_PARTY_AUTH_ERROR`, any other 4xx, a body the guard refuses | defect |
+/// | `THIRD_PARTY_AUTH_ERROR`, any other 4xx (a 404 without `UNREGISTERED`: a wrong endpoint, not a gone device), a body the guard refuses | defect |
 public final class FCMPushService: PushService {
     private struct Route: Sendable {
         var app: FCMConfiguration.App
@@ -72,10 +72,10 @@ public final class FCMPushService: PushService {
             }
     }
 
-    /// Whether `token` looks like an FCM registration token: 32 to 4096 characters of letters, digits, `-`, `_`
+    /// Whether `token` looks like an FCM registration token: 32 to 2048 characters of letters, digits, `-`, `_`
     /// and `:` (Google does not document the format; these are the characters it uses).
     public static func isValidRegistrationToken(_ token: String) -> Bool {
-        (32...4096).contains(token.utf8.count)
+        (32...2048).contains(token.utf8.count)
             && token.utf8.allSatisfy {
                 (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || $0 == 0x2d
                     || $0 == 0x5f || $0 == 0x3a
@@ -197,7 +197,7 @@ struct FCMAnswer: Sendable, Equatable {
     var outcome: PushOutcome {
         if status == 200 { return .delivered }
         switch (status, errorCode) {
-        case (_, "UNREGISTERED"), (404, nil):
+        case (_, "UNREGISTERED"):
             return .dropRegistration(reason: reason, unregisteredAt: nil)
         case (_, "SENDER_ID_MISMATCH"):
             return .dropRegistration(reason: reason, unregisteredAt: nil)

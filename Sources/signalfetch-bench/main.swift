@@ -22,6 +22,9 @@ let usage = """
       signalfetch-bench apns-load --url URL [--ca PEM] --key P8 --key-id ID --team-id ID --topic T
                                   [--tokens FILE] [--count N] [--concurrency N] [--warmup N] [--diagnose]
                                               APNsClient notifications over one connection; prints the rate
+      signalfetch-bench fcm-load --endpoint URL [--token-uri URL] [--ca PEM] --service-account JSON
+                                 --tokens FILE [--app ID] [--count N] [--concurrency N] [--warmup N]
+                                              mailboxd's FCM sender (OAuth, one HTTP/2 connection); the rate
       signalfetch-bench apns-describe --topic T   the benchmark notification's payload and headers (JSON)
       signalfetch-bench devices --sim HOST:PORT --count N [--topic T] [--tokens-out FILE]
                                               apns-sim devices that hold their notification streams and count
@@ -194,6 +197,14 @@ await runCommand(usage: usage) {
             count: try arguments.int("count", default: 20_000),
             concurrency: try arguments.int("concurrency", default: 100),
             warmup: try arguments.int("warmup", default: 1_000), diagnose: arguments.flag("diagnose"))
+    case "fcm-load":
+        try await FCMBenchmarks.load(
+            endpoint: try arguments.required("endpoint"), tokenURI: arguments.string("token-uri"),
+            caFile: arguments.string("ca"), serviceAccountFile: try arguments.required("service-account"),
+            app: arguments.string("app") ?? "com.example.signalfetch", tokensFile: try arguments.required("tokens"),
+            count: try arguments.int("count", default: 20_000),
+            concurrency: try arguments.int("concurrency", default: 100),
+            warmup: try arguments.int("warmup", default: 1_000))
     case "apns-describe":
         try APNsBenchmarks.describe(topic: try arguments.required("topic"))
     case "devices":

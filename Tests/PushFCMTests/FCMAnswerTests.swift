@@ -83,6 +83,12 @@ struct FCMAnswerTests {
         #expect(thirdParty.outcome == .defect(reason: "THIRD_PARTY_AUTH_ERROR"))
     }
 
+    @Test func aNotFoundWithoutUnregisteredIsADefectNotAGoneDevice() {
+        // A wrong endpoint or a proxy answers 404 for every token: that must not delete every device.
+        #expect(Self.outcome(Self.response(404)) == .defect(reason: "HTTP 404"))
+        #expect(Self.outcome(Self.response(404, "NOT_FOUND")) == .defect(reason: "NOT_FOUND"))
+    }
+
     @Test func otherClientErrorsAreDefects() {
         #expect(Self.outcome(Self.response(403, "PERMISSION_DENIED")) == .defect(reason: "PERMISSION_DENIED"))
         #expect(Self.outcome(Self.response(413)) == .defect(reason: "HTTP 413"))
