@@ -273,6 +273,27 @@ class Cluster:
     def sim_url(self):
         return f"http://127.0.0.1:{self.device_port}"
 
+    def start_fcm_sim(self, extra=()):
+        """fcm-sim trusting the dev service account, and the --fcm-config that points mailboxd at it."""
+        self.fcm_port, self.fcm_device_port = free_port(), free_port()
+        self.service_account = os.path.join(self.data, "fcm/service-account.json")
+        self.fcm_sim = self.start("fcm-sim", [
+            self.exe("fcm-sim"), "--listen", f"127.0.0.1:{self.fcm_port}", "--device-listen",
+            f"127.0.0.1:{self.fcm_device_port}", "--tls-cert", self.cert, "--tls-key", self.key,
+            "--service-account", self.service_account, *extra])
+        wait_port(self.fcm_device_port, proc=self.fcm_sim)
+        wait_port(self.fcm_port, proc=self.fcm_sim)
+        self.fcm_config = os.path.join(self.work, "fcm-config.json")
+        with open(self.fcm_config, "w") as f:
+            json.dump({"endpoint": f"https://127.0.0.1:{self.fcm_port}",
+                       "tokenURI": f"https://127.0.0.1:{self.fcm_port}/token", "ca": self.ca,
+                       "apps": [{"app": TOPIC, "serviceAccountFile": self.service_account}]}, f)
+        return self.fcm_sim
+
+    @property
+    def fcm_sim_url(self):
+        return f"http://127.0.0.1:{self.fcm_device_port}"
+
     def start_mailboxd(self, apns_port=None, extra=()):
         self.api_port = self.api_port or free_port()
         self.mailboxd = self.start("mailboxd", [
@@ -432,13 +453,15 @@ class MailClients:
         self.thread.start()
         cluster.clients = self
 
-    def add(self, name, user):
+    def add(self, name, user, service="apns"):
         c = self.cluster
         device = Device(name, user)
         state_dir = os.path.join(c.work, "devices", name)
+        push = (["--service", "fcm", "--sim", c.fcm_sim_url, "--app", TOPIC] if service == "fcm"
+                else ["--sim", c.sim_url, "--topic", TOPIC])
         device.proc = Proc(f"client-{name}", [
-            c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, "--sim", c.sim_url, "--username",
-            user, "--state-dir", state_dir, "--device-name", name, "--topic", TOPIC, "--fallback-interval",
+            c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, *push, "--username",
+            user, "--state-dir", state_dir, "--device-name", name, "--fallback-interval",
             str(self.fallback)], c.work, stdin_text=f"password-{user}\n", stdout_pipe=True)
         os.set_blocking(device.proc.popen.stdout.fileno(), False)
         with self.lock:
