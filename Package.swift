@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "SQLSupport"),
         .target(name: "SQLiteKit", dependencies: ["CSQLite", "SQLSupport"]),
         // libpq: the only importer of CPostgres.
-        .target(name: "PostgresKit", dependencies: ["CPostgres", "SQLSupport"]),
+        .target(name: "PostgresKit", dependencies: ["CPostgres", "SQLSupport", "Locking"]),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
 
         // MARK: Transport

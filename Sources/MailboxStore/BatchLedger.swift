@@ -35,10 +35,11 @@ final class BatchLedger: @unchecked Sendable {
         guard
             let row = try db.queryOne(
                 """
-                SELECT a.id, b.id FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox'
+                SELECT a.id AS account_id, b.id AS inbox_id
+                FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox'
                 WHERE a.username = ?
                 """, username),
-            let account = row[0].int64, let inbox = row[1].int64
+            let account = row["account_id"].int64, let inbox = row["inbox_id"].int64
         else { return nil }
         let recipient = Recipient(account: account, inbox: inbox)
         recipients[username] = recipient

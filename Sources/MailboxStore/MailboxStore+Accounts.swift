@@ -16,7 +16,9 @@ extension MailboxStore {
         guard password.utf8.count >= 8, password.utf8.count <= 1024 else {
             throw MailboxStoreError.invalidArgument("password (8 to 1024 bytes)")
         }
-        let hash = try PasswordHash.hash(password, parameters: configuration.passwordParameters)
+        let hash = try await passwordHashing.run { [parameters = configuration.passwordParameters] in
+            try PasswordHash.hash(password, parameters: parameters)
+        }
         let created = now()
         do {
             return try await write { db, _ in
@@ -39,12 +41,15 @@ extension MailboxStore {
         }
     }
 
+    /// An account from a row holding `id`, `username` and `modseq`.
+    static func account(from row: Row) throws -> Account {
+        Account(id: try row.int64("id"), username: try row.string("username"), modseq: try row.int64("modseq"))
+    }
+
     /// Every account, by username.
     public func accounts() async throws -> [Account] {
         try await read { db in
-            try db.query("SELECT id, username, modseq FROM accounts ORDER BY username").map {
-                Account(id: $0[0].int64!, username: $0[1].string!, modseq: $0[2].int64!)
-            }
+            try db.query("SELECT id, username, modseq FROM accounts ORDER BY username").map(Self.account(from:))
         }
     }
 
@@ -53,7 +58,7 @@ extension MailboxStore {
         try await read { db in
             try db.queryOne(
                 "SELECT id, username, modseq FROM accounts WHERE username = ?", username.lowercased()
-            ).map { Account(id: $0[0].int64!, username: $0[1].string!, modseq: $0[2].int64!) }
+            ).map(Self.account(from:))
         }
     }
 
@@ -63,10 +68,10 @@ extension MailboxStore {
         let row = try await read { db in
             try db.queryOne("SELECT id, password_hash FROM accounts WHERE username = ?", username.lowercased())
         }
-        let hash = row?[1].string ?? decoyPasswordHash
-        let matches = PasswordHash.verify(password, against: hash)
+        let hash = row?["password_hash"].string ?? decoyPasswordHash
+        let matches = try await passwordHashing.run { PasswordHash.verify(password, against: hash) }
         guard let row, matches else { return nil }
-        return row[0].int64
+        return row["id"].int64
     }
 
     /// Stores a new session under the SHA-256 of its bearer token (the token itself is never stored).
@@ -93,7 +98,11 @@ extension MailboxStore {
             try db.queryOne(
                 "SELECT id, account_id, device_name FROM sessions WHERE token_hash = ? AND revoked_at IS NULL",
                 tokenHash
-            ).map { SessionRecord(id: $0[0].int64!, accountID: $0[1].int64!, deviceName: $0[2].string!) }
+            ).map { row in
+                SessionRecord(
+                    id: try row.int64("id"), accountID: try row.int64("account_id"),
+                    deviceName: try row.string("device_name"))
+            }
         }
     }
 

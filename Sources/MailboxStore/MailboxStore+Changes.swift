@@ -29,8 +29,8 @@ extension MailboxStore {
         return try await read { db in
             guard let account = try db.queryOne("SELECT modseq, horizon_modseq FROM accounts WHERE id = ?", accountID)
             else { throw MailboxStoreError.notFound }
-            let current = account[0].int64!
-            let horizon = account[1].int64!
+            let current = try account.int64("modseq")
+            let horizon = try account.int64("horizon_modseq")
             guard since.modseq >= horizon, since.modseq <= current else {
                 throw MailboxStoreError.cannotCalculateChanges
             }
@@ -55,11 +55,11 @@ extension MailboxStore {
             var last = since.modseq
             var taken = 0
             while taken < limit && (m < messages.count || t < tombstones.count) {
-                let messageModseq = m < messages.count ? messages[m][11].int64! : Int64.max
-                let tombstoneModseq = t < tombstones.count ? tombstones[t][2].int64! : Int64.max
+                let messageModseq = m < messages.count ? try messages[m].int64("modseq") : Int64.max
+                let tombstoneModseq = t < tombstones.count ? try tombstones[t].int64("modseq") : Int64.max
                 if messageModseq < tombstoneModseq {
-                    let record = Self.message(from: messages[m])
-                    if messages[m][Self.messageColumnCount].int64! > since.modseq {
+                    let record = try Self.message(from: messages[m])
+                    if try messages[m].int64("created_modseq") > since.modseq {
                         created.append(record)
                     } else {
                         updated.append(record)
@@ -68,7 +68,9 @@ extension MailboxStore {
                     m += 1
                 } else {
                     // A message created and destroyed within the window was never seen by the client: skip it.
-                    if tombstones[t][1].int64! <= since.modseq { destroyed.append(tombstones[t][0].string!) }
+                    if try tombstones[t].int64("created_modseq") <= since.modseq {
+                        destroyed.append(try tombstones[t].string("public_id"))
+                    }
                     last = tombstoneModseq
                     t += 1
                 }

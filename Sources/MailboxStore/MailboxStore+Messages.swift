@@ -10,17 +10,17 @@ extension MailboxStore {
         m.public_id, b.role, m.from_addr, m.to_addr, m.subject, m.preview, m.body, m.size, m.received_at, m.seen,
         m.flagged, m.modseq, m.message_id, m.in_reply_to, m.to_json, m.cc_json, m.sent_at, m.attachments_json
         """
-    /// How many columns ``messageColumns`` names: a query's own columns follow at this index.
-    static let messageColumnCount = 18
-
-    static func message(from row: Row) -> MessageRecord {
+    /// A message from a row holding ``messageColumns``, by column name.
+    static func message(from row: Row) throws -> MessageRecord {
         MessageRecord(
-            id: row[0].string!, mailbox: MailboxRole(rawValue: row[1].string!) ?? .inbox, from: row[2].string!,
-            to: row[3].string!, subject: row[4].string!, preview: row[5].string!, body: row[6].string!,
-            size: row[7].int!, receivedAt: row[8].double!, seen: row[9].bool!, flagged: row[10].bool!,
-            modseq: row[11].int64!, messageID: row[12].string, inReplyTo: row[13].string,
-            recipients: decodeList(row[14].string), cc: decodeList(row[15].string), sentAt: row[16].double,
-            attachments: decodeList(row[17].string))
+            id: try row.string("public_id"), mailbox: MailboxRole(rawValue: try row.string("role")) ?? .inbox,
+            from: try row.string("from_addr"), to: try row.string("to_addr"), subject: try row.string("subject"),
+            preview: try row.string("preview"), body: try row.string("body"), size: try row.int("size"),
+            receivedAt: try row.double("received_at"), seen: try row.int64("seen") != 0,
+            flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"),
+            messageID: row["message_id"].string, inReplyTo: row["in_reply_to"].string,
+            recipients: decodeList(row["to_json"].string), cc: decodeList(row["cc_json"].string),
+            sentAt: row["sent_at"].double, attachments: decodeList(row["attachments_json"].string))
     }
 
     /// A JSON array column (`'[]'` when empty, the common case, decoded without a decoder).
@@ -184,8 +184,8 @@ extension MailboxStore {
                 WHERE m.public_id = ? AND m.account_id = ?
                 """, id, accountID
             ).map { row in
-                var record = Self.message(from: row)
-                record.htmlBody = row[Self.messageColumnCount].string
+                var record = try Self.message(from: row)
+                record.htmlBody = row["html_body"].string
                 return record
             }
         }
@@ -212,13 +212,14 @@ extension MailboxStore {
             }
             let rows = try db.query(
                 """
-                SELECT \(Self.messageColumns), m.id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+                SELECT \(Self.messageColumns), m.id AS row_id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
                 WHERE m.account_id = ? AND m.id > ? AND (CAST(? AS TEXT) IS NULL OR b.role = ?)
                 ORDER BY m.id LIMIT ?
                 """, accountID, start, mailbox?.rawValue, mailbox?.rawValue, pageSize + 1)
             let page = rows.prefix(pageSize)
-            let next = rows.count > pageSize ? page.last.map { String($0[Self.messageColumnCount].int64!) } : nil
-            return MessagePage(messages: page.map(Self.message(from:)), state: self.state(modseq), nextCursor: next)
+            let next = rows.count > pageSize ? try page.last.map { String(try $0.int64("row_id")) } : nil
+            return MessagePage(
+                messages: try page.map(Self.message(from:)), state: self.state(modseq), nextCursor: next)
         }
     }
 
@@ -227,14 +228,19 @@ extension MailboxStore {
         try await read { db in
             try db.query(
                 """
-                SELECT b.role, b.name, count(m.id), coalesce(sum(CASE WHEN m.seen = 0 THEN 1 ELSE 0 END), 0)
+                SELECT b.role, b.name, count(m.id) AS total,
+                       coalesce(sum(CASE WHEN m.seen = 0 THEN 1 ELSE 0 END), 0) AS unread
                 FROM mailboxes b LEFT JOIN messages m ON m.mailbox_id = b.id
                 WHERE b.account_id = ? GROUP BY b.id ORDER BY b.id
                 """, accountID
-            ).map {
-                MailboxSummary(
-                    id: $0[0].string!, name: $0[1].string!, role: MailboxRole(rawValue: $0[0].string!)!,
-                    total: $0[2].int!, unread: $0[3].int!)
+            ).map { row in
+                let role = try row.string("role")
+                guard let kind = MailboxRole(rawValue: role) else {
+                    throw RowDecodingError(column: "role", expected: "a mailbox role")
+                }
+                return MailboxSummary(
+                    id: role, name: try row.string("name"), role: kind, total: try row.int("total"),
+                    unread: try row.int("unread"))
             }
         }
     }
@@ -296,11 +302,11 @@ extension MailboxStore {
                 let row = try db.queryOne(
                     "SELECT created_modseq, blob_hash FROM messages WHERE public_id = ? AND account_id = ?", id,
                     accountID),
-                let createdModseq = row[0].int64
+                let createdModseq = row["created_modseq"].int64
             else { throw MailboxStoreError.notFound }
             let modseq = try Self.bumpModseq(db, account: accountID)
             try db.run("DELETE FROM messages WHERE public_id = ? AND account_id = ?", id, accountID)
-            if let blobHash = row[1].string {
+            if let blobHash = row["blob_hash"].string {
                 // The raw bytes go with the last message that holds them.
                 try db.run(
                     "DELETE FROM blobs WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM messages WHERE blob_hash = ?)",

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import OpenSSLCrypto
 import SQLSupport
 import SQLiteKit
@@ -44,6 +45,9 @@ public final class MailboxStore: Sendable {
     public let epoch: String
     /// A fixed scrypt hash verified when a username does not exist, so both paths cost the same.
     let decoyPasswordHash: String
+    /// The threads password hashing runs on: scrypt takes tens of milliseconds of CPU, which must not hold the
+    /// cooperative pool.
+    let passwordHashing = BlockingExecutor(threads: 2, name: "mailbox-password")
     /// Where the data lives.
     public let database: StoreDatabase
     /// Who is told when a commit of this process queued signals (see ``watchQueuedSignals(_:)``).

@@ -138,6 +138,8 @@ public struct StorageFailure: Error, Sendable, Equatable, CustomStringConvertibl
 final class SQLiteEngine: StoreEngine {
     let pool: DatabasePool
     let batcher: WriteBatcher
+    /// The threads reads run on (SQLite's calls block; the cooperative pool must not wait on them).
+    let readers = BlockingExecutor(threads: 4, name: "mailbox-sqlite-read")
     /// The deliveries' shared bookkeeping in the writer's current batch.
     let ledger: BatchLedger
 
@@ -177,8 +179,10 @@ final class SQLiteEngine: StoreEngine {
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        try pool.read { try body($0) }
+        try await readers.run { [pool] in try pool.read { try body($0) } }
     }
+
+    deinit { readers.shutdown() }
 
     func setUp<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) throws -> T {
         try pool.writeWithoutTransaction { try body($0) }
@@ -247,7 +251,7 @@ final class PostgresEngine: StoreEngine {
 
     /// The applied migrations' names in the order they ran (the identity column stands for SQLite's rowid).
     static func appliedMigrations(_ db: PostgresConnection) throws -> [String] {
-        try db.query("SELECT name FROM schema_migrations ORDER BY position").compactMap { $0[0].string }
+        try db.query("SELECT name FROM schema_migrations ORDER BY position").map { try $0.string("name") }
     }
 
     func write<T: Sendable>(

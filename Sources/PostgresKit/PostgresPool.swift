@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import SQLSupport
 
 /// A fixed set of PostgreSQL connections, each confined to a thread of its own: work handed to ``perform(_:)``
@@ -7,7 +8,7 @@ import SQLSupport
 /// recovers by itself when the server comes back; while it cannot connect, each call fails at once with the
 /// connection error (no retry loop).
 public final class PostgresPool: Sendable {
-    private let queue: WorkQueue
+    private let queue = JobQueue<(Result<PostgresConnection, any Error>) -> Void>()
     /// The URL the pool connects to.
     public let url: String
     /// How many connections (and threads) the pool has.
@@ -17,7 +18,6 @@ public final class PostgresPool: Sendable {
     public init(url: String, size: Int, name: String = "postgres") {
         self.url = url
         self.size = max(1, size)
-        queue = WorkQueue()
         for index in 0..<self.size {
             let thread = Thread { [queue] in Self.work(queue: queue, url: url) }
             thread.name = "\(name)-\(index)"
@@ -31,17 +31,20 @@ public final class PostgresPool: Sendable {
     /// `body` leaves lost is replaced before the next call.
     public func perform<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            queue.push(
-                WorkQueue.Job { connection in
-                    continuation.resume(with: connection.flatMap { connection in Result { try body(connection) } })
-                })
+            let queued = queue.push { connection in
+                continuation.resume(with: connection.flatMap { connection in Result { try body(connection) } })
+            }
+            if !queued {
+                continuation.resume(
+                    throwing: PostgresError(sqlstate: nil, message: "the pool is closed", connectionLost: true))
+            }
         }
     }
 
     /// Stops the threads once the work already queued is done.
     public func close() { queue.close() }
 
-    private static func work(queue: WorkQueue, url: String) {
+    private static func work(queue: JobQueue<(Result<PostgresConnection, any Error>) -> Void>, url: String) {
         var connection: PostgresConnection?
         while let job = queue.pop() {
             if connection?.isHealthy != true {
@@ -49,58 +52,12 @@ public final class PostgresPool: Sendable {
                 do throws(PostgresError) {
                     connection = try PostgresConnection(url: url)
                 } catch {
-                    job.run(.failure(error))
+                    job(.failure(error))
                     continue
                 }
             }
-            job.run(.success(connection!))
+            job(.success(connection!))
             if connection?.isHealthy != true { connection = nil }
         }
-    }
-}
-
-/// The pool's queue of work: jobs in arrival order, taken by whichever thread is free.
-private final class WorkQueue: @unchecked Sendable {  // `condition` guards `jobs` and `closed`
-    struct Job {
-        let run: (Result<PostgresConnection, any Error>) -> Void
-    }
-
-    private let condition = NSCondition()
-    private var jobs: [Job] = []
-    private var head = 0
-    private var closed = false
-
-    func push(_ job: Job) {
-        condition.lock()
-        guard !closed else {
-            condition.unlock()
-            job.run(.failure(PostgresError(sqlstate: nil, message: "the pool is closed", connectionLost: true)))
-            return
-        }
-        jobs.append(job)
-        condition.signal()
-        condition.unlock()
-    }
-
-    /// The next job, waiting for one; `nil` once the queue is closed and empty.
-    func pop() -> Job? {
-        condition.lock()
-        defer { condition.unlock() }
-        while head == jobs.count && !closed { condition.wait() }
-        guard head < jobs.count else { return nil }
-        let job = jobs[head]
-        head += 1
-        if head > 256 && head * 2 > jobs.count {
-            jobs.removeFirst(head)
-            head = 0
-        }
-        return job
-    }
-
-    func close() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        condition.unlock()
     }
 }

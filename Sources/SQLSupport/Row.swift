@@ -49,6 +49,12 @@ public struct RowDecodingError: Error, Sendable, Equatable, CustomStringConverti
     /// What it should have held.
     public var expected: String
 
+    /// Creates an error.
+    public init(column: String, expected: String) {
+        self.column = column
+        self.expected = expected
+    }
+
     /// What is wrong.
     public var description: String { "column \(column): expected \(expected)" }
 }
