@@ -163,7 +163,7 @@ final class SQLiteEngine: StoreEngine {
         try pool.writeWithoutTransaction { db in
             var migrator = Migrator()
             for migration in try StoreMigration.pending(applied: Migrator.appliedMigrations(db), in: migrations) {
-                migrator.register(migration.name) { try $0.execute(migration.sql) }
+                migrator.register(migration.name) { try $0.execute(migration.sqlite) }
             }
             try migrator.migrate(db)
         }
@@ -237,7 +237,7 @@ final class PostgresEngine: StoreEngine {
             """)
         for migration in try StoreMigration.pending(applied: Self.appliedMigrations(db), in: migrations) {
             try db.transaction {
-                try db.execute(migration.sql(for: .postgres))
+                try db.execute(migration.postgres)
                 try db.run(
                     "INSERT INTO schema_migrations (name, applied_at) VALUES (?, extract(epoch FROM now()))",
                     migration.name)
