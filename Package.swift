@@ -61,9 +61,22 @@ let package = Package(
         .target(name: "PushAPNs", dependencies: ["Push", "APNs", "Locking"]),
         .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailboxStore", dependencies: ["Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
+        // mailboxd by job: the counters every part reports to; the dispatcher (outbox worker, backoff, the router to
+        // push services); the HTTP API (handlers, auth, throttle); and the service that wires them with LMTP.
+        .target(name: "ServiceMetrics", dependencies: ["Locking"]),
+        .target(name: "SignalDispatch", dependencies: ["MailboxStore", "Push", "ServiceMetrics", "Locking"]),
+        .target(
+            name: "MailboxHTTPAPI",
+            dependencies: [
+                "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
+            ]),
         .target(
             name: "MailboxService",
-            dependencies: ["MailboxStore", "Push", "HTTPServer", "MailIngest", "MailMIME", "OpenSSLCrypto", "Locking"]),
+            dependencies: [
+                "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
+                "MailIngest",
+                "MailMIME", "OpenSSLCrypto", "Locking",
+            ]),
         .target(name: "MailSync"),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
         .target(name: "MailIngest", dependencies: ["Locking"]),
@@ -85,7 +98,8 @@ let package = Package(
         .executableTarget(
             name: "mailboxd",
             dependencies: [
-                "MailboxService", "Push", "PushAPNs", "PushFCM", "MailIngest", "CommandLineSupport", "OpenSSLCrypto",
+                "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "MailIngest", "CommandLineSupport",
+                "OpenSSLCrypto",
             ]),
         .executableTarget(
             name: "apns-sim", dependencies: ["APNsSimulator", "CommandLineSupport"]),
@@ -103,7 +117,8 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "APNs", "APNsSimulator", "MailboxService", "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
+                "APNs", "APNsSimulator", "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
+                "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
                 "HTTPServer",
                 "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking",
             ]),
@@ -145,9 +160,13 @@ let package = Package(
         .testTarget(
             name: "MailboxServiceTests",
             dependencies: [
-                "MailboxService", "MailboxStore", "APNsSimulator", "HTTPClient", "SQLiteKit", "OpenSSLCrypto",
+                "MailboxService", "SignalDispatch", "MailboxStore", "APNsSimulator", "HTTPClient", "SQLiteKit",
+                "OpenSSLCrypto",
                 "TestSupport",
             ]),
+        .testTarget(
+            name: "SignalDispatchTests",
+            dependencies: ["SignalDispatch", "ServiceMetrics", "MailboxStore", "Push", "TestSupport"]),
         .testTarget(
             name: "PushAPNsTests",
             dependencies: ["PushAPNs", "Push", "APNsSimulator", "MailboxStore", "OpenSSLCrypto", "TestSupport"]),

@@ -1,11 +1,14 @@
 import Foundation
 import HTTPServer
 import Locking
+import MailboxHTTPAPI
 import MailboxService
 import MailboxStore
 import OpenSSLCrypto
 import Push
 import PushAPNs
+import ServiceMetrics
+import SignalDispatch
 
 /// mailboxd's API on a real store in a temporary folder, with an account, a session, a device and a message,
 /// so a fuzzed request can reach every handler. Bad input must get a 4xx, never a 5xx.
@@ -25,7 +28,7 @@ final class APIFuzz: Sendable {
         storeConfiguration.synchronous = .normal
         storeConfiguration.passwordParameters = .testing
         let store = try! MailboxStore(path: folder + "/mailbox.sqlite", configuration: storeConfiguration)
-        let configuration = ServiceConfiguration(dataDirectory: folder, deliveryToken: Self.deliveryToken)
+        let configuration = MailboxAPI.Settings(deliveryToken: Self.deliveryToken)
         let (messageID, ready) = Self.blocking {
             let account = try! await store.createAccount(username: "fuzz", password: "fuzz-password")
             _ = try! await store.createSession(

@@ -1,7 +1,10 @@
 import Locking
 import MailIngest
 import MailMIME
+import MailboxHTTPAPI
 import MailboxStore
+import ServiceMetrics
+import SignalDispatch
 
 /// The mailbox behind the LMTP listener: RCPT looks the account up, DATA parses the message once and stores a
 /// copy per recipient. The copies are written concurrently, so they (and other sessions' messages) share group

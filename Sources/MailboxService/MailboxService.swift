@@ -1,8 +1,11 @@
 import Foundation
 import HTTPServer
 import MailIngest
+import MailboxHTTPAPI
 import MailboxStore
 import Push
+import ServiceMetrics
+import SignalDispatch
 
 /// The running mailbox service: the store, the HTTPS API and the signal dispatcher, wired together.
 public final class MailboxService: Sendable {
@@ -35,7 +38,12 @@ public final class MailboxService: Sendable {
         router.share(in: store)
         let dispatcher = SignalDispatcher(
             store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log)
-        let api = MailboxAPI(store: store, configuration: configuration, metrics: metrics, push: router)
+        var settings = MailboxAPI.Settings(deliveryToken: configuration.deliveryToken)
+        settings.inlineBodyLimit = configuration.inlineBodyLimit
+        settings.loginFailuresPerUsername = configuration.loginFailuresPerUsername
+        settings.loginFailuresPerAddress = configuration.loginFailuresPerAddress
+        settings.loginWindow = configuration.loginWindow
+        let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router)
         var serverConfiguration = HTTPServer.Configuration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port

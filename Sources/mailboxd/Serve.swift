@@ -7,6 +7,7 @@ import Push
 import PushAPNs
 import PushFCM
 import SQLiteKit
+import SignalDispatch
 
 /// `mailboxd serve`: reads the configuration, starts the service, and stops it on SIGTERM or SIGINT.
 enum Serve {

@@ -4,6 +4,7 @@ import MailboxStore
 import OpenSSLCrypto
 import Push
 import SQLiteKit
+import SignalDispatch
 import TestSupport
 import Testing
 

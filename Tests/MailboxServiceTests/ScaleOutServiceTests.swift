@@ -4,6 +4,7 @@ import Locking
 import MailboxStore
 import OpenSSLCrypto
 import Push
+import SignalDispatch
 import TestSupport
 import Testing
 

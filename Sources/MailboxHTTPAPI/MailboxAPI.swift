@@ -3,11 +3,30 @@ import HTTPServer
 import MailboxStore
 import OpenSSLCrypto
 import Push
+import ServiceMetrics
+import SignalDispatch
 
 /// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz` and `/metrics`.
 package struct MailboxAPI: Sendable {
+    /// What the API's behaviour depends on, from the service's configuration.
+    package struct Settings: Sendable {
+        /// The token senders present on `POST /v1/deliveries`.
+        package var deliveryToken: String
+        /// Message bodies up to this many bytes are inline in listings and changes.
+        package var inlineBodyLimit = 16_384
+        /// Failed logins allowed per username within `loginWindow`.
+        package var loginFailuresPerUsername = 5
+        /// Failed logins allowed per client address within `loginWindow`.
+        package var loginFailuresPerAddress = 20
+        /// The login-throttle window, in seconds.
+        package var loginWindow: TimeInterval = 300
+
+        /// Settings with the defaults.
+        package init(deliveryToken: String) { self.deliveryToken = deliveryToken }
+    }
+
     let store: MailboxStore
-    let configuration: ServiceConfiguration
+    let configuration: Settings
     let metrics: Metrics
     let throttle: LoginThrottle
     /// The SHA-256 of the delivery token; presented tokens are hashed and compared in constant time.
@@ -16,7 +35,7 @@ package struct MailboxAPI: Sendable {
     let push: PushRouter
 
     package init(
-        store: MailboxStore, configuration: ServiceConfiguration, metrics: Metrics, push: PushRouter
+        store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter
     ) {
         self.store = store
         self.configuration = configuration

@@ -2,6 +2,7 @@ import Foundation
 import Locking
 import MailboxStore
 import Push
+import ServiceMetrics
 
 /// Runs inside mailboxd: takes due rows from the signal outbox, builds each device's service-neutral signal
 /// (its alias, the tag of the state now under its key, the unread count for badge apps), sends it through the

@@ -1,6 +1,8 @@
 import Foundation
 import MailboxStore
 import Push
+import ServiceMetrics
+import SignalDispatch
 
 /// A message as the API returns it. `body` is inline when the message is small (see `inlineBodyLimit`);
 /// larger bodies are fetched on demand with `GET /v1/messages/{id}`.

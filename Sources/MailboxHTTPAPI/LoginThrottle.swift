@@ -1,5 +1,7 @@
 import Foundation
 import MailboxStore
+import ServiceMetrics
+import SignalDispatch
 
 /// Counts failed logins per username and per client address in a sliding window; over the limit, logins are
 /// refused with a retry delay until the oldest failure leaves the window. The failures are kept in the store, so

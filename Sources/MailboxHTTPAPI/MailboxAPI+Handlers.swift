@@ -4,6 +4,8 @@ import MailMIME
 import MailboxStore
 import OpenSSLCrypto
 import Push
+import ServiceMetrics
+import SignalDispatch
 
 extension MailboxAPI {
     func createSession(_ request: HTTPRequest) async throws -> HTTPResponse {

@@ -1,10 +1,11 @@
 import Foundation
 import MailboxStore
 import Push
+import ServiceMetrics
 import TestSupport
 import Testing
 
-@testable import MailboxService
+@testable import SignalDispatch
 
 /// The dispatcher on a real SQLite store with the test clock, sending through a recording push service: what it
 /// sends, and what each outcome does to the outbox and the device.

@@ -2,16 +2,18 @@ import Foundation
 import MailMIME
 import MailboxStore
 import OpenSSLCrypto
+import ServiceMetrics
+import SignalDispatch
 
 /// The mailbox's side of MIME: a parsed message as the store keeps it, a delivery's fields as an RFC 5322
 /// message, and a stored message's parts as downloads. MailMIME (GMime) does the parsing and the composing.
-enum MessageParts {
+package enum MessageParts {
     /// How deep and how wide parsing goes (the size limit is the LMTP listener's and the request body's).
     static let limits = MIMELimits()
 
     /// A message from an MTA for `recipient`: the fields clients show, read from `raw`, which is kept as it is.
     /// A retransmission of the same bytes to the same account stores nothing twice.
-    static func ingested(_ raw: [UInt8], recipient: String, envelopeSender: String) -> NewMessage {
+    package static func ingested(_ raw: [UInt8], recipient: String, envelopeSender: String) -> NewMessage {
         let parsed = MIMEMessage.parse(raw, limits: limits)
         let from = parsed.from.first.map(\.displayForm) ?? envelopeSender
         var message = NewMessage(
@@ -45,7 +47,7 @@ enum MessageParts {
     }
 
     /// A `POST /v1/deliveries` message: its fields as given, and the RFC 5322 message they make as the raw form.
-    static func composed(to: String, from: String, subject: String, body: String) -> NewMessage {
+    package static func composed(to: String, from: String, subject: String, body: String) -> NewMessage {
         let now = Date().timeIntervalSince1970
         let messageID = SecureRandom.hex(16) + "@mailboxd.invalid"
         var message = NewMessage(to: to, from: from, subject: subject, body: body)
