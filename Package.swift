@@ -12,7 +12,7 @@ let package = Package(
         .library(name: "MailSync", targets: ["MailSync"]),
     ],
     targets: [
-        // MARK: C libraries (the only places C is imported)
+        // MARK: C libraries (module maps and C wrappers; each is imported by one Swift module)
         .systemLibrary(
             name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
@@ -37,7 +37,8 @@ let package = Package(
         .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
 
         // MARK: Foundations
-        // The one lock of the project, on pthread_mutex_t, so the sanitizers see it.
+        // The lock for shared state, on pthread_mutex_t, so the sanitizers see it; threads of their own for blocking
+        // work (BlockingExecutor).
         .target(name: "Locking"),
         // What the store's SQL is written against, whatever the engine: values, rows, a connection, a dialect.
         .target(name: "SQLSupport"),

@@ -8,7 +8,7 @@ import Dispatch
 
 /// A mutual-exclusion lock on `pthread_mutex_t`.
 ///
-/// The project's one lock, because the sanitizers see it: ThreadSanitizer intercepts `pthread_mutex_lock` and
+/// The project's lock for shared state, because the sanitizers see it: ThreadSanitizer intercepts `pthread_mutex_lock` and
 /// `pthread_mutex_unlock`, while on Linux `Synchronization.Mutex` synchronizes through futexes it cannot see, so
 /// every access under a `Mutex` is reported as a race (the shape of swift-nio's `NIOLock`).
 public final class Lock: @unchecked Sendable {  // the pthread mutex is what makes it Sendable

@@ -26,7 +26,7 @@ public struct ServiceConfiguration: Sendable {
     public var maxBodySize = 1 << 20
     /// Bodies up to this size are included in listings and changes; larger ones are fetched on demand.
     public var inlineBodyLimit = 16_384
-    /// Store settings (durability, coalescing window, retention).
+    /// Store settings (durability, per-device signal pacing, retention).
     public var store = MailboxStore.Configuration()
     /// Failed logins allowed per username within `loginWindow` before 429.
     public var loginFailuresPerUsername = 5
