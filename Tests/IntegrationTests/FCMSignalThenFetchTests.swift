@@ -54,6 +54,45 @@ import Testing
         #expect(Self.metric(metrics, #"mailboxd_signals_sent_total{service="fcm""#) >= 2)
     }
 
+    @Test func registrationsAreCheckedByTheirService() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice"], fcm: true)
+        let session = try await cluster.login("alice")
+        let api = cluster.api + "/v1/devices"
+        let token = "bk3RNwTe3H0:APA91b" + String(repeating: "Ab9_-", count: 28)
+        func register(_ body: [String: Any]) async throws -> (Int, String?) {
+            let result = try await cluster.call(.post, api, token: session, json: body)
+            return (result.status, result.body["error"] as? String)
+        }
+        let unknownApp = try await register(["service": "fcm", "token": token, "app": "com.example.other"])
+        #expect(unknownApp.0 == 400 && unknownApp.1 == "unknownApp")
+        let malformed = try await register(["service": "fcm", "token": "not a token", "app": Cluster.androidApp])
+        #expect(malformed.0 == 400 && malformed.1 == "invalidArgument")
+        let apnsField = try await register(
+            ["service": "fcm", "token": token, "app": Cluster.androidApp, "topic": Cluster.topic])
+        #expect(apnsField.0 == 400 && apnsField.1 == "unknownField")
+        let unknownService = try await register(["service": "webpush", "token": token])
+        #expect(unknownService.0 == 400 && unknownService.1 == "unknownService")
+        let noService = try await register(["service": "carrier-pigeon", "token": token])
+        #expect(noService.0 == 400 && noService.1 == "invalidArgument")
+        // Without `service`, a registration is APNs's, as before.
+        let apns = try await cluster.call(
+            .post, api, token: session,
+            json: ["token": String(repeating: "AB", count: 32), "topic": Cluster.topic, "environment": "sandbox"])
+        #expect(apns.status == 201 && apns.body["service"] as? String == "apns")
+        #expect(apns.body["token"] as? String == String(repeating: "ab", count: 32), "APNs tokens are lower-cased")
+        // A valid FCM registration keeps its token's case and gets an id and a signal key.
+        let fcm = try await cluster.call(
+            .post, api, token: session, json: ["service": "fcm", "token": token, "app": Cluster.androidApp])
+        #expect(fcm.status == 201 && fcm.body["token"] as? String == token)
+        #expect((fcm.body["signalKey"] as? String)?.count == 43)
+        let id = try #require(fcm.body["id"] as? String)
+        #expect(try await cluster.call(.delete, api + "/\(id)", token: session).status == 204)
+        #expect(try await cluster.call(.delete, api + "/\(id)", token: session).status == 404)
+        // The error never echoes the token.
+        let log = cluster.mailboxd.errorOutput
+        #expect(!log.contains(token))
+    }
+
     @Test func anUninstalledAppsTokenIsRemovedFromMailboxd() async throws {
         let cluster = try await Cluster.start(accounts: ["alice"], fcm: true)
         let session = try await cluster.login("alice")

@@ -48,6 +48,44 @@ struct StartupErrorTests {
             ].map { (serve + $0.0, $0.1) })
     }
 
+    @Test func aBadFCMConfigurationIsAClearErrorNamingTheField() throws {
+        let setup = try Setup(prefix: "fcm-errors")
+        let account = setup.data + "/fcm/service-account.json"
+        func config(_ name: String, _ text: String) throws -> String {
+            let path = setup.directory.path(name)
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        // A service-account file that is not one: a client secret (OAuth client), and one without its key.
+        let clientSecret = try config("client-secret.json", #"{"installed":{"client_id":"x","client_secret":"y"}}"#)
+        var object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: account))) as? [String: Any])
+        object.removeValue(forKey: "private_key")
+        let keyless = setup.directory.path("keyless.json")
+        try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: keyless))
+        func app(_ file: String) -> String {
+            #"{"apps":[{"app":"com.example.a","serviceAccountFile":"\#(file)"}]}"#
+        }
+        try expectUsageErrors(
+            [
+                (["--fcm-config", try config("a.json", app(clientSecret))], "\"type\" is missing or not a string"),
+                (["--fcm-config", try config("b.json", app(keyless))], "\"private_key\" is missing or not a string"),
+                (["--fcm-config", try config("c.json", #"{"apps":[],"endpoint":"x"}"#)], "--fcm-config"),
+                (
+                    ["--fcm-config", try config("d.json", #"{"apps":[{"app":"mail","serviceAccountFile":"x"}]}"#)],
+                    "must be an Android package name"
+                ),
+                (
+                    ["--fcm-config", try config("e.json", app(account) + " trailing")],
+                    "cannot be read as a JSON object"
+                ),
+            ].map { (setup.serve + $0.0, $0.1) })
+        // Nothing of the key reaches the error.
+        let result = try Subprocess.run(
+            Self.mailboxd, setup.serve + ["--fcm-config", try config("f.json", app(keyless))])
+        #expect(!result.stderr.contains("PRIVATE KEY"))
+    }
+
     @Test func aBadDatabaseIsAClearErrorAndMigrateNamesWhatItHolds() throws {
         let setup = try Setup(prefix: "database-errors")
         let mailboxd = Self.mailboxd
