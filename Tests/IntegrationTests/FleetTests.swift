@@ -45,4 +45,44 @@ struct FleetTests {
         #expect(fleet.output.split(separator: "\n").allSatisfy { $0.contains("\"device\":\"") })
         #expect(fleet.isRunning)
     }
+
+    @Test func aFleetMixesIOSAndAndroidDevices() async throws {
+        let cluster = try await Cluster.start(fcm: true)
+        let fleet = try ChildProcess(
+            TestEnvironment.executable("mail-client").path,
+            [
+                "fleet", "--server", cluster.api, "--ca", cluster.ca, "--sim", cluster.sim, "--fcm-sim", cluster.fcm,
+                "--app", Cluster.androidApp, "--state-dir", cluster.directory.path("fleet"), "--topic", Cluster.topic,
+                "--fallback-interval", "0",
+            ],
+            stdin: "alice-phone alice password-alice apns\nalice-android alice password-alice fcm\n",
+            logDirectory: cluster.directory.url.path)
+        defer { fleet.stop() }
+        let names = ["alice-phone", "alice-android"]
+        let streaming = try await offPool {
+            fleet.waitForOutput(timeout: 60) { output in
+                names.allSatisfy { name in
+                    output.split(separator: "\n").contains {
+                        $0.contains("\"event\":\"stream\"") && $0.contains("\"device\":\"\(name)\"")
+                    }
+                }
+            }
+        }
+        try #require(streaming, "not every device holds its stream: \(fleet.output) \(fleet.errorOutput)")
+        _ = try await cluster.deliver(to: "alice", subject: "to an iPhone and an Android phone", body: "b")
+        let synced = try await offPool {
+            fleet.waitForOutput(timeout: 30) { output in
+                names.allSatisfy { name in
+                    output.split(separator: "\n").contains {
+                        $0.contains("\"device\":\"\(name)\"") && $0.contains("\"event\":\"sync-done\"")
+                            && $0.contains("\"messages\":1") && $0.contains("\"trigger\":\"signal\"")
+                    }
+                }
+            }
+        }
+        #expect(synced, "not every device synced on a signal: \(fleet.output)")
+        let registered = fleet.output.split(separator: "\n").filter { $0.contains("\"event\":\"registered\"") }
+        #expect(registered.contains { $0.contains("\"service\":\"fcm\"") && $0.contains("alice-android") })
+        #expect(registered.contains { $0.contains("\"service\":\"apns\"") && $0.contains("alice-phone") })
+    }
 }
