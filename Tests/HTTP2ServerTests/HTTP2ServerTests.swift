@@ -57,8 +57,7 @@ struct HTTP2ServerTests {
     func tlsWithoutALPN() async throws {
         let certificates = try await TestCertificates.make()
         let server = try startServer(tls: certificates.tls)
-        let script = certificates.directory.path("no_alpn.py")
-        try PythonScripts.noALPN.write(toFile: script, atomically: true, encoding: .utf8)
+        let script = TestEnvironment.peer("h2_no_alpn.py")
         let result = try await run(try python(), [script, String(server.port), certificates.caPath])
         #expect(result.status == 0, "script failed: \(result.stderr)")
         #expect(result.stdout == "alpn None\nstatus 200\nbody hello over h2\n")
@@ -85,8 +84,7 @@ struct HTTP2ServerTests {
     @Test("httpx with HTTP/2 over TLS and over h2c")
     func httpxClients() async throws {
         let certificates = try await TestCertificates.make()
-        let script = certificates.directory.path("httpx_client.py")
-        try PythonScripts.httpx.write(toFile: script, atomically: true, encoding: .utf8)
+        let script = TestEnvironment.peer("h2_httpx_client.py")
         let tlsServer = try startServer(tls: certificates.tls)
         let overTLS = try await run(
             try python(), [script, "tls", "https://localhost:\(tlsServer.port)/echo", certificates.caPath])
@@ -145,8 +143,7 @@ struct HTTP2ServerTests {
         #expect(declared.stdout.hasSuffix("\n413"), "curl: \(declared.stdout) \(declared.stderr)")
         #expect(declared.stdout.contains("PayloadTooLarge"))
 
-        let script = directory.path("upload.py")
-        try PythonScripts.streamingUpload.write(toFile: script, atomically: true, encoding: .utf8)
+        let script = TestEnvironment.peer("h2_streaming_upload.py")
         let streamed = try await run(
             try python(), [script, "http://127.0.0.1:\(server.port)/echo", String(1 << 20)])
         #expect(streamed.stdout.hasPrefix("413 "), "upload: \(streamed.stdout) \(streamed.stderr)")
@@ -248,10 +245,8 @@ struct HTTP2ServerTests {
 
     @Test("an idle connection gets GOAWAY and is closed")
     func idleTimeout() async throws {
-        let directory = try TemporaryDirectory(prefix: "h2server-idle")
         let server = try startServer(tls: nil) { $0.idleTimeout = .seconds(1) }
-        let script = directory.path("idle.py")
-        try PythonScripts.idle.write(toFile: script, atomically: true, encoding: .utf8)
+        let script = TestEnvironment.peer("h2_idle.py")
         let result = try await run(try python(), [script, String(server.port)])
         #expect(result.status == 0, "script failed: \(result.stderr)")
         #expect(result.stdout == "status 200\ngoaway 0\nclosed\n")

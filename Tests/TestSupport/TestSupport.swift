@@ -34,6 +34,11 @@ public enum TestEnvironment {
         productsDirectory.appendingPathComponent(name)
     }
 
+    /// The path of a Python peer kept in `Tests/Peers/` (a real client the tests drive a server with).
+    public static func peer(_ name: String) -> String {
+        packageRoot.appendingPathComponent("Tests/Peers/\(name)").path
+    }
+
     /// The Python interpreter of the test venv (`SIGNALFETCH_PYTHON`, else `<root>/.venv/bin/python3`).
     public static var python: String {
         if let explicit = ProcessInfo.processInfo.environment["SIGNALFETCH_PYTHON"] { return explicit }
