@@ -85,8 +85,9 @@ let package = Package(
         .target(name: "MailMIME", dependencies: ["CGMime"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
-        // What the push-service simulators share: the injectable clock, a seeded generator, process limits.
-        .target(name: "SimulatorSupport", dependencies: ["Locking"]),
+        // What the push-service simulators share: the injectable clock, a seeded generator, process limits, start-up
+        // errors, the fault request's checks.
+        .target(name: "SimulatorSupport", dependencies: ["Locking", "HTTPServer"]),
         .target(
             name: "APNsSimulator",
             dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import SimulatorSupport
 
 /// The control API on the device listener: what another team's integration test calls to steer the
 /// simulator — faults, scripted answers per device, devices held offline, the device list, a cleared log.
@@ -59,8 +60,7 @@ enum ControlAPI {
             drop = faults.dropProbability
             status429 = faults.tooManyRequestsProbability
             status503 = faults.serviceUnavailableProbability
-            let (seconds, attoseconds) = faults.latency.components
-            latencyMs = Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+            latencyMs = FaultRequest.milliseconds(faults.latency)
             goawayAfter = faults.goAwayAfterStreams ?? 0
             seed = faults.seed
         }
@@ -77,19 +77,7 @@ enum ControlAPI {
         }
 
         func configuration() throws(HTTPError) -> FaultConfiguration {
-            let probabilities = [("drop", drop), ("status429", status429), ("status503", status503)]
-            for (name, value) in probabilities {
-                guard let value else { continue }
-                guard value.isFinite, (0...1).contains(value) else {
-                    throw .invalidRequest("'\(name)' must be a probability from 0 to 1.")
-                }
-            }
-            guard probabilities.reduce(0, { $0 + ($1.1 ?? 0) }) <= 1 else {
-                throw .invalidRequest("'drop', 'status429' and 'status503' must add up to at most 1.")
-            }
-            if let latencyMs, !(0...60_000).contains(latencyMs) {
-                throw .invalidRequest("'latencyMs' must be an integer from 0 to 60000.")
-            }
+            try FaultRequest.check(drop: drop, status429: status429, status503: status503, latencyMs: latencyMs)
             if let goawayAfter, goawayAfter < 0 {
                 throw .invalidRequest("'goawayAfter' must be 0 (never) or a positive number of streams.")
             }

@@ -133,22 +133,6 @@ public final class SimulatorServer: Sendable {
     }
 }
 
-/// Why a ``SimulatorServer`` could not start.
-public enum SimulatorError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The provider API (HTTP/2) could not start.
-    case providerStartFailed(String)
-    /// The device API (HTTP/1.1) could not start.
-    case deviceStartFailed(String)
-
-    /// A one-line explanation.
-    public var description: String {
-        switch self {
-        case .providerStartFailed(let reason): return "provider API: \(reason)"
-        case .deviceStartFailed(let reason): return "device API: \(reason)"
-        }
-    }
-}
-
 extension ProviderRequest {
     init(_ request: HTTP2Request, environment: GatewayEnvironment?) {
         self.init(

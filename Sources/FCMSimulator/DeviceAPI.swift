@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import SimulatorSupport
 
 /// The device side of fcm-sim (HTTP/1.1, JSON): installs, message streams, the control API, the capture
 /// log, health and metrics. Bad input gets a 4xx with `{"error","message"}` and changes nothing.
@@ -161,8 +162,7 @@ enum DeviceAPI {
             drop = faults.dropProbability
             status429 = faults.quotaExceededProbability
             status503 = faults.unavailableProbability
-            let (seconds, attoseconds) = faults.latency.components
-            latencyMs = Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+            latencyMs = FaultRequest.milliseconds(faults.latency)
             seed = faults.seed
         }
 
@@ -177,19 +177,7 @@ enum DeviceAPI {
         }
 
         func faults() throws(HTTPError) -> FCMFaults {
-            let probabilities = [("drop", drop), ("status429", status429), ("status503", status503)]
-            for (name, value) in probabilities {
-                guard let value else { continue }
-                guard value.isFinite, (0...1).contains(value) else {
-                    throw .invalidRequest("'\(name)' must be a probability from 0 to 1.")
-                }
-            }
-            guard probabilities.reduce(0, { $0 + ($1.1 ?? 0) }) <= 1 else {
-                throw .invalidRequest("'drop', 'status429' and 'status503' must add up to at most 1.")
-            }
-            if let latencyMs, !(0...60_000).contains(latencyMs) {
-                throw .invalidRequest("'latencyMs' must be an integer from 0 to 60000.")
-            }
+            try FaultRequest.check(drop: drop, status429: status429, status503: status503, latencyMs: latencyMs)
             return FCMFaults(
                 dropProbability: drop ?? 0, quotaExceededProbability: status429 ?? 0,
                 unavailableProbability: status503 ?? 0, latency: .milliseconds(latencyMs ?? 0), seed: seed)

@@ -36,7 +36,7 @@ public final class FCMSimulatorServer: Sendable {
     }
 
     /// Binds both listeners and starts processing delayed work.
-    public func start() throws(FCMSimulatorError) {
+    public func start() throws(SimulatorError) {
         let gateway = gateway
         var http1: HTTPServer?
         if configuration.tls != nil {
@@ -116,22 +116,6 @@ public final class FCMSimulatorServer: Sendable {
         await current.provider.shutdown()
         await current.http1?.shutdown()
         await current.device.shutdown()
-    }
-}
-
-/// Why an ``FCMSimulatorServer`` could not start.
-public enum FCMSimulatorError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The provider listener could not start.
-    case providerStartFailed(String)
-    /// The device API could not start.
-    case deviceStartFailed(String)
-
-    /// A one-line explanation.
-    public var description: String {
-        switch self {
-        case .providerStartFailed(let reason): return "provider API: \(reason)"
-        case .deviceStartFailed(let reason): return "device API: \(reason)"
-        }
     }
 }
 

@@ -42,7 +42,9 @@ import Testing
         #expect(harness.gateway.unregisterDevice(gone))
         #expect(!harness.gateway.unregisterDevice(gone))
 
-        let unknown = harness.send(harness.message(to: "x" + live.dropFirst()), accessToken: token)
+        // A token one character off a live one (never the live one itself).
+        let unknown = harness.send(
+            harness.message(to: (live.first == "x" ? "y" : "x") + live.dropFirst()), accessToken: token)
         #expect(unknown.status == 400)
         #expect(unknown.errorCode == "INVALID_ARGUMENT")
         #expect(unknown.error?["message"] as? String == "The registration token is not a valid FCM registration token")
