@@ -37,32 +37,3 @@ public enum APNsValidationError: Error, Sendable, Hashable, CustomStringConverti
         }
     }
 }
-
-/// Character-class checks shared by the validated value types and the payload guard.
-enum Charset {
-    /// `[A-Za-z0-9_-]`: base64url, which includes lowercase and uppercase hex.
-    static func isAliasByte(_ byte: UInt8) -> Bool {
-        isAlphanumeric(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-    }
-
-    /// `[0-9a-fA-F]`.
-    static func isHexByte(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
-            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
-    }
-
-    /// `[A-Za-z0-9]`.
-    static func isAlphanumeric(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
-    }
-
-    /// Whether `bytes` has a length in `lengths` and every byte passes `allowed`.
-    static func matches(
-        _ bytes: some Collection<UInt8>, lengths: ClosedRange<Int>, _ allowed: (UInt8) -> Bool
-    ) -> Bool {
-        lengths.contains(bytes.count) && bytes.allSatisfy(allowed)
-    }
-}

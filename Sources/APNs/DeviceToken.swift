@@ -1,3 +1,5 @@
+import Push
+
 /// An APNs device token: hexadecimal, stored lowercase (32 bytes, 64 characters, today).
 public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
     /// The lowercase hex token, as used in the request path `/3/device/<token>`.
@@ -5,7 +7,8 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
 
     /// Validates `hex`: an even number of 16 to 200 hex characters (either case; stored lowercase).
     public init(_ hex: String) throws(APNsValidationError) {
-        guard Charset.matches(hex.utf8, lengths: 16...200, Charset.isHexByte), hex.utf8.count % 2 == 0 else {
+        guard SignalCharset.matches(hex.utf8, lengths: 16...200, SignalCharset.isHexByte), hex.utf8.count % 2 == 0
+        else {
             throw .invalidDeviceToken
         }
         self.hex = hex.lowercased()

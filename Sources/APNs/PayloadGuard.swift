@@ -1,3 +1,5 @@
+import Push
+
 /// The last check before a payload goes on the wire: it inspects the serialized bytes, not the value they
 /// came from.
 ///
@@ -46,9 +48,10 @@ public struct PayloadGuard: Sendable, Hashable {
                 sawAps = true
                 try Self.checkAps(value)
             case "acct":
-                try Self.checkString(value, at: "$.acct", lengths: 1...64, Charset.isAliasByte)
+                try Self.checkString(value, at: "$.acct", lengths: 1...64, SignalCharset.isBase64URLByte)
             case "st":
-                try Self.checkString(value, at: "$.st", lengths: 16...16, Charset.isAliasByte)
+                try Self.checkString(
+                    value, at: "$.st", lengths: StateTag.length...StateTag.length, SignalCharset.isBase64URLByte)
             default:
                 throw PayloadGuardViolation(.unexpectedKey, at: "$")
             }
@@ -104,7 +107,7 @@ public struct PayloadGuard: Sendable, Hashable {
         _ value: StrictJSON.Value, at location: String, lengths: ClosedRange<Int>, _ allowed: (UInt8) -> Bool
     ) throws(PayloadGuardViolation) {
         guard case .string(let text) = value else { throw PayloadGuardViolation(.wrongType, at: location) }
-        guard Charset.matches(text.utf8, lengths: lengths, allowed) else {
+        guard SignalCharset.matches(text.utf8, lengths: lengths, allowed) else {
             throw PayloadGuardViolation(.invalidValue, at: location)
         }
     }

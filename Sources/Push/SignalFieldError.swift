@@ -17,14 +17,26 @@ public enum SignalFieldError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-/// The character sets of the signal's fields, shared by the types and the payload guards of every service.
+/// The character sets of the signal's fields and of the services' addresses, shared by the validated types and
+/// the payload guards of every service.
 package enum SignalCharset {
     /// `[A-Za-z0-9_-]`: base64url, which includes lowercase and uppercase hex.
     package static func isBase64URLByte(_ byte: UInt8) -> Bool {
+        isAlphanumeric(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+    }
+
+    /// `[0-9a-fA-F]`.
+    package static func isHexByte(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
+    }
+
+    /// `[A-Za-z0-9]`.
+    package static func isAlphanumeric(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
             || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || byte == UInt8(ascii: "_")
-            || byte == UInt8(ascii: "-")
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
     }
 
     /// Whether `bytes` has a length in `lengths` and every byte passes `allowed`.
