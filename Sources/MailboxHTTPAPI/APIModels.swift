@@ -61,28 +61,37 @@ struct SessionResponse: Encodable {
 }
 
 /// The answer to `POST /v1/devices`: the device's id, service, alias and signal key (returned only here), and
-/// the service's own fields.
+/// the fields its service names it by (``PushService/registrationFields(of:)``).
 struct DeviceResponse: Encodable {
     var id: String?
     var service: String
     var alias: String
     var signalKey: String?
-    var token: String
-    var topic: String?
-    var environment: String?
-    var app: String?
+    var serviceFields: [String: String]
 
-    init(_ device: DeviceRecord) {
+    init(_ device: DeviceRecord, serviceFields: [String: String]) {
         id = device.handle
         service = device.address.service.rawValue
         alias = device.alias
         signalKey = device.signalKey?.base64URL
-        token = device.address.token
-        if device.address.service == .apns {
-            topic = device.address.app
-            environment = device.address.environment.rawValue
-        } else {
-            app = device.address.app
+        self.serviceFields = serviceFields
+    }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encodeIfPresent(id, forKey: Key(stringValue: "id"))
+        try container.encode(service, forKey: Key(stringValue: "service"))
+        try container.encode(alias, forKey: Key(stringValue: "alias"))
+        try container.encodeIfPresent(signalKey, forKey: Key(stringValue: "signalKey"))
+        for (name, value) in serviceFields.sorted(by: { $0.key < $1.key }) {
+            try container.encode(value, forKey: Key(stringValue: name))
         }
     }
 }

@@ -154,7 +154,8 @@ extension MailboxAPI {
         }
         let device = try await store.registerDevice(
             address: address, accountID: session.accountID, sessionID: session.id)
-        return try .json(DeviceResponse(device), status: .created)
+        let fields = push.service(address.service)?.registrationFields(of: device.address) ?? [:]
+        return try .json(DeviceResponse(device, serviceFields: fields), status: .created)
     }
 
     /// The registration a `POST /v1/devices` body holds: `service` (absent: `apns`) and that service's fields,

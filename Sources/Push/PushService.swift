@@ -83,6 +83,9 @@ public protocol PushService: Sendable {
     /// Checks a registration and returns the device's address; throws for a malformed address or an app this
     /// server does not send for.
     func address(for registration: DeviceRegistration) throws(RegistrationError) -> PushAddress
+    /// The registration fields that name `address`, as the API answers them: the reverse of
+    /// ``address(for:)``.
+    func registrationFields(of address: PushAddress) -> [String: String]
     /// The kind of signal the device's app gets, or `nil` when no configured app serves it.
     func signalKind(for address: PushAddress) -> PushSignal.Kind?
     /// Whether the service throttles background signals per device (Apple: "a few per hour"), so the dispatcher

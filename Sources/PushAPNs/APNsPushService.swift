@@ -150,6 +150,11 @@ public final class APNsPushService: PushService {
         return PushAddress(service: .apns, token: token, app: topic, environment: environment)
     }
 
+    /// `token`, `topic` and `environment`.
+    public func registrationFields(of address: PushAddress) -> [String: String] {
+        ["token": address.token, "topic": address.app, "environment": address.environment.rawValue]
+    }
+
     /// Whether `token` looks like an APNs device token: 64 lowercase hex characters (longer even-length hex
     /// strings up to 200 characters are accepted too, as APNs tokens may grow).
     public static func isValidDeviceToken(_ token: String) -> Bool {

@@ -94,6 +94,11 @@ public final class FCMPushService: PushService {
         return PushAddress(service: .fcm, token: token, app: app, environment: .production)
     }
 
+    /// `token` and `app`.
+    public func registrationFields(of address: PushAddress) -> [String: String] {
+        ["token": address.token, "app": address.app]
+    }
+
     /// The kind of signal the device's app gets.
     public func signalKind(for address: PushAddress) -> PushSignal.Kind? { routes[address.app]?.app.signalKind }
 

@@ -55,6 +55,13 @@ public final class RecordingPushService: PushService {
         return PushAddress(service: name, token: token, app: app, environment: environment)
     }
 
+    /// The fields ``address(for:)`` reads, from `address`.
+    public func registrationFields(of address: PushAddress) -> [String: String] {
+        var fields = ["token": address.token, name == .apns ? "topic" : "app": address.app]
+        if name == .apns { fields["environment"] = address.environment.rawValue }
+        return fields
+    }
+
     /// Its app's kind.
     public func signalKind(for address: PushAddress) -> PushSignal.Kind? { address.app == app ? kind : nil }
 
