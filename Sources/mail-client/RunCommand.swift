@@ -217,13 +217,11 @@ actor DeviceClient {
 
     private func registerWithServer(_ token: String) async throws {
         let transport = self.transport
-        let (topic, environment, app, service) = (options.topic, options.environment, options.app, options.service)
+        guard let fields = device?.serverRegistration(token: token) else { return }
         let registration: DeviceRegistration
         do {
             registration = try await withStartupRetries("device registration with the server") {
-                service == "fcm"
-                    ? try await transport.registerFCMDevice(token: token, app: app)
-                    : try await transport.registerDevice(token: token, topic: topic, environment: environment)
+                try await transport.registerDevice(fields)
             }
         } catch {
             fail(error, context: "device registration with the server failed")

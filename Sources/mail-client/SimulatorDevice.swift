@@ -30,6 +30,14 @@ struct SimulatorDevice: Sendable {
         self.kind = kind
     }
 
+    /// The `POST /v1/devices` body that registers the simulator's `token` with mailboxd.
+    func serverRegistration(token: String) -> [String: String] {
+        switch kind {
+        case .apns(let topic, let environment): ["token": token, "topic": topic, "environment": environment]
+        case .fcm(let app, _): ["service": "fcm", "token": token, "app": app]
+        }
+    }
+
     /// `POST /sim/devices` → a new device token (APNs) or registration token (FCM).
     func register() async throws -> String {
         let fields: [String: String]
