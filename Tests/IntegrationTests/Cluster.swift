@@ -110,9 +110,12 @@ final class Cluster: Sendable {
             fcmSim = nil
             fcmPorts = nil
         }
+        // A fixed instance name: `crashAndRestartMailboxd` starts the same instance again, which ends the outbox
+        // leases its killed predecessor held (a process under another name would wait for them to run out).
         mailboxdCommand =
-            [mailboxdPath] + ["serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)"] + apnsFlags
-            + mailboxdArguments
+            [mailboxdPath]
+            + ["serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)", "--instance-id", "cluster-mailboxd"]
+            + apnsFlags + mailboxdArguments
         mailboxdProcess = ProcessBox(
             try ChildProcess(
                 mailboxdCommand[0], Array(mailboxdCommand.dropFirst()), logDirectory: directory.url.path))
@@ -142,8 +145,8 @@ final class Cluster: Sendable {
     func startAnotherMailboxd(port: UInt16, instanceID: String) throws -> ChildProcess {
         var arguments = Array(mailboxdCommand.dropFirst())
         if let listen = arguments.firstIndex(of: "--listen") { arguments[listen + 1] = "127.0.0.1:\(port)" }
-        let process = try ChildProcess(
-            mailboxdCommand[0], arguments + ["--instance-id", instanceID], logDirectory: directory.url.path)
+        if let name = arguments.firstIndex(of: "--instance-id") { arguments[name + 1] = instanceID }
+        let process = try ChildProcess(mailboxdCommand[0], arguments, logDirectory: directory.url.path)
         try #require(waitForPort(port), "the second mailboxd did not start: \(process.errorOutput)")
         return process
     }
