@@ -66,6 +66,31 @@ extension JWT {
         return parsed.decoded
     }
 
+    /// Makes a general ES256 token (VAPID's): header `{"typ":"JWT","alg":"ES256"}`, claims serialized with sorted
+    /// keys, the signature in JWS's raw `r‖s` form.
+    public static func makeES256(claims: [String: JWTValue], key: P256PrivateKey) throws -> String {
+        let header: [(String, JWTValue)] = [("typ", .string("JWT")), ("alg", .string("ES256"))]
+        let payload = claims.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        let signingInput =
+            Base64URL.encode(Array(serialize(header).utf8)) + "." + Base64URL.encode(Array(serialize(payload).utf8))
+        let signature = try key.signature(for: Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
+
+    /// Verifies a general ES256 token (the header's `alg` must be `ES256`) and returns its header and claims.
+    /// Expiry, audience and subject are the caller's policy.
+    public static func verifyES256General(_ token: String, key: P256PublicKey) throws -> DecodedJWT {
+        let parsed = try parseGeneral(token)
+        guard let alg = parsed.decoded.header["alg"] else { throw JWTError.missingClaim("alg") }
+        guard alg == .string("ES256") else {
+            throw JWTError.unsupportedAlgorithm(String((alg.stringValue ?? "?").prefix(16)))
+        }
+        guard key.isValidSignature(parsed.signature, for: Array(parsed.signingInput.utf8)) else {
+            throw JWTError.invalidSignature
+        }
+        return parsed.decoded
+    }
+
     /// The header and claims of `token` without checking the signature (to pick the key by `kid` or `iss`).
     public static func decodeUnverifiedGeneral(_ token: String) throws -> DecodedJWT {
         try parseGeneral(token).decoded
