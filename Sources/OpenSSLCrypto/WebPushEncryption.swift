@@ -75,6 +75,7 @@ public enum WebPushEncryption {
         /// No delimiter after the plaintext, or a delimiter other than 2.
         case delimiter
 
+        /// What is wrong, for logs and errors.
         public var description: String {
             switch self {
             case .header(let why): "aes128gcm header: \(why)"

@@ -109,7 +109,9 @@ import Testing
     @Test func vapidTokensVerifyWithTheRawPublicKey() throws {
         let key = try P256PrivateKey()
         let token = try JWT.makeES256(
-            claims: ["aud": .string("https://push.example"), "exp": .integer(2_000_000_000), "sub": .string("mailto:a@b")],
+            claims: [
+                "aud": .string("https://push.example"), "exp": .integer(2_000_000_000), "sub": .string("mailto:a@b"),
+            ],
             key: key)
         let raw = try key.publicKey.rawRepresentation
         let decoded = try JWT.verifyES256General(token, key: try P256PublicKey(rawRepresentation: raw))
