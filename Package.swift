@@ -61,6 +61,7 @@ let package = Package(
         // Each push service behind `PushService`: its configuration, its wire form, its answers as outcomes.
         .target(name: "PushAPNs", dependencies: ["Push", "APNs", "Locking"]),
         .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        .target(name: "PushWebPush", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailboxStore", dependencies: ["Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
         // mailboxd by job: the counters every part reports to; the dispatcher (outbox worker, backoff, the router to
         // push services); the HTTP API (handlers, auth, throttle); and the service that wires them with LMTP.
@@ -100,7 +101,8 @@ let package = Package(
         .executableTarget(
             name: "mailboxd",
             dependencies: [
-                "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "MailIngest", "CommandLineSupport",
+                "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "PushWebPush", "MailIngest",
+                "CommandLineSupport",
                 "OpenSSLCrypto",
             ]),
         .executableTarget(
@@ -128,7 +130,8 @@ let package = Package(
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
-                "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "CommandLineSupport", "APNs", "HTTPServer",
+                "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "PushWebPush", "CommandLineSupport", "APNs",
+                "HTTPServer",
                 "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",
             ]),
 
@@ -174,6 +177,9 @@ let package = Package(
             dependencies: ["PushAPNs", "Push", "APNsSimulator", "MailboxStore", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "PushFCMTests", dependencies: ["PushFCM", "Push", "HTTP2Client", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(
+            name: "PushWebPushTests",
+            dependencies: ["PushWebPush", "Push", "HTTP2Client", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),

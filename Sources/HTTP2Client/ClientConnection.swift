@@ -87,7 +87,10 @@ final class ClientConnection {
         defer { freeaddrinfo(list) }
         var entry: UnsafeMutablePointer<addrinfo>? = list
         while let current = entry {
-            if let address = current.pointee.ai_addr {
+            if let address = current.pointee.ai_addr,
+                loop.configuration.permitsAddress.map({ $0(Self.numericHost(address, current.pointee.ai_addrlen)) })
+                    ?? true
+            {
                 var storage = sockaddr_storage()
                 withUnsafeMutableBytes(of: &storage) { target in
                     target.copyMemory(
@@ -97,7 +100,20 @@ final class ClientConnection {
             }
             entry = current.pointee.ai_next
         }
+        guard !addresses.isEmpty else {
+            fail(.connectionFailed("no address of \(origin.host) is permitted"))
+            return
+        }
         connectNextAddress()
+    }
+
+    /// The numeric form of a resolved address.
+    private static func numericHost(_ address: UnsafeMutablePointer<sockaddr>, _ length: socklen_t) -> String {
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else {
+            return ""
+        }
+        return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private func connectNextAddress() {

@@ -104,12 +104,17 @@ extension HTTP2Client {
         public var maximumConcurrentStreams: Int
         /// Responses with a longer body fail with ``HTTP2ClientError/responseTooLarge(limit:)``.
         public var maximumResponseBodySize: Int
+        /// Which resolved addresses (numeric: `192.0.2.1`, `2001:db8::1`) a connection may be opened to; `nil`
+        /// allows every address. Checked on the address actually connected to, after resolution, so a name that
+        /// resolves to a refused address (DNS rebinding included) is never connected to; when no address is left
+        /// the request fails with ``HTTP2ClientError/connectionFailed(_:)``.
+        public var permitsAddress: (@Sendable (String) -> Bool)?
 
         /// Creates a configuration.
         public init(
             baseURL: String, tls: TLS = TLS(), connectTimeout: Duration = .seconds(10),
             requestTimeout: Duration = .seconds(30), maximumConcurrentStreams: Int = 1000,
-            maximumResponseBodySize: Int = 1 << 20
+            maximumResponseBodySize: Int = 1 << 20, permitsAddress: (@Sendable (String) -> Bool)? = nil
         ) {
             self.baseURL = baseURL
             self.tls = tls
@@ -117,6 +122,7 @@ extension HTTP2Client {
             self.requestTimeout = requestTimeout
             self.maximumConcurrentStreams = maximumConcurrentStreams
             self.maximumResponseBodySize = maximumResponseBodySize
+            self.permitsAddress = permitsAddress
         }
     }
 }

@@ -138,3 +138,9 @@ struct HealthResponse: Encodable {
     var status: String
     var outboxDepth: Int
 }
+
+/// `GET /v1/webpush/vapid-public-key`.
+struct VAPIDPublicKeyResponse: Encodable {
+    /// Base64url of the VAPID key's 65-byte uncompressed point.
+    var publicKey: String
+}

@@ -159,7 +159,9 @@ extension MailboxAPI {
     }
 
     /// The registration a `POST /v1/devices` body holds: `service` (absent: `apns`) and that service's fields,
-    /// each a string; a field the service does not take is refused.
+    /// each a string, or an object of them (named by path: `subscription.keys.auth`); `null` is an absent field and
+    /// a number its decimal text (a Web Push subscription's `expirationTime`). A field the service does not take is
+    /// refused.
     func deviceRegistration(_ request: HTTPRequest) throws -> DeviceRegistration {
         guard let parsed = try? JSONSerialization.jsonObject(with: request.body, options: [.fragmentsAllowed]) else {
             throw HTTPError(.badRequest, code: "invalidJSON", message: "The request body is not valid JSON.")
@@ -177,19 +179,50 @@ extension MailboxAPI {
                 .badRequest, code: "unknownService", message: "This server does not send through \(name).")
         }
         var fields: [String: String] = [:]
-        for (key, value) in object where key != "service" {
-            guard pushService.registrationFields.contains(key) else {
-                throw HTTPError(.badRequest, code: "unknownField", message: "Unknown field '\(key.prefix(64))'.")
-            }
-            guard let text = value as? String else {
-                throw HTTPError.invalidRequest("Field '\(key)' has the wrong type (expected String).")
-            }
-            fields[key] = text
-        }
-        for required in pushService.registrationFields.sorted() where fields[required] == nil {
+        try Self.collectFields(
+            object.filter { $0.key != "service" }, prefix: "", allowed: pushService.registrationFields, into: &fields)
+        for required in pushService.requiredRegistrationFields.sorted() where fields[required] == nil {
             throw HTTPError.invalidRequest("Missing required field '\(required)'.")
         }
         return DeviceRegistration(service: service, fields: fields)
+    }
+
+    /// Adds the string fields of `object` to `fields` under their paths; objects nest (up to `allowed`'s paths).
+    private static func collectFields(
+        _ object: [String: Any], prefix: String, allowed: Set<String>, into fields: inout [String: String]
+    ) throws {
+        for (key, value) in object {
+            let path = prefix + key
+            if let nested = value as? [String: Any] {
+                guard allowed.contains(where: { $0.hasPrefix(path + ".") }) else {
+                    throw HTTPError(.badRequest, code: "unknownField", message: "Unknown field '\(path.prefix(64))'.")
+                }
+                try collectFields(nested, prefix: path + ".", allowed: allowed, into: &fields)
+                continue
+            }
+            guard allowed.contains(path) else {
+                throw HTTPError(.badRequest, code: "unknownField", message: "Unknown field '\(path.prefix(64))'.")
+            }
+            switch value {
+            case let text as String:
+                fields[path] = text
+            case is NSNull:
+                continue
+            case let number as NSNumber:
+                fields[path] = number.stringValue
+            default:
+                throw HTTPError.invalidRequest("Field '\(path)' has the wrong type (expected String).")
+            }
+        }
+    }
+
+    /// The key browsers pass to `pushManager.subscribe` as `applicationServerKey` (no authentication: it is public,
+    /// and a page needs it before it can register).
+    func vapidPublicKey(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard let key = configuration.webPushPublicKey else {
+            throw HTTPError(.notFound, code: "webPushDisabled", message: "This server does not send Web Push.")
+        }
+        return try .json(VAPIDPublicKeyResponse(publicKey: key))
     }
 
     func deleteDevice(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {

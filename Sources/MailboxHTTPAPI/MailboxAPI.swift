@@ -20,6 +20,8 @@ package struct MailboxAPI: Sendable {
         package var loginFailuresPerAddress = 20
         /// The login-throttle window, in seconds.
         package var loginWindow: TimeInterval = 300
+        /// The VAPID public key browsers subscribe with (base64url of the 65-byte point), when Web Push is on.
+        package var webPushPublicKey: String?
 
         /// Settings with the defaults.
         package init(deliveryToken: String) { self.deliveryToken = deliveryToken }
@@ -64,6 +66,8 @@ package struct MailboxAPI: Sendable {
         router.get("/v1/changes", handler: instrument("/v1/changes", authenticated(changes)))
         router.post("/v1/devices", handler: instrument("/v1/devices", authenticated(registerDevice)))
         router.delete("/v1/devices/:id", handler: instrument("/v1/devices/{id}", authenticated(deleteDevice)))
+        router.get(
+            "/v1/webpush/vapid-public-key", handler: instrument("/v1/webpush/vapid-public-key", vapidPublicKey))
         router.post("/v1/deliveries", handler: instrument("/v1/deliveries", deliver))
         router.get("/healthz", handler: instrument("/healthz", health))
         router.get("/metrics", handler: metricsPage)

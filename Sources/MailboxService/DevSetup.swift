@@ -6,10 +6,12 @@ import OpenSSLCrypto
 /// - `tls/ca.pem`, `tls/ca.key`: a development CA;
 /// - `tls/server.pem`, `tls/server.key`: a server certificate for the given hosts, signed by that CA;
 /// - `apns/key.p8`, `apns/key.pub.pem`, `apns/key-id`, `apns/team-id`: an APNs-style signing key;
+/// - `webpush/vapid.pem`, `webpush/vapid-public-key`: the VAPID key (RFC 8292) Web Push is signed with, and its
+///   public point (base64url) that browsers subscribe with;
 /// - `delivery-token`: the token senders use on `POST /v1/deliveries`.
 public enum DevSetup {
     /// The default hosts of the server certificate.
-    public static let defaultHosts = ["localhost", "127.0.0.1", "mailboxd", "apns-sim", "fcm-sim"]
+    public static let defaultHosts = ["localhost", "127.0.0.1", "mailboxd", "apns-sim", "fcm-sim", "webpush-sim"]
 
     /// Writes whatever is missing under `dataDirectory` and returns the paths it created.
     @discardableResult
@@ -49,6 +51,11 @@ public enum DevSetup {
         }
         if !exists("apns/key-id") { try write("apns/key-id", randomIdentifier() + "\n") }
         if !exists("apns/team-id") { try write("apns/team-id", randomIdentifier() + "\n") }
+        if !exists("webpush/vapid.pem") {
+            let key = try P256PrivateKey()
+            try write("webpush/vapid.pem", try key.pemRepresentation, secret: true)
+            try write("webpush/vapid-public-key", Base64URL.encode(try key.publicKey.rawRepresentation) + "\n")
+        }
         if !exists("delivery-token") { try write("delivery-token", SecureRandom.base64URL(32) + "\n", secret: true) }
         return created
     }

@@ -43,6 +43,7 @@ public final class MailboxService: Sendable {
         settings.loginFailuresPerUsername = configuration.loginFailuresPerUsername
         settings.loginFailuresPerAddress = configuration.loginFailuresPerAddress
         settings.loginWindow = configuration.loginWindow
+        settings.webPushPublicKey = configuration.webPushPublicKey
         let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router)
         var serverConfiguration = HTTPServer.Configuration()
         serverConfiguration.host = configuration.host

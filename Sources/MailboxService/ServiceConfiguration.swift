@@ -36,6 +36,8 @@ public struct ServiceConfiguration: Sendable {
     public var loginWindow: TimeInterval = 300
     /// The LMTP listener for mail from an MTA; `nil` (the default) for none.
     public var lmtp: LMTPServer.Configuration?
+    /// The VAPID public key the API publishes (`GET /v1/webpush/vapid-public-key`), when Web Push is on.
+    public var webPushPublicKey: String?
     /// Where to log one line per request; `nil` for none.
     public var accessLog: (@Sendable (String) -> Void)?
 

@@ -4,7 +4,7 @@ import SQLSupport
 
 extension MailboxStore {
     static let deviceColumns =
-        "id, handle, service, token, topic, environment, alias, signal_key, account_id, updated_at"
+        "id, handle, service, token, topic, environment, push_keys, alias, signal_key, account_id, updated_at"
 
     static func device(from row: Row) throws -> DeviceRecord {
         DeviceRecord(
@@ -14,12 +14,13 @@ extension MailboxStore {
             accountID: try row.int64("account_id"), registeredAt: try row.double("updated_at"))
     }
 
-    /// The device's address from a row holding `service`, `token`, `topic` and `environment`.
+    /// The device's address from a row holding `service`, `token`, `topic`, `environment` and `push_keys`.
     static func address(from row: Row) throws -> PushAddress {
         PushAddress(
             service: PushServiceName(rawValue: try row.string("service")) ?? .apns, token: try row.string("token"),
             app: try row.string("topic"),
-            environment: PushEnvironment(rawValue: try row.string("environment")) ?? .production)
+            environment: PushEnvironment(rawValue: try row.string("environment")) ?? .production,
+            keys: try row.string("push_keys"))
     }
 
     /// Registers (or refreshes) a device for the account at `address`, which its push service has checked. A
@@ -39,6 +40,9 @@ extension MailboxStore {
         guard address.app.utf8.count <= 255,
             address.app.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
         else { throw MailboxStoreError.invalidArgument("app") }
+        guard address.keys.utf8.count <= 255,
+            address.keys.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
+        else { throw MailboxStoreError.invalidArgument("keys") }
         let registered = now()
         let freshAlias = SecureRandom.base64URL(12)
         let key = SignalKey()
@@ -49,37 +53,38 @@ extension MailboxStore {
             if let existing, existing.accountID == accountID {
                 try db.run(
                     """
-                    UPDATE devices SET service = ?, topic = ?, environment = ?, session_id = ?, updated_at = ?,
-                        signal_key = ?, handle = COALESCE(handle, ?)
+                    UPDATE devices SET service = ?, topic = ?, environment = ?, push_keys = ?, session_id = ?,
+                        updated_at = ?, signal_key = ?, handle = COALESCE(handle, ?)
                     WHERE id = ?
                     """,
                     arguments: [
-                        address.service.rawValue, address.app, address.environment.rawValue, sessionID, registered,
-                        key.base64URL, handle, existing.id,
+                        address.service.rawValue, address.app, address.environment.rawValue, address.keys, sessionID,
+                        registered, key.base64URL, handle, existing.id,
                     ])
             } else if let existing {
                 try db.run("DELETE FROM signal_outbox WHERE device_id = ?", existing.id)
                 try db.run(
                     """
                     UPDATE devices SET account_id = ?, session_id = ?, service = ?, topic = ?, environment = ?,
-                        alias = ?, signal_key = ?, handle = ?, updated_at = ?, last_signal_at = 0,
+                        push_keys = ?, alias = ?, signal_key = ?, handle = ?, updated_at = ?, last_signal_at = 0,
                         last_signalled_modseq = 0
                     WHERE id = ?
                     """,
                     arguments: [
                         accountID, sessionID, address.service.rawValue, address.app, address.environment.rawValue,
-                        freshAlias, key.base64URL, handle, registered, existing.id,
+                        address.keys, freshAlias, key.base64URL, handle, registered, existing.id,
                     ])
             } else {
                 try db.run(
                     """
-                    INSERT INTO devices (token, service, account_id, session_id, topic, environment, alias, signal_key,
-                                         handle, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO devices (token, service, account_id, session_id, topic, environment, push_keys, alias,
+                                         signal_key, handle, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     arguments: [
                         token, address.service.rawValue, accountID, sessionID, address.app,
-                        address.environment.rawValue, freshAlias, key.base64URL, handle, registered, registered,
+                        address.environment.rawValue, address.keys, freshAlias, key.base64URL, handle, registered,
+                        registered,
                     ])
             }
             guard

@@ -12,8 +12,8 @@ extension MailboxStore {
         return try await write { db, _ in
             let rows = try db.query(
                 """
-                SELECT o.device_id, d.service, d.token, d.topic, d.environment, d.alias, d.signal_key, o.modseq,
-                       o.attempts, d.account_id, a.modseq AS account_modseq, d.updated_at
+                SELECT o.device_id, d.service, d.token, d.topic, d.environment, d.push_keys, d.alias, d.signal_key,
+                       o.modseq, o.attempts, d.account_id, a.modseq AS account_modseq, d.updated_at
                 FROM signal_outbox o JOIN devices d ON d.id = o.device_id JOIN accounts a ON a.id = d.account_id
                 WHERE o.due_at <= ? AND o.next_attempt_at <= ? AND o.leased_until <= ?
                 ORDER BY o.due_at LIMIT ?\(db.dialect.claimRows(of: "o"))

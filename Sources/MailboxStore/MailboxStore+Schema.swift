@@ -312,5 +312,10 @@ extension MailboxStore {
                     refreshing_until DOUBLE PRECISION NOT NULL DEFAULT 0
                 );
                 """),
+        // Web Push subscriptions: the keys each message is encrypted to (`p256dh.auth`), kept with the endpoint.
+        StoreMigration(
+            name: "008-push-keys",
+            sqlite: "ALTER TABLE devices ADD COLUMN push_keys TEXT NOT NULL DEFAULT '';",
+            postgres: "ALTER TABLE devices ADD COLUMN push_keys TEXT NOT NULL DEFAULT '';"),
     ]
 }

@@ -9,8 +9,9 @@ public enum PushServiceName: String, Sendable, Hashable, CaseIterable, Codable {
 }
 
 /// Where a device is reached, in its push service's terms, as the store keeps it: the service's address for the
-/// device (APNs device token, FCM registration token, Web Push endpoint) in `token`, the app it belongs to, and
-/// the service's environment (`production`, or `sandbox` for APNs development builds).
+/// device (APNs device token, FCM registration token, Web Push endpoint) in `token`, the app it belongs to, the
+/// service's environment (`production`, or `sandbox` for APNs development builds), and the keys a message to it is
+/// encrypted with where the service has them (Web Push).
 public struct PushAddress: Sendable, Hashable {
     /// The service.
     public var service: PushServiceName
@@ -20,13 +21,20 @@ public struct PushAddress: Sendable, Hashable {
     public var app: String
     /// `production` or `sandbox`.
     public var environment: PushEnvironment
+    /// The device's message-encryption keys in the service's own form (Web Push: `p256dh.auth`, each base64url);
+    /// empty where the service has none.
+    public var keys: String
 
     /// Creates an address.
-    public init(service: PushServiceName, token: String, app: String, environment: PushEnvironment = .production) {
+    public init(
+        service: PushServiceName, token: String, app: String, environment: PushEnvironment = .production,
+        keys: String = ""
+    ) {
         self.service = service
         self.token = token
         self.app = app
         self.environment = environment
+        self.keys = keys
     }
 
     /// An APNs device: its device token, its app's topic (bundle id) and environment.
@@ -78,8 +86,11 @@ public struct RegistrationError: Error, Sendable, Equatable {
 public protocol PushService: Sendable {
     /// Which service this is.
     var name: PushServiceName { get }
-    /// The request fields a registration for this service may hold (besides `service`).
+    /// The request fields a registration for this service may hold (besides `service`); a field inside an object
+    /// is named by its path (`subscription.keys.auth`).
     var registrationFields: Set<String> { get }
+    /// The fields a registration must hold (by default, all of ``registrationFields``).
+    var requiredRegistrationFields: Set<String> { get }
     /// Checks a registration and returns the device's address; throws for a malformed address or an app this
     /// server does not send for.
     func address(for registration: DeviceRegistration) throws(RegistrationError) -> PushAddress
@@ -101,6 +112,8 @@ public protocol PushService: Sendable {
 }
 
 extension PushService {
+    /// Every field is required.
+    public var requiredRegistrationFields: Set<String> { registrationFields }
     /// No throttling of background signals.
     public var throttlesBackgroundSignals: Bool { false }
     /// Nothing to share.

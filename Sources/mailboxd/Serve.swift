@@ -6,6 +6,7 @@ import MailboxStore
 import Push
 import PushAPNs
 import PushFCM
+import PushWebPush
 import SQLiteKit
 import SignalDispatch
 
@@ -16,6 +17,7 @@ enum Serve {
         "signal-refill-per-minute",
         "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
         "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id", "fcm-config",
+        "webpush-vapid-key", "webpush-subject", "webpush-ca", "webpush-allow-host", "webpush-signal-kind",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -82,6 +84,37 @@ enum Serve {
             return try FCMConfiguration(file: file)
         } catch {
             throw UsageError("--fcm-config \(error.message)")
+        }
+    }
+
+    /// Web Push, when a VAPID key is there: `--webpush-vapid-key`, or `DIR/webpush/vapid.pem` from dev-setup.
+    static func webPushConfiguration(_ args: Arguments, dataDir: String) throws -> WebPushConfiguration? {
+        let given = args.string("webpush-vapid-key")
+        let path = given ?? dataDir + "/webpush/vapid.pem"
+        guard given != nil || FileManager.default.fileExists(atPath: path) else {
+            for flag in ["webpush-subject", "webpush-ca", "webpush-allow-host", "webpush-signal-kind"]
+            where args.string(flag) != nil {
+                throw UsageError("--\(flag) configures Web Push: give --webpush-vapid-key too (or run dev-setup)")
+            }
+            return nil
+        }
+        guard let kind = PushSignal.Kind(rawValue: args.string("webpush-signal-kind", default: "badge")) else {
+            throw UsageError("--webpush-signal-kind must be badge or background")
+        }
+        var allowed: [String] = []
+        for host in args.all("webpush-allow-host") {
+            guard !host.isEmpty, host.utf8.count <= 255, host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != 0x2f })
+            else { throw UsageError("--webpush-allow-host takes HOST or HOST:PORT") }
+            allowed.append(host)
+        }
+        do {
+            return try WebPushConfiguration(
+                vapidKey: try WebPushConfiguration.vapidKey(file: path),
+                subject: args.string("webpush-subject", default: "mailto:postmaster@localhost"),
+                caFile: args.string("webpush-ca"), endpointPolicy: WebPushEndpointPolicy(allowedHosts: allowed),
+                signalKind: kind)
+        } catch {
+            throw UsageError("--webpush-vapid-key/--webpush-subject: \(error.message)")
         }
     }
 
@@ -162,6 +195,12 @@ enum Serve {
         }
         let fcm = try fcmConfiguration(args)
         if let fcm { services.append(FCMPushService(configuration: fcm)) }
+        let webPush = try webPushConfiguration(args, dataDir: dataDir)
+        if let webPush {
+            let service = try WebPushPushService(configuration: webPush, log: { printError($0) })
+            configuration.webPushPublicKey = service.vapidPublicKey
+            services.append(service)
+        }
         let router = PushRouter(services)
         var dispatcher = SignalDispatcher.Configuration()
         dispatcher.backgroundBudget = try args.int("background-budget", default: 3)
@@ -185,6 +224,12 @@ enum Serve {
         if let fcm {
             printError(
                 "mailboxd: FCM \(fcm.endpoint); apps \(fcm.apps.map(\.app).joined(separator: ", "))")
+        }
+        if let webPush {
+            let allowed = webPush.endpointPolicy.allowedHosts.sorted().joined(separator: ", ")
+            printError(
+                "mailboxd: Web Push as \(webPush.subject)" + (allowed.isEmpty ? "" : "; local push services \(allowed)")
+            )
         }
         await TerminationSignals.wait()
         printError("mailboxd: shutting down")

@@ -7,7 +7,7 @@ let usage = """
     mailboxd — the SignalFetch mailbox service
 
     USAGE:
-      mailboxd dev-setup --data-dir DIR [--hosts localhost,127.0.0.1,mailboxd,apns-sim]
+      mailboxd dev-setup --data-dir DIR [--hosts localhost,127.0.0.1,mailboxd,apns-sim,fcm-sim,webpush-sim]
       mailboxd account add USERNAME [--data-dir DIR] [--database URL]   (password on standard input)
       mailboxd account list [--data-dir DIR] [--database URL]
       mailboxd migrate [--data-dir DIR] [--database URL]
@@ -39,6 +39,15 @@ let usage = """
                                 --apns-ca and --signal-kind; see docs/apns.md)
       --fcm-config FILE         Android apps signalled through FCM HTTP v1: endpoint, service accounts,
                                 signal kinds (JSON; see docs/fcm.md)
+      --webpush-vapid-key PEM   the VAPID key browsers subscribe with and Web Push is signed with (default
+                                DIR/webpush/vapid.pem from dev-setup; Web Push is off when there is none)
+      --webpush-subject URI     the VAPID contact, mailto:… or https://… (default mailto:postmaster@localhost)
+      --webpush-ca PEM          trust this CA instead of the system store for push services (for webpush-sim)
+      --webpush-allow-host H[:P]
+                                accept endpoints on this host although it is loopback, link-local or private
+                                (repeatable; for a local push service; see docs/webpush.md)
+      --webpush-signal-kind KIND
+                                badge (with the unread count; default) or background
       --signal-burst N          signals a quiet device may get back to back (default 20)
       --signal-refill-per-minute N
                                 signals a device gets back each minute once its burst is spent (default 60);

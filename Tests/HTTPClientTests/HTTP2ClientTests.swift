@@ -114,6 +114,30 @@ import Testing
         #expect(client.connectionsOpened == 1)
     }
 
+    @Test func anAddressTheFilterRefusesIsNeverConnectedTo() async throws {
+        let fixture = try Fixture()
+        let seen = Mutex<[String]>([])
+        let client = HTTP2Client(
+            configuration: .init(
+                baseURL: "https://localhost:\(fixture.server.port)",
+                tls: .init(caFile: fixture.certificates.caCertificate),
+                permitsAddress: { address in
+                    seen.withLock { $0.append(address) }
+                    return false
+                }))
+        defer { client.shutdown() }
+        await #expect(throws: HTTP2ClientError.connectionFailed("no address of localhost is permitted")) {
+            try await client.execute(.init(path: "/hello"))
+        }
+        #expect(seen.withLock { $0 }.contains("127.0.0.1"))
+        let allowing = HTTP2Client(
+            configuration: .init(
+                baseURL: fixture.baseURL, tls: .init(caFile: fixture.certificates.caCertificate),
+                permitsAddress: { $0 == "127.0.0.1" }))
+        defer { allowing.shutdown() }
+        #expect(try await allowing.execute(.init(path: "/hello")).status == 200)
+    }
+
     @Test func headersOnlyResponseIsComplete() async throws {
         let fixture = try Fixture()
         let client = fixture.client()

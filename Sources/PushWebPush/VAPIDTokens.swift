@@ -1,0 +1,50 @@
+import Foundation
+import Locking
+import OpenSSLCrypto
+
+/// VAPID (RFC 8292) for one application-server key: an ES256 token per push-service origin, reused while it is
+/// fresh, and the `Authorization` value `vapid t=<token>, k=<public key>`.
+///
+/// Claims: `aud` the origin, `exp` ``lifetime`` ahead (RFC 8292 allows at most 24 h), `sub` the contact
+/// (`mailto:` or `https:`). A token is replaced once half its lifetime has passed, so one in use never expires
+/// mid-flight. The key is the same for every process sending for the store (it is a file), so tokens need not be
+/// shared.
+final class VAPIDTokens: Sendable {
+    /// How long a token is valid.
+    static let lifetime: Double = 12 * 3600
+
+    let key: P256PrivateKey
+    /// The public key, base64url of the 65-byte point: `k`, and what browsers subscribe with.
+    let publicKey: String
+    let subject: String
+    private let now: @Sendable () -> Double
+    private let cache = LockedValue<[String: (token: String, expires: Double)]>([:])
+
+    init(key: P256PrivateKey, subject: String, now: @escaping @Sendable () -> Double) throws {
+        self.key = key
+        self.publicKey = Base64URL.encode(try key.publicKey.rawRepresentation)
+        self.subject = subject
+        self.now = now
+    }
+
+    /// The `Authorization` header value for a request to `origin`.
+    func authorization(for origin: String) throws -> String {
+        let time = now()
+        if let cached = cache.withLock({ $0[origin] }), cached.expires - time > Self.lifetime / 2 {
+            return "vapid t=\(cached.token), k=\(publicKey)"
+        }
+        let expires = (time + Self.lifetime).rounded(.down)
+        let token = try JWT.makeES256(
+            claims: ["aud": .string(origin), "exp": .integer(Int64(expires)), "sub": .string(subject)], key: key)
+        cache.withLock { $0[origin] = (token, expires) }
+        return "vapid t=\(token), k=\(publicKey)"
+    }
+
+    /// Whether `subject` is a contact RFC 8292 accepts: a `mailto:` address or an `https:` URL.
+    static func isValidSubject(_ subject: String) -> Bool {
+        guard subject.utf8.count <= 256, subject.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return false }
+        if subject.hasPrefix("mailto:") { return subject.dropFirst(7).contains("@") }
+        if subject.hasPrefix("https://") { return subject.count > 8 }
+        return false
+    }
+}

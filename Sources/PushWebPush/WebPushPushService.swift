@@ -1,0 +1,192 @@
+import Foundation
+import HTTP2Client
+import Locking
+import OpenSSLCrypto
+import Push
+
+/// Sends content-free signals to browsers through their push services (RFC 8030), each encrypted to the
+/// subscription (RFC 8291) and signed with the server's VAPID key (RFC 8292).
+///
+/// A device is a browser's `PushSubscription`: its endpoint (a URL at the browser vendor's push service) is the
+/// address, its `p256dh` and `auth` keys are kept with it. Endpoints are chosen by clients, so
+/// ``WebPushEndpointPolicy`` checks them at registration and again on every resolved address before connecting.
+/// Every push-service origin gets one HTTP/2 connection, reused, with connect and response timeouts and a capped
+/// response body. Answers:
+///
+/// | answer | outcome |
+/// |---|---|
+/// | 201 (or any 2xx) | delivered |
+/// | 404, 410 | subscription removed (expired or unsubscribed) |
+/// | 401, 403 | subscription removed: it was made for another application-server key (logged) |
+/// | 429 | retried after `Retry-After`, or after 60 s without one |
+/// | 5xx, a lost connection | retried with backoff, honouring `Retry-After` |
+/// | 413, any other 4xx, a body the guard refuses, an endpoint the policy refuses at send time | defect |
+public final class WebPushPushService: PushService {
+    /// The configuration the service was created with.
+    public let configuration: WebPushConfiguration
+    private let vapid: VAPIDTokens
+    private let clients = LockedValue<[String: HTTP2Client]>([:])
+    private let log: @Sendable (String) -> Void
+
+    /// The most push-service origins with an open client at once; past it the least recently created is closed.
+    static let maximumOrigins = 256
+
+    /// Reads the VAPID key's public half; connections open on first use. `log` receives one line per
+    /// subscription removed for a key mismatch (never the endpoint).
+    public init(
+        configuration: WebPushConfiguration, now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws {
+        self.configuration = configuration
+        vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject, now: now)
+        self.log = log
+    }
+
+    deinit { shutdown() }
+
+    /// `webpush`.
+    public var name: PushServiceName { .webpush }
+
+    /// The VAPID public key, base64url of the 65-byte point: what `GET /v1/webpush/vapid-public-key` answers and
+    /// browsers pass to `pushManager.subscribe` as `applicationServerKey`.
+    public var vapidPublicKey: String { vapid.publicKey }
+
+    /// The browser's `PushSubscription.toJSON()`: `subscription.endpoint`, `subscription.keys.p256dh`,
+    /// `subscription.keys.auth` and `subscription.expirationTime` (`null` or a time; not required).
+    public var registrationFields: Set<String> {
+        ["subscription.endpoint", "subscription.keys.p256dh", "subscription.keys.auth", "subscription.expirationTime"]
+    }
+
+    /// All but `expirationTime`.
+    public var requiredRegistrationFields: Set<String> {
+        ["subscription.endpoint", "subscription.keys.p256dh", "subscription.keys.auth"]
+    }
+
+    /// Checks a subscription: an endpoint the policy accepts, a P-256 `p256dh`, a 16-byte `auth`.
+    public func address(for registration: DeviceRegistration) throws(RegistrationError) -> PushAddress {
+        let endpoint = registration.fields["subscription.endpoint"] ?? ""
+        _ = try configuration.endpointPolicy.check(endpoint)
+        let keys = try WebPushSubscriptionKeys(
+            p256dh: registration.fields["subscription.keys.p256dh"] ?? "",
+            auth: registration.fields["subscription.keys.auth"] ?? "")
+        if let expiration = registration.fields["subscription.expirationTime"], Double(expiration) == nil {
+            throw RegistrationError("invalidArgument", "'subscription.expirationTime' must be null or a time.")
+        }
+        return PushAddress(service: .webpush, token: endpoint, app: "", environment: .production, keys: keys.stored)
+    }
+
+    /// `endpoint`.
+    public func registrationFields(of address: PushAddress) -> [String: String] {
+        ["endpoint": address.token]
+    }
+
+    /// The configured kind, for every subscription.
+    public func signalKind(for address: PushAddress) -> PushSignal.Kind? { configuration.signalKind }
+
+    /// Encrypts `signal` to the subscription, signs for its origin, sends it and classifies the answer.
+    public func send(_ signal: PushSignal, to address: PushAddress) async -> PushOutcome {
+        let endpoint: WebPushEndpointPolicy.Endpoint
+        do {
+            endpoint = try configuration.endpointPolicy.check(address.token)
+        } catch {
+            return .defect(reason: "endpointRefused")
+        }
+        guard let keys = WebPushSubscriptionKeys(stored: address.keys) else { return .defect(reason: "keys") }
+        let body: [UInt8]
+        let authorization: String
+        do {
+            body = try WebPushMessage(signal: signal).body(for: keys)
+            authorization = try vapid.authorization(for: endpoint.origin)
+        } catch is WebPushPayloadGuard.Violation {
+            return .defect(reason: "payloadGuard")
+        } catch {
+            return .defect(reason: "encryption")
+        }
+        let response: HTTP2Client.Response
+        do {
+            response = try await client(for: endpoint).execute(
+                .init(
+                    method: "POST", path: endpoint.path,
+                    headers: [
+                        .init("ttl", String(WebPushMessage.timeToLive)),
+                        .init("urgency", "normal"),
+                        .init("topic", WebPushMessage.topic(for: signal.alias)),
+                        .init("content-encoding", "aes128gcm"),
+                        .init("content-type", "application/octet-stream"),
+                        .init("authorization", authorization),
+                    ], body: body))
+        } catch .connectionFailed(let why) where why.hasPrefix("no address") {
+            return .defect(reason: "endpointRefused")
+        } catch {
+            return .retry(reason: "transport", retryAfter: nil)
+        }
+        let outcome = WebPushAnswer(response).outcome
+        if case .dropRegistration(let reason, _) = outcome, reason == "keyMismatch" {
+            log("mailboxd: a Web Push subscription was made for another VAPID key; removed it")
+        }
+        return outcome
+    }
+
+    /// The client for `endpoint`'s origin, created on first use.
+    private func client(for endpoint: WebPushEndpointPolicy.Endpoint) -> HTTP2Client {
+        let exempt = configuration.endpointPolicy.isAllowed(endpoint)
+        let tls = HTTP2Client.TLS(caFile: configuration.caFile)
+        let permits: (@Sendable (String) -> Bool)? =
+            exempt ? nil : { @Sendable in WebPushEndpointPolicy.permitsAddress($0) }
+        let picked: (client: HTTP2Client, retired: HTTP2Client?) = clients.withLock { clients in
+            if let existing = clients[endpoint.origin] { return (existing, nil) }
+            var retired: HTTP2Client?
+            if clients.count >= Self.maximumOrigins, let victim = clients.keys.first {
+                retired = clients.removeValue(forKey: victim)
+            }
+            let created = HTTP2Client(
+                configuration: .init(
+                    baseURL: endpoint.origin, tls: tls, connectTimeout: .seconds(5), requestTimeout: .seconds(15),
+                    maximumResponseBodySize: 16 << 10, permitsAddress: permits))
+            clients[endpoint.origin] = created
+            return (created, retired)
+        }
+        picked.retired?.shutdown()
+        return picked.client
+    }
+
+    /// Closes every connection.
+    public func shutdown() {
+        let all = clients.withLock { clients -> [HTTP2Client] in
+            defer { clients.removeAll() }
+            return Array(clients.values)
+        }
+        for client in all { client.shutdown() }
+    }
+
+    /// The connections opened so far, over every origin.
+    public var connectionsOpened: Int { clients.withLock { $0.values.reduce(0) { $0 + $1.connectionsOpened } } }
+}
+
+/// One push service's answer, read: its status and `Retry-After`.
+struct WebPushAnswer: Sendable, Equatable {
+    var status: Int
+    var retryAfter: Double?
+
+    init(status: Int, retryAfter: Double? = nil) {
+        self.status = status
+        self.retryAfter = retryAfter
+    }
+
+    init(_ response: HTTP2Client.Response) {
+        status = response.status
+        retryAfter = response[header: "retry-after"].flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+    }
+
+    /// What the dispatcher does next.
+    var outcome: PushOutcome {
+        switch status {
+        case 200...299: .delivered
+        case 404, 410: .dropRegistration(reason: "HTTP \(status)", unregisteredAt: nil)
+        case 401, 403: .dropRegistration(reason: "keyMismatch", unregisteredAt: nil)
+        case 429: .retry(reason: "HTTP 429", retryAfter: retryAfter ?? 60)
+        case 500...599: .retry(reason: "HTTP \(status)", retryAfter: retryAfter)
+        default: .defect(reason: "HTTP \(status)")
+        }
+    }
+}
