@@ -31,9 +31,9 @@ public struct MailSession: Sendable, Equatable, Codable {
 public struct DeviceRegistration: Sendable, Equatable, Codable {
     /// The device's id on the server (`DELETE /v1/devices/{id}`), when the server gives one.
     public var id: String?
-    /// The push service (`apns`, `fcm`).
+    /// The push service (`apns`, `fcm`, `webpush`).
     public var service: String?
-    /// The push service's address registered.
+    /// The push service's address registered: the APNs or FCM token, or the Web Push endpoint.
     public var token: String
     /// The opaque alias the server will put in the signals' `acct` key.
     public var alias: String?
@@ -49,6 +49,32 @@ public struct DeviceRegistration: Sendable, Equatable, Codable {
         self.token = token
         self.alias = alias
         self.signalKey = signalKey
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, service, token, endpoint, alias, signalKey
+    }
+
+    /// Reads the answer: the address is `token` (APNs, FCM) or `endpoint` (Web Push).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decodeIfPresent(String.self, forKey: .id)
+        service = try container.decodeIfPresent(String.self, forKey: .service)
+        token =
+            try container.decodeIfPresent(String.self, forKey: .token)
+            ?? container.decode(String.self, forKey: .endpoint)
+        alias = try container.decodeIfPresent(String.self, forKey: .alias)
+        signalKey = try container.decodeIfPresent(String.self, forKey: .signalKey)
+    }
+
+    /// Writes the fields as the server names them (`token`).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(id, forKey: .id)
+        try container.encodeIfPresent(service, forKey: .service)
+        try container.encode(token, forKey: .token)
+        try container.encodeIfPresent(alias, forKey: .alias)
+        try container.encodeIfPresent(signalKey, forKey: .signalKey)
     }
 }
 
@@ -116,10 +142,35 @@ extension HTTPMailTransport {
         try await registerDevice(["service": "fcm", "token": token, "app": app])
     }
 
+    /// `POST /v1/devices` for a browser-like Web Push device: its subscription, as `PushSubscription.toJSON()`
+    /// gives it (`p256dh` and `auth` base64url).
+    public func registerWebPushSubscription(
+        endpoint: String, p256dh: String, auth: String
+    ) async throws -> DeviceRegistration {
+        let subscription: [String: Any] = [
+            "endpoint": endpoint, "expirationTime": NSNull(), "keys": ["p256dh": p256dh, "auth": auth],
+        ]
+        return try await registerDevice(
+            body: try JSONSerialization.data(withJSONObject: ["service": "webpush", "subscription": subscription]),
+            token: endpoint)
+    }
+
+    /// `GET /v1/webpush/vapid-public-key`: the key a Web Push subscription must be made for.
+    public func vapidPublicKey() async throws -> String {
+        let response = try await send(.get, "/v1/webpush/vapid-public-key", bearer: "", endpoint: "webpush")
+        return try decode(VAPIDPublicKey.self, response, endpoint: "webpush").publicKey
+    }
+
+    private struct VAPIDPublicKey: Decodable {
+        var publicKey: String
+    }
+
     /// `POST /v1/devices` with `fields` (the service and its address).
     public func registerDevice(_ fields: [String: String]) async throws -> DeviceRegistration {
-        let token = fields["token"] ?? ""
-        let body = try JSONSerialization.data(withJSONObject: fields)
+        try await registerDevice(body: try JSONSerialization.data(withJSONObject: fields), token: fields["token"] ?? "")
+    }
+
+    private func registerDevice(body: Data, token: String) async throws -> DeviceRegistration {
         let response = try await send(.post, "/v1/devices", body: body, endpoint: "devices")
         if let registration = try? JSONDecoder().decode(DeviceRegistration.self, from: response.body) {
             return registration

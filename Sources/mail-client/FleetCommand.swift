@@ -12,14 +12,15 @@ enum FleetCommand {
         usage: mail-client fleet --server URL [--ca PEM] --sim URL --state-dir DIR [options] < DEVICES
 
         Runs one simulated device per line of standard input, "NAME USERNAME PASSWORD [SERVICE]", each as
-        `mail-client run` would (cache in DIR/NAME); SERVICE (apns or fcm, default --service) mixes services in one
-        fleet. Every event line carries the device's NAME as "device". A device that cannot start ends the whole
+        `mail-client run` would (cache in DIR/NAME); SERVICE (apns, fcm or webpush, default --service) mixes
+        services in one fleet. Every event line carries the device's NAME as "device". A device that cannot start ends the whole
         fleet with status 1.
 
         \(ServerOptions.usage)
           --sim URL               apns-sim device-side base URL (for apns devices)
           --fcm-sim URL           fcm-sim device-side base URL (for fcm devices)
-          --service S             the service of lines that name none: apns (default) or fcm
+          --webpush-sim URL       webpush-sim device-side base URL (for webpush devices)
+          --service S             the service of lines that name none: apns (default), fcm or webpush
           --app PACKAGE           fcm devices' Android package (default: com.example.signalfetch)
           --fcm-project ID        fcm devices' Firebase project (default: signalfetch-dev)
           --sim-ca PEM            CA for an https --sim (default: --ca)
@@ -35,7 +36,7 @@ enum FleetCommand {
 
     static let flags: Set<String> = ServerOptions.flags.union([
         "sim", "sim-ca", "state-dir", "topic", "environment", "fallback-interval", "signal-deadline", "page-size",
-        "start-concurrency", "fcm-sim", "service", "app", "fcm-project",
+        "start-concurrency", "fcm-sim", "webpush-sim", "service", "app", "fcm-project",
     ])
 
     static func main(_ argv: [String]) async throws {
@@ -43,7 +44,9 @@ enum FleetCommand {
         let server = try ServerOptions(arguments)
         let stateDirectory = try arguments.required("state-dir")
         let defaultService = arguments.string("service", default: "apns")
-        guard ["apns", "fcm"].contains(defaultService) else { throw UsageError("--service must be apns or fcm") }
+        guard ["apns", "fcm", "webpush"].contains(defaultService) else {
+            throw UsageError("--service must be apns, fcm or webpush")
+        }
         let environment = arguments.string("environment", default: "sandbox")
         guard ["sandbox", "production"].contains(environment) else {
             throw UsageError("--environment must be sandbox or production")
@@ -59,17 +62,18 @@ enum FleetCommand {
                     "each line of standard input is NAME USERNAME PASSWORD [SERVICE] (got \(parts.count) fields)")
             }
             let service = parts.count == 4 ? parts[3] : defaultService
-            guard ["apns", "fcm"].contains(service) else {
-                throw UsageError("SERVICE must be apns or fcm (device \(parts[0]))")
+            guard ["apns", "fcm", "webpush"].contains(service) else {
+                throw UsageError("SERVICE must be apns, fcm or webpush (device \(parts[0]))")
             }
             devices.append((parts[0], parts[1], parts[2], service))
         }
-        let sims = (apns: arguments.string("sim"), fcm: arguments.string("fcm-sim"))
-        if devices.contains(where: { $0.service == "apns" }), sims.apns == nil {
-            throw UsageError("--sim is required for apns devices")
-        }
-        if devices.contains(where: { $0.service == "fcm" }), sims.fcm == nil {
-            throw UsageError("--fcm-sim is required for fcm devices")
+        let sims = [
+            "apns": arguments.string("sim"), "fcm": arguments.string("fcm-sim"),
+            "webpush": arguments.string("webpush-sim"),
+        ]
+        for (service, flag) in [("apns", "sim"), ("fcm", "fcm-sim"), ("webpush", "webpush-sim")]
+        where devices.contains(where: { $0.service == service }) && sims[service] ?? nil == nil {
+            throw UsageError("--\(flag) is required for \(service) devices")
         }
         guard !devices.isEmpty else { throw UsageError("no devices on standard input") }
 
@@ -85,7 +89,7 @@ enum FleetCommand {
                 requestTimeout: .seconds(30), maximumConnectionsPerHost: devices.count + 16))
         var clients: [(String, DeviceClient)] = []
         for device in devices {
-            let sim = (device.service == "fcm" ? sims.fcm : sims.apns) ?? ""
+            let sim = (sims[device.service] ?? nil) ?? ""
             let options = RunCommand.Options(
                 username: device.username, stateDirectory: stateDirectory + "/" + device.name, sim: sim,
                 simCA: nil, topic: arguments.string("topic", default: "com.example.signalfetch"),
@@ -97,11 +101,13 @@ enum FleetCommand {
                 app: arguments.string("app", default: "com.example.signalfetch"),
                 fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))
             try FileManager.default.createDirectory(atPath: options.stateDirectory, withIntermediateDirectories: true)
+            let transport = try HTTPMailTransport(baseURL: server.server, client: api)
             let client = DeviceClient(
                 options: options, password: device.password,
                 cache: try SQLiteMailCache(path: RunCommand.cachePath(options.stateDirectory)),
-                transport: try HTTPMailTransport(baseURL: server.server, client: api),
-                device: SimulatorDevice(baseURL: sim, client: simulator, kind: options.simulatorKind))
+                transport: transport,
+                device: SimulatorDevice(
+                    baseURL: sim, client: simulator, kind: try options.simulatorKind(transport: transport)))
             clients.append((device.name, client))
         }
         let fleet = clients

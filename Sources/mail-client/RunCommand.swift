@@ -10,20 +10,22 @@ enum RunCommand {
     static let usage = """
         usage: mail-client run --server URL [--ca PEM] --sim URL --username U --state-dir DIR [options]
 
-        A simulated device: registers with apns-sim (or fcm-sim with --service fcm), logs in to mailboxd
-        (password on standard input),
+        A simulated device: registers with apns-sim (fcm-sim with --service fcm, webpush-sim with --service
+        webpush), logs in to mailboxd (password on standard input),
         registers its device token, holds the notification stream and syncs on launch, on each signal and on
         a fallback timer. Prints one JSON object per line, each with an "event" key:
           registered {deviceToken, service, alias, signalKey}
           signal {apnsId, pushType, priority, collapseId, payload} (fcm: {service, messageId, priority,
-                  collapseKey, payload})
+                  collapseKey, payload}; webpush: {service, bodyBytes, ttl, urgency, topic, payload}, the
+                  payload decrypted with the device's own subscription keys)
           badge {badge}                     sync-start {trigger, full}
           sync-done {state, messages, created, updated, destroyed, ms, trigger, full, pages, result, outcome}
           sync-skipped {trigger, state}     stream {state: connected}
           error {code, message}             exit {reason}
 
         \(ServerOptions.usage)
-          --service S             apns (default) or fcm: the push service the device is reached through
+          --service S             apns (default), fcm or webpush: the push service the device is reached
+                                  through
           --sim URL               the simulator's device-side base URL, e.g. http://127.0.0.1:2198
           --app PACKAGE           with --service fcm: the Android package (default: com.example.signalfetch)
           --fcm-project ID        with --service fcm: the Firebase project (default: signalfetch-dev)
@@ -79,7 +81,9 @@ enum RunCommand {
             service: arguments.string("service", default: "apns"),
             app: arguments.string("app", default: "com.example.signalfetch"),
             fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))
-        guard ["apns", "fcm"].contains(options.service) else { throw UsageError("--service must be apns or fcm") }
+        guard ["apns", "fcm", "webpush"].contains(options.service) else {
+            throw UsageError("--service must be apns, fcm or webpush")
+        }
         guard ["sandbox", "production"].contains(options.environment) else {
             throw UsageError("--environment must be sandbox or production")
         }
@@ -90,13 +94,14 @@ enum RunCommand {
         try FileManager.default.createDirectory(atPath: options.stateDirectory, withIntermediateDirectories: true)
         let cache = try SQLiteMailCache(path: cachePath(options.stateDirectory))
         let transport = try server.makeTransport()
+        let kind = try options.simulatorKind(transport: transport)
         let device = options.sim.map { sim in
             SimulatorDevice(
                 baseURL: sim,
                 client: HTTPClient(
                     configuration: .init(
                         httpVersion: .http1, tls: TLSConfiguration(caFile: options.simCA), requestTimeout: .seconds(30))
-                ), kind: options.simulatorKind)
+                ), kind: kind)
         }
         let client = DeviceClient(
             options: options, password: password, cache: cache, transport: transport, device: device)
@@ -123,9 +128,14 @@ enum RunCommand {
         var app: String
         var fcmProject: String
 
-        /// What the device registers as with its simulator.
-        var simulatorKind: SimulatorDevice.Kind {
-            service == "fcm" ? .fcm(app: app, project: fcmProject) : .apns(topic: topic, environment: environment)
+        /// What the device registers as with its simulator; a Web Push device asks `transport`'s server for its
+        /// VAPID key.
+        func simulatorKind(transport: HTTPMailTransport) throws -> SimulatorDevice.Kind {
+            switch service {
+            case "fcm": return .fcm(app: app, project: fcmProject)
+            case "webpush": return .webpush(try WebPushReceiver { try await transport.vapidPublicKey() })
+            default: return .apns(topic: topic, environment: environment)
+            }
         }
     }
 }
@@ -141,6 +151,8 @@ actor DeviceClient {
     let device: SimulatorDevice?
     private var engine: SyncEngine?
     private var deviceToken: String?
+    /// The simulator's registration (its token, and a Web Push subscription's endpoint).
+    private var simulatorRegistration: SimulatorDevice.Registration?
     /// The server's id of the registration (what unregistering names).
     private var deviceID: String?
     /// Compares signals' tags with the local state's, under the registration's signal key.
@@ -163,10 +175,12 @@ actor DeviceClient {
     func run(started: @Sendable () async -> Void = {}) async throws {
         if let timeout = options.timeout { startTimeout(timeout) }
         if let device, !options.once {
-            deviceToken = try await registerDevice(device)
+            let registration = try await registerDevice(device)
+            simulatorRegistration = registration
+            deviceToken = registration.token
         }
         try await login()
-        if let token = deviceToken { try await registerWithServer(token) }
+        if let registration = simulatorRegistration { try await registerWithServer(registration) }
         let configuration = SyncEngine.Configuration(
             signalDeadline: .milliseconds(Int(options.signalDeadline * 1000)), changesPageSize: options.pageSize,
             fallbackInterval: options.once || options.fallbackInterval == 0
@@ -191,7 +205,7 @@ actor DeviceClient {
 
     // MARK: - Registration
 
-    private func registerDevice(_ device: SimulatorDevice) async throws -> String {
+    private func registerDevice(_ device: SimulatorDevice) async throws -> SimulatorDevice.Registration {
         do {
             return try await withStartupRetries("device registration") { try await device.register() }
         } catch {
@@ -215,13 +229,14 @@ actor DeviceClient {
         }
     }
 
-    private func registerWithServer(_ token: String) async throws {
+    private func registerWithServer(_ simulator: SimulatorDevice.Registration) async throws {
         let transport = self.transport
-        guard let fields = device?.serverRegistration(token: token) else { return }
+        guard let device else { return }
+        let token = simulator.token
         let registration: DeviceRegistration
         do {
             registration = try await withStartupRetries("device registration with the server") {
-                try await transport.registerDevice(fields)
+                try await device.registerWithServer(simulator, transport: transport)
             }
         } catch {
             fail(error, context: "device registration with the server failed")
@@ -259,9 +274,10 @@ actor DeviceClient {
             } catch let failure as SimulatorDevice.Failure where failure.status == 404 || failure.status == 410 {
                 EventOutput.error("deviceUnknown", "the push simulator no longer knows the device; registering again")
                 do {
-                    let token = try await registerDevice(device)
-                    deviceToken = token
-                    try await registerWithServer(token)
+                    let registration = try await registerDevice(device)
+                    simulatorRegistration = registration
+                    deviceToken = registration.token
+                    try await registerWithServer(registration)
                     continue
                 } catch {
                     EventOutput.error("registration", "\(error)")

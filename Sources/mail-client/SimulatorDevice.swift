@@ -1,8 +1,10 @@
 import Foundation
 import HTTPClient
+import MailSyncHTTP
+import OpenSSLCrypto
 
-/// The device side of a push simulator (apns-sim, or fcm-sim for an Android device): registering a simulated
-/// device and receiving its signals as Server-Sent Events.
+/// The device side of a push simulator (apns-sim; fcm-sim for an Android device; webpush-sim for a browser):
+/// registering a simulated device and receiving its signals as Server-Sent Events.
 struct SimulatorDevice: Sendable {
     /// Which simulator, and what the device registers as there.
     enum Kind: Sendable {
@@ -10,6 +12,9 @@ struct SimulatorDevice: Sendable {
         case apns(topic: String, environment: String)
         /// fcm-sim: an Android package and its Firebase project.
         case fcm(app: String, project: String)
+        /// webpush-sim: a browser-like subscription whose keys the device holds, as a browser does, for the
+        /// server's VAPID key.
+        case webpush(WebPushReceiver)
     }
 
     let baseURL: String
@@ -22,6 +27,13 @@ struct SimulatorDevice: Sendable {
         var description: String
     }
 
+    /// The simulator's name for the device (what its message stream is under) and, for Web Push, the
+    /// subscription's endpoint.
+    struct Registration: Sendable {
+        var token: String
+        var endpoint: String?
+    }
+
     init(baseURL: String, client: HTTPClient, kind: Kind) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
@@ -30,54 +42,84 @@ struct SimulatorDevice: Sendable {
         self.kind = kind
     }
 
-    /// The `POST /v1/devices` body that registers the simulator's `token` with mailboxd.
-    func serverRegistration(token: String) -> [String: String] {
+    /// Registers the simulator's device with mailboxd (`POST /v1/devices` in the service's form).
+    func registerWithServer(
+        _ registration: Registration, transport: HTTPMailTransport
+    ) async throws -> DeviceRegistration {
         switch kind {
-        case .apns(let topic, let environment): ["token": token, "topic": topic, "environment": environment]
-        case .fcm(let app, _): ["service": "fcm", "token": token, "app": app]
+        case .apns(let topic, let environment):
+            try await transport.registerDevice(token: registration.token, topic: topic, environment: environment)
+        case .fcm(let app, _):
+            try await transport.registerFCMDevice(token: registration.token, app: app)
+        case .webpush(let receiver):
+            try await transport.registerWebPushSubscription(
+                endpoint: registration.endpoint ?? "", p256dh: receiver.publicKey, auth: Base64URL.encode(receiver.auth)
+            )
         }
     }
 
-    /// `POST /sim/devices` → a new device token (APNs) or registration token (FCM).
-    func register() async throws -> String {
-        let fields: [String: String]
-        let tokenKey: String
+    /// `POST /sim/devices` → a new device token (APNs) or registration token (FCM); `POST /sim/subscriptions` → a
+    /// subscription (Web Push) made for the server's VAPID key with the device's own keys.
+    func register() async throws -> Registration {
+        let fields: [String: Any]
+        let path: String
         switch kind {
         case .apns(let topic, let environment):
-            (fields, tokenKey) = (["topic": topic, "environment": environment], "deviceToken")
+            (path, fields) = ("/sim/devices", ["topic": topic, "environment": environment])
         case .fcm(let app, let project):
-            (fields, tokenKey) = (["app": app, "project": project], "token")
+            (path, fields) = ("/sim/devices", ["app": app, "project": project])
+        case .webpush(let receiver):
+            let applicationServerKey = try await receiver.applicationServerKey()
+            (path, fields) = (
+                "/sim/subscriptions",
+                [
+                    "applicationServerKey": applicationServerKey,
+                    "keys": ["p256dh": receiver.publicKey, "auth": Base64URL.encode(receiver.auth)],
+                ]
+            )
         }
         let body = try JSONSerialization.data(withJSONObject: fields)
         let response: HTTPResponse
         do {
             response = try await client.execute(
                 HTTPRequest(
-                    method: .post, url: baseURL + "/sim/devices", headers: ["Content-Type": "application/json"],
-                    body: body))
+                    method: .post, url: baseURL + path, headers: ["Content-Type": "application/json"], body: body))
         } catch let error as HTTPClientError {
             throw Failure(description: "cannot reach the push simulator: \(error)")
         }
-        guard response.status == 201 || response.status == 200,
-            let object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
-            let token = object[tokenKey] as? String
-        else { throw Failure(status: response.status, description: "device registration failed (\(response.status))") }
-        return token
+        let object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        guard response.status == 201 || response.status == 200, let object else {
+            throw Failure(status: response.status, description: "device registration failed (\(response.status))")
+        }
+        switch kind {
+        case .apns:
+            guard let token = object["deviceToken"] as? String else { break }
+            return Registration(token: token)
+        case .fcm:
+            guard let token = object["token"] as? String else { break }
+            return Registration(token: token)
+        case .webpush:
+            guard let id = object["id"] as? String,
+                let endpoint = (object["subscription"] as? [String: Any])?["endpoint"] as? String
+            else { break }
+            return Registration(token: id, endpoint: endpoint)
+        }
+        throw Failure(status: response.status, description: "the simulator's answer has no device token")
     }
 
-    /// `GET /sim/devices/{token}/notifications` (apns-sim) or `…/messages` (fcm-sim) as a stream; throws for a
-    /// status other than 200.
+    /// The device's message stream (`…/notifications` of apns-sim, `…/messages` of fcm-sim and webpush-sim);
+    /// throws for a status other than 200.
     func notifications(token: String) async throws -> HTTPStreamingResponse {
         let path: String
         switch kind {
-        case .apns: path = "notifications"
-        case .fcm: path = "messages"
+        case .apns: path = "/sim/devices/\(token)/notifications"
+        case .fcm: path = "/sim/devices/\(token)/messages"
+        case .webpush: path = "/sim/subscriptions/\(token)/messages"
         }
         let response: HTTPStreamingResponse
         do {
             response = try await client.stream(
-                HTTPRequest(
-                    url: baseURL + "/sim/devices/\(token)/\(path)", headers: ["Accept": "text/event-stream"]))
+                HTTPRequest(url: baseURL + path, headers: ["Accept": "text/event-stream"]))
         } catch let error as HTTPClientError {
             throw Failure(description: "cannot reach the push simulator: \(error)")
         }
@@ -89,13 +131,36 @@ struct SimulatorDevice: Sendable {
     }
 }
 
+/// A browser's half of a Web Push subscription: the P-256 key and auth secret its messages are encrypted to
+/// (kept on the device, never given to the push service), and where the server's VAPID key comes from.
+struct WebPushReceiver: Sendable {
+    let key: P256PrivateKey
+    let auth: [UInt8]
+    /// Base64url of the key's 65-byte point (`p256dh`).
+    let publicKey: String
+    let applicationServerKey: @Sendable () async throws -> String
+
+    init(applicationServerKey: @escaping @Sendable () async throws -> String) throws {
+        key = try P256PrivateKey()
+        auth = SecureRandom.bytes(16)
+        publicKey = Base64URL.encode(try key.publicKey.rawRepresentation)
+        self.applicationServerKey = applicationServerKey
+    }
+
+    /// The plaintext of an `aes128gcm` body encrypted to this subscription.
+    func decrypt(_ body: [UInt8]) throws(WebPushEncryption.DecryptionError) -> WebPushEncryption.Decrypted {
+        try WebPushEncryption.decrypt(body, receiverKey: key, authSecret: auth)
+    }
+}
+
 /// One signal as a simulator delivers it. apns-sim: `{"apnsId","pushType","priority","collapseId","payload"}`;
 /// fcm-sim: `{"messageId","data","priority","collapseKey","ttl"}`, whose `data` holds the signal's fields as
-/// strings.
+/// strings; webpush-sim: `{"body","bodyBytes","ttl","urgency","topic"}`, whose `body` (base64url) the device
+/// decrypts to the JSON signal.
 struct SimulatorNotification {
     /// The fields printed in the `signal` event.
     var fields: [(String, JSONValue)]
-    /// The payload (APNs) or data (FCM).
+    /// The payload (APNs), data (FCM) or decrypted signal (Web Push).
     var payload: [String: Any]
     /// The `st` key: the tag of the state the signal announces.
     var state: String?
@@ -107,14 +172,14 @@ struct SimulatorNotification {
             return nil
         }
         func string(_ key: String) -> JSONValue { (object[key] as? String).map(JSONValue.string) ?? .null }
+        func int(_ key: String) -> JSONValue { (object[key] as? NSNumber).map { JSONValue.int($0.intValue) } ?? .null }
         switch kind {
         case .apns:
             guard let payload = object["payload"] as? [String: Any] else { return nil }
             self.payload = payload
             badge = ((payload["aps"] as? [String: Any])?["badge"] as? NSNumber)?.intValue
             fields = [
-                ("apnsId", string("apnsId")), ("pushType", string("pushType")),
-                ("priority", (object["priority"] as? NSNumber).map { JSONValue.int($0.intValue) } ?? .null),
+                ("apnsId", string("apnsId")), ("pushType", string("pushType")), ("priority", int("priority")),
                 ("collapseId", string("collapseId")),
             ]
         case .fcm:
@@ -124,6 +189,17 @@ struct SimulatorNotification {
             fields = [
                 ("service", .string("fcm")), ("messageId", string("messageId")), ("priority", string("priority")),
                 ("collapseKey", string("collapseKey")),
+            ]
+        case .webpush(let receiver):
+            guard let body = (object["body"] as? String).flatMap({ Base64URL.decode($0) }),
+                let decrypted = try? receiver.decrypt(body),
+                let signal = try? JSONSerialization.jsonObject(with: Data(decrypted.plaintext)) as? [String: Any]
+            else { return nil }
+            payload = signal
+            badge = (signal["badge"] as? NSNumber)?.intValue
+            fields = [
+                ("service", .string("webpush")), ("bodyBytes", .int(body.count)), ("ttl", int("ttl")),
+                ("urgency", string("urgency")), ("topic", string("topic")),
             ]
         }
         state = payload["st"] as? String
