@@ -71,6 +71,7 @@ let package = Package(
             name: "MailboxHTTPAPI",
             dependencies: [
                 "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
+                "WebClient",
             ]),
         .target(
             name: "MailboxService",
@@ -80,6 +81,13 @@ let package = Package(
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
         .target(name: "MailSync"),
+        // The web client (plain HTML and JavaScript, no build step), embedded in mailboxd and served at /web/.
+        .target(
+            name: "WebClient",
+            resources: [
+                .embedInCode("web/index.html"), .embedInCode("web/app.js"), .embedInCode("web/mail-sync.js"),
+                .embedInCode("web/sw.js"), .embedInCode("web/style.css"),
+            ]),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
         .target(name: "MailIngest", dependencies: ["Locking"]),
         // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.

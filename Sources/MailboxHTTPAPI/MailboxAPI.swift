@@ -6,7 +6,8 @@ import Push
 import ServiceMetrics
 import SignalDispatch
 
-/// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz` and `/metrics`.
+/// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz`, `/metrics` and the web
+/// client at `/web/`.
 package struct MailboxAPI: Sendable {
     /// What the API's behaviour depends on, from the service's configuration.
     package struct Settings: Sendable {
@@ -69,6 +70,8 @@ package struct MailboxAPI: Sendable {
         router.get(
             "/v1/webpush/vapid-public-key", handler: instrument("/v1/webpush/vapid-public-key", vapidPublicKey))
         router.post("/v1/deliveries", handler: instrument("/v1/deliveries", deliver))
+        router.get("/web", handler: instrument("/web/", webFile))
+        router.get("/web/:file", handler: instrument("/web/{file}", webFile))
         router.get("/healthz", handler: instrument("/healthz", health))
         router.get("/metrics", handler: metricsPage)
         return router
