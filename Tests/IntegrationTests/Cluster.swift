@@ -15,6 +15,11 @@ final class Cluster: Sendable {
     let fcmSim: ChildProcess?
     /// fcm-sim's provider and device ports.
     let fcmPorts: (provider: UInt16, device: UInt16)?
+    /// webpush-sim, when the cluster has browsers (`webpush: true`); without it mailboxd has no VAPID key and
+    /// sends no Web Push.
+    let webPushSim: ChildProcess?
+    /// webpush-sim's push-resource, device and Mozilla-protocol ports.
+    let webPushPorts: (provider: UInt16, device: UInt16, mozilla: UInt16)?
     private let mailboxdProcess: ProcessBox
     private let mailboxdCommand: [String]
     var mailboxd: ChildProcess { mailboxdProcess.current }
@@ -33,6 +38,10 @@ final class Cluster: Sendable {
     var sim: String { "http://127.0.0.1:\(devicePort)" }
     /// fcm-sim's device side.
     var fcm: String { "http://127.0.0.1:\(fcmPorts?.device ?? 0)" }
+    /// webpush-sim's device side.
+    var webPush: String { "http://127.0.0.1:\(webPushPorts?.device ?? 0)" }
+    /// webpush-sim's Mozilla push protocol listener (Firefox's `dom.push.serverURL`).
+    var mozillaPush: String { "ws://127.0.0.1:\(webPushPorts?.mozilla ?? 0)/" }
     /// The Android app FCM devices register for.
     static let androidApp = "com.example.signalfetch"
 
@@ -41,7 +50,7 @@ final class Cluster: Sendable {
     init(
         accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [],
         apnsConfig: (@Sendable (String, String, String) -> String)? = nil, fcm: Bool = false,
-        fcmSimArguments: [String] = []
+        fcmSimArguments: [String] = [], webpush: Bool = false, webPushSimArguments: [String] = []
     )
         throws
     {
@@ -110,6 +119,27 @@ final class Cluster: Sendable {
             fcmSim = nil
             fcmPorts = nil
         }
+        if webpush {
+            // webpush-sim serves TLS with dev-setup's certificate; mailboxd trusts its CA and allows its loopback
+            // endpoint host (the only way an endpoint on loopback is accepted).
+            let ports = (provider: freeLocalPort(), device: freeLocalPort(), mozilla: freeLocalPort())
+            webPushPorts = ports
+            webPushSim = try ChildProcess(
+                TestEnvironment.executable("webpush-sim").path,
+                [
+                    "--listen", "127.0.0.1:\(ports.provider)", "--device-listen", "127.0.0.1:\(ports.device)",
+                    "--mozilla-listen", "127.0.0.1:\(ports.mozilla)", "--tls-cert", data + "/tls/server.pem",
+                    "--tls-key", data + "/tls/server.key",
+                ] + webPushSimArguments, logDirectory: directory.url.path)
+            apnsFlags += [
+                "--webpush-ca", data + "/tls/ca.pem", "--webpush-allow-host", "127.0.0.1:\(ports.provider)",
+                "--webpush-subject", "mailto:ops@example.com",
+            ]
+        } else {
+            webPushSim = nil
+            webPushPorts = nil
+            try FileManager.default.removeItem(atPath: data + "/webpush/vapid.pem")
+        }
         // A fixed instance name: `crashAndRestartMailboxd` starts the same instance again, which ends the outbox
         // leases its killed predecessor held (a process under another name would wait for them to run out).
         mailboxdCommand =
@@ -124,6 +154,9 @@ final class Cluster: Sendable {
         if let fcmPorts, let fcmSim {
             try #require(waitForPort(fcmPorts.device), "fcm-sim did not start: \(fcmSim.errorOutput)")
         }
+        if let webPushPorts, let webPushSim {
+            try #require(waitForPort(webPushPorts.device), "webpush-sim did not start: \(webPushSim.errorOutput)")
+        }
         try #require(waitForPort(apiPort), "mailboxd did not start: \(mailboxd.errorOutput)")
     }
 
@@ -131,12 +164,13 @@ final class Cluster: Sendable {
     static func start(
         accounts: [String] = ["alice", "bob"], mailboxdArguments: [String] = [], simArguments: [String] = [],
         apnsConfig: (@Sendable (String, String, String) -> String)? = nil, fcm: Bool = false,
-        fcmSimArguments: [String] = []
+        fcmSimArguments: [String] = [], webpush: Bool = false, webPushSimArguments: [String] = []
     ) async throws -> Cluster {
         try await offPool {
             try Cluster(
                 accounts: accounts, mailboxdArguments: mailboxdArguments, simArguments: simArguments,
-                apnsConfig: apnsConfig, fcm: fcm, fcmSimArguments: fcmSimArguments)
+                apnsConfig: apnsConfig, fcm: fcm, fcmSimArguments: fcmSimArguments, webpush: webpush,
+                webPushSimArguments: webPushSimArguments)
         }
     }
 
@@ -164,6 +198,7 @@ final class Cluster: Sendable {
         mailboxd.stop()
         apnsSim.stop()
         fcmSim?.stop()
+        webPushSim?.stop()
     }
 
     /// Sends a request and returns the status and the JSON body (if any).
@@ -246,6 +281,26 @@ final class Cluster: Sendable {
         let key = try #require(registered.body["signalKey"] as? String)
         signalKeys.withLock { $0[token] = key }
         return (token, try #require(registered.body["id"] as? String))
+    }
+
+    /// A browser: a subscription at webpush-sim for mailboxd's VAPID key (the simulator plays the browser and
+    /// holds its keys), registered with mailboxd as the browser's `toJSON()`; returns the simulator's id for it
+    /// (under which its signal key is kept), its id on mailboxd and its endpoint.
+    func registerBrowser(session: String) async throws -> (id: String, deviceID: String, endpoint: String) {
+        let vapid = try await call(.get, api + "/v1/webpush/vapid-public-key")
+        let key = try #require(vapid.body["publicKey"] as? String, "no VAPID key: \(vapid.status)")
+        let created = try await call(.post, webPush + "/sim/subscriptions", json: ["applicationServerKey": key])
+        try #require(created.status == 201, "webpush-sim subscription failed: \(created.status) \(created.body)")
+        let id = try #require(created.body["id"] as? String)
+        let subscription = try #require(created.body["subscription"] as? [String: Any])
+        let registered = try await call(
+            .post, api + "/v1/devices", token: session, json: ["service": "webpush", "subscription": subscription])
+        try #require(registered.status == 201, "device registration failed: \(registered.status) \(registered.body)")
+        let signalKey = try #require(registered.body["signalKey"] as? String)
+        signalKeys.withLock { $0[id] = signalKey }
+        return (
+            id, try #require(registered.body["id"] as? String), try #require(subscription["endpoint"] as? String)
+        )
     }
 
     /// `token` as a path segment (FCM tokens hold `:`).
