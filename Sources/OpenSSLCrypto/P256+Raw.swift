@@ -29,22 +29,30 @@ extension P256PublicKey {
 
     /// The uncompressed point, `0x04 ‖ X ‖ Y` (65 bytes).
     public var rawRepresentation: [UInt8] {
-        get throws {
-            let length = i2d_PUBKEY(key.pointer, nil)
-            guard length == Int32(p256SPKIPrefix.count + 65) else { throw CryptoError.openSSL("encoding a public key") }
-            var der = [UInt8](repeating: 0, count: Int(length))
-            try der.withUnsafeMutableBufferPointer { buffer in
-                var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
-                guard i2d_PUBKEY(key.pointer, &cursor) == length else {
-                    throw CryptoError.openSSL("encoding a public key")
-                }
+        get throws { try Self.rawPoint(of: key) }
+    }
+
+    /// The public point of `key` (a public key or a key pair), from its DER SubjectPublicKeyInfo.
+    static func rawPoint(of key: EVPKey) throws -> [UInt8] {
+        let length = i2d_PUBKEY(key.pointer, nil)
+        guard length == Int32(p256SPKIPrefix.count + 65) else { throw CryptoError.openSSL("encoding a public key") }
+        var der = [UInt8](repeating: 0, count: Int(length))
+        try der.withUnsafeMutableBufferPointer { buffer in
+            var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+            guard i2d_PUBKEY(key.pointer, &cursor) == length else {
+                throw CryptoError.openSSL("encoding a public key")
             }
-            return Array(der.suffix(65))
         }
+        return Array(der.suffix(65))
     }
 }
 
 extension P256PrivateKey {
+    /// The public key's uncompressed point, `0x04 ‖ X ‖ Y` (65 bytes), read straight from the key pair.
+    public var rawPublicKey: [UInt8] {
+        get throws { try P256PublicKey.rawPoint(of: key) }
+    }
+
     /// Reads a private key from its 32-byte scalar (the form of the RFC 8291 test vectors); the public key is
     /// computed from it.
     public init(rawScalar scalar: some Collection<UInt8>) throws {

@@ -32,7 +32,7 @@ public enum WebPushEncryption {
         let sender = try senderKey ?? P256PrivateKey()
         let salt = salt ?? SecureRandom.bytes(16)
         guard salt.count == 16 else { throw CryptoError("encrypting", reason: "the salt is not 16 bytes") }
-        let senderPublic = try sender.publicKey.rawRepresentation
+        let senderPublic = try sender.rawPublicKey
         let keys = try contentKeys(
             secret: try sender.sharedSecret(with: receiverKey), authSecret: authSecret,
             receiverPublic: try receiverKey.rawRepresentation, senderPublic: senderPublic, salt: salt)
@@ -104,7 +104,7 @@ public enum WebPushEncryption {
             sender = try P256PublicKey(rawRepresentation: senderPublic)
             keys = try contentKeys(
                 secret: try receiverKey.sharedSecret(with: sender), authSecret: authSecret,
-                receiverPublic: try receiverKey.publicKey.rawRepresentation, senderPublic: senderPublic, salt: salt)
+                receiverPublic: try receiverKey.rawPublicKey, senderPublic: senderPublic, salt: salt)
         } catch {
             throw .header("key id is not a point on P-256")
         }

@@ -25,6 +25,10 @@ let usage = """
       signalfetch-bench fcm-load --endpoint URL [--token-uri URL] [--ca PEM] --service-account JSON
                                  --tokens FILE [--app ID] [--count N] [--concurrency N] [--warmup N]
                                               mailboxd's FCM sender (OAuth, one HTTP/2 connection); the rate
+      signalfetch-bench webpush-load --subscriptions FILE --vapid-key PEM [--ca PEM] [--allow-host H:P]…
+                                     [--count N] [--concurrency N] [--warmup N]
+                                              mailboxd's Web Push sender (RFC 8291, VAPID, HTTP/2); the rate
+      signalfetch-bench webpush-encrypt [--count N]   one Web Push body's encryption, in µs (JSON)
       signalfetch-bench apns-describe --topic T   the benchmark notification's payload and headers (JSON)
       signalfetch-bench devices --sim HOST:PORT --count N [--topic T] [--tokens-out FILE]
                                               apns-sim devices that hold their notification streams and count
@@ -205,6 +209,15 @@ await runCommand(usage: usage) {
             count: try arguments.int("count", default: 20_000),
             concurrency: try arguments.int("concurrency", default: 100),
             warmup: try arguments.int("warmup", default: 1_000))
+    case "webpush-load":
+        try await WebPushBenchmarks.load(
+            subscriptionsFile: try arguments.required("subscriptions"),
+            vapidKeyFile: try arguments.required("vapid-key"), caFile: arguments.string("ca"),
+            allowedHosts: arguments.all("allow-host"), count: try arguments.int("count", default: 20_000),
+            concurrency: try arguments.int("concurrency", default: 100),
+            warmup: try arguments.int("warmup", default: 1_000))
+    case "webpush-encrypt":
+        try WebPushBenchmarks.encryption(count: try arguments.int("count", default: 20_000))
     case "apns-describe":
         try APNsBenchmarks.describe(topic: try arguments.required("topic"))
     case "devices":
