@@ -294,6 +294,24 @@ class Cluster:
     def fcm_sim_url(self):
         return f"http://127.0.0.1:{self.fcm_device_port}"
 
+    def start_webpush_sim(self, extra=()):
+        """webpush-sim on TLS with the dev certificate (push resources, device side, Mozilla protocol), and the
+        mailboxd flags that trust it and allow its loopback endpoints."""
+        self.webpush_port, self.webpush_device_port = free_port(), free_port()
+        self.webpush_sim = self.start("webpush-sim", [
+            self.exe("webpush-sim"), "--listen", f"127.0.0.1:{self.webpush_port}", "--device-listen",
+            f"127.0.0.1:{self.webpush_device_port}", "--tls-cert", self.cert, "--tls-key", self.key, *extra])
+        wait_port(self.webpush_device_port, proc=self.webpush_sim)
+        wait_port(self.webpush_port, proc=self.webpush_sim)
+        self.vapid_key = os.path.join(self.data, "webpush/vapid.pem")
+        self.webpush_flags = ["--webpush-ca", self.ca, "--webpush-allow-host", f"127.0.0.1:{self.webpush_port}",
+                              "--webpush-subject", "mailto:bench@example.com"]
+        return self.webpush_sim
+
+    @property
+    def webpush_sim_url(self):
+        return f"http://127.0.0.1:{self.webpush_device_port}"
+
     def start_mailboxd(self, apns_port=None, extra=()):
         self.api_port = self.api_port or free_port()
         self.mailboxd = self.start("mailboxd", [
@@ -457,8 +475,9 @@ class MailClients:
         c = self.cluster
         device = Device(name, user)
         state_dir = os.path.join(c.work, "devices", name)
-        push = (["--service", "fcm", "--sim", c.fcm_sim_url, "--app", TOPIC] if service == "fcm"
-                else ["--sim", c.sim_url, "--topic", TOPIC])
+        push = {"fcm": ["--service", "fcm", "--sim", c.fcm_sim_url, "--app", TOPIC],
+                "webpush": ["--service", "webpush", "--sim", getattr(c, "webpush_sim_url", "")],
+                }.get(service, ["--sim", c.sim_url, "--topic", TOPIC])
         device.proc = Proc(f"client-{name}", [
             c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, *push, "--username",
             user, "--state-dir", state_dir, "--device-name", name, "--fallback-interval",
