@@ -35,7 +35,8 @@ struct WebPushMessage: Sendable {
         return Array("{\(fields.joined(separator: ","))}".utf8)
     }
 
-    /// The `Topic` for the device: the first 32 characters of base64url(SHA-256(alias)).
+    /// The `Topic` for the device: the first 32 characters of base64url(SHA-256("signalfetch-topic:" ‖ alias)), a
+    /// constant per device that names nothing else.
     static func topic(for alias: DeviceAlias) -> String {
         String(Base64URL.encode(SHA256.hash("signalfetch-topic:" + alias.rawValue)).prefix(32))
     }

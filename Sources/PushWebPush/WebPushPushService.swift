@@ -28,7 +28,8 @@ public final class WebPushPushService: PushService {
     private let clients = LockedValue<[String: HTTP2Client]>([:])
     private let log: @Sendable (String) -> Void
 
-    /// The most push-service origins with an open client at once; past it the least recently created is closed.
+    /// The most push-service origins with an open client at once; past it one of the others is closed (browsers
+    /// use a handful of push services, so this bounds what a flood of odd endpoints can hold open).
     static let maximumOrigins = 256
 
     /// Reads the VAPID key's public half; connections open on first use. `log` receives one line per
