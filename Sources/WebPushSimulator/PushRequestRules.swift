@@ -142,7 +142,10 @@ struct VAPIDCheck {
         guard let audience = decoded[claim: "aud"]?.stringValue else {
             return Outcome(summary: summary, error: .unauthorized("The VAPID token has no aud claim."))
         }
-        guard WebPushGatewayConfiguration.origin(of: audience) == origin, !audience.hasSuffix("/") else {
+        let parts = URLComponents(string: audience)
+        guard WebPushGatewayConfiguration.origin(of: audience) == origin, parts?.path.isEmpty == true,
+            parts?.query == nil, parts?.fragment == nil, parts?.user == nil
+        else {
             return Outcome(
                 summary: summary, error: .unauthorized("The VAPID aud must be the push resource's origin, \(origin)."))
         }

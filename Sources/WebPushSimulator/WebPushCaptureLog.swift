@@ -18,6 +18,8 @@ public enum WebPushOutcome: String, Sendable, Codable, CaseIterable {
     /// Accepted (201) but not delivered: the body does not decrypt (or, for a Mozilla-protocol subscription,
     /// its layout is wrong), so a browser would drop it.
     case undecryptable
+    /// The browser took it but its service worker's push handler failed (a Mozilla-protocol nack).
+    case clientError
     /// Answered with an error.
     case refused
 }
@@ -52,6 +54,12 @@ public struct WebPushBodyLayout: Sendable, Codable, Equatable {
     public var recordSize: UInt32
     /// Zero bytes after the delimiter (known only where the sim holds the keys).
     public var paddingLength: Int?
+
+    /// Creates a layout description.
+    public init(recordSize: UInt32, paddingLength: Int?) {
+        self.recordSize = recordSize
+        self.paddingLength = paddingLength
+    }
 }
 
 /// One push request as captured. It proves what the sender put on the wire: headers, the decoded VAPID

@@ -54,32 +54,31 @@ extension WebPushGatewayState {
         case .ack(let updates):
             acknowledge(uaid: uaid, updates: updates, now: now)
         case .nack(let version, let code):
-            let timestamp = WebPushGateway.milliseconds(now)
-            if let index = users[uaid]?.unacknowledged.firstIndex(where: { $0.message.messageID == version }),
-                let pending = users[uaid]?.unacknowledged.remove(at: index)
-            {
-                metrics.undecryptable += 1
-                log.update(
-                    pending.message.logSequence, .undecryptable, at: timestamp,
-                    detail: "undecryptable: the browser could not handle it (nack, code \(code.map(String.init) ?? "none"))")
-            }
+            // Firefox sends a nack after the ack when the service worker's push handler failed.
+            guard let sequence = users[uaid]?.recentVersions[version] else { break }
+            metrics.clientErrors += 1
+            log.update(
+                sequence, .clientError, at: WebPushGateway.milliseconds(now),
+                detail: "nack code \(code.map(String.init) ?? "none"): the service worker's push handler failed")
         case .broadcastSubscribe, .hello, .ping:
             break
         }
     }
 
-    /// `hello`: the uaid is kept when the sim knows it, else a new one is made; another socket of the same uaid
-    /// is closed; unacknowledged notifications go out again, then what was kept for its channels.
+    /// `hello`: the client's uaid is kept whenever it sent one (Firefox drops every subscription when the uaid
+    /// changes, so one the sim does not know, e.g. after a restart, is adopted), else a new one is made; another
+    /// socket of the same uaid is closed; unacknowledged notifications go out again, then what was kept for its
+    /// channels.
     private mutating func hello(_ connection: UInt64, uaid requested: String?, now: Date) {
         guard let transport else { return }
         var uaid: String
-        if let requested, users[requested] != nil {
+        if let requested, Self.isUAID(requested) {
             uaid = requested
         } else {
             uaid = SecureRandom.hex(16)
             while users[uaid] != nil { uaid = SecureRandom.hex(16) }
-            users[uaid] = MozillaUser(uaid: uaid)
         }
+        if users[uaid] == nil { users[uaid] = MozillaUser(uaid: uaid) }
         if let previous = users[uaid]?.connection, previous != connection {
             connections[previous] = .some(nil)
             transport.close(previous, CloseStatus.replaced)
@@ -135,6 +134,11 @@ extension WebPushGatewayState {
         return .register(channelID: channelID, status: 200, pushEndpoint: endpoint(of: id))
     }
 
+    /// What Firefox accepts as a uaid: 1 to 128 printable ASCII characters.
+    static func isUAID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 128 && text.utf8.allSatisfy { (0x21...0x7e).contains($0) }
+    }
+
     private static func isPlainUUID(_ text: String) -> Bool {
         text.utf8.count == 32 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
@@ -147,18 +151,23 @@ extension WebPushGatewayState {
                     $0.message.messageID == update.version && $0.channelID == update.channelID
                 }), let pending = users[uaid]?.unacknowledged.remove(at: index)
             else { continue }
+            users[uaid]?.remember(version: update.version, sequence: pending.message.logSequence)
             switch update.code {
             case 101:
                 metrics.undecryptable += 1
                 log.update(
                     pending.message.logSequence, .undecryptable, at: timestamp,
                     detail: "undecryptable: the browser could not decrypt it (ack code 101)")
-            case nil, 100:
+            case 102:
+                metrics.dropped += 1
+                log.update(
+                    pending.message.logSequence, .dropped, at: timestamp,
+                    detail: "the browser did not deliver it (ack code 102)")
+            case let code:
                 metrics.acknowledged += 1
-                log.update(pending.message.logSequence, .acknowledged, at: timestamp)
-            case let code?:
-                metrics.acknowledged += 1
-                log.update(pending.message.logSequence, .acknowledged, at: timestamp, detail: "ack code \(code)")
+                log.update(
+                    pending.message.logSequence, .acknowledged, at: timestamp,
+                    detail: code.flatMap { $0 == 100 ? nil : "ack code \($0)" })
             }
         }
     }

@@ -44,6 +44,16 @@ struct MozillaUser: Sendable {
     /// channelID → subscription id.
     var channels: [String: String] = [:]
     var unacknowledged: [Unacknowledged] = []
+    /// Versions acknowledged lately and their log entries (a nack follows its ack), at most 100.
+    var recentVersions: [String: Int] = [:]
+    private var recentOrder: [String] = []
+
+    init(uaid: String) { self.uaid = uaid }
+
+    mutating func remember(version: String, sequence: Int) {
+        if recentVersions.updateValue(sequence, forKey: version) == nil { recentOrder.append(version) }
+        while recentOrder.count > 100 { recentVersions[recentOrder.removeFirst()] = nil }
+    }
 }
 
 /// Everything a ``WebPushGateway`` keeps, behind its lock.
@@ -103,14 +113,14 @@ struct WebPushGatewayState: Sendable {
             bodyBytes: request.body.count, status: 201, outcome: .refused, events: [])
         var detail: String?
         let result = Result { () throws(WebPushAPIError) -> Accepted in
-            guard request.method == "POST" else {
-                throw WebPushAPIError(status: 405, errno: 999, message: "Push resources take POST (RFC 8030 §5).")
-            }
             guard let subscriptionID, var record = subscriptions[subscriptionID] else {
                 throw WebPushAPIError(status: 404, errno: 102, message: "No such subscription.")
             }
             guard !record.deleted else {
                 throw WebPushAPIError(status: 410, errno: 106, message: "The subscription is no longer valid.")
+            }
+            guard request.method == "POST" else {
+                throw WebPushAPIError(status: 405, errno: 999, message: "Push resources take POST (RFC 8030 §5).")
             }
             let vapid = VAPIDCheck.check(
                 request.header("authorization"), expectedKey: record.applicationServerKey, origin: origin, now: now,

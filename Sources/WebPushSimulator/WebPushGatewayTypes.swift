@@ -41,6 +41,14 @@ public struct WebPushCreatedSubscription: Sendable, Equatable {
     public var p256dh: String
     /// The auth secret (base64url, 16 bytes).
     public var auth: String
+
+    /// Creates the description of a subscription.
+    public init(id: String, endpoint: String, p256dh: String, auth: String) {
+        self.id = id
+        self.endpoint = endpoint
+        self.p256dh = p256dh
+        self.auth = auth
+    }
 }
 
 /// One subscription as the control API lists it.

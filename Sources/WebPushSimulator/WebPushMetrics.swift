@@ -16,6 +16,8 @@ public struct WebPushMetrics: Sendable, Equatable {
     public var dropped = 0
     /// Messages accepted that do not decrypt (or whose layout is wrong).
     public var undecryptable = 0
+    /// Mozilla-protocol notifications the browser's service worker failed on (nacks).
+    public var clientErrors = 0
     /// Live subscriptions.
     public var subscriptions = 0
     /// Open message streams.
@@ -55,6 +57,9 @@ public struct WebPushMetrics: Sendable, Equatable {
         value(
             "webpush_sim_messages_undecryptable_total", "counter", "Messages accepted that do not decrypt.",
             undecryptable)
+        value(
+            "webpush_sim_messages_client_errors_total", "counter", "Notifications a service worker failed on.",
+            clientErrors)
         value("webpush_sim_subscriptions", "gauge", "Live subscriptions.", subscriptions)
         value("webpush_sim_event_streams", "gauge", "Open message streams.", eventStreams)
         value("webpush_sim_mozilla_connections", "gauge", "Mozilla-protocol sockets after hello.", mozillaConnections)
