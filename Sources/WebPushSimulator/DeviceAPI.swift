@@ -30,7 +30,8 @@ enum DeviceAPI {
                     "keys": ["p256dh": created.p256dh, "auth": created.auth],
                 ],
             ]
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+            let data = try JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
             return HTTPResponse(status: .created, headers: ["Content-Type": "application/json"], body: data)
         }
         router.get("/sim/subscriptions") { _ in
@@ -92,8 +93,9 @@ enum DeviceAPI {
         return router
     }
 
-    private static func subscribe(_ id: String, gateway: WebPushGateway, batch: EventStreamBatch?) throws -> HTTPResponse
-    {
+    private static func subscribe(
+        _ id: String, gateway: WebPushGateway, batch: EventStreamBatch?
+    ) throws -> HTTPResponse {
         guard gateway.status(of: id) == .active else { throw unknownSubscription(id, gateway: gateway) }
         let stream = EventStream(batch: batch)
         _ = stream.sendComment("connected")

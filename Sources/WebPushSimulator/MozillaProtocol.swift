@@ -60,7 +60,9 @@ enum MozillaClientMessage: Sendable, Equatable {
                     return Update(channelID: channel, version: version, code: update["code"] as? Int)
                 })
         case "nack":
-            guard let version = object["version"] as? String else { throw ParseError(description: "nack without version") }
+            guard let version = object["version"] as? String else {
+                throw ParseError(description: "nack without version")
+            }
             return .nack(version: version, code: object["code"] as? Int)
         case "broadcast_subscribe":
             return .broadcastSubscribe

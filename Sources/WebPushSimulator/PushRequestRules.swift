@@ -165,7 +165,8 @@ struct VAPIDCheck {
             subject.hasPrefix("mailto:") || subject.hasPrefix("https:")
         else {
             return Outcome(
-                summary: summary, error: .unauthorized("The VAPID sub must be a mailto: or https: URI (RFC 8292 §2.1)."))
+                summary: summary, error: .unauthorized("The VAPID sub must be a mailto: or https: URI (RFC 8292 §2.1).")
+            )
         }
         if let expectedKey, expectedKey != keyBytes {
             return Outcome(
@@ -190,7 +191,9 @@ struct VAPIDCheck {
             guard pair.count == 2 else { continue }
             let name = pair[0].trimmingCharacters(in: .whitespaces).lowercased()
             var value = pair[1].trimmingCharacters(in: .whitespaces)
-            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+                value = String(value.dropFirst().dropLast())
+            }
             parameters[name] = value
         }
         return (scheme, parameters)

@@ -19,7 +19,8 @@ public struct WebPushGatewayConfiguration: Sendable {
 
     /// Creates a configuration; the defaults are a real push service's.
     public init(
-        endpointBase: String = "https://127.0.0.1:2201", maxBodyBytes: Int = 4096, maxTTL: Int = 60 * 86_400, maxTokenLifetime: Int = 86_400,
+        endpointBase: String = "https://127.0.0.1:2201", maxBodyBytes: Int = 4096, maxTTL: Int = 60 * 86_400,
+        maxTokenLifetime: Int = 86_400,
         faults: SimulatorFaults = SimulatorFaults(), logCapacity: Int = 100_000
     ) {
         self.endpointBase = endpointBase.hasSuffix("/") ? String(endpointBase.dropLast()) : endpointBase

@@ -99,7 +99,8 @@ struct WebPushGatewayState: Sendable {
         var dropped: Bool
     }
 
-    mutating func push(_ request: WebPushProviderRequest, subscriptionID: String?, now: Date) -> WebPushProviderResponse {
+    mutating func push(_ request: WebPushProviderRequest, subscriptionID: String?, now: Date) -> WebPushProviderResponse
+    {
         let timestamp = WebPushGateway.milliseconds(now)
         var entry = WebPushLogEntry(
             sequence: 0, timestamp: timestamp, httpVersion: request.httpVersion, method: request.method,
@@ -133,7 +134,8 @@ struct WebPushGatewayState: Sendable {
                 if let count = scripted.count {
                     record.scripted =
                         count > 1
-                        ? WebPushScriptedError(status: scripted.status, count: count - 1, retryAfter: scripted.retryAfter)
+                        ? WebPushScriptedError(
+                            status: scripted.status, count: count - 1, retryAfter: scripted.retryAfter)
                         : nil
                     subscriptions[subscriptionID] = record
                 }

@@ -43,8 +43,9 @@ public struct WebPushProviderResponse: Sendable {
     public var delay: Duration
 
     /// Creates a response.
-    public init(status: Int, headers: [(name: String, value: String)] = [], body: Data = Data(), delay: Duration = .zero)
-    {
+    public init(
+        status: Int, headers: [(name: String, value: String)] = [], body: Data = Data(), delay: Duration = .zero
+    ) {
         self.status = status
         self.headers = headers
         self.body = body

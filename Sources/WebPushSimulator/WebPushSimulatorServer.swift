@@ -75,7 +75,9 @@ public final class WebPushSimulatorServer: Sendable {
             throw .providerStartFailed(error.description)
         }
         if configuration.endpointBase == nil {
-            let host = configuration.providerHost.contains(":") ? "[\(configuration.providerHost)]" : configuration.providerHost
+            let host =
+                configuration.providerHost.contains(":")
+                ? "[\(configuration.providerHost)]" : configuration.providerHost
             gateway.setEndpointBase("\(configuration.tls == nil ? "http" : "https")://\(host):\(provider.port)")
         }
         let device: HTTPServer

@@ -23,7 +23,9 @@ struct ApplicationServer {
     var publicKeyText: String { Base64URL.encode(publicKey) }
 
     /// A VAPID token with the given claims (`nil` leaves one out).
-    func token(audience: String?, expiry: Int64?, subject: String? = "mailto:ops@example.com", signer: P256PrivateKey? = nil)
+    func token(
+        audience: String?, expiry: Int64?, subject: String? = "mailto:ops@example.com", signer: P256PrivateKey? = nil
+    )
         throws -> String
     {
         var claims: [String: JWTValue] = [:]
@@ -89,7 +91,9 @@ struct GatewayHarness {
     }
 
     /// A correct push of `text`, with header `changes`.
-    func push(_ text: String, to subscription: WebPushCreatedSubscription, _ changes: [String: String?] = [:])
+    func push(
+        _ text: String, to subscription: WebPushCreatedSubscription, _ changes: [String: String?] = [:]
+    )
         throws -> WebPushProviderResponse
     {
         push(to: subscription, try encrypt(text, for: subscription), headers: try headers(changes))

@@ -19,7 +19,9 @@ import WebPushSimulator
     }
 
     /// hello and register on a new connection; the uaid and the endpoint.
-    func helloAndRegister(_ connection: UInt64, uaid: String? = nil, channelID: String, key: String?) throws
+    func helloAndRegister(
+        _ connection: UInt64, uaid: String? = nil, channelID: String, key: String?
+    ) throws
         -> (uaid: String, endpoint: String)
     {
         harness.gateway.mozillaOpened(connection)
@@ -50,7 +52,9 @@ import WebPushSimulator
         }
     }
 
-    func push(_ text: String, endpoint: String, browser: Browser, _ changes: [String: String?] = [:]) throws
+    func push(
+        _ text: String, endpoint: String, browser: Browser, _ changes: [String: String?] = [:]
+    ) throws
         -> WebPushProviderResponse
     {
         var target = browser.created
@@ -92,7 +96,9 @@ import WebPushSimulator
             2,
             [
                 "messageType": "ack",
-                "updates": again.map { ["channelID": channel, "version": $0["version"] as? String ?? "", "code": 100] },
+                "updates": again.map {
+                    ["channelID": channel, "version": $0["version"] as? String ?? "", "code": 100]
+                },
             ])
         #expect(harness.gateway.logEntries().map(\.outcome) == [.acknowledged, .acknowledged])
         harness.gateway.mozillaClosed(2)
@@ -133,7 +139,8 @@ import WebPushSimulator
     }
 
     @Test func aKeyedChannelNeedsVAPIDWithThatKeyAnUnkeyedOneDoesNot() throws {
-        let keyed = try helloAndRegister(1, channelID: UUID().uuidString.lowercased(), key: harness.server.publicKeyText)
+        let keyed = try helloAndRegister(
+            1, channelID: UUID().uuidString.lowercased(), key: harness.server.publicKeyText)
         let unkeyed = try helloAndRegister(2, channelID: UUID().uuidString.lowercased(), key: nil)
         let browser = Browser()
         #expect(try push("x", endpoint: keyed.endpoint, browser: browser, ["authorization": nil]).status == 401)

@@ -71,12 +71,15 @@ import WebPushSimulator
         let fits = try harness.encrypt("x", for: subscription, bodyLength: 4096)
         #expect(harness.push(to: subscription, fits, headers: try harness.headers()).status == 201)
         let body = try harness.encrypt("x", for: subscription)
-        #expect(harness.push(to: subscription, body, headers: try harness.headers(["content-encoding": nil])).status == 400)
+        #expect(
+            harness.push(to: subscription, body, headers: try harness.headers(["content-encoding": nil])).status == 400)
         #expect(
             harness.push(to: subscription, body, headers: try harness.headers(["content-encoding": "aesgcm"])).status
                 == 415)
         // No body, no coding needed.
-        #expect(harness.push(to: subscription, Data(), headers: try harness.headers(["content-encoding": nil])).status == 201)
+        #expect(
+            harness.push(to: subscription, Data(), headers: try harness.headers(["content-encoding": nil])).status
+                == 201)
     }
 
     @Test func everyVAPIDRefusalIs401() throws {
@@ -99,7 +102,10 @@ import WebPushSimulator
                 "vapid t=\(try server.token(audience: GatewayHarness.base, expiry: now + 60, signer: other)), k=\(k)"
             ),
             ("aud missing", "vapid t=\(try server.token(audience: nil, expiry: now + 60)), k=\(k)"),
-            ("aud another origin", "vapid t=\(try server.token(audience: "https://other.test", expiry: now + 60)), k=\(k)"),
+            (
+                "aud another origin",
+                "vapid t=\(try server.token(audience: "https://other.test", expiry: now + 60)), k=\(k)"
+            ),
             (
                 "aud with a path",
                 "vapid t=\(try server.token(audience: GatewayHarness.base + "/wpush", expiry: now + 60)), k=\(k)"
@@ -167,7 +173,8 @@ import WebPushSimulator
         let entry = try #require(harness.lastEntry())
         #expect(entry.outcome == .undecryptable)
         #expect(entry.events.last?.detail == "undecryptable: the authentication tag does not verify")
-        #expect(harness.push(to: subscription, Data(repeating: 7, count: 50), headers: try harness.headers()).status == 201)
+        #expect(
+            harness.push(to: subscription, Data(repeating: 7, count: 50), headers: try harness.headers()).status == 201)
         #expect(harness.lastEntry()?.events.last?.detail?.hasPrefix("undecryptable: aes128gcm header") == true)
         #expect(sink.received.isEmpty)
         #expect(harness.gateway.metrics.undecryptable == 2)
@@ -192,7 +199,10 @@ import WebPushSimulator
         let harness = try GatewayHarness()
         let subscription = try harness.subscribe()
         for text in ["a", "much longer text"] {
-            #expect(harness.push(to: subscription, try harness.encrypt(text, for: subscription), headers: try harness.headers()).status == 201)
+            #expect(
+                harness.push(
+                    to: subscription, try harness.encrypt(text, for: subscription), headers: try harness.headers()
+                ).status == 201)
         }
         #expect(harness.gateway.subscriptions().first?.uniformBodyLength == true)
         #expect(harness.gateway.subscriptions().first?.bodyLengths == [200])

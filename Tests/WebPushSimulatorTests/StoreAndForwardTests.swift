@@ -104,7 +104,9 @@ import WebPushSimulator
     @Test func aScriptedAnswerIsGivenCountTimes() throws {
         let harness = try GatewayHarness()
         let subscription = try harness.subscribe()
-        #expect(harness.gateway.scriptError(WebPushScriptedError(status: 429, count: 2, retryAfter: 7), for: subscription.id))
+        #expect(
+            harness.gateway.scriptError(
+                WebPushScriptedError(status: 429, count: 2, retryAfter: 7), for: subscription.id))
         let first = try harness.push("x", to: subscription)
         #expect(first.status == 429)
         #expect(first.header("retry-after") == "7")
