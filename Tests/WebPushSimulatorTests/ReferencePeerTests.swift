@@ -2,6 +2,7 @@ import Foundation
 import OpenSSLCrypto
 import TestSupport
 import Testing
+import WebPushSimulator
 
 /// The webpush-sim binary against real peers: pywebpush (a reference sender) and a Mozilla-protocol browser
 /// on websocket-client that decrypts with its own keys (http_ece).
@@ -73,6 +74,38 @@ import Testing
         #expect(results["unregister"]?["pushStatus"] as? Int == 410)
         let outcomes = try await simulator.logEntries().map { $0["outcome"] as? String }
         #expect(outcomes == ["acknowledged", "acknowledged", "refused"])
+    }
+
+    /// What mailboxd does: an RFC 8291 body and a VAPID token made here, pushed over HTTP/2 by curl.
+    @Test func aPushOverHTTP2IsDecryptedAndLoggedAsHTTP2() async throws {
+        let simulator = try await RunningWebPushSimulator.start()
+        let server = try ApplicationServer()
+        let (id, subscription) = try await simulator.subscribe(applicationServerKey: server.publicKeyText)
+        let stream = try await simulator.openStream(id)
+        defer { stream.stop(signal: SIGKILL) }
+        let endpoint = try #require(subscription["endpoint"] as? String)
+        let keys = try #require(subscription["keys"] as? [String: String])
+        let created = WebPushCreatedSubscription(
+            id: id, endpoint: endpoint, p256dh: keys["p256dh"] ?? "", auth: keys["auth"] ?? "")
+        let harness = try GatewayHarness()
+        let body = try harness.encrypt(#"{"acct":"a9","st":"AAAAAAAAAAAAAAAA"}"#, for: created, bodyLength: 256)
+        let bodyPath = simulator.directory.path("body.bin")
+        try body.write(to: URL(fileURLWithPath: bodyPath))
+        let authorization = try server.authorization(audience: simulator.providerURL, now: Date())
+        let result = try await runTool(
+            simulator.curl,
+            [
+                "-sS", "--http2", "--cacert", simulator.caPath, "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+                "-H", "TTL: 3600", "-H", "Urgency: normal", "-H", "Topic: a9", "-H", "Content-Encoding: aes128gcm",
+                "-H", "Authorization: \(authorization)", "--data-binary", "@\(bodyPath)", endpoint,
+            ])
+        #expect(result.stdout == "201 2", "\(result.stderr)")
+        let events = await waitForMessages(stream, count: 1)
+        #expect(events.first?["plaintext"] as? String == #"{"acct":"a9","st":"AAAAAAAAAAAAAAAA"}"#)
+        #expect(events.first?["bodyBytes"] as? Int == 256)
+        let entry = try #require(try await simulator.logEntries().first)
+        #expect(entry["httpVersion"] as? String == "HTTP/2")
+        #expect(entry["outcome"] as? String == "delivered")
     }
 
     /// One push port, both protocols: curl over HTTP/2 (ALPN h2) and over HTTP/1.1 (ALPN http/1.1).
