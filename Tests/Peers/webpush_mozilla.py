@@ -2,10 +2,12 @@
 (websocket-client for the socket, its own P-256 keys, http_ece to decrypt, pywebpush as the sender).
 
 Usage: webpush_mozilla.py PLAN.json — PLAN is {"url": "ws://HOST:PORT/", "vapidKeyFile": PEM of the application
-server's key, "applicationServerKey": its public point (base64url)}. Runs: hello, register with the key (padded
+server's key, "applicationServerKey": its public point (base64url), "abuse"?: true}. Runs: hello, register with the key (padded
 base64url, as Firefox sends it), a push that arrives as a notification and decrypts, an ack; a push left unacked
 and sent again after a reconnect with the uaid; unregister, then a push that gets 410. Prints one JSON line per
-step: {"case", …}.
+step: {"case", …}. With "abuse", then on fresh sockets: a binary frame, a 70 KB frame, a register before hello
+and a frame that is not JSON, each reported with the close status the server sent ({"case": "abuse-…",
+"closeStatus"}).
 """
 import base64
 import json
@@ -105,3 +107,24 @@ socket.send(json.dumps({"messageType": "ack", "updates": [
 unregister = exchange(socket, {"messageType": "unregister", "channelID": channel, "code": 200})
 report("unregister", status=unregister.get("status"), pushStatus=push(endpoint, "too late"))
 socket.close()
+
+if plan.get("abuse"):
+    def close_status(send):
+        probe = connect()
+        send(probe)
+        try:
+            while True:
+                opcode, data = probe.recv_data(control_frame=True)
+                if opcode == websocket.ABNF.OPCODE_CLOSE:
+                    return int.from_bytes(data[:2], "big") if len(data) >= 2 else None
+        except websocket.WebSocketConnectionClosedException:
+            return None
+        finally:
+            probe.close()
+
+    report("abuse-binary", closeStatus=close_status(lambda probe: probe.send_binary(b"\x00\x01")))
+    report("abuse-oversize", closeStatus=close_status(lambda probe: probe.send("x" * 70_000)))
+    report("abuse-beforeHello", closeStatus=close_status(lambda probe: probe.send(json.dumps(
+        {"messageType": "register", "channelID": str(uuid.uuid4())}))))
+    report("abuse-notJSON", closeStatus=close_status(lambda probe: probe.send("hello?")))
+
