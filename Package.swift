@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "mailboxd", targets: ["mailboxd"]),
         .executable(name: "apns-sim", targets: ["apns-sim"]),
         .executable(name: "fcm-sim", targets: ["fcm-sim"]),
+        .executable(name: "webpush-sim", targets: ["webpush-sim"]),
         .executable(name: "mail-client", targets: ["mail-client"]),
         .library(name: "MailSync", targets: ["MailSync"]),
     ],
@@ -33,6 +34,10 @@ let package = Package(
             providers: [.apt(["libgmime-3.0-dev"])]),
         .systemLibrary(
             name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // libwebsockets, with inline helpers in its shim: imported by WebPushSimulator's WebSocket listener only.
+        .systemLibrary(
+            name: "CWebSockets", path: "Sources/CWebSockets", pkgConfig: "libwebsockets",
+            providers: [.apt(["libwebsockets-dev"])]),
         .target(name: "CCurl", dependencies: ["CCurlSystem"]),
         .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
 
@@ -103,6 +108,12 @@ let package = Package(
         .target(
             name: "FCMSimulator",
             dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),
+        // webpush-sim: push resources (RFC 8030/8291/8292), the simulated browser, Mozilla's WebSocket protocol.
+        .target(
+            name: "WebPushSimulator",
+            dependencies: [
+                "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "CWebSockets",
+            ]),
 
         // MARK: Executables (argument parsing and wiring only)
         .target(name: "CommandLineSupport", dependencies: ["Locking"]),
@@ -117,6 +128,8 @@ let package = Package(
             name: "apns-sim", dependencies: ["APNsSimulator", "CommandLineSupport"]),
         .executableTarget(
             name: "fcm-sim", dependencies: ["FCMSimulator", "SimulatorSupport", "CommandLineSupport"]),
+        .executableTarget(
+            name: "webpush-sim", dependencies: ["WebPushSimulator", "SimulatorSupport", "CommandLineSupport"]),
         .executableTarget(
             name: "mail-client",
             dependencies: [
@@ -194,6 +207,9 @@ let package = Package(
         .testTarget(
             name: "FCMSimulatorTests",
             dependencies: ["FCMSimulator", "OpenSSLCrypto", "Locking", "TestSupport"]),
+        .testTarget(
+            name: "WebPushSimulatorTests",
+            dependencies: ["WebPushSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport"]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
         .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),

@@ -1,4 +1,5 @@
 import Foundation
+import SimulatorSupport
 
 /// What became of a provider request, as the capture log records it.
 public enum FCMOutcome: String, Sendable, Codable, CaseIterable {
@@ -66,47 +67,13 @@ public struct FCMLogEntry: Sendable, Codable, Equatable {
     public var events: [FCMLogEvent]
 }
 
-/// The capture log: a bounded list of entries addressed by sequence number.
-struct FCMCaptureLog: Sendable {
-    let capacity: Int
-    private var entries: [FCMLogEntry] = []
-    private var firstSequence = 1
-    private var nextSequence = 1
-
-    init(capacity: Int) { self.capacity = max(1, capacity) }
-
-    /// Appends `entry` (its sequence is assigned) and returns the sequence number.
-    mutating func append(_ entry: FCMLogEntry) -> Int {
-        var entry = entry
-        entry.sequence = nextSequence
-        nextSequence += 1
-        entries.append(entry)
-        if entries.count > capacity {
-            let excess = entries.count - capacity
-            entries.removeFirst(excess)
-            firstSequence += excess
-        }
-        return entry.sequence
-    }
-
-    /// Records a new outcome for entry `sequence` (if it is still in the log).
-    mutating func update(_ sequence: Int, _ outcome: FCMOutcome, at timestamp: Int64, detail: String? = nil) {
-        let index = sequence - firstSequence
-        guard index >= 0, index < entries.count else { return }
-        entries[index].outcome = outcome
-        entries[index].events.append(FCMLogEvent(outcome: outcome, timestamp: timestamp, detail: detail))
-    }
-
-    /// Entries after sequence `after`, oldest first, at most `limit`.
-    func entries(after: Int, limit: Int) -> [FCMLogEntry] {
-        let start = max(0, after + 1 - firstSequence)
-        guard start < entries.count else { return [] }
-        return Array(entries[start...].prefix(max(0, limit)))
-    }
-
-    /// Forgets every entry; numbering goes on.
-    mutating func clear() {
-        entries = []
-        firstSequence = nextSequence
+extension FCMLogEntry: CaptureLogEntry {
+    /// Records a new outcome as the last event.
+    public mutating func record(_ outcome: FCMOutcome, at timestamp: Int64, detail: String?) {
+        self.outcome = outcome
+        events.append(FCMLogEvent(outcome: outcome, timestamp: timestamp, detail: detail))
     }
 }
+
+/// The capture log of fcm-sim.
+typealias FCMCaptureLog = CaptureLog<FCMLogEntry>

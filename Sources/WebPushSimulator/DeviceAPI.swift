@@ -1,0 +1,147 @@
+import Foundation
+import HTTPServer
+import OpenSSLCrypto
+import SimulatorSupport
+
+/// The device side of webpush-sim (HTTP/1.1, JSON): the simulated browser's subscriptions and message streams,
+/// the control API, the capture log, health and metrics. Bad input gets a 4xx with `{"error","message"}` and
+/// changes nothing.
+enum DeviceAPI {
+    static func router(for gateway: WebPushGateway, batch: EventStreamBatch? = nil) -> Router {
+        var router = Router()
+        router.post("/sim/subscriptions") { request in
+            let body = try request.decodeJSON(SubscribeJSON.self, allowedFields: ["applicationServerKey"])
+            guard let text = body.applicationServerKey, let key = Base64URL.decode(text), key.count == 65,
+                (try? P256PublicKey(rawRepresentation: key)) != nil
+            else {
+                throw HTTPError.invalidRequest(
+                    "'applicationServerKey' must be a base64url uncompressed P-256 point (65 bytes).")
+            }
+            let created: WebPushCreatedSubscription
+            do {
+                created = try gateway.subscribe(applicationServerKey: key)
+            } catch {
+                throw HTTPError.invalidRequest("'applicationServerKey' is not a point on P-256.")
+            }
+            let object: [String: Any] = [
+                "id": created.id,
+                "subscription": [
+                    "endpoint": created.endpoint, "expirationTime": NSNull(),
+                    "keys": ["p256dh": created.p256dh, "auth": created.auth],
+                ],
+            ]
+            let data = try JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+            return HTTPResponse(status: .created, headers: ["Content-Type": "application/json"], body: data)
+        }
+        router.get("/sim/subscriptions") { _ in
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return try .json(["subscriptions": gateway.subscriptions()], encoder: encoder)
+        }
+        router.get("/sim/subscriptions/:id/messages") { request in
+            try subscribe(request.parameter("id") ?? "", gateway: gateway, batch: batch)
+        }
+        router.delete("/sim/subscriptions/:id") { request in
+            let id = request.parameter("id") ?? ""
+            guard gateway.unsubscribe(id) else { throw unknownSubscription(id, gateway: gateway) }
+            return .empty()
+        }
+        router.put("/sim/subscriptions/:id/online") { request in
+            let id = request.parameter("id") ?? ""
+            let body = try request.decodeJSON(OnlineJSON.self, allowedFields: ["online"])
+            guard gateway.setOnline(body.online, for: id) else { throw unknownSubscription(id, gateway: gateway) }
+            return try .json(body)
+        }
+        router.put("/sim/subscriptions/:id/error") { request in
+            let id = request.parameter("id") ?? ""
+            let body = try request.decodeJSON(ScriptedErrorJSON.self, allowedFields: ["status", "count", "retryAfter"])
+            let scripted = try body.scripted()
+            guard gateway.scriptError(scripted, for: id) else { throw unknownSubscription(id, gateway: gateway) }
+            return try .json(body)
+        }
+        router.delete("/sim/subscriptions/:id/error") { request in
+            let id = request.parameter("id") ?? ""
+            guard gateway.clearScriptedError(for: id) else { throw unknownSubscription(id, gateway: gateway) }
+            return .empty()
+        }
+        router.get("/sim/faults") { _ in try .json(SimulatorFaultsJSON(gateway.faults)) }
+        router.put("/sim/faults") { request in
+            let faults = try request.decodeJSON(SimulatorFaultsJSON.self, allowedFields: SimulatorFaultsJSON.fields)
+                .faults()
+            gateway.setFaults(faults)
+            return try .json(SimulatorFaultsJSON(faults))
+        }
+        router.get("/sim/log") { request in
+            guard let after = Int(request.query("after") ?? "0"), after >= 0,
+                let limit = Int(request.query("limit") ?? String(Int.max)), limit >= 0
+            else { throw HTTPError.invalidRequest("'after' and 'limit' must be non-negative integers.") }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
+        }
+        router.delete("/sim/log") { _ in
+            gateway.clearLog()
+            return .empty()
+        }
+        router.get("/healthz") { _ in try .json(["status": "ok"]) }
+        router.get("/metrics") { _ in
+            HTTPResponse(
+                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4"],
+                body: Data(gateway.metrics.prometheusText.utf8))
+        }
+        return router
+    }
+
+    private static func subscribe(
+        _ id: String, gateway: WebPushGateway, batch: EventStreamBatch?
+    ) throws -> HTTPResponse {
+        guard gateway.status(of: id) == .active else { throw unknownSubscription(id, gateway: gateway) }
+        let stream = EventStream(batch: batch)
+        _ = stream.sendComment("connected")
+        let sink = WebPushMessageSink(send: { data in stream.send(data: data) }, close: { stream.close() })
+        guard let streamID = gateway.connect(id, sink: sink) else {
+            throw HTTPError(
+                .conflict, code: "notSimulated",
+                message: "This subscription belongs to a Mozilla-protocol browser; its messages go to its socket.")
+        }
+        stream.onTermination { gateway.disconnect(id, streamID: streamID) }
+        return .eventStream(stream)
+    }
+
+    static func unknownSubscription(_ id: String, gateway: WebPushGateway) -> HTTPError {
+        if gateway.status(of: id) == .deleted {
+            return HTTPError(.gone, code: "unsubscribed", message: "The subscription was deleted.")
+        }
+        return HTTPError.notFound("No subscription with this id.")
+    }
+
+    private struct SubscribeJSON: Decodable {
+        var applicationServerKey: String?
+    }
+
+    /// `PUT /sim/subscriptions/{id}/online`.
+    struct OnlineJSON: Codable {
+        var online: Bool
+    }
+
+    /// `PUT /sim/subscriptions/{id}/error`.
+    struct ScriptedErrorJSON: Codable {
+        var status: Int
+        var count: Int?
+        var retryAfter: Int?
+
+        func scripted() throws(HTTPError) -> WebPushScriptedError {
+            guard (400...599).contains(status) else {
+                throw .invalidRequest("'status' must be an HTTP error status (400–599).")
+            }
+            if let count, count < 1 {
+                throw .invalidRequest("'count' must be at least 1 (leave it out for every push).")
+            }
+            if let retryAfter, !(0...86_400).contains(retryAfter) {
+                throw .invalidRequest("'retryAfter' must be 0 to 86400 seconds.")
+            }
+            return WebPushScriptedError(status: status, count: count, retryAfter: retryAfter)
+        }
+    }
+}

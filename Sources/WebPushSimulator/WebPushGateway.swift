@@ -1,0 +1,213 @@
+import Foundation
+import Locking
+import OpenSSLCrypto
+import SimulatorSupport
+
+/// The Web Push service logic without networking: push resources validated as a real push service does them
+/// (RFC 8030 headers, RFC 8292 VAPID, RFC 8291 bodies), subscriptions of the simulated browser (which decrypts)
+/// and of Mozilla-protocol browsers (which get the ciphertext), store-and-forward, faults and the capture log.
+///
+/// All state sits behind one lock; every method is safe from any thread. Time comes from the injected
+/// ``SimulatorClock``; expirations advance in ``processDueWork()``, which the server calls periodically.
+public final class WebPushGateway: Sendable {
+    /// The configuration the gateway was created with.
+    public let configuration: WebPushGatewayConfiguration
+    /// The clock the gateway reads.
+    public let clock: any SimulatorClock
+    private let state: LockedValue<WebPushGatewayState>
+
+    /// Creates a gateway.
+    public init(configuration: WebPushGatewayConfiguration, clock: any SimulatorClock = SystemClock()) {
+        self.configuration = configuration
+        self.clock = clock
+        state = LockedValue(WebPushGatewayState(configuration: configuration))
+    }
+
+    /// What push endpoints start with now.
+    public var endpointBase: String { state.withLock { $0.endpointBase } }
+
+    /// Replaces what new and existing endpoints start with (the server does once it knows its bound port).
+    public func setEndpointBase(_ base: String) {
+        state.withLock { $0.endpointBase = base.hasSuffix("/") ? String(base.dropLast()) : base }
+    }
+
+    // MARK: Push resources
+
+    /// Answers one request to a push resource (`POST <endpoint>`).
+    public func handle(_ request: WebPushProviderRequest) -> WebPushProviderResponse {
+        let now = clock.now()
+        let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
+        return state.withLock { state in
+            let prefix = URLComponents(string: state.endpointBase)?.path ?? ""
+            let resource = (prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix) + "/wpush/"
+            var id: String?
+            if path.hasPrefix(resource) {
+                let rest = path.dropFirst(resource.count)
+                if !rest.isEmpty, !rest.contains("/") { id = String(rest) }
+            }
+            guard id != nil || path.hasPrefix(resource) else {
+                return WebPushAPIError(status: 404, errno: 102, message: "No push resource at this path.").response()
+            }
+            return state.push(request, subscriptionID: id, now: now)
+        }
+    }
+
+    // MARK: Subscriptions of the simulated browser
+
+    /// Subscribes as a browser would for `applicationServerKey` (a 65-byte P-256 point): a fresh key pair and
+    /// auth secret, the private key kept to decrypt.
+    public func subscribe(applicationServerKey: [UInt8]) throws -> WebPushCreatedSubscription {
+        _ = try P256PublicKey(rawRepresentation: applicationServerKey)
+        let privateKey = try P256PrivateKey()
+        let keys = SimulatedBrowserKeys(
+            privateKey: privateKey, publicKey: try privateKey.publicKey.rawRepresentation,
+            authSecret: SecureRandom.bytes(16))
+        return state.withLock { state in
+            let id = state.add(holder: .simulated(keys), applicationServerKey: applicationServerKey)
+            return WebPushCreatedSubscription(
+                id: id, endpoint: state.endpoint(of: id), p256dh: Base64URL.encode(keys.publicKey),
+                auth: Base64URL.encode(keys.authSecret))
+        }
+    }
+
+    /// Deletes a subscription (the browser unsubscribed): later pushes get 410, its streams close, what it kept
+    /// is dropped. `false` if it is unknown or already deleted.
+    @discardableResult
+    public func unsubscribe(_ id: String) -> Bool {
+        let now = clock.now()
+        guard let sinks = state.withLock({ $0.delete(id, now: now) }) else { return false }
+        for sink in sinks { sink.close() }
+        return true
+    }
+
+    /// Whether `id` is live, deleted or unknown.
+    public func status(of id: String) -> WebPushSubscriptionStatus {
+        state.withLock { state in
+            guard let record = state.subscriptions[id] else { return .unknown }
+            return record.deleted ? .deleted : .active
+        }
+    }
+
+    /// Attaches a message stream to a simulated subscription; what it kept goes out. Returns the stream's id for
+    /// ``disconnect(_:streamID:)``, or `nil` if it is not a live simulated subscription.
+    public func connect(_ id: String, sink: WebPushMessageSink) -> UInt64? {
+        let now = clock.now()
+        return state.withLock { state in
+            guard var record = state.subscriptions[id], !record.deleted, case .simulated = record.holder else {
+                return nil
+            }
+            let streamID = state.nextStreamID
+            state.nextStreamID += 1
+            record.sinks[streamID] = sink
+            state.subscriptions[id] = record
+            state.drainIfReachable(id, now: now)
+            return streamID
+        }
+    }
+
+    /// Detaches a message stream (the client went away).
+    public func disconnect(_ id: String, streamID: UInt64) {
+        state.withLock { state in _ = state.subscriptions[id]?.sinks.removeValue(forKey: streamID) }
+    }
+
+    /// Closes every message stream (for shutdown).
+    public func closeAllStreams() {
+        let sinks = state.withLock { state in state.subscriptions.values.flatMap { $0.sinks.values } }
+        for sink in sinks { sink.close() }
+    }
+
+    /// Holds a subscription offline (messages are kept until their TTL) or brings it back (what was kept goes
+    /// out). `false` if it is not live.
+    @discardableResult
+    public func setOnline(_ online: Bool, for id: String) -> Bool {
+        let now = clock.now()
+        return state.withLock { state in
+            guard let record = state.subscriptions[id], !record.deleted else { return false }
+            state.subscriptions[id]?.online = online
+            state.drainIfReachable(id, now: now)
+            return true
+        }
+    }
+
+    /// Answers the subscription's next pushes with `error`. `false` if it is not live.
+    @discardableResult
+    public func scriptError(_ error: WebPushScriptedError, for id: String) -> Bool {
+        state.withLock { state in
+            guard let record = state.subscriptions[id], !record.deleted else { return false }
+            state.subscriptions[id]?.scripted = error
+            return true
+        }
+    }
+
+    /// Removes a scripted answer. `false` if the subscription is not live.
+    @discardableResult
+    public func clearScriptedError(for id: String) -> Bool {
+        state.withLock { state in
+            guard let record = state.subscriptions[id], !record.deleted else { return false }
+            state.subscriptions[id]?.scripted = nil
+            return true
+        }
+    }
+
+    /// Every live subscription, in the order made.
+    public func subscriptions() -> [WebPushSubscriptionSummary] {
+        state.withLock { state in
+            state.subscriptions.values.filter { !$0.deleted }.sorted { $0.number < $1.number }.map(state.summary)
+        }
+    }
+
+    // MARK: Mozilla's WebSocket push protocol
+
+    /// Where Mozilla-protocol frames go (the server's WebSocket listener).
+    public func setMozillaTransport(_ transport: MozillaTransport?) {
+        state.withLock { $0.transport = transport }
+    }
+
+    /// A Mozilla-protocol client connected.
+    public func mozillaOpened(_ connection: UInt64) {
+        state.withLock { $0.mozillaOpened(connection) }
+    }
+
+    /// A whole text frame from a Mozilla-protocol client; the answers go out through the transport.
+    public func mozillaReceived(_ connection: UInt64, _ text: String) {
+        let now = clock.now()
+        state.withLock { $0.mozillaReceived(connection, text, now: now) }
+    }
+
+    /// A Mozilla-protocol client went away; what it did not acknowledge waits for its next hello.
+    public func mozillaClosed(_ connection: UInt64) {
+        state.withLock { $0.mozillaClosed(connection) }
+    }
+
+    // MARK: Control
+
+    /// The faults in force.
+    public var faults: SimulatorFaults { state.withLock { $0.faults } }
+
+    /// Replaces the faults in force (a new seed restarts the sequence).
+    public func setFaults(_ faults: SimulatorFaults) {
+        state.withLock { state in
+            state.faults = faults
+            state.generator = SeededGenerator(seed: faults.seed)
+        }
+    }
+
+    /// Forgets the capture log; numbering goes on.
+    public func clearLog() { state.withLock { $0.log.clear() } }
+
+    /// Capture-log entries after sequence `after`, oldest first, at most `limit`.
+    public func logEntries(after: Int = 0, limit: Int = .max) -> [WebPushLogEntry] {
+        state.withLock { $0.log.entries(after: after, limit: limit) }
+    }
+
+    /// A snapshot of the counters.
+    public var metrics: WebPushMetrics { state.withLock { $0.metricsSnapshot } }
+
+    /// Expires kept messages whose TTL has passed.
+    public func processDueWork() {
+        let now = clock.now()
+        state.withLock { $0.processDueWork(now: now) }
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+}

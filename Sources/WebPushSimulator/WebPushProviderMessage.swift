@@ -1,0 +1,127 @@
+import Foundation
+
+/// A push request as either transport (HTTP/2 or HTTP/1.1) hands it over.
+public struct WebPushProviderRequest: Sendable {
+    /// The method (`POST` to a push resource).
+    public var method: String
+    /// The path, query included.
+    public var path: String
+    /// The headers as received.
+    public var headers: [(name: String, value: String)]
+    /// The body.
+    public var body: Data
+    /// The protocol it arrived in: `HTTP/2` or `HTTP/1.1`.
+    public var httpVersion: String
+
+    /// Creates a request.
+    public init(
+        method: String, path: String, headers: [(name: String, value: String)], body: Data,
+        httpVersion: String = "HTTP/2"
+    ) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.httpVersion = httpVersion
+    }
+
+    /// The first header called `name` (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// A push service's answer, for either transport.
+public struct WebPushProviderResponse: Sendable {
+    /// The HTTP status.
+    public var status: Int
+    /// Response headers (`location`, `ttl`, `content-type`, `retry-after`).
+    public var headers: [(name: String, value: String)]
+    /// The body (empty on success, JSON for errors).
+    public var body: Data
+    /// How long to hold the response back (the latency fault).
+    public var delay: Duration
+
+    /// Creates a response.
+    public init(
+        status: Int, headers: [(name: String, value: String)] = [], body: Data = Data(), delay: Duration = .zero
+    ) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.delay = delay
+    }
+
+    /// The first header called `name` (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    /// The body as JSON, for tests.
+    public var json: [String: Any]? { try? JSONSerialization.jsonObject(with: body) as? [String: Any] }
+}
+
+/// A refused push request, rendered in autopush's shape: `{"code","errno","error","message","more_info"}`.
+public struct WebPushAPIError: Error, Sendable, Equatable {
+    /// The HTTP status (also the body's `code`).
+    public var status: Int
+    /// autopush's error number for the kind of mistake (999 where it has none).
+    public var errno: Int
+    /// What is wrong; never request content.
+    public var message: String
+    /// Seconds for a `Retry-After` header.
+    public var retryAfter: Int?
+
+    /// Creates an error.
+    public init(status: Int, errno: Int, message: String, retryAfter: Int? = nil) {
+        self.status = status
+        self.errno = errno
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    /// A 400 about a header or the body.
+    static func badRequest(_ message: String, errno: Int = 999) -> WebPushAPIError {
+        WebPushAPIError(status: 400, errno: errno, message: message)
+    }
+
+    /// A 401 about the VAPID credentials (RFC 8292 §4.1).
+    static func unauthorized(_ message: String) -> WebPushAPIError {
+        WebPushAPIError(status: 401, errno: 109, message: message)
+    }
+
+    /// The reason phrase of the status, as the body's `error`.
+    public var reason: String {
+        switch status {
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 410: "Gone"
+        case 413: "Payload Too Large"
+        case 415: "Unsupported Media Type"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: status >= 500 ? "Server Error" : "Client Error"
+        }
+    }
+
+    /// The JSON body.
+    public var body: Data {
+        let object: [String: Any] = [
+            "code": status, "errno": errno, "error": reason, "message": message,
+            "more_info": "https://mozilla-services.github.io/autopush-rs/errors.html",
+        ]
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data()
+    }
+
+    /// The response that carries this error.
+    func response(delay: Duration = .zero) -> WebPushProviderResponse {
+        var headers: [(name: String, value: String)] = [("content-type", "application/json")]
+        if let retryAfter { headers.append(("retry-after", String(retryAfter))) }
+        return WebPushProviderResponse(status: status, headers: headers, body: body, delay: delay)
+    }
+}

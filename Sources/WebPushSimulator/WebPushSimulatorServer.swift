@@ -1,0 +1,190 @@
+import Foundation
+import HTTP2Server
+import HTTPServer
+import Locking
+import SimulatorSupport
+
+/// The running webpush-sim: the push-resource listener (TLS; HTTP/2, and HTTP/1.1 relayed to an internal
+/// cleartext server on loopback), the device and control API (HTTP/1.1), Mozilla's WebSocket push protocol when
+/// asked for, and the periodic expiry of kept messages, all around one ``WebPushGateway``.
+///
+/// ```swift
+/// let server = WebPushSimulatorServer(configuration: .init(providerPort: 0, devicePort: 0, mozillaHost: "127.0.0.1"))
+/// try server.start()
+/// print(server.providerPort, server.devicePort, server.mozillaPort)
+/// await server.shutdown()
+/// ```
+public final class WebPushSimulatorServer: Sendable {
+    private struct Running: Sendable {
+        var provider: HTTP2Server
+        var http1: HTTPServer?
+        var device: HTTPServer
+        var mozilla: WebSocketServer?
+        var ticker: Task<Void, Never>
+    }
+
+    /// The configuration the server was created with.
+    public let configuration: WebPushSimulatorConfiguration
+    /// The gateway logic behind every listener.
+    public let gateway: WebPushGateway
+    private let eventBatch = EventStreamBatch()
+    private let running = LockedValue<Running?>(nil)
+
+    /// Creates a server; nothing listens until ``start()``.
+    public init(configuration: WebPushSimulatorConfiguration, clock: any SimulatorClock = SystemClock()) {
+        self.configuration = configuration
+        var gatewayConfiguration = configuration.gateway
+        if let base = configuration.endpointBase { gatewayConfiguration.endpointBase = base }
+        gateway = WebPushGateway(configuration: gatewayConfiguration, clock: clock)
+    }
+
+    /// Binds every listener and starts expiring kept messages.
+    public func start() throws(SimulatorError) {
+        let gateway = gateway
+        var http1: HTTPServer?
+        if configuration.tls != nil {
+            do {
+                http1 = try HTTPServer(
+                    configuration: HTTPServer.Configuration(
+                        host: "127.0.0.1", port: 0, tls: nil, threadCount: 2, idleTimeoutSeconds: 300,
+                        shutdownGracePeriod: .seconds(2)),
+                    handler: { request in
+                        let response = gateway.handle(WebPushProviderRequest(request))
+                        if response.delay > .zero { try? await Task.sleep(for: response.delay) }
+                        return HTTPResponse(response)
+                    })
+            } catch {
+                throw .providerStartFailed("HTTP/1.1 relay target: \(error)")
+            }
+        }
+        let tls = configuration.tls.map {
+            HTTP2ServerConfiguration.TLS(certificateChainPath: $0.certificatePath, privateKeyPath: $0.privateKeyPath)
+        }
+        let batch = eventBatch
+        let provider = HTTP2Server(
+            configuration: HTTP2ServerConfiguration(
+                host: configuration.providerHost, port: configuration.providerPort, tls: tls,
+                maxConcurrentStreams: 1000, idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2),
+                http1Relay: http1.map { HTTP2ServerConfiguration.HTTP1Relay(port: Int($0.port)) }),
+            loopHooks: HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() }),
+            inlineHandler: { request in HTTP2Response(gateway.handle(WebPushProviderRequest(request))) })
+        do {
+            try provider.start()
+        } catch {
+            if let http1 { Task { await http1.shutdown() } }
+            throw .providerStartFailed(error.description)
+        }
+        if configuration.endpointBase == nil {
+            let host =
+                configuration.providerHost.contains(":")
+                ? "[\(configuration.providerHost)]" : configuration.providerHost
+            gateway.setEndpointBase("\(configuration.tls == nil ? "http" : "https")://\(host):\(provider.port)")
+        }
+        let device: HTTPServer
+        do {
+            device = try HTTPServer(
+                configuration: HTTPServer.Configuration(
+                    host: configuration.deviceHost, port: UInt16(clamping: configuration.devicePort), tls: nil,
+                    threadCount: 2, connectionLimit: configuration.deviceConnectionLimit,
+                    connectionMemoryLimit: 16 * 1024, eventStreamHeartbeat: configuration.heartbeat,
+                    shutdownGracePeriod: .seconds(2)),
+                router: DeviceAPI.router(for: gateway, batch: eventBatch))
+        } catch {
+            Task {
+                await provider.shutdown(gracePeriod: .zero)
+                await http1?.shutdown()
+            }
+            throw .deviceStartFailed("\(error)")
+        }
+        var mozilla: WebSocketServer?
+        if let host = configuration.mozillaHost {
+            let server = WebSocketServer(
+                handlers: WebSocketHandlers(
+                    opened: { gateway.mozillaOpened($0) }, received: { gateway.mozillaReceived($0, $1) },
+                    closed: { gateway.mozillaClosed($0) }))
+            gateway.setMozillaTransport(
+                MozillaTransport(
+                    send: { [weak server] connection, text in server?.send(text, to: connection) ?? false },
+                    close: { [weak server] connection, status in server?.close(connection, status: status) }))
+            do {
+                try server.start(host: host, port: configuration.mozillaPort, protocolName: "push-notification")
+            } catch {
+                Task {
+                    await provider.shutdown(gracePeriod: .zero)
+                    await http1?.shutdown()
+                    await device.shutdown()
+                }
+                throw .listenerStartFailed("Mozilla push protocol: \(error)")
+            }
+            mozilla = server
+        }
+        let interval = configuration.tickInterval
+        let ticker = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                batch.run { gateway.processDueWork() }
+            }
+        }
+        running.withLock {
+            $0 = Running(provider: provider, http1: http1, device: device, mozilla: mozilla, ticker: ticker)
+        }
+    }
+
+    /// The bound push-resource port (`0` before ``start()``).
+    public var providerPort: Int { running.withLock { $0?.provider.port ?? 0 } }
+
+    /// The bound device-API port (`0` before ``start()``).
+    public var devicePort: Int { running.withLock { $0.map { Int($0.device.port) } ?? 0 } }
+
+    /// The bound Mozilla-protocol port (`0` before ``start()`` or without that listener).
+    public var mozillaPort: Int { running.withLock { $0?.mozilla?.port.withLock { $0 } ?? 0 } }
+
+    /// Stops every listener: GOAWAY to HTTP/2 senders, message streams and sockets closed.
+    public func shutdown() async {
+        guard
+            let current = running.withLock({ state -> Running? in
+                defer { state = nil }
+                return state
+            })
+        else { return }
+        current.ticker.cancel()
+        gateway.closeAllStreams()
+        await current.mozilla?.shutdown()
+        gateway.setMozillaTransport(nil)
+        await current.provider.shutdown()
+        await current.http1?.shutdown()
+        await current.device.shutdown()
+    }
+}
+
+extension WebPushProviderRequest {
+    init(_ request: HTTP2Request) {
+        self.init(
+            method: request.method, path: request.path, headers: request.headers.map { ($0.name, $0.value) },
+            body: request.body, httpVersion: "HTTP/2")
+    }
+
+    init(_ request: HTTPRequest) {
+        let path = request.queryString.isEmpty ? request.path : request.path + "?" + request.queryString
+        self.init(
+            method: request.method.rawValue, path: path, headers: request.headers.map { ($0.name, $0.value) },
+            body: request.body, httpVersion: "HTTP/1.1")
+    }
+}
+
+extension HTTP2Response {
+    init(_ response: WebPushProviderResponse) {
+        self.init(
+            status: response.status, headers: response.headers.map { HTTP2Header($0.name, $0.value) },
+            body: response.body, delay: response.delay)
+    }
+}
+
+extension HTTPResponse {
+    init(_ response: WebPushProviderResponse) {
+        self.init(
+            status: HTTPStatus(rawValue: response.status),
+            headers: HTTPHeaders(response.headers.map { ($0.name, $0.value) }),
+            body: response.body)
+    }
+}

@@ -1,0 +1,110 @@
+import CommandLineSupport
+import Foundation
+import SimulatorSupport
+import WebPushSimulator
+
+let usage = """
+    usage: webpush-sim [options]
+
+    A local Web Push service (RFC 8030, 8291, 8292): push resources (TLS; HTTP/2 and HTTP/1.1 on one port),
+    a device and control API where a simulated browser subscribes and reads its decrypted messages (HTTP/1.1 +
+    SSE), and optionally Mozilla's WebSocket push protocol for Firefox (dom.push.serverURL).
+
+      --listen HOST:PORT              push resources (default 127.0.0.1:2201; port 0 picks one)
+      --tls-cert FILE                 push-resource certificate chain (PEM; required unless --h2c)
+      --tls-key FILE                  push-resource private key (PEM; required unless --h2c)
+      --h2c                           serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)
+      --device-listen HOST:PORT       device and control API (default 127.0.0.1:2202)
+      --mozilla-listen HOST:PORT      Mozilla WebSocket push protocol, plain ws (default: none)
+      --endpoint-base URL             what push endpoints start with (default https://<listen address>);
+                                      the VAPID aud must be its origin
+      --max-ttl SECONDS               longest TTL kept (default 5184000, 60 days)
+      --device-connection-limit N     most device-API connections (default 16384)
+      --fault-drop P                  probability of answering 201 and never delivering
+      --fault-429 P                   probability of 429
+      --fault-503 P                   probability of 503
+      --fault-seed N                  seed for the fault generator (same seed, same faults)
+      --fault-latency-ms N            delay every push response by N milliseconds
+      --help                          show this help
+
+    Every option can also be set through WEBPUSH_SIM_<OPTION> (e.g. WEBPUSH_SIM_MOZILLA_LISTEN=127.0.0.1:2203).
+    """
+
+let knownFlags: Set<String> = [
+    "listen", "tls-cert", "tls-key", "h2c", "device-listen", "mozilla-listen", "endpoint-base", "max-ttl",
+    "device-connection-limit", "fault-drop", "fault-429", "fault-503", "fault-seed", "fault-latency-ms",
+]
+
+func probability(_ arguments: Arguments, _ name: String) throws -> Double {
+    let value = try arguments.double(name, default: 0)
+    guard (0...1).contains(value) else { throw UsageError("--\(name) must be between 0 and 1") }
+    return value
+}
+
+func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfiguration {
+    let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2201"))
+    let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2202"))
+    let mozillaListen = try arguments.string("mozilla-listen").map { try HostPort(parsing: $0) }
+    var tls: WebPushSimulatorConfiguration.TLSFiles?
+    if !arguments.flag("h2c") {
+        guard let certificate = arguments.string("tls-cert"), let key = arguments.string("tls-key") else {
+            throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
+        }
+        tls = .init(certificatePath: certificate, privateKeyPath: key)
+    }
+    var endpointBase = arguments.string("endpoint-base")
+    if let base = endpointBase {
+        guard let components = URLComponents(string: base), ["https", "http"].contains(components.scheme ?? ""),
+            components.host?.isEmpty == false, components.query == nil
+        else { throw UsageError("--endpoint-base must be an absolute https URL, e.g. https://webpush-sim:2201") }
+        endpointBase = base
+    }
+    let maxTTL = try arguments.int("max-ttl", default: 60 * 86_400)
+    let latency = try arguments.int("fault-latency-ms", default: 0)
+    let connections = try arguments.int("device-connection-limit", default: 16_384)
+    guard maxTTL >= 0, latency >= 0, connections > 0 else {
+        throw UsageError("--max-ttl and --fault-latency-ms must not be negative; --device-connection-limit positive")
+    }
+    let seedText = arguments.string("fault-seed")
+    guard seedText == nil || UInt64(seedText!) != nil else { throw UsageError("--fault-seed must be an integer") }
+    let faults = SimulatorFaults(
+        dropProbability: try probability(arguments, "fault-drop"),
+        status429Probability: try probability(arguments, "fault-429"),
+        status503Probability: try probability(arguments, "fault-503"), latency: .milliseconds(latency),
+        seed: seedText.flatMap { UInt64($0) })
+    guard faults.dropProbability + faults.status429Probability + faults.status503Probability <= 1 else {
+        throw UsageError("--fault-drop, --fault-429 and --fault-503 must add up to at most 1")
+    }
+    return WebPushSimulatorConfiguration(
+        providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
+        devicePort: Int(deviceListen.port), mozillaHost: mozillaListen?.host,
+        mozillaPort: Int(mozillaListen?.port ?? 0), deviceConnectionLimit: connections, endpointBase: endpointBase,
+        gateway: WebPushGatewayConfiguration(maxTTL: maxTTL, faults: faults))
+}
+
+await runCommand(usage: usage) {
+    let arguments = try Arguments(
+        Array(CommandLine.arguments.dropFirst()), switches: ["h2c", "help"], environmentPrefix: "WEBPUSH_SIM_")
+    if arguments.wantsHelp {
+        print(usage)
+        return
+    }
+    try arguments.rejectUnknownFlags(known: knownFlags)
+    let configuration = try configuration(from: arguments)
+    let (stopRequested, signals) = AsyncStream.makeStream(of: Int32.self)
+    let sources = TerminationSignals.install { signals.yield($0) }
+    ProcessResources.raiseOpenFileLimit()
+    let server = WebPushSimulatorServer(configuration: configuration)
+    try server.start()
+    var line =
+        "webpush-sim listening provider=\(configuration.providerHost):\(server.providerPort) "
+        + "device=\(configuration.deviceHost):\(server.devicePort)"
+    if let host = configuration.mozillaHost { line += " mozilla=\(host):\(server.mozillaPort)" }
+    printError(line + " endpoint-base=\(server.gateway.endpointBase)")
+    var iterator = stopRequested.makeAsyncIterator()
+    _ = await iterator.next()
+    printError("webpush-sim: stopping")
+    await server.shutdown()
+    withExtendedLifetime(sources) {}
+    printError("webpush-sim: stopped")
+}
