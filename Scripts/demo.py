@@ -67,8 +67,8 @@ class Device:
         self.events = queue.Queue()
         self.last_sync = None
         self.badge = None
-        push = (["--service", "fcm", "--app", TOPIC] if service == "fcm"
-                else ["--topic", TOPIC, "--environment", environment])
+        push = {"fcm": ["--service", "fcm", "--app", TOPIC], "webpush": ["--service", "webpush"]}.get(
+            service, ["--topic", TOPIC, "--environment", environment])
         self.proc = subprocess.Popen(
             [os.path.join(bin_dir, "mail-client"), "run", "--server", api, "--ca", ca, "--sim", sim,
              "--username", user, "--state-dir", state_dir, "--device-name", name, "--fallback-interval", "30"]
@@ -97,7 +97,8 @@ class Device:
                 self.badge = event.get("badge")
                 say(self.name, f"badge   {self.badge}")
             elif kind == "registered":
-                where = "fcm-sim" if self.service == "fcm" else f"apns-sim ({self.environment})"
+                where = {"fcm": "fcm-sim", "webpush": "webpush-sim (a browser subscription)"}.get(
+                    self.service, f"apns-sim ({self.environment})")
                 say(self.name, f"registered with {where}, token {str(event.get('deviceToken'))[:12]}…")
             elif kind == "error":
                 say(self.name, f"error   {event.get('code')}: {event.get('message')}")
@@ -132,6 +133,7 @@ def main():
         ca = os.path.join(data, "tls/ca.pem")
         p_port, s_port, d_port, a_port, l_port = free_port(), free_port(), free_port(), free_port(), free_port()
         f_port, fd_port = free_port(), free_port()
+        w_port, wd_port = free_port(), free_port()
         logs = open(os.path.join(work, "servers.log"), "w")
         procs.append(subprocess.Popen(
             [os.path.join(args.bin, "apns-sim"), "--listen", f"127.0.0.1:{p_port}", "--sandbox-listen",
@@ -151,6 +153,14 @@ def main():
             stdout=logs, stderr=logs))
         wait_port(fd_port)
         say("fcm-sim", f"FCM HTTP v1 and OAuth https://127.0.0.1:{f_port}; devices http://127.0.0.1:{fd_port}")
+        procs.append(subprocess.Popen(
+            [os.path.join(args.bin, "webpush-sim"), "--listen", f"127.0.0.1:{w_port}", "--device-listen",
+             f"127.0.0.1:{wd_port}", "--tls-cert", os.path.join(data, "tls/server.pem"), "--tls-key",
+             os.path.join(data, "tls/server.key")],
+            stdout=logs, stderr=logs))
+        wait_port(wd_port)
+        say("webpush-sim", f"push resources https://127.0.0.1:{w_port} (RFC 8030, VAPID); devices "
+                           f"http://127.0.0.1:{wd_port}")
         fcm_config = os.path.join(work, "fcm-config.json")
         with open(fcm_config, "w") as file:
             json.dump({"endpoint": f"https://127.0.0.1:{f_port}", "tokenURI": f"https://127.0.0.1:{f_port}/token",
@@ -158,7 +168,9 @@ def main():
         procs.append(subprocess.Popen(
             [mailboxd, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{a_port}", "--apns-url",
              f"https://127.0.0.1:{p_port}", "--apns-sandbox-url", f"https://127.0.0.1:{s_port}", "--apns-ca", ca,
-             "--apns-topic", TOPIC, "--fcm-config", fcm_config, "--lmtp-listen", f"127.0.0.1:{l_port}"],
+             "--apns-topic", TOPIC, "--fcm-config", fcm_config, "--lmtp-listen", f"127.0.0.1:{l_port}",
+             "--webpush-ca", ca, "--webpush-allow-host", f"127.0.0.1:{w_port}",
+             "--webpush-subject", "mailto:demo@example.com"],
             stdout=logs, stderr=logs))
         wait_port(a_port)
         wait_port(l_port)
@@ -166,12 +178,14 @@ def main():
         say("mailboxd", f"API {api_url} (TLS, dev CA); LMTP 127.0.0.1:{l_port} for an MTA")
         api = API(api_url, ca)
         # alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build; bob's
-        # Android phone is signalled through FCM.
+        # Android phone is signalled through FCM; alice's browser through Web Push (its signals encrypted to it).
         for name, user, environment in [("alice-phone", "alice", "sandbox"), ("alice-tablet", "alice", "sandbox"),
                                         ("bob-phone", "bob", "production")]:
             devices.append(Device(name, user, args.bin, api_url, sim_url, ca, os.path.join(work, name), environment))
         devices.append(Device("bob-android", "bob", args.bin, api_url, f"http://127.0.0.1:{fd_port}", ca,
                               os.path.join(work, "bob-android"), service="fcm"))
+        devices.append(Device("alice-browser", "alice", args.bin, api_url, f"http://127.0.0.1:{wd_port}", ca,
+                              os.path.join(work, "alice-browser"), service="webpush"))
         deadline = time.time() + 30
         while time.time() < deadline and not all(d.last_sync for d in devices):
             time.sleep(0.05)
