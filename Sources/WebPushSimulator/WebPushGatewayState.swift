@@ -84,6 +84,12 @@ struct WebPushGatewayState: Sendable {
 
     func endpoint(of id: String) -> String { endpointBase + "/wpush/" + id }
 
+    /// The path every push resource starts with: the endpoint base's path, then `/wpush/`.
+    var resourcePrefix: String {
+        let path = URLComponents(string: endpointBase)?.path ?? ""
+        return (path.hasSuffix("/") ? String(path.dropLast()) : path) + "/wpush/"
+    }
+
     var metricsSnapshot: WebPushMetrics {
         var snapshot = metrics
         snapshot.subscriptions = subscriptions.values.filter { !$0.deleted }.count

@@ -156,6 +156,8 @@ import WebPushSimulator
             harness.gateway.handle(
                 WebPushProviderRequest(method: "POST", path: "/elsewhere", headers: try harness.headers(), body: Data())
             ).status == 404)
+        #expect(harness.lastEntry()?.path == "/elsewhere")
+        #expect(harness.lastEntry()?.status == 404)
         #expect(harness.gateway.unsubscribe(subscription.id))
         let gone = try harness.push("x", to: subscription)
         #expect(gone.status == 410)
