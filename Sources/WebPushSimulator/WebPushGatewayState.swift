@@ -31,7 +31,7 @@ struct SubscriptionRecord: Sendable {
     var scripted: WebPushScriptedError?
 }
 
-/// A Mozilla-protocol user agent: its channels, its socket, what it was sent and has not acknowledged.
+/// A Mozilla-protocol browser (its uaid): its channels, its socket, what it was sent and has not acknowledged.
 struct MozillaUser: Sendable {
     struct Unacknowledged: Sendable {
         var channelID: String
