@@ -34,7 +34,7 @@ let package = Package(
             providers: [.apt(["libgmime-3.0-dev"])]),
         .systemLibrary(
             name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        // libwebsockets, with inline helpers in its shim: imported by WebPushSimulator's WebSocket listener only.
+        // libwebsockets, with small inline functions in its shim: imported by WebPushSimulator's WebSocket listener only.
         .systemLibrary(
             name: "CWebSockets", path: "Sources/CWebSockets", pkgConfig: "libwebsockets",
             providers: [.apt(["libwebsockets-dev"])]),

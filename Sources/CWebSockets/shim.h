@@ -1,4 +1,4 @@
-// libwebsockets 4.1 for WebPushSimulator's WebSocket listener: the real header, plus small inline helpers for
+// libwebsockets 4.1 for WebPushSimulator's WebSocket listener: the real header, plus small inline functions for
 // what Swift cannot express (LWS_PRE padding, the creation-info struct and its lifetimes, the option macros).
 #ifndef CWEBSOCKETS_SHIM_H
 #define CWEBSOCKETS_SHIM_H
@@ -31,11 +31,11 @@ static inline void cws_server_destroy(struct cws_server *server) {
 }
 
 /// A context with one vhost listening on `interface_name`:`port` (0 picks a port), one WebSocket protocol
-/// (the default for clients that name none) whose connections carry `session_size` bytes of user data, and
+/// (the default for clients that name none) whose connections carry `connection_data_size` bytes of user data, and
 /// `user` as the context's user pointer. NULL when it cannot listen.
 static inline struct cws_server *cws_server_create(
     const char *interface_name, int port, const char *protocol_name, cws_callback callback, void *user,
-    size_t session_size, size_t rx_buffer_size) {
+    size_t connection_data_size, size_t rx_buffer_size) {
     struct cws_server *server = calloc(1, sizeof(struct cws_server));
     if (server == NULL) return NULL;
     server->protocols = calloc(2, sizeof(struct lws_protocols));
@@ -47,7 +47,7 @@ static inline struct cws_server *cws_server_create(
     }
     server->protocols[0].name = server->protocol_name;
     server->protocols[0].callback = callback;
-    server->protocols[0].per_session_data_size = session_size;
+    server->protocols[0].per_session_data_size = connection_data_size;
     server->protocols[0].rx_buffer_size = rx_buffer_size;
 
     struct lws_context_creation_info info;

@@ -54,11 +54,12 @@ enum DeviceAPI {
             guard gateway.clearScriptedError(for: token) else { throw unknownDevice(token, gateway: gateway) }
             return .empty()
         }
-        router.get("/sim/faults") { _ in try .json(FaultsJSON(gateway.faults)) }
+        router.get("/sim/faults") { _ in try .json(SimulatorFaultsJSON(gateway.faults)) }
         router.put("/sim/faults") { request in
-            let faults = try request.decodeJSON(FaultsJSON.self, allowedFields: FaultsJSON.fields).faults()
+            let faults = try request.decodeJSON(SimulatorFaultsJSON.self, allowedFields: SimulatorFaultsJSON.fields)
+                .faults()
             gateway.setFaults(faults)
-            return try .json(FaultsJSON(faults))
+            return try .json(SimulatorFaultsJSON(faults))
         }
         router.get("/sim/log") { request in
             guard let after = Int(request.query("after") ?? "0"), after >= 0,
@@ -146,41 +147,6 @@ enum DeviceAPI {
                 throw .invalidRequest("'retryAfter' must be 0 to 86400 seconds.")
             }
             return FCMScriptedError(status: status, errorCode: code, count: count, retryAfter: retryAfter)
-        }
-    }
-
-    /// `PUT /sim/faults`: every field optional, an absent one meaning no such fault.
-    struct FaultsJSON: Codable {
-        static let fields: Set<String> = ["drop", "status429", "status503", "latencyMs", "seed"]
-        var drop: Double?
-        var status429: Double?
-        var status503: Double?
-        var latencyMs: Int?
-        var seed: UInt64?
-
-        init(_ faults: FCMFaults) {
-            drop = faults.dropProbability
-            status429 = faults.quotaExceededProbability
-            status503 = faults.unavailableProbability
-            latencyMs = FaultRequest.milliseconds(faults.latency)
-            seed = faults.seed
-        }
-
-        /// Every field always appears in answers (`seed` as `null` when none was set).
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(drop ?? 0, forKey: .drop)
-            try container.encode(status429 ?? 0, forKey: .status429)
-            try container.encode(status503 ?? 0, forKey: .status503)
-            try container.encode(latencyMs ?? 0, forKey: .latencyMs)
-            try container.encode(seed, forKey: .seed)
-        }
-
-        func faults() throws(HTTPError) -> FCMFaults {
-            try FaultRequest.check(drop: drop, status429: status429, status503: status503, latencyMs: latencyMs)
-            return FCMFaults(
-                dropProbability: drop ?? 0, quotaExceededProbability: status429 ?? 0,
-                unavailableProbability: status503 ?? 0, latency: .milliseconds(latencyMs ?? 0), seed: seed)
         }
     }
 }

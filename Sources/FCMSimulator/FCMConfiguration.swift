@@ -1,30 +1,5 @@
 import Foundation
-
-/// Failures fcm-sim injects on purpose, so senders can be tested against a misbehaving FCM.
-public struct FCMFaults: Sendable, Equatable {
-    /// Probability (0…1) that a valid send is answered 200 and never delivered.
-    public var dropProbability: Double
-    /// Probability (0…1) that a valid send is answered 429 `QUOTA_EXCEEDED` (without `Retry-After`).
-    public var quotaExceededProbability: Double
-    /// Probability (0…1) that a valid send is answered 503 `UNAVAILABLE`.
-    public var unavailableProbability: Double
-    /// Extra time before every provider response.
-    public var latency: Duration
-    /// Seed of the fault generator (same seed and requests, same faults); `nil` picks one.
-    public var seed: UInt64?
-
-    /// Creates faults; the default injects nothing.
-    public init(
-        dropProbability: Double = 0, quotaExceededProbability: Double = 0, unavailableProbability: Double = 0,
-        latency: Duration = .zero, seed: UInt64? = nil
-    ) {
-        self.dropProbability = dropProbability
-        self.quotaExceededProbability = quotaExceededProbability
-        self.unavailableProbability = unavailableProbability
-        self.latency = latency
-        self.seed = seed
-    }
-}
+import SimulatorSupport
 
 /// The policy of an ``FCMGateway``: whom it trusts and Android's delivery limits.
 public struct FCMGatewayConfiguration: Sendable {
@@ -45,7 +20,7 @@ public struct FCMGatewayConfiguration: Sendable {
     /// Non-collapsible messages kept for an offline device (Android: 100; the oldest go first).
     public var maxPendingMessages: Int
     /// The faults in force at start.
-    public var faults: FCMFaults
+    public var faults: SimulatorFaults
     /// Request bodies longer than this are cut in the capture log.
     public var logBodyLimit: Int
     /// The capture log keeps at most this many entries (the oldest go first).
@@ -55,7 +30,7 @@ public struct FCMGatewayConfiguration: Sendable {
     public init(
         serviceAccounts: [FCMServiceAccount] = [], tokenLifetime: Int = 3600, projectQuotaPerMinute: Int? = nil,
         deviceRatePerMinute: Int? = 240, collapsibleBurst: Int = 20, collapsibleRefillSeconds: Double = 180,
-        maxCollapseKeys: Int = 4, maxPendingMessages: Int = 100, faults: FCMFaults = FCMFaults(),
+        maxCollapseKeys: Int = 4, maxPendingMessages: Int = 100, faults: SimulatorFaults = SimulatorFaults(),
         logBodyLimit: Int = 16 * 1024, logCapacity: Int = 100_000
     ) {
         self.serviceAccounts = serviceAccounts

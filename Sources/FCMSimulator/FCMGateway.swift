@@ -251,10 +251,10 @@ public final class FCMGateway: Sendable {
     // MARK: Control
 
     /// The faults in force.
-    public var faults: FCMFaults { state.withLock { $0.faults } }
+    public var faults: SimulatorFaults { state.withLock { $0.faults } }
 
     /// Replaces the faults in force (a new seed restarts the sequence).
-    public func setFaults(_ faults: FCMFaults) {
+    public func setFaults(_ faults: SimulatorFaults) {
         state.withLock { state in
             state.faults = faults
             state.generator = SeededGenerator(seed: faults.seed)

@@ -31,7 +31,7 @@ struct FCMGatewayState: Sendable {
     var nextStreamID: UInt64 = 1
     var log: FCMCaptureLog
     var metrics = FCMMetrics()
-    var faults: FCMFaults
+    var faults: SimulatorFaults
     var generator: SeededGenerator
     /// The project quota: per project, the minute counted and the sends in it.
     var projectWindows: [String: (minute: Int64, count: Int)] = [:]
@@ -102,11 +102,11 @@ struct FCMGatewayState: Sendable {
             }
             if message.validateOnly { return "fake_message_id" }
             var dropped = false
-            switch drawFault() {
-            case .unavailable:
+            switch faults.draw(using: &generator) {
+            case .status503:
                 detail = "fault"
                 throw FCMAPIError(.unavailable)
-            case .quotaExceeded:
+            case .status429:
                 detail = "fault"
                 throw FCMAPIError(.quotaExceeded)
             case .drop:
@@ -241,20 +241,6 @@ struct FCMGatewayState: Sendable {
     private static func secondsToNextMinute(_ now: Date) -> Int {
         let seconds = now.timeIntervalSince1970
         return max(1, Int((60 - seconds.truncatingRemainder(dividingBy: 60)).rounded(.up)))
-    }
-
-    private enum Fault { case none, drop, quotaExceeded, unavailable }
-
-    private mutating func drawFault() -> Fault {
-        let total = faults.dropProbability + faults.quotaExceededProbability + faults.unavailableProbability
-        guard total > 0 else { return .none }
-        let draw = generator.nextUnit()
-        var threshold = faults.unavailableProbability
-        if draw < threshold { return .unavailable }
-        threshold += faults.quotaExceededProbability
-        if draw < threshold { return .quotaExceeded }
-        threshold += faults.dropProbability
-        return draw < threshold ? .drop : .none
     }
 
     private func nextMessageID(now: Date) -> String {

@@ -97,6 +97,29 @@ struct VAPIDCheck {
     struct Outcome {
         var summary: VAPIDSummary?
         var error: WebPushAPIError?
+        /// Set when every check but the key comparison passed.
+        var verified: Verified?
+    }
+
+    /// Credentials that passed every check but the key comparison, kept so a sender that reuses its token (as
+    /// senders do, for hours) is not verified again on every push.
+    struct Verified: Sendable {
+        var summary: VAPIDSummary
+        var key: [UInt8]
+        var expiry: Int64
+    }
+
+    /// Verified credentials by origin and `Authorization` value, at most `capacity` (all forgotten when full).
+    struct Cache: Sendable {
+        var capacity = 1024
+        private var entries: [String: Verified] = [:]
+
+        func lookup(_ authorization: String, origin: String) -> Verified? { entries[origin + " " + authorization] }
+
+        mutating func store(_ verified: Verified, authorization: String, origin: String) {
+            if entries.count >= capacity { entries = [:] }
+            entries[origin + " " + authorization] = verified
+        }
     }
 
     /// Checks the credentials: missing, malformed, a bad signature, an `aud` other than `origin`, an `exp`
@@ -104,6 +127,35 @@ struct VAPIDCheck {
     /// URI are 401; a `k` other than `expectedKey` (the subscription's `applicationServerKey`) is 403. Without an
     /// `expectedKey` the credentials are optional, but checked when given.
     static func check(
+        _ authorization: String?, expectedKey: [UInt8]?, origin: String, now: Date, maxLifetime: Int,
+        cache: inout Cache
+    ) -> Outcome {
+        let seconds = Int64(now.timeIntervalSince1970.rounded(.down))
+        if let authorization, let hit = cache.lookup(authorization, origin: origin) {
+            guard hit.expiry > seconds else {
+                return Outcome(summary: hit.summary, error: .unauthorized("The VAPID token has expired."))
+            }
+            return Outcome(summary: hit.summary, error: keyMismatch(hit.key, expectedKey))
+        }
+        let outcome = verify(
+            authorization, expectedKey: expectedKey, origin: origin, now: now, maxLifetime: maxLifetime)
+        if let authorization, let verified = outcome.verified {
+            cache.store(verified, authorization: authorization, origin: origin)
+        }
+        guard let verified = outcome.verified else { return outcome }
+        return Outcome(summary: verified.summary, error: keyMismatch(verified.key, expectedKey))
+    }
+
+    /// 403 when a subscription's applicationServerKey is not `k`.
+    private static func keyMismatch(_ key: [UInt8], _ expectedKey: [UInt8]?) -> WebPushAPIError? {
+        guard let expectedKey, expectedKey != key else { return nil }
+        return WebPushAPIError(
+            status: 403, errno: 109,
+            message: "k is not the applicationServerKey this subscription was made with (RFC 8292 §4.2).")
+    }
+
+    /// Every check but the key comparison; `verified` when they all pass.
+    private static func verify(
         _ authorization: String?, expectedKey: [UInt8]?, origin: String, now: Date, maxLifetime: Int
     ) -> Outcome {
         guard let authorization else {
@@ -168,14 +220,7 @@ struct VAPIDCheck {
                 summary: summary, error: .unauthorized("The VAPID sub must be a mailto: or https: URI (RFC 8292 §2.1).")
             )
         }
-        if let expectedKey, expectedKey != keyBytes {
-            return Outcome(
-                summary: summary,
-                error: WebPushAPIError(
-                    status: 403, errno: 109,
-                    message: "k is not the applicationServerKey this subscription was made with (RFC 8292 §4.2)."))
-        }
-        return Outcome(summary: summary)
+        return Outcome(summary: summary, verified: Verified(summary: summary, key: keyBytes, expiry: expiry))
     }
 
     /// The scheme (lower-cased) and the `name=value` parameters of an `Authorization` value.

@@ -35,12 +35,6 @@ public struct WebPushGatewayConfiguration: Sendable {
     /// left out): the only `aud` a VAPID token for these endpoints may carry.
     public var origin: String { Self.origin(of: endpointBase) ?? endpointBase }
 
-    /// The path every push resource starts with (the endpoint base's path, then `/wpush/`).
-    var resourcePrefix: String {
-        let path = URLComponents(string: endpointBase)?.path ?? ""
-        return (path.hasSuffix("/") ? String(path.dropLast()) : path) + "/wpush/"
-    }
-
     /// The serialized origin of `url`, or `nil` when it is not an absolute http(s) URL.
     static func origin(of url: String) -> String? {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),

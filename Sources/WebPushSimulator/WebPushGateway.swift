@@ -38,16 +38,13 @@ public final class WebPushGateway: Sendable {
         let now = clock.now()
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
         return state.withLock { state in
-            let prefix = URLComponents(string: state.endpointBase)?.path ?? ""
-            let resource = (prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix) + "/wpush/"
             var id: String?
-            if path.hasPrefix(resource) {
-                let rest = path.dropFirst(resource.count)
+            let prefix = state.resourcePrefix
+            if path.hasPrefix(prefix) {
+                let rest = path.dropFirst(prefix.count)
                 if !rest.isEmpty, !rest.contains("/") { id = String(rest) }
             }
-            guard id != nil || path.hasPrefix(resource) else {
-                return WebPushAPIError(status: 404, errno: 102, message: "No push resource at this path.").response()
-            }
+            // Every request is answered and logged as a push; one to no push resource is a 404.
             return state.push(request, subscriptionID: id, now: now)
         }
     }

@@ -1,7 +1,7 @@
 import Foundation
 import OpenSSLCrypto
 
-/// Mozilla's WebSocket push protocol: user agents (uaid), their channels, notifications and acknowledgements.
+/// Mozilla's WebSocket push protocol: browsers (by uaid), their channels, notifications and acknowledgements.
 extension WebPushGatewayState {
     /// WebSocket close statuses the protocol uses.
     enum CloseStatus {

@@ -31,7 +31,7 @@ struct SubscriptionRecord: Sendable {
     var scripted: WebPushScriptedError?
 }
 
-/// A Mozilla-protocol user agent: its channels, its socket, what it was sent and has not acknowledged.
+/// A Mozilla-protocol browser (its uaid): its channels, its socket, what it was sent and has not acknowledged.
 struct MozillaUser: Sendable {
     struct Unacknowledged: Sendable {
         var channelID: String
@@ -71,6 +71,7 @@ struct WebPushGatewayState: Sendable {
     /// Open Mozilla-protocol connections and the uaid each said hello with.
     var connections: [UInt64: String?] = [:]
     var transport: MozillaTransport?
+    var vapidCache = VAPIDCheck.Cache()
 
     init(configuration: WebPushGatewayConfiguration) {
         self.configuration = configuration
@@ -83,6 +84,12 @@ struct WebPushGatewayState: Sendable {
     var origin: String { WebPushGatewayConfiguration.origin(of: endpointBase) ?? endpointBase }
 
     func endpoint(of id: String) -> String { endpointBase + "/wpush/" + id }
+
+    /// The path every push resource starts with: the endpoint base's path, then `/wpush/`.
+    var resourcePrefix: String {
+        let path = URLComponents(string: endpointBase)?.path ?? ""
+        return (path.hasSuffix("/") ? String(path.dropLast()) : path) + "/wpush/"
+    }
 
     var metricsSnapshot: WebPushMetrics {
         var snapshot = metrics
@@ -125,7 +132,7 @@ struct WebPushGatewayState: Sendable {
             }
             let vapid = VAPIDCheck.check(
                 request.header("authorization"), expectedKey: record.applicationServerKey, origin: origin, now: now,
-                maxLifetime: configuration.maxTokenLifetime)
+                maxLifetime: configuration.maxTokenLifetime, cache: &vapidCache)
             entry.vapid = vapid.summary
             if let error = vapid.error { throw error }
             let headers = try PushHeaders.parse(request, maxTTL: configuration.maxTTL)
@@ -171,7 +178,8 @@ struct WebPushGatewayState: Sendable {
         case .success(let value):
             accepted = value
         }
-        guard let subscriptionID, var record = subscriptions[subscriptionID] else {
+        // The record is changed in place from here on: a copy would copy its queue on every push.
+        guard let subscriptionID, let holder = subscriptions[subscriptionID]?.holder else {
             return WebPushAPIError(status: 404, errno: 102, message: "No such subscription.").response()
         }
         metrics.responses[201, default: 0] += 1
@@ -182,9 +190,10 @@ struct WebPushGatewayState: Sendable {
             headers: [("location", endpointBase + "/m/" + messageID), ("ttl", String(accepted.headers.ttl))],
             delay: delay)
         let body = [UInt8](request.body)
-        if !body.isEmpty, !record.bodyLengths.contains(body.count) { record.bodyLengths.append(body.count) }
-        subscriptions[subscriptionID] = record
-        let opened = Self.open(body, for: record.holder)
+        if !body.isEmpty, subscriptions[subscriptionID]?.bodyLengths.contains(body.count) == false {
+            subscriptions[subscriptionID]?.bodyLengths.append(body.count)
+        }
+        let opened = Self.open(body, for: holder)
         if case .success(let payload) = opened { entry.layout = payload.layout }
         let sequence = log.append(entry)
         if case .failure(let error) = opened {
@@ -201,8 +210,8 @@ struct WebPushGatewayState: Sendable {
         let message = QueuedMessage(
             messageID: messageID, payload: payload.payload, bodyBytes: body.count, ttl: accepted.headers.ttl,
             urgency: accepted.headers.urgency, topic: accepted.headers.topic, acceptedAt: now, logSequence: sequence)
-        let events = record.queue.accept(message, reachable: reachable(record), now: now)
-        subscriptions[subscriptionID] = record
+        let reachableNow = subscriptions[subscriptionID].map(reachable) ?? false
+        let events = subscriptions[subscriptionID]?.queue.accept(message, reachable: reachableNow, now: now) ?? []
         apply(events, subscriptionID: subscriptionID, now: now)
         return response
     }
@@ -265,9 +274,8 @@ struct WebPushGatewayState: Sendable {
                     subscriptions[id]?.delivered += 1
                     metrics.delivered += 1
                     log.update(message.logSequence, .delivered, at: timestamp)
-                } else if var record = subscriptions[id] {
-                    let again = record.queue.accept(message, reachable: false, now: now)
-                    subscriptions[id] = record
+                } else {
+                    let again = subscriptions[id]?.queue.accept(message, reachable: false, now: now) ?? []
                     apply(again, subscriptionID: id, now: now)
                 }
             case .stored(let message):
@@ -324,18 +332,16 @@ struct WebPushGatewayState: Sendable {
 
     /// A subscription may have become reachable: what it kept goes out.
     mutating func drainIfReachable(_ id: String, now: Date) {
-        guard var record = subscriptions[id], reachable(record), record.queue.count > 0 else { return }
-        let events = record.queue.drain(now: now)
-        subscriptions[id] = record
+        guard subscriptions[id].map({ reachable($0) && $0.queue.count > 0 }) == true else { return }
+        let events = subscriptions[id]?.queue.drain(now: now) ?? []
         apply(events, subscriptionID: id, now: now)
     }
 
     mutating func processDueWork(now: Date) {
         for id in Array(subscriptions.keys) {
-            guard var record = subscriptions[id], !record.deleted, record.queue.count > 0 else { continue }
-            let events = record.queue.expire(now: now)
-            guard !events.isEmpty else { continue }
-            subscriptions[id] = record
+            guard subscriptions[id].map({ !$0.deleted && $0.queue.count > 0 }) == true,
+                let events = subscriptions[id]?.queue.expire(now: now), !events.isEmpty
+            else { continue }
             apply(events, subscriptionID: id, now: now)
         }
     }

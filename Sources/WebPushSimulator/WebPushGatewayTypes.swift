@@ -61,7 +61,7 @@ public struct WebPushSubscriptionSummary: Sendable, Equatable, Encodable {
     public var endpoint: String
     /// The key VAPID's `k` must equal (base64url), when the subscription has one.
     public var applicationServerKey: String?
-    /// The Mozilla-protocol user agent, for `mozilla` subscriptions.
+    /// The Mozilla-protocol browser's uaid, for `mozilla` subscriptions.
     public var uaid: String?
     /// The Mozilla-protocol channel, for `mozilla` subscriptions.
     public var channelID: String?

@@ -70,10 +70,10 @@ func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguratio
     }
     let seedText = arguments.string("fault-seed")
     guard seedText == nil || UInt64(seedText!) != nil else { throw UsageError("--fault-seed must be an integer") }
-    let faults = FCMFaults(
+    let faults = SimulatorFaults(
         dropProbability: try probability(arguments, "fault-drop"),
-        quotaExceededProbability: try probability(arguments, "fault-429"),
-        unavailableProbability: try probability(arguments, "fault-503"), latency: .milliseconds(latency),
+        status429Probability: try probability(arguments, "fault-429"),
+        status503Probability: try probability(arguments, "fault-503"), latency: .milliseconds(latency),
         seed: seedText.flatMap { UInt64($0) })
     return FCMSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,

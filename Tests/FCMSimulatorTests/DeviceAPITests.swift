@@ -1,5 +1,6 @@
 import FCMSimulator
 import Foundation
+import SimulatorSupport
 import TestSupport
 import Testing
 
@@ -94,14 +95,14 @@ import Testing
             #expect(json["message"] is String, "\(method) \(path)")
         }
         // Nothing changed.
-        #expect(api.server.gateway.faults == FCMFaults())
+        #expect(api.server.gateway.faults == SimulatorFaults())
         #expect(api.server.gateway.devices().count == 1)
 
         let faults = try await api.call(
             "PUT", "/sim/faults", #"{"drop":0.1,"status429":0.2,"status503":0.3,"latencyMs":5,"seed":9}"#)
         #expect(faults.0 == 200)
         #expect(faults.1["seed"] as? Int == 9)
-        #expect(api.server.gateway.faults.unavailableProbability == 0.3)
+        #expect(api.server.gateway.faults.status503Probability == 0.3)
         #expect(api.server.gateway.faults.latency == .milliseconds(5))
         let scripted = try await api.call(
             "PUT", "/sim/devices/\(token)/error",

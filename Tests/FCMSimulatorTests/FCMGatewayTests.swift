@@ -1,5 +1,6 @@
 import FCMSimulator
 import Foundation
+import SimulatorSupport
 import Testing
 
 @Suite struct FCMGatewayTests {
@@ -150,14 +151,14 @@ import Testing
         // Seeded faults replay: the same seed, the same answers.
         func statuses(seed: UInt64) -> [Int] {
             harness.gateway.setFaults(
-                FCMFaults(dropProbability: 0.2, quotaExceededProbability: 0.2, unavailableProbability: 0.2, seed: seed))
+                SimulatorFaults(dropProbability: 0.2, status429Probability: 0.2, status503Probability: 0.2, seed: seed))
             return (0..<30).map { _ in harness.send(harness.message(to: device), accessToken: token).status }
         }
         let once = statuses(seed: 42)
         #expect(once == statuses(seed: 42))
         #expect(Set(once) == [200, 429, 503])
         #expect(harness.gateway.metrics.dropped > 0)
-        harness.gateway.setFaults(FCMFaults(unavailableProbability: 1, latency: .milliseconds(25)))
+        harness.gateway.setFaults(SimulatorFaults(status503Probability: 1, latency: .milliseconds(25)))
         let slow = harness.send(harness.message(to: device), accessToken: token)
         #expect(slow.status == 503)
         #expect(slow.delay == .milliseconds(25))

@@ -91,6 +91,9 @@ socket.send(json.dumps({"messageType": "ack", "updates": [
 
 ping = exchange(socket, {})
 report("ping", answer=ping)
+# A 20 KB frame arrives in pieces on the server (its receive buffer is 4 KB) and is read whole.
+large = exchange(socket, {"messageType": "ping", "padding": "p" * 20_000})
+report("largePing", answer=large)
 
 status = push(endpoint, "unacked signal")
 unacked = json.loads(socket.recv())

@@ -145,6 +145,26 @@ import WebPushSimulator
         #expect(harness.lastEntry()?.vapid?.signatureValid == true)
     }
 
+    /// A sender reuses its token for hours: each push is still judged by the token's expiry and the key.
+    @Test func aReusedTokenIsCheckedForExpiryAndKeyEachTime() throws {
+        let harness = try GatewayHarness()
+        let subscription = try harness.subscribe()
+        let headers = try harness.headers()
+        for _ in 0..<3 {
+            #expect(
+                harness.push(to: subscription, try harness.encrypt("x", for: subscription), headers: headers).status
+                    == 201)
+        }
+        let stranger = try ApplicationServer()
+        let other = try harness.gateway.subscribe(applicationServerKey: stranger.publicKey)
+        #expect(harness.push(to: other, try harness.encrypt("x", for: other), headers: headers).status == 403)
+        harness.clock.advance(by: 12 * 3600 + 1)
+        let expired = harness.push(to: subscription, try harness.encrypt("x", for: subscription), headers: headers)
+        #expect(expired.status == 401)
+        #expect(harness.lastEntry()?.vapid?.signatureValid == true)
+        #expect(harness.lastEntry()?.error == "The VAPID token has expired.")
+    }
+
     @Test func unknownAndDeletedSubscriptionsAre404And410() throws {
         let harness = try GatewayHarness()
         let subscription = try harness.subscribe()
@@ -156,6 +176,8 @@ import WebPushSimulator
             harness.gateway.handle(
                 WebPushProviderRequest(method: "POST", path: "/elsewhere", headers: try harness.headers(), body: Data())
             ).status == 404)
+        #expect(harness.lastEntry()?.path == "/elsewhere")
+        #expect(harness.lastEntry()?.status == 404)
         #expect(harness.gateway.unsubscribe(subscription.id))
         let gone = try harness.push("x", to: subscription)
         #expect(gone.status == 410)

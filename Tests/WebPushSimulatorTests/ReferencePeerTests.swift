@@ -108,6 +108,41 @@ import WebPushSimulator
         #expect(entry["outcome"] as? String == "delivered")
     }
 
+    /// `--endpoint-base` names the endpoints and the only VAPID `aud`; `--fault-503` refuses valid pushes until
+    /// `PUT /sim/faults` lifts it.
+    @Test func theEndpointBaseAndFaultFlagsTakeEffect() async throws {
+        let simulator = try await RunningWebPushSimulator.start(
+            extraArguments: ["--endpoint-base", "https://localhost:2201", "--fault-503", "1", "--fault-seed", "5"])
+        let server = try ApplicationServer()
+        let (id, subscription) = try await simulator.subscribe(applicationServerKey: server.publicKeyText)
+        let endpoint = try #require(subscription["endpoint"] as? String)
+        #expect(endpoint == "https://localhost:2201/wpush/\(id)")
+        let keys = try #require(subscription["keys"] as? [String: String])
+        let created = WebPushCreatedSubscription(
+            id: id, endpoint: endpoint, p256dh: keys["p256dh"] ?? "", auth: keys["auth"] ?? "")
+        let bodyPath = simulator.directory.path("body.bin")
+        try GatewayHarness().encrypt("x", for: created).write(to: URL(fileURLWithPath: bodyPath))
+        func push(audience: String) async throws -> String {
+            let authorization = try server.authorization(audience: audience, now: Date())
+            return try await runTool(
+                simulator.curl,
+                [
+                    "-sS", "--cacert", simulator.caPath, "--connect-to",
+                    "localhost:2201:127.0.0.1:\(simulator.providerPort)",
+                    "-o", "/dev/null", "-w", "%{http_code}", "-H", "TTL: 60", "-H", "Content-Encoding: aes128gcm",
+                    "-H", "Authorization: \(authorization)", "--data-binary", "@\(bodyPath)", endpoint,
+                ]
+            ).stdout
+        }
+        #expect(try await push(audience: "https://localhost:2201") == "503")
+        #expect(try await push(audience: simulator.providerURL) == "401")
+        #expect(try await simulator.device("PUT", "/sim/faults", "{}").0 == 200)
+        #expect(try await push(audience: "https://localhost:2201") == "201")
+        let log = try await simulator.logEntries()
+        #expect(log.map { $0["status"] as? Int } == [503, 401, 201])
+        #expect((log.first?["events"] as? [[String: Any]])?.first?["detail"] as? String == "fault")
+    }
+
     /// One push port, both protocols: curl over HTTP/2 (ALPN h2) and over HTTP/1.1 (ALPN http/1.1).
     @Test func thePushPortSpeaksHTTP2AndHTTP1() async throws {
         let simulator = try await RunningWebPushSimulator.start()

@@ -50,6 +50,7 @@ import WebPushSimulator
         #expect(result.status == 0, "\(result.stderr.suffix(3000))")
         #expect(byCase["notification"]?["plaintext"] as? String == "first signal")
         #expect(byCase["redelivered"]?["sameVersion"] as? Bool == true)
+        #expect(byCase["largePing"]?["answer"] as? [String: String] == [:])
         #expect(byCase["unregister"]?["pushStatus"] as? Int == 410)
         #expect(byCase["abuse-binary"]?["closeStatus"] as? Int == 1003)
         #expect(byCase["abuse-oversize"]?["closeStatus"] as? Int == 1009)
