@@ -10,7 +10,7 @@ enum DeviceAPI {
     static func router(for gateway: WebPushGateway, batch: EventStreamBatch? = nil) -> Router {
         var router = Router()
         router.post("/sim/subscriptions") { request in
-            let body = try request.decodeJSON(SubscribeJSON.self, allowedFields: ["applicationServerKey"])
+            let body = try request.decodeJSON(SubscribeJSON.self, allowedFields: ["applicationServerKey", "keys"])
             guard let text = body.applicationServerKey, let key = Base64URL.decode(text), key.count == 65,
                 (try? P256PublicKey(rawRepresentation: key)) != nil
             else {
@@ -18,10 +18,27 @@ enum DeviceAPI {
                     "'applicationServerKey' must be a base64url uncompressed P-256 point (65 bytes).")
             }
             let created: WebPushCreatedSubscription
-            do {
-                created = try gateway.subscribe(applicationServerKey: key)
-            } catch {
-                throw HTTPError.invalidRequest("'applicationServerKey' is not a point on P-256.")
+            if let keys = body.keys {
+                guard Set(keys.keys) == ["p256dh", "auth"], let p256dh = keys["p256dh"].flatMap(Base64URL.decode),
+                    p256dh.count == 65, (try? P256PublicKey(rawRepresentation: p256dh)) != nil
+                else {
+                    throw HTTPError.invalidRequest(
+                        "'keys' must be {\"p256dh\": a base64url P-256 point, \"auth\": 16 base64url bytes}.")
+                }
+                guard let auth = keys["auth"].flatMap(Base64URL.decode), auth.count == 16 else {
+                    throw HTTPError.invalidRequest("'keys.auth' must be 16 bytes, base64url.")
+                }
+                do {
+                    created = try gateway.subscribe(applicationServerKey: key, deviceKeys: p256dh, auth: auth)
+                } catch {
+                    throw HTTPError.invalidRequest("'keys' or 'applicationServerKey' is not usable.")
+                }
+            } else {
+                do {
+                    created = try gateway.subscribe(applicationServerKey: key)
+                } catch {
+                    throw HTTPError.invalidRequest("'applicationServerKey' is not a point on P-256.")
+                }
             }
             let object: [String: Any] = [
                 "id": created.id,
@@ -118,6 +135,8 @@ enum DeviceAPI {
 
     private struct SubscribeJSON: Decodable {
         var applicationServerKey: String?
+        /// A device's own `p256dh` and `auth` (it holds the private key); absent, the sim makes the keys.
+        var keys: [String: String]?
     }
 
     /// `PUT /sim/subscriptions/{id}/online`.

@@ -67,6 +67,23 @@ public final class WebPushGateway: Sendable {
         }
     }
 
+    /// Subscribes for `applicationServerKey` with keys a device holds: `p256dh` (a 65-byte P-256 point) and the
+    /// 16-byte `auth` secret. The sim cannot decrypt what is pushed to it; the device's message stream carries the
+    /// ciphertext (`body`).
+    public func subscribe(
+        applicationServerKey: [UInt8], deviceKeys p256dh: [UInt8], auth: [UInt8]
+    ) throws -> WebPushCreatedSubscription {
+        _ = try P256PublicKey(rawRepresentation: applicationServerKey)
+        _ = try P256PublicKey(rawRepresentation: p256dh)
+        guard auth.count == 16 else { throw CryptoError("subscribing", reason: "the auth secret is not 16 bytes") }
+        return state.withLock { state in
+            let id = state.add(holder: .device(p256dh: p256dh, auth: auth), applicationServerKey: applicationServerKey)
+            return WebPushCreatedSubscription(
+                id: id, endpoint: state.endpoint(of: id), p256dh: Base64URL.encode(p256dh), auth: Base64URL.encode(auth)
+            )
+        }
+    }
+
     /// Deletes a subscription (the browser unsubscribed): later pushes get 410, its streams close, what it kept
     /// is dropped. `false` if it is unknown or already deleted.
     @discardableResult
@@ -85,14 +102,14 @@ public final class WebPushGateway: Sendable {
         }
     }
 
-    /// Attaches a message stream to a simulated subscription; what it kept goes out. Returns the stream's id for
-    /// ``disconnect(_:streamID:)``, or `nil` if it is not a live simulated subscription.
+    /// Attaches a message stream to a subscription of the device API (the simulated browser's, or a device's that
+    /// holds its keys); what it kept goes out. Returns the stream's id for ``disconnect(_:streamID:)``, or `nil` if
+    /// it is not such a live subscription.
     public func connect(_ id: String, sink: WebPushMessageSink) -> UInt64? {
         let now = clock.now()
         return state.withLock { state in
-            guard var record = state.subscriptions[id], !record.deleted, case .simulated = record.holder else {
-                return nil
-            }
+            guard var record = state.subscriptions[id], !record.deleted else { return nil }
+            if case .mozilla = record.holder { return nil }
             let streamID = state.nextStreamID
             state.nextStreamID += 1
             record.sinks[streamID] = sink

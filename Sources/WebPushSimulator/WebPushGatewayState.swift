@@ -14,6 +14,9 @@ struct SubscriptionRecord: Sendable {
     enum Holder: Sendable {
         /// The sim plays the browser.
         case simulated(SimulatedBrowserKeys)
+        /// A device on the message stream holds the keys (it gave the public half, `p256dh` and `auth`, when it
+        /// subscribed, as a browser's push client would): the sim checks the layout and forwards the ciphertext.
+        case device(p256dh: [UInt8], auth: [UInt8])
         /// A browser on the Mozilla WebSocket protocol holds the keys.
         case mozilla(uaid: String, channelID: String)
     }
@@ -246,7 +249,7 @@ struct WebPushGatewayState: Sendable {
             } catch {
                 return .failure(error)
             }
-        case .mozilla:
+        case .mozilla, .device:
             guard !body.isEmpty else { return .success((.ciphertext([]), nil)) }
             return EncryptedBodyLayout.check(body).map {
                 (.ciphertext(body), WebPushBodyLayout(recordSize: $0, paddingLength: nil))
@@ -259,7 +262,7 @@ struct WebPushGatewayState: Sendable {
     func reachable(_ record: SubscriptionRecord) -> Bool {
         guard record.online, !record.deleted else { return false }
         switch record.holder {
-        case .simulated: return !record.sinks.isEmpty
+        case .simulated, .device: return !record.sinks.isEmpty
         case .mozilla(let uaid, _): return users[uaid]?.connection != nil
         }
     }
@@ -299,12 +302,19 @@ struct WebPushGatewayState: Sendable {
     private mutating func deliver(_ message: QueuedMessage, to id: String) -> Bool {
         guard var record = subscriptions[id] else { return false }
         switch record.holder {
-        case .simulated:
-            guard case .plaintext(let text) = message.payload else { return false }
-            let event: [String: Any] = [
-                "messageId": message.messageID, "plaintext": text, "bodyBytes": message.bodyBytes, "ttl": message.ttl,
+        case .simulated, .device:
+            var event: [String: Any] = [
+                "messageId": message.messageID, "bodyBytes": message.bodyBytes, "ttl": message.ttl,
                 "urgency": message.urgency.rawValue, "topic": message.topic.map { $0 as Any } ?? NSNull(),
             ]
+            switch message.payload {
+            case .plaintext(let text):
+                event["plaintext"] = text
+            case .ciphertext(let body):
+                // The device decrypts it with its own keys.
+                event["plaintext"] = NSNull()
+                event["body"] = Base64URL.encode(body)
+            }
             guard
                 let data = try? JSONSerialization.data(
                     withJSONObject: event, options: [.sortedKeys, .withoutEscapingSlashes])
@@ -382,6 +392,7 @@ struct WebPushGatewayState: Sendable {
             applicationServerKey: record.applicationServerKey.map { Base64URL.encode($0) }, online: record.online,
             listeners: record.sinks.count, delivered: record.delivered, stored: record.queue.count,
             bodyLengths: record.bodyLengths, uniformBodyLength: record.bodyLengths.count <= 1)
+        if case .device = record.holder { summary.kind = "device" }
         if case .mozilla(let uaid, let channelID) = record.holder {
             summary.kind = "mozilla"
             summary.uaid = uaid

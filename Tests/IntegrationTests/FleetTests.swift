@@ -46,19 +46,20 @@ struct FleetTests {
         #expect(fleet.isRunning)
     }
 
-    @Test func aFleetMixesIOSAndAndroidDevices() async throws {
-        let cluster = try await Cluster.start(fcm: true)
+    @Test func aFleetMixesIOSAndroidAndBrowserDevices() async throws {
+        let cluster = try await Cluster.start(fcm: true, webpush: true)
         let fleet = try ChildProcess(
             TestEnvironment.executable("mail-client").path,
             [
                 "fleet", "--server", cluster.api, "--ca", cluster.ca, "--sim", cluster.sim, "--fcm-sim", cluster.fcm,
-                "--app", Cluster.androidApp, "--state-dir", cluster.directory.path("fleet"), "--topic", Cluster.topic,
-                "--fallback-interval", "0",
+                "--app", Cluster.androidApp, "--webpush-sim", cluster.webPush, "--state-dir",
+                cluster.directory.path("fleet"), "--topic", Cluster.topic, "--fallback-interval", "0",
             ],
-            stdin: "alice-phone alice password-alice apns\nalice-android alice password-alice fcm\n",
+            stdin: "alice-phone alice password-alice apns\nalice-android alice password-alice fcm\n"
+                + "alice-browser alice password-alice webpush\n",
             logDirectory: cluster.directory.url.path)
         defer { fleet.stop() }
-        let names = ["alice-phone", "alice-android"]
+        let names = ["alice-phone", "alice-android", "alice-browser"]
         let streaming = try await offPool {
             fleet.waitForOutput(timeout: 60) { output in
                 names.allSatisfy { name in
@@ -69,7 +70,7 @@ struct FleetTests {
             }
         }
         try #require(streaming, "not every device holds its stream: \(fleet.output) \(fleet.errorOutput)")
-        _ = try await cluster.deliver(to: "alice", subject: "to an iPhone and an Android phone", body: "b")
+        _ = try await cluster.deliver(to: "alice", subject: "to an iPhone, an Android phone and a browser", body: "b")
         let synced = try await offPool {
             fleet.waitForOutput(timeout: 30) { output in
                 names.allSatisfy { name in
@@ -84,5 +85,15 @@ struct FleetTests {
         let registered = fleet.output.split(separator: "\n").filter { $0.contains("\"event\":\"registered\"") }
         #expect(registered.contains { $0.contains("\"service\":\"fcm\"") && $0.contains("alice-android") })
         #expect(registered.contains { $0.contains("\"service\":\"apns\"") && $0.contains("alice-phone") })
+        #expect(registered.contains { $0.contains("\"service\":\"webpush\"") && $0.contains("alice-browser") })
+        // The browser-shaped device decrypted its signals with its own keys: webpush-sim only forwarded ciphertext.
+        let browserSignals = fleet.output.split(separator: "\n").filter {
+            $0.contains("\"event\":\"signal\"") && $0.contains("\"device\":\"alice-browser\"")
+        }
+        #expect(!browserSignals.isEmpty && browserSignals.allSatisfy { $0.contains("\"acct\":") })
+        #expect(browserSignals.allSatisfy { $0.contains("\"bodyBytes\":256") })
+        let subscriptions = try await cluster.call(.get, cluster.webPush + "/sim/subscriptions")
+        let kinds = (subscriptions.body["subscriptions"] as? [[String: Any]])?.compactMap { $0["kind"] as? String }
+        #expect(kinds == ["device"], "\(subscriptions.body)")
     }
 }
