@@ -208,7 +208,7 @@ extension MailboxAPI {
                 fields[path] = text
             case is NSNull:
                 continue
-            case let number as NSNumber:
+            case let number as NSNumber where String(cString: number.objCType) != "c":  // "c": a JSON true/false
                 fields[path] = number.stringValue
             default:
                 throw HTTPError.invalidRequest("Field '\(path)' has the wrong type (expected String).")

@@ -220,6 +220,8 @@ final class WebPushMessages: Sendable {
             (with { $0["keys"] = ["p256dh": keys["p256dh"]!, "auth": "AAAAAAAAAAAAAAAAAAAA"] }, "invalidKeys"),
             (with { $0["keys"] = ["p256dh": keys["p256dh"]!] }, "invalidRequest"),
             (with { $0["extra"] = "x" }, "unknownField"),
+            (with { $0["expirationTime"] = false }, "invalidRequest"),
+            (with { $0["expirationTime"] = "soon" }, "invalidArgument"),
         ]
         for (body, code) in cases {
             let result = try await register(body)
@@ -229,8 +231,9 @@ final class WebPushMessages: Sendable {
         let huge = try await cluster.call(
             .post, cluster.api + "/v1/devices", token: session,
             raw: Data(
-                #"{"service":"webpush","subscription":{"endpoint":"\#(String(repeating: "x", count: 2 << 20))"}}"#.utf8)
-        )
+                #"{"service":"webpush","subscription":{"endpoint":"\#(String(repeating: "x", count: 2 << 20))"}}"#.utf8),
+            // A well-behaved client announces the body and waits: the server refuses it before it is sent.
+            extraHeaders: [("Expect", "100-continue")])
         #expect(huge.status == 413)
         // Nothing reached the push service: its log holds no request.
         let log = try await cluster.call(.get, cluster.webPush + "/sim/log")
