@@ -121,7 +121,7 @@ let package = Package(
             name: "mailboxd",
             dependencies: [
                 "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "PushWebPush", "MailIngest",
-                "CommandLineSupport",
+                "CommandLineSupport", "HTTPServer",
                 "OpenSSLCrypto",
             ]),
         .executableTarget(

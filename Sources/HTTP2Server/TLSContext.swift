@@ -28,8 +28,12 @@ final class TLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX_
     private static func configure(
         _ context: OpaquePointer, _ tls: HTTP2ServerConfiguration.TLS, allowHTTP1: Bool
     ) throws(HTTP2ServerError) {
-        // HTTP/2 requires TLS 1.2 or later (RFC 9113 §9.2).
+        // HTTP/2 requires TLS 1.2 or later (RFC 9113 §9.2) and, at 1.2, ephemeral key exchange with an AEAD cipher
+        // (§9.2.2); TLS 1.3's suites are all AEAD.
         _ = SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
+        guard SSL_CTX_set_cipher_list(context, "ECDHE+AESGCM:ECDHE+CHACHA20") == 1 else {
+            throw .setupFailed(reason: "SSL_CTX_set_cipher_list: \(drainErrors())")
+        }
         if !FileManager.default.isReadableFile(atPath: tls.certificateChainPath) {
             throw .invalidCertificate(path: tls.certificateChainPath, reason: "file missing or unreadable")
         }

@@ -60,17 +60,31 @@ extension HTTPServer {
         }
     }
 
-    /// PEM files for HTTPS (RSA or P-256 keys; the certificate file may hold the chain).
+    /// PEM files for HTTPS (RSA or P-256 keys; the certificate file may hold the chain), and the oldest TLS
+    /// version accepted. Only AEAD ciphers (AES-GCM, ChaCha20-Poly1305) with ECDHE are offered at TLS 1.2.
     public struct TLS: Sendable, Equatable {
         /// Path of the PEM certificate (chain).
         public var certificatePath: String
         /// Path of the PEM private key (unencrypted).
         public var privateKeyPath: String
+        /// The oldest protocol version a client may use (TLS 1.2 unless the operator asks for 1.3 only).
+        public var minimumVersion: TLSMinimumVersion
 
         /// Creates a TLS configuration from PEM file paths.
-        public init(certificatePath: String, privateKeyPath: String) {
+        public init(
+            certificatePath: String, privateKeyPath: String, minimumVersion: TLSMinimumVersion = .tls12
+        ) {
             self.certificatePath = certificatePath
             self.privateKeyPath = privateKeyPath
+            self.minimumVersion = minimumVersion
+        }
+
+        /// The GnuTLS priority string libmicrohttpd is given: TLS 1.3 (and 1.2 unless refused), AEAD ciphers
+        /// only, ECDHE key exchange, the server's order.
+        var gnuTLSPriorities: String {
+            let versions = minimumVersion == .tls13 ? "+VERS-TLS1.3" : "+VERS-TLS1.3:+VERS-TLS1.2"
+            return "NORMAL:-VERS-ALL:\(versions):-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:+CHACHA20-POLY1305:"
+                + "-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:%SERVER_PRECEDENCE"
         }
     }
 
@@ -112,4 +126,12 @@ extension HTTPServer {
             }
         }
     }
+}
+
+/// The oldest TLS version a listener accepts (`--tls-min-version`).
+public enum TLSMinimumVersion: String, Sendable, Equatable, CaseIterable {
+    /// TLS 1.2 (AEAD ciphers only) and 1.3.
+    case tls12 = "1.2"
+    /// TLS 1.3 only.
+    case tls13 = "1.3"
 }

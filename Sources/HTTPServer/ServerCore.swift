@@ -39,7 +39,7 @@ final class ServerCore: Sendable {
     /// The heartbeat and request-timeout loops.
     let maintenanceTasks = LockedValue<[Task<Void, Never>]>([])
     let listenSocket = LockedValue<Int32>(-1)
-    /// C strings handed to libmicrohttpd (TLS PEM, bound address); freed in deinit.
+    /// C strings handed to libmicrohttpd (TLS PEM and priorities, bound address); freed in deinit.
     let allocations = LockedValue<[UInt]>([])  // addresses from malloc/calloc
 
     init(configuration: HTTPServer.Configuration, handler: @escaping HTTPHandler) {
@@ -104,6 +104,8 @@ final class ServerCore: Sendable {
             let key = try readPEM(tls.privateKeyPath)
             options.append(MHD_OptionItem(option: .HTTPS_MEM_CERT, value: 0, ptr_value: certificate))
             options.append(MHD_OptionItem(option: .HTTPS_MEM_KEY, value: 0, ptr_value: key))
+            options.append(
+                MHD_OptionItem(option: .HTTPS_PRIORITIES, value: 0, ptr_value: keep(tls.gnuTLSPriorities)))
         }
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
@@ -133,6 +135,13 @@ final class ServerCore: Sendable {
         guard limit.rlim_cur < wanted else { return }
         limit.rlim_cur = min(wanted, limit.rlim_max)
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    /// A C copy of `text` that lives as long as the daemon (freed in deinit).
+    private func keep(_ text: String) -> UnsafeMutableRawPointer {
+        let pointer = UnsafeMutableRawPointer(strdup(text)!)
+        allocations.withLock { $0.append(UInt(bitPattern: pointer)) }
+        return pointer
     }
 
     private func readPEM(_ path: String) throws(HTTPServer.StartError) -> UnsafeMutableRawPointer {

@@ -29,7 +29,11 @@ extension MailboxAPI {
         let token = SecureRandom.base64URL(32)
         _ = try await store.createSession(
             accountID: accountID, tokenHash: SHA256.hash(token), deviceName: body.deviceName ?? "unnamed device")
-        return try .json(SessionResponse(accessToken: token, accountId: String(accountID)), status: .created)
+        // The answer holds the token: no cache (a browser's, a proxy's) may keep it.
+        var response = try HTTPResponse.json(
+            SessionResponse(accessToken: token, accountId: String(accountID)), status: .created)
+        response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+        return response
     }
 
     func deleteSession(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {

@@ -115,6 +115,10 @@ package struct MailboxAPI: Sendable {
         switch error {
         case .notFound: return .notFound("No such resource for this account.")
         case .usernameTaken: return HTTPError(.conflict, code: "usernameTaken", message: "The username is taken.")
+        case .tooManyDevices:
+            return HTTPError(
+                .conflict, code: "tooManyDevices",
+                message: "This account has the most devices allowed; remove one (DELETE /v1/devices/{id}) first.")
         case .invalidArgument(let what):
             return HTTPError(.badRequest, code: "invalidArgument", message: "Invalid \(what).")
         case .malformedState:
@@ -141,7 +145,9 @@ package struct MailboxAPI: Sendable {
             guard let session = try await store.session(tokenHash: SHA256.hash(token)) else {
                 throw HTTPError.unauthorized("The token is invalid or revoked.")
             }
-            return try await handler(request, session)
+            var response = try await handler(request, session)
+            response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+            return response
         }
     }
 

@@ -19,12 +19,15 @@ public enum DevSetup {
         let fm = FileManager.default
         var created: [String] = []
         func path(_ name: String) -> String { dataDirectory + "/" + name }
-        func write(_ name: String, _ text: String, secret: Bool = false) throws {
+        // Every folder 0700 and every file 0600, public halves included: the data folder is the service's alone
+        // (the process's umask makes them so from the first byte; the modes are set again for a caller without it).
+        func write(_ name: String, _ text: String) throws {
             let target = path(name)
             try fm.createDirectory(
-                atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
             try text.write(toFile: target, atomically: true, encoding: .utf8)
-            try fm.setAttributes([.posixPermissions: secret ? 0o600 : 0o644], ofItemAtPath: target)
+            try fm.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target)
             created.append(target)
         }
         func exists(_ name: String) -> Bool { fm.fileExists(atPath: path(name)) }
@@ -37,26 +40,26 @@ public enum DevSetup {
         } else {
             authority = try DevCertificates.makeCertificateAuthority(commonName: "SignalFetch Development CA")
             try write("tls/ca.pem", authority.certificatePEM)
-            try write("tls/ca.key", authority.privateKeyPEM, secret: true)
+            try write("tls/ca.key", authority.privateKeyPEM)
         }
         if !(exists("tls/server.pem") && exists("tls/server.key")) {
             let server = try DevCertificates.makeServerCertificate(hosts: hosts, signedBy: authority)
             try write("tls/server.pem", server.certificatePEM)
-            try write("tls/server.key", server.privateKeyPEM, secret: true)
+            try write("tls/server.key", server.privateKeyPEM)
         }
         if !exists("apns/key.p8") {
             let key = try P256PrivateKey()
-            try write("apns/key.p8", try key.pemRepresentation, secret: true)
+            try write("apns/key.p8", try key.pemRepresentation)
             try write("apns/key.pub.pem", try key.publicKey.pemRepresentation)
         }
         if !exists("apns/key-id") { try write("apns/key-id", randomIdentifier() + "\n") }
         if !exists("apns/team-id") { try write("apns/team-id", randomIdentifier() + "\n") }
         if !exists("webpush/vapid.pem") {
             let key = try P256PrivateKey()
-            try write("webpush/vapid.pem", try key.pemRepresentation, secret: true)
+            try write("webpush/vapid.pem", try key.pemRepresentation)
             try write("webpush/vapid-public-key", Base64URL.encode(try key.publicKey.rawRepresentation) + "\n")
         }
-        if !exists("delivery-token") { try write("delivery-token", SecureRandom.base64URL(32) + "\n", secret: true) }
+        if !exists("delivery-token") { try write("delivery-token", SecureRandom.base64URL(32) + "\n") }
         return created
     }
 

@@ -51,7 +51,8 @@ public final class MailboxService: Sendable {
         serverConfiguration.maxBodySize = configuration.maxBodySize
         serverConfiguration.connectionLimit = configuration.connectionLimit
         if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
-            serverConfiguration.tls = .init(certificatePath: certificate, privateKeyPath: key)
+            serverConfiguration.tls = .init(
+                certificatePath: certificate, privateKeyPath: key, minimumVersion: configuration.tlsMinimumVersion)
         }
         if let accessLog = configuration.accessLog {
             serverConfiguration.accessLog = { entry in accessLog(entry.description) }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import MailIngest
 import MailboxStore
 
@@ -17,6 +18,8 @@ public struct ServiceConfiguration: Sendable {
     public var tlsCertificatePath: String?
     /// The TLS private key.
     public var tlsKeyPath: String?
+    /// The oldest TLS version the API accepts (`--tls-min-version`; AEAD ciphers only either way).
+    public var tlsMinimumVersion: TLSMinimumVersion = .tls12
     /// The bearer token senders present on `POST /v1/deliveries`.
     public var deliveryToken: String
     /// The most simultaneous client connections: room for many idle (or hostile) connections while legitimate

@@ -47,9 +47,16 @@ extension MailboxStore {
         let freshAlias = SecureRandom.base64URL(12)
         let key = SignalKey()
         let handle = SecureRandom.base64URL(16)
+        let cap = configuration.maximumDevicesPerAccount
         return try await write { db, ledger in
             let existing = try db.queryOne("SELECT \(Self.deviceColumns) FROM devices WHERE token = ?", token)
                 .map(Self.device(from:))
+            if existing?.accountID != accountID,
+                let count = try db.scalar("SELECT COUNT(*) FROM devices WHERE account_id = ?", accountID).int64,
+                count >= cap
+            {
+                throw MailboxStoreError.tooManyDevices
+            }
             if let existing, existing.accountID == accountID {
                 try db.run(
                     """

@@ -30,6 +30,9 @@ public final class MailboxStore: Sendable {
         public var postgresConnections = 16
         /// This process's name in the leases it takes on outbox rows (see ``claimDueSignals(limit:)``).
         public var instanceID = "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+        /// The most devices one account may register; one more is refused (``MailboxStoreError/tooManyDevices``),
+        /// so one account cannot make every change fan out to thousands of pushes under the server's credentials.
+        public var maximumDevicesPerAccount = 100
 
         /// The defaults.
         public init() {}

@@ -4,6 +4,8 @@ public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertib
     case notFound
     /// The username is taken.
     case usernameTaken
+    /// The account already has the most devices allowed (``MailboxStore/Configuration/maximumDevicesPerAccount``).
+    case tooManyDevices
     /// A value is not acceptable (the text says which, never the value itself).
     case invalidArgument(String)
     /// The state string is not a state.
@@ -21,6 +23,7 @@ public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertib
         switch self {
         case .notFound: return "not found"
         case .usernameTaken: return "username taken"
+        case .tooManyDevices: return "too many devices"
         case .invalidArgument(let what): return "invalid \(what)"
         case .malformedState: return "malformed state"
         case .cannotCalculateChanges: return "cannot calculate changes"

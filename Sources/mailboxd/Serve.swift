@@ -1,5 +1,6 @@
 import CommandLineSupport
 import Foundation
+import HTTPServer
 import MailIngest
 import MailboxService
 import MailboxStore
@@ -17,7 +18,8 @@ enum Serve {
         "signal-refill-per-minute",
         "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
         "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id", "fcm-config",
-        "webpush-vapid-key", "webpush-subject", "webpush-ca", "webpush-allow-host", "webpush-signal-kind",
+        "tls-min-version", "max-devices-per-account", "webpush-vapid-key", "webpush-subject", "webpush-ca",
+        "webpush-allow-host", "webpush-signal-kind",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -118,6 +120,25 @@ enum Serve {
         }
     }
 
+    /// Warns when the data folder (mail, password and token hashes, keys) or a file in it can be read or written
+    /// by anyone but its owner: folders made by an older mailboxd, or by hand.
+    static func warnIfReadableByOthers(_ dataDir: String) {
+        let fm = FileManager.default
+        var loose: [String] = []
+        func check(_ path: String) {
+            guard let mode = (try? fm.attributesOfItem(atPath: path))?[.posixPermissions] as? Int else { return }
+            if mode & 0o077 != 0 { loose.append(path) }
+        }
+        check(dataDir)
+        for name in (fm.enumerator(atPath: dataDir)?.allObjects as? [String] ?? []).sorted() {
+            check(dataDir + "/" + name)
+        }
+        guard !loose.isEmpty else { return }
+        printError(
+            "WARNING: \(loose.count) path(s) in the data folder are open to other users (e.g. \(loose[0])); "
+                + "run `chmod -R go= \(dataDir)` (mailboxd makes folders 0700 and files 0600)")
+    }
+
     /// The LMTP listener, when `--lmtp-listen` asks for one.
     static func lmtpConfiguration(_ args: Arguments) throws -> LMTPServer.Configuration? {
         guard let address = args.string("lmtp-listen") else {
@@ -145,6 +166,7 @@ enum Serve {
 
     static func run(_ args: Arguments, dataDir: String) async throws {
         try args.rejectUnknownFlags(known: knownFlags)
+        warnIfReadableByOthers(dataDir)
         let listen = try HostPort(parsing: args.string("listen", default: "127.0.0.1:8443"))
         let deliveryToken = try readTrimmed(
             args.string("delivery-token-file", default: dataDir + "/delivery-token"), what: "the delivery token")
@@ -163,6 +185,10 @@ enum Serve {
         } else {
             configuration.tlsCertificatePath = args.string("tls-cert", default: dataDir + "/tls/server.pem")
             configuration.tlsKeyPath = args.string("tls-key", default: dataDir + "/tls/server.key")
+            guard let minimum = TLSMinimumVersion(rawValue: args.string("tls-min-version", default: "1.2")) else {
+                throw UsageError("--tls-min-version must be 1.2 or 1.3")
+            }
+            configuration.tlsMinimumVersion = minimum
         }
         switch args.string("synchronous", default: "FULL").uppercased() {
         case "FULL": configuration.store.synchronous = .full
@@ -175,6 +201,9 @@ enum Serve {
             throw UsageError("--signal-burst must be 1 to 10000 and --signal-refill-per-minute 1 to 60000")
         }
         configuration.store.pacing = SignalPacing(burst: Double(burst), refillPerSecond: Double(refill) / 60)
+        let devices = try args.int("max-devices-per-account", default: 100)
+        guard (1...100_000).contains(devices) else { throw UsageError("--max-devices-per-account must be 1 to 100000") }
+        configuration.store.maximumDevicesPerAccount = devices
         if args.flag("access-log") {
             configuration.accessLog = { line in printError(line) }
         }

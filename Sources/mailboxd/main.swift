@@ -23,6 +23,7 @@ let usage = """
       --instance-id NAME        this instance's name in outbox leases (default HOSTNAME-PID)
       --listen HOST:PORT        API address (default 127.0.0.1:8443)
       --tls-cert F --tls-key F  TLS files (default DIR/tls/server.pem, DIR/tls/server.key)
+      --tls-min-version V       the oldest TLS version accepted: 1.2 (default; AEAD ciphers only) or 1.3
       --plain-http              serve without TLS (development only; prints a warning)
       --delivery-token-file F   token for POST /v1/deliveries (default DIR/delivery-token)
       --apns-url URL            production endpoint for devices registered as "production"
@@ -53,6 +54,8 @@ let usage = """
                                 signals a device gets back each minute once its burst is spent (default 60);
                                 changes meanwhile are coalesced and the newest state goes out with the next
       --background-budget N     background signals per device per hour (default 3)
+      --max-devices-per-account N
+                                devices one account may register (default 100; one more is 409 tooManyDevices)
       --synchronous MODE        SQLite synchronous: FULL (default) or NORMAL
       --legacy-payload-limit    cap payloads at 2048 bytes instead of 4096
       --access-log              log one line per request to standard error
@@ -80,6 +83,9 @@ func storeDatabase(_ args: Arguments, dataDir: String) throws -> StoreDatabase {
     }
 }
 let arguments = Array(CommandLine.arguments.dropFirst())
+// Everything mailboxd creates (the data folder, the database and its -wal and -shm, keys, tokens) is its own from
+// the first byte: folders 0700, files 0600.
+umask(0o077)
 
 await runCommand(usage: usage) {
     let switches: Set<String> = ["help", "plain-http", "legacy-payload-limit", "access-log"]

@@ -205,14 +205,14 @@ final class Cluster: Sendable {
     func call(
         _ method: HTTPMethod, _ url: String, token: String? = nil, json: Any? = nil, raw: Data? = nil,
         extraHeaders: [(String, String)] = []
-    ) async throws -> (status: Int, body: [String: Any], data: Data) {
+    ) async throws -> (status: Int, body: [String: Any], data: Data, headers: HTTPHeaders) {
         var headers: HTTPHeaders = ["Content-Type": "application/json"]
         for (name, value) in extraHeaders { headers.add(name: name, value: value) }
         if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
         let body = try raw ?? json.map { try JSONSerialization.data(withJSONObject: $0) }
         let response = try await client.execute(HTTPRequest(method: method, url: url, headers: headers, body: body))
         let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
-        return (response.status, object, response.body)
+        return (response.status, object, response.body, response.headers)
     }
 
     func login(_ name: String) async throws -> String {
