@@ -249,14 +249,16 @@ def describe(env):
 
 
 def bench_python():
-    """A Python with aioapns and firebase-admin: .venv-bench (created here when missing)."""
+    """A Python with the reference clients (aioapns, firebase-admin, pywebpush with aiohttp): .venv-bench
+    (created or completed here when one is missing)."""
     venv = os.path.join(common.ROOT, ".venv-bench")
     python = os.path.join(venv, "bin", "python3")
-    if not os.path.exists(python) or subprocess.run([python, "-c", "import aioapns, firebase_admin"],
+    if not os.path.exists(python) or subprocess.run([python, "-c", "import aioapns, firebase_admin, pywebpush, aiohttp"],
                                                     capture_output=True).returncode:
-        log("==> creating .venv-bench with aioapns and firebase-admin")
+        log("==> preparing .venv-bench with aioapns, firebase-admin and pywebpush")
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "aioapns", "firebase-admin"], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "aioapns", "firebase-admin", "pywebpush", "aiohttp"],
+                       check=True)
     return python
 
 

@@ -40,9 +40,12 @@ final class RelayUpstream {
 
 extension Connection {
     /// Called once when the TLS handshake completes: a client that chose `http/1.1` (only possible with a relay
-    /// configured) loses its HTTP/2 session and is connected to the relay target. `false` closes the connection.
+    /// configured), or offered no ALPN when the relay takes those too, loses its HTTP/2 session and is connected
+    /// to the relay target. `false` closes the connection.
     func handshakeCompleted(_ tls: TLSEngine) -> Bool {
-        guard let target = loop.configuration.http1Relay, tls.selectedALPN == "http/1.1" else { return true }
+        guard let target = loop.configuration.http1Relay,
+            tls.selectedALPN == "http/1.1" || (tls.selectedALPN == nil && target.includesClientsWithoutALPN)
+        else { return true }
         guard let upstream = RelayUpstream.open(target) else { return false }
         if let session { nghttp2_session_del(session) }
         session = nil

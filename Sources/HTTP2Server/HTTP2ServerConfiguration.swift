@@ -20,11 +20,15 @@ public struct HTTP2ServerConfiguration: Sendable {
         public var host: String
         /// The relay target's port.
         public var port: Int
+        /// Whether a TLS client that offers no ALPN at all is relayed too (as a web server would speak HTTP/1.1
+        /// to it), instead of being spoken to in HTTP/2 (as Apple's servers do, which aioapns relies on).
+        public var includesClientsWithoutALPN: Bool
 
         /// Creates a relay target.
-        public init(host: String = "127.0.0.1", port: Int) {
+        public init(host: String = "127.0.0.1", port: Int, includesClientsWithoutALPN: Bool = false) {
             self.host = host
             self.port = port
+            self.includesClientsWithoutALPN = includesClientsWithoutALPN
         }
     }
 

@@ -65,7 +65,11 @@ public final class WebPushSimulatorServer: Sendable {
             configuration: HTTP2ServerConfiguration(
                 host: configuration.providerHost, port: configuration.providerPort, tls: tls,
                 maxConcurrentStreams: 1000, idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2),
-                http1Relay: http1.map { HTTP2ServerConfiguration.HTTP1Relay(port: Int($0.port)) }),
+                // Browser vendors' push services speak HTTP/1.1 to a client that offers no ALPN (requests, aiohttp,
+                // curl without --http2), as any web server does.
+                http1Relay: http1.map {
+                    HTTP2ServerConfiguration.HTTP1Relay(port: Int($0.port), includesClientsWithoutALPN: true)
+                }),
             loopHooks: HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() }),
             inlineHandler: { request in HTTP2Response(gateway.handle(WebPushProviderRequest(request))) })
         do {
