@@ -54,10 +54,10 @@ def encrypt_only(args):
     payload = json.dumps({"acct": "bench-alias-0001", "st": "Qk3xY0_bench-tag"}, separators=(",", ":"))
     pusher = WebPusher(sub)
     for _ in range(max(10, args.count // 20)):
-        pusher.encode(payload, "aes128gcm")
+        pusher.encode(payload.encode(), "aes128gcm")
     start = time.perf_counter()
     for _ in range(args.count):
-        pusher.encode(payload, "aes128gcm")
+        pusher.encode(payload.encode(), "aes128gcm")
     seconds = time.perf_counter() - start
     print(json.dumps({"benchmark": "pywebpush-encrypt", "messages": args.count,
                       "microseconds": round(seconds * 1e6 / args.count, 1)}), flush=True)

@@ -47,10 +47,7 @@ public struct P256PrivateKey: Sendable {
 
     /// The matching public key.
     public var publicKey: P256PublicKey {
-        get throws {
-            let pem = try MemoryBIO.write("writing a public key") { PEM_write_bio_PUBKEY($0, key.pointer) }
-            return try P256PublicKey(pemRepresentation: pem)
-        }
+        get throws { try P256PublicKey(rawRepresentation: rawPublicKey) }
     }
 
     /// An ECDSA P-256 / SHA-256 signature of `message` in the raw 64-byte `r‖s` form JWS uses.
