@@ -475,9 +475,12 @@ class MailClients:
         c = self.cluster
         device = Device(name, user)
         state_dir = os.path.join(c.work, "devices", name)
-        push = {"fcm": ["--service", "fcm", "--sim", c.fcm_sim_url, "--app", TOPIC],
-                "webpush": ["--service", "webpush", "--sim", getattr(c, "webpush_sim_url", "")],
-                }.get(service, ["--sim", c.sim_url, "--topic", TOPIC])
+        if service == "fcm":
+            push = ["--service", "fcm", "--sim", c.fcm_sim_url, "--app", TOPIC]
+        elif service == "webpush":
+            push = ["--service", "webpush", "--sim", c.webpush_sim_url]
+        else:
+            push = ["--sim", c.sim_url, "--topic", TOPIC]
         device.proc = Proc(f"client-{name}", [
             c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, *push, "--username",
             user, "--state-dir", state_dir, "--device-name", name, "--fallback-interval",
