@@ -90,11 +90,15 @@ extension P256PrivateKey {
     }
 
     /// The ECDH shared secret with `peer` (the 32-byte X coordinate of the shared point).
+    ///
+    /// The peer is not validated again here: every ``P256PublicKey`` was checked to be a point on the curve when it
+    /// was made, and P-256's cofactor is 1, so OpenSSL's default check (which multiplies the point by the group
+    /// order, a second scalar multiplication) would only double the cost.
     public func sharedSecret(with peer: P256PublicKey) throws -> [UInt8] {
         guard let context = EVP_PKEY_CTX_new(key.pointer, nil) else { throw CryptoError.openSSL("key agreement") }
         defer { EVP_PKEY_CTX_free(context) }
         var length = 0
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer.key.pointer) == 1,
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer_ex(context, peer.key.pointer, 0) == 1,
             EVP_PKEY_derive(context, nil, &length) == 1, length == 32
         else { throw CryptoError.openSSL("key agreement") }
         var secret = [UInt8](repeating: 0, count: length)
