@@ -24,47 +24,8 @@ enum FCMBenchmarks {
         let signal = try PushSignal(
             alias: try DeviceAlias("bench-alias-0001"), tag: try StateTag("Qk3xY0_bench-tag"), badge: nil)
         let addresses = tokens.map { PushAddress(service: .fcm, token: $0, app: app) }
-        if warmup > 0 {
-            let warm = await run(service, signal, addresses, count: warmup, concurrency: concurrency)
-            guard warm.delivered > 0 else { throw BenchError("warm-up: every signal failed: \(warm.failures)") }
-        }
-        let start = ContinuousClock.now
-        let result = await run(service, signal, addresses, count: count, concurrency: concurrency)
-        let elapsed = ContinuousClock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let failures = result.failures.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
-        TransportBenchmarks.emit(
-            #"{"benchmark":"fcm-load","signals":\#(count),"succeeded":\#(result.delivered),"#
-                + #""failed":\#(count - result.delivered),"concurrency":\#(concurrency),"#
-                + #""seconds":\#(String(format: "%.3f", seconds)),"#
-                + #""rate":\#(String(format: "%.1f", Double(result.delivered) / seconds)),"#
-                + #""connections":\#(service.connectionsOpened),"failures":{\#(failures.joined(separator: ","))}}"#)
-    }
-
-    private static func run(
-        _ service: FCMPushService, _ signal: PushSignal, _ addresses: [PushAddress], count: Int, concurrency: Int
-    ) async -> (delivered: Int, failures: [String: Int]) {
-        await withTaskGroup(of: (Int, [String: Int]).self) { group in
-            for worker in 0..<max(1, min(concurrency, count)) {
-                group.addTask {
-                    var delivered = 0
-                    var failures: [String: Int] = [:]
-                    for index in stride(from: worker, to: count, by: max(1, concurrency)) {
-                        switch await service.send(signal, to: addresses[index % addresses.count]) {
-                        case .delivered: delivered += 1
-                        case .retry(let reason, _), .defect(let reason), .dropRegistration(let reason, _):
-                            failures[reason, default: 0] += 1
-                        }
-                    }
-                    return (delivered, failures)
-                }
-            }
-            var total = (delivered: 0, failures: [String: Int]())
-            for await (delivered, failures) in group {
-                total.delivered += delivered
-                total.failures.merge(failures, uniquingKeysWith: +)
-            }
-            return total
-        }
+        try await PushServiceLoad.measure(
+            "fcm-load", service, signal, addresses, count: count, concurrency: concurrency, warmup: warmup,
+            connections: { service.connectionsOpened })
     }
 }

@@ -42,20 +42,9 @@ enum WebPushBenchmarks {
         guard !addresses.isEmpty else { throw BenchError("no subscriptions in \(subscriptionsFile)") }
         let signal = try PushSignal(
             alias: try DeviceAlias("bench-alias-0001"), tag: try StateTag("Qk3xY0_bench-tag"), badge: nil)
-        if warmup > 0 {
-            let warm = await run(service, signal, addresses, count: warmup, concurrency: concurrency)
-            guard warm.delivered > 0 else { throw BenchError("warm-up: every signal failed: \(warm.failures)") }
-        }
-        let start = ContinuousClock.now
-        let result = await run(service, signal, addresses, count: count, concurrency: concurrency)
-        let seconds = Self.seconds(ContinuousClock.now - start)
-        let failures = result.failures.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
-        TransportBenchmarks.emit(
-            #"{"benchmark":"webpush-load","signals":\#(count),"succeeded":\#(result.delivered),"#
-                + #""failed":\#(count - result.delivered),"concurrency":\#(concurrency),"#
-                + #""seconds":\#(String(format: "%.3f", seconds)),"#
-                + #""rate":\#(String(format: "%.1f", Double(result.delivered) / seconds)),"#
-                + #""connections":\#(service.connectionsOpened),"failures":{\#(failures.joined(separator: ","))}}"#)
+        try await PushServiceLoad.measure(
+            "webpush-load", service, signal, addresses, count: count, concurrency: concurrency, warmup: warmup,
+            connections: { service.connectionsOpened })
     }
 
     /// The cost of one signal's body: a fresh P-256 key, ECDH with the subscription's key, the HKDF steps and
@@ -83,32 +72,5 @@ enum WebPushBenchmarks {
 
     private static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
-    private static func run(
-        _ service: WebPushPushService, _ signal: PushSignal, _ addresses: [PushAddress], count: Int, concurrency: Int
-    ) async -> (delivered: Int, failures: [String: Int]) {
-        await withTaskGroup(of: (Int, [String: Int]).self) { group in
-            for worker in 0..<max(1, min(concurrency, count)) {
-                group.addTask {
-                    var delivered = 0
-                    var failures: [String: Int] = [:]
-                    for index in stride(from: worker, to: count, by: max(1, concurrency)) {
-                        switch await service.send(signal, to: addresses[index % addresses.count]) {
-                        case .delivered: delivered += 1
-                        case .retry(let reason, _), .defect(let reason), .dropRegistration(let reason, _):
-                            failures[reason, default: 0] += 1
-                        }
-                    }
-                    return (delivered, failures)
-                }
-            }
-            var total = (delivered: 0, failures: [String: Int]())
-            for await (delivered, failures) in group {
-                total.delivered += delivered
-                total.failures.merge(failures, uniquingKeysWith: +)
-            }
-            return total
-        }
     }
 }
