@@ -79,6 +79,14 @@ package struct MailboxAPI: Sendable {
 
     // MARK: - Plumbing
 
+    /// `path` as the access log may show it: a device's id or push-service token (`/v1/devices/{id}`, where an
+    /// APNs token may stand for the id) is replaced by `{id}`; every other path is kept.
+    package static func loggablePath(_ path: String) -> String {
+        let prefix = "/v1/devices/"
+        guard path.hasPrefix(prefix), path.count > prefix.count else { return path }
+        return prefix + "{id}"
+    }
+
     typealias AuthenticatedHandler = @Sendable (HTTPRequest, SessionRecord) async throws -> HTTPResponse
 
     /// Counts and times each request by route and status, and maps store errors to HTTP errors.

@@ -55,7 +55,11 @@ public final class MailboxService: Sendable {
                 certificatePath: certificate, privateKeyPath: key, minimumVersion: configuration.tlsMinimumVersion)
         }
         if let accessLog = configuration.accessLog {
-            serverConfiguration.accessLog = { entry in accessLog(entry.description) }
+            serverConfiguration.accessLog = { entry in
+                var entry = entry
+                entry.path = MailboxAPI.loggablePath(entry.path)
+                accessLog(entry.description)
+            }
         }
         serverConfiguration.errorLog = { message in log("http: \(message)") }
         let lmtp = try configuration.lmtp.map { lmtpConfiguration in

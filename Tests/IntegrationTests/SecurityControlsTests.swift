@@ -77,6 +77,22 @@ import Testing
         #expect(cluster.mailboxd.errorOutput.contains("open to other users"))
     }
 
+    @Test func theAccessLogHoldsNoTokenOrDeviceAddress() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice"], mailboxdArguments: ["--access-log"])
+        let session = try await cluster.login("alice")
+        let token = try await cluster.registerDevice(session: session)
+        #expect(try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: session).status == 204)
+        #expect(try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: session).status == 404)
+        var log = ""
+        for _ in 0..<100 where !log.contains("DELETE /v1/devices/{id} 404") {
+            try await Task.sleep(for: .milliseconds(20))
+            log = cluster.mailboxd.errorOutput
+        }
+        #expect(log.contains("DELETE /v1/devices/{id} 204") && log.contains("DELETE /v1/devices/{id} 404"), "\(log)")
+        #expect(log.contains("POST /v1/devices 201"))
+        for secret in [token, session, cluster.deliveryToken] { #expect(!log.contains(secret)) }
+    }
+
     @Test func anAccountHasAtMostItsCapOfDevices() async throws {
         let cluster = try await Cluster.start(
             accounts: ["alice", "bob"], mailboxdArguments: ["--max-devices-per-account", "2"])
