@@ -100,8 +100,9 @@ let package = Package(
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         // What the push-service simulators share: the injectable clock, a seeded generator, process limits, start-up
-        // errors, the fault request's checks.
-        .target(name: "SimulatorSupport", dependencies: ["Locking", "HTTPServer"]),
+        // errors, the fault request's checks, the capture log, and the provider request and response either
+        // transport hands over.
+        .target(name: "SimulatorSupport", dependencies: ["Locking", "HTTPServer", "HTTP2Server"]),
         .target(
             name: "APNsSimulator",
             dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),
@@ -206,7 +207,7 @@ let package = Package(
             dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "FCMSimulatorTests",
-            dependencies: ["FCMSimulator", "OpenSSLCrypto", "Locking", "TestSupport"]),
+            dependencies: ["FCMSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport"]),
         .testTarget(
             name: "WebPushSimulatorTests",
             dependencies: ["WebPushSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport"]),

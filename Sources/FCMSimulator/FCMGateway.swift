@@ -3,60 +3,6 @@ import Locking
 import OpenSSLCrypto
 import SimulatorSupport
 
-/// A provider request as either transport (HTTP/2 or HTTP/1.1) hands it over.
-public struct FCMProviderRequest: Sendable {
-    /// The method (`POST`).
-    public var method: String
-    /// The path, query included.
-    public var path: String
-    /// The headers as received.
-    public var headers: [(name: String, value: String)]
-    /// The body.
-    public var body: Data
-    /// The protocol it arrived in: `HTTP/2` or `HTTP/1.1`.
-    public var httpVersion: String
-
-    /// Creates a request.
-    public init(
-        method: String, path: String, headers: [(name: String, value: String)], body: Data,
-        httpVersion: String = "HTTP/2"
-    ) {
-        self.method = method
-        self.path = path
-        self.headers = headers
-        self.body = body
-        self.httpVersion = httpVersion
-    }
-
-    /// The first header called `name` (case-insensitive).
-    public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
-}
-
-/// A provider response, for either transport.
-public struct FCMProviderResponse: Sendable {
-    /// The HTTP status.
-    public var status: Int
-    /// Response headers (`content-type`, `retry-after`).
-    public var headers: [(name: String, value: String)]
-    /// The JSON body.
-    public var body: Data
-    /// How long to hold the response back (the latency fault).
-    public var delay: Duration
-
-    /// Creates a response.
-    public init(status: Int, headers: [(name: String, value: String)] = [], body: Data, delay: Duration = .zero) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-        self.delay = delay
-    }
-
-    /// The body as JSON, for tests.
-    public var json: [String: Any]? { try? JSONSerialization.jsonObject(with: body) as? [String: Any] }
-}
-
 /// Where the gateway sends a connected device's messages: one open message stream.
 public struct FCMMessageSink: Sendable {
     /// Sends one event's data (single-line JSON); returns `false` when the stream is gone.
@@ -141,7 +87,7 @@ public final class FCMGateway: Sendable {
     // MARK: Provider API
 
     /// Answers one provider request: `POST /token` or `POST /v1/projects/{project}/messages:send`.
-    public func handle(_ request: FCMProviderRequest) -> FCMProviderResponse {
+    public func handle(_ request: SimulatorProviderRequest) -> SimulatorProviderResponse {
         let now = clock.now()
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
@@ -158,7 +104,7 @@ public final class FCMGateway: Sendable {
                 return state.send(request, project: project, now: now)
             }
             let error = FCMAPIError(code: 404, message: "The requested URL \(path.prefix(200)) was not found.")
-            return FCMProviderResponse(status: 404, headers: FCMGatewayState.jsonHeaders, body: error.body)
+            return SimulatorProviderResponse(status: 404, headers: FCMGatewayState.jsonHeaders, body: error.body)
         }
     }
 

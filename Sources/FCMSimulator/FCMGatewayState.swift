@@ -52,29 +52,29 @@ struct FCMGatewayState: Sendable {
         return snapshot
     }
 
-    func methodNotAllowed() -> FCMProviderResponse {
+    func methodNotAllowed() -> SimulatorProviderResponse {
         let error = FCMAPIError(code: 405, message: "Method not allowed; use POST.")
-        return FCMProviderResponse(status: 405, headers: Self.jsonHeaders, body: error.body)
+        return SimulatorProviderResponse(status: 405, headers: Self.jsonHeaders, body: error.body)
     }
 
     // MARK: Token endpoint
 
-    mutating func grant(_ request: FCMProviderRequest, now: Date) -> FCMProviderResponse {
+    mutating func grant(_ request: SimulatorProviderRequest, now: Date) -> SimulatorProviderResponse {
         let (issuerEmail, result) = issuer.grant(form: request.body, now: now)
         let timestamp = FCMGateway.milliseconds(now)
-        let response: FCMProviderResponse
+        let response: SimulatorProviderResponse
         var entry = FCMLogEntry(
             sequence: 0, timestamp: timestamp, kind: "token", httpVersion: request.httpVersion,
             clientEmail: issuerEmail, status: 200, outcome: .granted,
             events: [])
         switch result {
         case .success(let json):
-            response = FCMProviderResponse(status: 200, headers: Self.jsonHeaders, body: json)
+            response = SimulatorProviderResponse(status: 200, headers: Self.jsonHeaders, body: json)
         case .failure(let error):
             entry.status = 400
             entry.errorCode = error.error
             entry.outcome = .refused
-            response = FCMProviderResponse(status: 400, headers: Self.jsonHeaders, body: error.body)
+            response = SimulatorProviderResponse(status: 400, headers: Self.jsonHeaders, body: error.body)
         }
         entry.events = [FCMLogEvent(outcome: entry.outcome, timestamp: timestamp, detail: nil)]
         _ = log.append(entry)
@@ -83,7 +83,7 @@ struct FCMGatewayState: Sendable {
 
     // MARK: messages:send
 
-    mutating func send(_ request: FCMProviderRequest, project: String, now: Date) -> FCMProviderResponse {
+    mutating func send(_ request: SimulatorProviderRequest, project: String, now: Date) -> SimulatorProviderResponse {
         let timestamp = FCMGateway.milliseconds(now)
         let limit = configuration.logBodyLimit
         var entry = FCMLogEntry(
@@ -128,14 +128,14 @@ struct FCMGatewayState: Sendable {
                 1
             var headers = Self.jsonHeaders
             if let retryAfter = error.retryAfter { headers.append(("retry-after", String(retryAfter))) }
-            return FCMProviderResponse(status: error.code, headers: headers, body: error.body, delay: delay)
+            return SimulatorProviderResponse(status: error.code, headers: headers, body: error.body, delay: delay)
         case .success(let messageID):
             metrics.responses[FCMMetrics.Response(status: 200, errorCode: ""), default: 0] += 1
             let name = "projects/\(project)/messages/\(messageID)"
             let body =
                 (try? JSONSerialization.data(withJSONObject: ["name": name], options: [.withoutEscapingSlashes]))
                 ?? Data()
-            let response = FCMProviderResponse(status: 200, headers: Self.jsonHeaders, body: body, delay: delay)
+            let response = SimulatorProviderResponse(status: 200, headers: Self.jsonHeaders, body: body, delay: delay)
             guard let (message, dropped) = accepted else {
                 entry.outcome = .validated
                 entry.events = [FCMLogEvent(outcome: .validated, timestamp: timestamp, detail: nil)]
@@ -165,7 +165,7 @@ struct FCMGatewayState: Sendable {
 
     /// Checks the bearer token and that its account may send for `project`.
     private func authenticate(
-        _ request: FCMProviderRequest, project: String, now: Date, entry: inout FCMLogEntry
+        _ request: SimulatorProviderRequest, project: String, now: Date, entry: inout FCMLogEntry
     ) throws(FCMAPIError) {
         var bearer: String?
         if let value = request.header("authorization") {

@@ -1,5 +1,6 @@
 import Foundation
 import OpenSSLCrypto
+import SimulatorSupport
 
 /// RFC 8030 §5.3's `Urgency` values.
 public enum WebPushUrgency: String, Sendable, Codable, CaseIterable {
@@ -24,7 +25,7 @@ struct PushHeaders: Sendable, Equatable {
 
     /// Checks `TTL` (required, a non-negative integer: 400), `Urgency` (one of RFC 8030's four: 400) and `Topic`
     /// (at most 32 characters of the URL-safe base64 alphabet: 400).
-    static func parse(_ request: WebPushProviderRequest, maxTTL: Int) throws(WebPushAPIError) -> PushHeaders {
+    static func parse(_ request: SimulatorProviderRequest, maxTTL: Int) throws(WebPushAPIError) -> PushHeaders {
         guard let ttlText = request.header("ttl")?.trimmingCharacters(in: .whitespaces) else {
             throw .badRequest("Missing TTL header (RFC 8030 §5.2).", errno: 111)
         }
@@ -52,7 +53,7 @@ struct PushHeaders: Sendable, Equatable {
 
     /// Checks the body's size (413 beyond `maxBytes`) and coding: a body needs `Content-Encoding: aes128gcm`
     /// (none: 400; another coding, such as the draft `aesgcm`: 415).
-    static func checkBody(_ request: WebPushProviderRequest, maxBytes: Int) throws(WebPushAPIError) {
+    static func checkBody(_ request: SimulatorProviderRequest, maxBytes: Int) throws(WebPushAPIError) {
         guard request.body.count <= maxBytes else {
             throw WebPushAPIError(
                 status: 413, errno: 104, message: "Message body too large: at most \(maxBytes) bytes.")

@@ -34,7 +34,7 @@ public final class WebPushGateway: Sendable {
     // MARK: Push resources
 
     /// Answers one request to a push resource (`POST <endpoint>`).
-    public func handle(_ request: WebPushProviderRequest) -> WebPushProviderResponse {
+    public func handle(_ request: SimulatorProviderRequest) -> SimulatorProviderResponse {
         let now = clock.now()
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
         return state.withLock { state in

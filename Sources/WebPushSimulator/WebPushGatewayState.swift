@@ -109,8 +109,9 @@ struct WebPushGatewayState: Sendable {
         var dropped: Bool
     }
 
-    mutating func push(_ request: WebPushProviderRequest, subscriptionID: String?, now: Date) -> WebPushProviderResponse
-    {
+    mutating func push(
+        _ request: SimulatorProviderRequest, subscriptionID: String?, now: Date
+    ) -> SimulatorProviderResponse {
         let timestamp = WebPushGateway.milliseconds(now)
         var entry = WebPushLogEntry(
             sequence: 0, timestamp: timestamp, httpVersion: request.httpVersion, method: request.method,
@@ -188,7 +189,7 @@ struct WebPushGatewayState: Sendable {
         metrics.responses[201, default: 0] += 1
         let messageID = SecureRandom.hex(16)
         entry.messageId = messageID
-        let response = WebPushProviderResponse(
+        let response = SimulatorProviderResponse(
             status: 201,
             headers: [("location", endpointBase + "/m/" + messageID), ("ttl", String(accepted.headers.ttl))],
             delay: delay)

@@ -1,65 +1,5 @@
 import Foundation
-
-/// A push request as either transport (HTTP/2 or HTTP/1.1) hands it over.
-public struct WebPushProviderRequest: Sendable {
-    /// The method (`POST` to a push resource).
-    public var method: String
-    /// The path, query included.
-    public var path: String
-    /// The headers as received.
-    public var headers: [(name: String, value: String)]
-    /// The body.
-    public var body: Data
-    /// The protocol it arrived in: `HTTP/2` or `HTTP/1.1`.
-    public var httpVersion: String
-
-    /// Creates a request.
-    public init(
-        method: String, path: String, headers: [(name: String, value: String)], body: Data,
-        httpVersion: String = "HTTP/2"
-    ) {
-        self.method = method
-        self.path = path
-        self.headers = headers
-        self.body = body
-        self.httpVersion = httpVersion
-    }
-
-    /// The first header called `name` (case-insensitive).
-    public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
-}
-
-/// A push service's answer, for either transport.
-public struct WebPushProviderResponse: Sendable {
-    /// The HTTP status.
-    public var status: Int
-    /// Response headers (`location`, `ttl`, `content-type`, `retry-after`).
-    public var headers: [(name: String, value: String)]
-    /// The body (empty on success, JSON for errors).
-    public var body: Data
-    /// How long to hold the response back (the latency fault).
-    public var delay: Duration
-
-    /// Creates a response.
-    public init(
-        status: Int, headers: [(name: String, value: String)] = [], body: Data = Data(), delay: Duration = .zero
-    ) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-        self.delay = delay
-    }
-
-    /// The first header called `name` (case-insensitive).
-    public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
-
-    /// The body as JSON, for tests.
-    public var json: [String: Any]? { try? JSONSerialization.jsonObject(with: body) as? [String: Any] }
-}
+import SimulatorSupport
 
 /// A refused push request, rendered in autopush's shape: `{"code","errno","error","message","more_info"}`.
 public struct WebPushAPIError: Error, Sendable, Equatable {
@@ -119,9 +59,9 @@ public struct WebPushAPIError: Error, Sendable, Equatable {
     }
 
     /// The response that carries this error.
-    func response(delay: Duration = .zero) -> WebPushProviderResponse {
+    func response(delay: Duration = .zero) -> SimulatorProviderResponse {
         var headers: [(name: String, value: String)] = [("content-type", "application/json")]
         if let retryAfter { headers.append(("retry-after", String(retryAfter))) }
-        return WebPushProviderResponse(status: status, headers: headers, body: body, delay: delay)
+        return SimulatorProviderResponse(status: status, headers: headers, body: body, delay: delay)
     }
 }

@@ -49,7 +49,7 @@ public final class WebPushSimulatorServer: Sendable {
                         host: "127.0.0.1", port: 0, tls: nil, threadCount: 2, idleTimeoutSeconds: 300,
                         shutdownGracePeriod: .seconds(2)),
                     handler: { request in
-                        let response = gateway.handle(WebPushProviderRequest(request))
+                        let response = gateway.handle(SimulatorProviderRequest(request))
                         if response.delay > .zero { try? await Task.sleep(for: response.delay) }
                         return HTTPResponse(response)
                     })
@@ -71,7 +71,7 @@ public final class WebPushSimulatorServer: Sendable {
                     HTTP2ServerConfiguration.HTTP1Relay(port: Int($0.port), includesClientsWithoutALPN: true)
                 }),
             loopHooks: HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() }),
-            inlineHandler: { request in HTTP2Response(gateway.handle(WebPushProviderRequest(request))) })
+            inlineHandler: { request in HTTP2Response(gateway.handle(SimulatorProviderRequest(request))) })
         do {
             try provider.start()
         } catch {
@@ -158,37 +158,5 @@ public final class WebPushSimulatorServer: Sendable {
         await current.provider.shutdown()
         await current.http1?.shutdown()
         await current.device.shutdown()
-    }
-}
-
-extension WebPushProviderRequest {
-    init(_ request: HTTP2Request) {
-        self.init(
-            method: request.method, path: request.path, headers: request.headers.map { ($0.name, $0.value) },
-            body: request.body, httpVersion: "HTTP/2")
-    }
-
-    init(_ request: HTTPRequest) {
-        let path = request.queryString.isEmpty ? request.path : request.path + "?" + request.queryString
-        self.init(
-            method: request.method.rawValue, path: path, headers: request.headers.map { ($0.name, $0.value) },
-            body: request.body, httpVersion: "HTTP/1.1")
-    }
-}
-
-extension HTTP2Response {
-    init(_ response: WebPushProviderResponse) {
-        self.init(
-            status: response.status, headers: response.headers.map { HTTP2Header($0.name, $0.value) },
-            body: response.body, delay: response.delay)
-    }
-}
-
-extension HTTPResponse {
-    init(_ response: WebPushProviderResponse) {
-        self.init(
-            status: HTTPStatus(rawValue: response.status),
-            headers: HTTPHeaders(response.headers.map { ($0.name, $0.value) }),
-            body: response.body)
     }
 }

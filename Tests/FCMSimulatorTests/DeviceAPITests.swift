@@ -121,7 +121,7 @@ import Testing
         let token = try #require(
             api.server.gateway.registerDevice(app: "com.example.mail", project: GatewayHarness.project))
         let grant = api.server.gateway.handle(
-            FCMProviderRequest(
+            SimulatorProviderRequest(
                 method: "POST", path: "/token", headers: [],
                 body: Data(
                     ("grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion="
@@ -129,7 +129,7 @@ import Testing
                         .utf8)))
         let access = try #require(grant.json?["access_token"] as? String)
         let send = api.server.gateway.handle(
-            FCMProviderRequest(
+            SimulatorProviderRequest(
                 method: "POST", path: "/v1/projects/\(GatewayHarness.project)/messages:send",
                 headers: [("Authorization", "Bearer \(access)")],
                 body: Data(#"{"message":{"token":"\#(token)","data":{"acct":"a9"}}}"#.utf8)))

@@ -80,7 +80,8 @@ import Testing
         #expect(unknownProject.error?["status"] as? String == "NOT_FOUND")
         #expect(harness.gateway.registerDevice(app: "com.example.mail", project: "nope") == nil)
         let badPath = harness.gateway.handle(
-            FCMProviderRequest(method: "POST", path: "/v1/projects/x/messages:batchSend", headers: [], body: Data()))
+            SimulatorProviderRequest(
+                method: "POST", path: "/v1/projects/x/messages:batchSend", headers: [], body: Data()))
         #expect(badPath.status == 404)
     }
 

@@ -19,14 +19,14 @@ struct GatewayHarness {
         gateway = FCMGateway(configuration: configuration, clock: clock)
     }
 
-    func tokenRequest(_ form: String) -> FCMProviderResponse {
+    func tokenRequest(_ form: String) -> SimulatorProviderResponse {
         gateway.handle(
-            FCMProviderRequest(
+            SimulatorProviderRequest(
                 method: "POST", path: "/token",
                 headers: [("content-type", "application/x-www-form-urlencoded")], body: Data(form.utf8)))
     }
 
-    func grant(_ assertion: String) -> FCMProviderResponse {
+    func grant(_ assertion: String) -> SimulatorProviderResponse {
         let escaped = assertion.addingPercentEncoding(
             withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._")))!
         return tokenRequest("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(escaped)")
@@ -41,11 +41,13 @@ struct GatewayHarness {
         return token
     }
 
-    func send(_ body: String, project: String = GatewayHarness.project, accessToken: String?) -> FCMProviderResponse {
+    func send(
+        _ body: String, project: String = GatewayHarness.project, accessToken: String?
+    ) -> SimulatorProviderResponse {
         var headers: [(name: String, value: String)] = [("content-type", "application/json")]
         if let accessToken { headers.append(("authorization", "Bearer \(accessToken)")) }
         return gateway.handle(
-            FCMProviderRequest(
+            SimulatorProviderRequest(
                 method: "POST", path: "/v1/projects/\(project)/messages:send", headers: headers, body: Data(body.utf8)))
     }
 
@@ -88,7 +90,7 @@ final class RecordingSink: Sendable {
     var data: [[String: String]] { received.compactMap { $0["data"] as? [String: String] } }
 }
 
-extension FCMProviderResponse {
+extension SimulatorProviderResponse {
     /// The `error` object of an FCM error body.
     var error: [String: Any]? { json?["error"] as? [String: Any] }
     /// The `errorCode` of the `FcmError` detail.

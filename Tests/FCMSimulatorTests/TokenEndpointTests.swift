@@ -1,6 +1,7 @@
 import FCMSimulator
 import Foundation
 import OpenSSLCrypto
+import SimulatorSupport
 import Testing
 
 @Suite struct TokenEndpointTests {
@@ -41,7 +42,7 @@ import Testing
     }
 
     private func expectRefusal(
-        _ response: FCMProviderResponse, _ error: String, _ containing: String? = nil,
+        _ response: SimulatorProviderResponse, _ error: String, _ containing: String? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         #expect(response.status == 400, sourceLocation: sourceLocation)
@@ -102,7 +103,8 @@ import Testing
             harness.tokenRequest("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"), "invalid_request",
             "assertion")
         expectRefusal(harness.tokenRequest(""), "invalid_request")
-        let get = harness.gateway.handle(FCMProviderRequest(method: "GET", path: "/token", headers: [], body: Data()))
+        let get = harness.gateway.handle(
+            SimulatorProviderRequest(method: "GET", path: "/token", headers: [], body: Data()))
         #expect(get.status == 405)
     }
 

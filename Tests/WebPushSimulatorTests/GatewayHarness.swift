@@ -85,16 +85,16 @@ struct GatewayHarness {
     func push(
         to subscription: WebPushCreatedSubscription, _ body: Data, headers: [(name: String, value: String)],
         method: String = "POST"
-    ) -> WebPushProviderResponse {
+    ) -> SimulatorProviderResponse {
         let path = String(subscription.endpoint.dropFirst(Self.base.count))
-        return gateway.handle(WebPushProviderRequest(method: method, path: path, headers: headers, body: body))
+        return gateway.handle(SimulatorProviderRequest(method: method, path: path, headers: headers, body: body))
     }
 
     /// A correct push of `text`, with header `changes`.
     func push(
         _ text: String, to subscription: WebPushCreatedSubscription, _ changes: [String: String?] = [:]
     )
-        throws -> WebPushProviderResponse
+        throws -> SimulatorProviderResponse
     {
         push(to: subscription, try encrypt(text, for: subscription), headers: try headers(changes))
     }

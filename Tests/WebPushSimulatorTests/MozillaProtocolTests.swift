@@ -1,5 +1,6 @@
 import Foundation
 import OpenSSLCrypto
+import SimulatorSupport
 import Testing
 import WebPushSimulator
 
@@ -55,7 +56,7 @@ import WebPushSimulator
     func push(
         _ text: String, endpoint: String, browser: Browser, _ changes: [String: String?] = [:]
     ) throws
-        -> WebPushProviderResponse
+        -> SimulatorProviderResponse
     {
         var target = browser.created
         target.endpoint = endpoint

@@ -1,5 +1,6 @@
 import Foundation
 import OpenSSLCrypto
+import SimulatorSupport
 import Testing
 import WebPushSimulator
 
@@ -174,7 +175,8 @@ import WebPushSimulator
         #expect(try harness.push("x", to: unknown).status == 404)
         #expect(
             harness.gateway.handle(
-                WebPushProviderRequest(method: "POST", path: "/elsewhere", headers: try harness.headers(), body: Data())
+                SimulatorProviderRequest(
+                    method: "POST", path: "/elsewhere", headers: try harness.headers(), body: Data())
             ).status == 404)
         #expect(harness.lastEntry()?.path == "/elsewhere")
         #expect(harness.lastEntry()?.status == 404)
