@@ -190,6 +190,59 @@ import Testing
         #expect(try await f.store.devices(accountID: alice.id).isEmpty)
     }
 
+    @Test(arguments: StoreEngineKind.allCases) func aWebPushSubscriptionsKeysAreKeptWithItAndRefreshed(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
+        let alice = try await f.account("alice")
+        let endpoint = "https://updates.push.example/wpush/v2/gAAAAABk-Case_Kept"
+        let keys =
+            "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4.BTBZMqHH6r4Tts7J_aSIgg"
+        let address = PushAddress(service: .webpush, token: endpoint, app: "", keys: keys)
+        let device = try await f.store.registerDevice(address: address, accountID: alice.id, sessionID: nil)
+        #expect(device.address == address)
+        let claimed = try await f.store.claimDueSignals()
+        #expect(claimed.map(\.address) == [address], "the outbox hands the sender the keys")
+        // The browser subscribed again with new keys for the same endpoint: the device keeps its id, with the new keys.
+        var renewed = address
+        renewed.keys =
+            "BP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A8.DGv6ra1nlYgDCS1FRnbzlw"
+        let again = try await f.store.registerDevice(address: renewed, accountID: alice.id, sessionID: nil)
+        #expect(again.id == device.id && again.handle == device.handle)
+        #expect(try await f.store.devices(accountID: alice.id).map(\.address) == [renewed])
+        // Keys are the service's text, printable ASCII of bounded length.
+        renewed.keys = String(repeating: "k", count: 256)
+        await #expect(throws: MailboxStoreError.invalidArgument("keys")) {
+            try await f.store.registerDevice(address: renewed, accountID: alice.id, sessionID: nil)
+        }
+    }
+
+    @Test(arguments: StoreEngineKind.allCases) func anAccountRegistersAtMostItsCapOfDevices(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine, maximumDevicesPerAccount: 2)
+        let alice = try await f.account("alice")
+        let bob = try await f.account("bob")
+        let addresses = (1...3).map {
+            PushAddress.apns(StoreFixture.token($0), topic: "com.example.mail", environment: .sandbox)
+        }
+        for address in addresses.prefix(2) {
+            try await f.store.registerDevice(address: address, accountID: alice.id, sessionID: nil)
+        }
+        await #expect(throws: MailboxStoreError.tooManyDevices) {
+            try await f.store.registerDevice(address: addresses[2], accountID: alice.id, sessionID: nil)
+        }
+        // A refresh is not one more; another account has a cap of its own, and a token moving to it counts there.
+        try await f.store.registerDevice(address: addresses[0], accountID: alice.id, sessionID: nil)
+        try await f.store.registerDevice(address: addresses[2], accountID: bob.id, sessionID: nil)
+        try await f.store.registerDevice(address: addresses[0], accountID: bob.id, sessionID: nil)
+        await #expect(throws: MailboxStoreError.tooManyDevices) {
+            try await f.store.registerDevice(address: addresses[1], accountID: bob.id, sessionID: nil)
+        }
+        #expect(try await f.store.devices(accountID: alice.id).count == 1)
+        #expect(try await f.store.devices(accountID: bob.id).count == 2)
+    }
+
     @Test(arguments: StoreEngineKind.allCases) func everyRegistrationGetsAFreshSignalKeyAndAnID(
         engine: StoreEngineKind
     ) async throws {

@@ -24,7 +24,8 @@ final class StoreFixture: Sendable {
     /// or another process sharing the database, would), named `instanceID` in the leases it takes.
     init(
         engine: StoreEngineKind = .sqlite, synchronous: Bool = false, retention: TimeInterval = 30 * 86_400,
-        pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil, instanceID: String = "test"
+        pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil, instanceID: String = "test",
+        maximumDevicesPerAccount: Int = 100
     ) throws {
         directory = try previous?.directory ?? TemporaryDirectory(prefix: "mailboxstore")
         if let previous {
@@ -44,6 +45,7 @@ final class StoreFixture: Sendable {
         configuration.pacing = pacing
         configuration.postgresConnections = 4
         configuration.instanceID = instanceID
+        configuration.maximumDevicesPerAccount = maximumDevicesPerAccount
         store = try MailboxStore(database: database, configuration: configuration) {
             clock.now
         }
