@@ -36,9 +36,17 @@ final class VAPIDTokens: Sendable {
         let expires = (time + Self.lifetime).rounded(.down)
         let token = try JWT.makeES256(
             claims: ["aud": .string(origin), "exp": .integer(Int64(expires)), "sub": .string(subject)], key: key)
-        cache.withLock { $0[origin] = (token, expires) }
+        cache.withLock { cache in
+            // Bounded as the service's connections are: past that many origins the old tokens go (they are remade
+            // on use).
+            if cache.count >= WebPushPushService.maximumOrigins, cache[origin] == nil { cache.removeAll() }
+            cache[origin] = (token, expires)
+        }
         return "vapid t=\(token), k=\(publicKey)"
     }
+
+    /// How many origins have a token now.
+    var cachedOrigins: Int { cache.withLock { $0.count } }
 
     /// Whether `subject` is a contact RFC 8292 accepts: a `mailto:` address or an `https:` URL.
     static func isValidSubject(_ subject: String) -> Bool {

@@ -255,6 +255,10 @@ struct TestSubscription {
         #expect(try tokens.authorization(for: "https://b.example") != first)
         clock.withLock { $0 += VAPIDTokens.lifetime / 2 + 1 }
         #expect(try tokens.authorization(for: "https://a.example") != first)
+        for index in 0..<(WebPushPushService.maximumOrigins + 10) {
+            _ = try tokens.authorization(for: "https://push\(index).example")
+        }
+        #expect(tokens.cachedOrigins <= WebPushPushService.maximumOrigins, "the token cache is bounded")
         #expect(VAPIDTokens.isValidSubject("mailto:a@b.example"))
         #expect(!VAPIDTokens.isValidSubject("mailto:nobody"))
         #expect(!VAPIDTokens.isValidSubject("http://example.com"))
