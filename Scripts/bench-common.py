@@ -1,7 +1,7 @@
 """Shared pieces of Scripts/bench and Scripts/drills: processes, ports, the SignalFetch cluster, an HTTPS client,
 simulated devices (mail-client processes) and small statistics. Standard library only."""
 import base64, hashlib, hmac, http.client, json, os, random, re, resource, selectors, shutil, signal, socket, ssl, subprocess, sys
-import tempfile, threading, time
+import tempfile, threading, time, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPIC = "com.example.signalfetch"
@@ -314,8 +314,10 @@ class Cluster:
 
     def start_mailboxd(self, apns_port=None, extra=()):
         self.api_port = self.api_port or free_port()
+        self.metrics_port = getattr(self, "metrics_port", None) or free_port()
         self.mailboxd = self.start("mailboxd", [
             self.exe("mailboxd"), "serve", "--data-dir", self.data, "--listen", f"127.0.0.1:{self.api_port}",
+            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
             "--apns-url", f"https://127.0.0.1:{apns_port or self.sim_port}",
             "--apns-sandbox-url", f"https://127.0.0.1:{apns_port or self.sim_port}", "--apns-ca", self.ca,
             "--apns-topic", TOPIC, *extra])
@@ -334,7 +336,9 @@ class Cluster:
         return body if status == 200 else None
 
     def metric(self, name):
-        status, raw = self.api(timeout=5).raw("GET", "/metrics")
+        # /metrics is on mailboxd's own metrics listener (plain HTTP on loopback), not the API's.
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as answer:
+            raw = answer.read()
         total = 0.0
         for line in raw.decode().splitlines():
             if line.startswith(name) and not line.startswith("#"):

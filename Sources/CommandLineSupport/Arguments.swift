@@ -106,6 +106,25 @@ public struct Arguments: Sendable {
         return value
     }
 
+    /// `--name` as a duration in seconds: a whole number with an optional unit, `s`, `m`, `h` or `d` (`90`,
+    /// `15m`, `30d`), from 1 second up to `maximum`.
+    public func seconds(
+        _ name: String, default defaultValue: Double, maximum: Double = 10 * 365 * 86_400
+    ) throws
+        -> Double
+    {
+        guard let text = string(name) else { return defaultValue }
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        let unit = text.last.flatMap { units[$0] }
+        let digits = unit == nil ? Substring(text) : text.dropLast()
+        guard (1...9).contains(digits.count), digits.allSatisfy(\.isASCII), let count = Int(digits), count > 0,
+            Double(count) * (unit ?? 1) <= maximum
+        else {
+            throw UsageError("--\(name) must be a duration such as 90s, 15m, 12h or 30d (at most \(Int(maximum))s)")
+        }
+        return Double(count) * (unit ?? 1)
+    }
+
     /// Whether the switch `--name` was given (or its environment variable is `1`/`true`/`yes`).
     public func flag(_ name: String) -> Bool {
         if switches.contains(name) { return true }
@@ -130,6 +149,12 @@ public struct HostPort: Sendable, Equatable, CustomStringConvertible {
     public var host: String
     /// The port.
     public var port: UInt16
+
+    /// `host` and `port`.
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
 
     /// Parses `HOST:PORT` (`[v6]:PORT` for IPv6).
     public init(parsing text: String) throws {

@@ -116,6 +116,9 @@ extension ServerCore {
                 if isDraining {
                     return .reject(Self.shuttingDown, closing: true)
                 }
+                if let problem = RequestFraming.problem(Self.headers(of: connection)) {
+                    return .reject(HTTPError(.badRequest, code: "malformedRequest", message: problem), closing: true)
+                }
                 if let length = Self.headerValue(connection, "Content-Length").flatMap({ UInt64($0) }),
                     length > UInt64(maxBody)
                 {

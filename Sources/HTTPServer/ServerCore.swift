@@ -94,6 +94,7 @@ final class ServerCore: Sendable {
             MHD_OptionItem(
                 option: .URI_LOG_CALLBACK, value: unsafeBitCast(mhdURILog, to: Int.self),
                 ptr_value: context),
+            MHD_OptionItem(option: .STRICT_FOR_CLIENT, value: 1, ptr_value: nil),
         ]
         if config.threadCount > 1 {
             options.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: config.threadCount, ptr_value: nil))

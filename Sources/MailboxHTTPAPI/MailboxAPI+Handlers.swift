@@ -14,18 +14,27 @@ extension MailboxAPI {
         guard body.username.utf8.count <= 254, body.password.utf8.count <= 1024 else {
             throw HTTPError(.badRequest, code: "invalidArgument", message: "Username or password too long.")
         }
-        if let wait = try await throttle.retryAfter(
-            username: body.username, address: request.remoteAddress, now: now)
-        {
+        switch try await throttle.decide(username: body.username, address: request.remoteAddress, now: now) {
+        case .refuse(let wait):
+            metrics.increment(
+                "mailboxd_login_throttled_total", labels: "outcome=\"refused\"",
+                help: "Sign-ins the login throttle refused or delayed.")
             throw HTTPError(
                 .tooManyRequests, code: "tooManyAttempts", message: "Too many failed logins; try again later.",
                 headers: ["Retry-After": String(wait)])
+        case .proceed(let delay) where delay > 0:
+            metrics.increment(
+                "mailboxd_login_throttled_total", labels: "outcome=\"delayed\"",
+                help: "Sign-ins the login throttle refused or delayed.")
+            try await Task.sleep(for: .seconds(delay))
+        case .proceed:
+            break
         }
         guard let accountID = try await store.authenticate(username: body.username, password: body.password) else {
             try await throttle.recordFailure(username: body.username, address: request.remoteAddress)
             throw HTTPError(.unauthorized, code: "invalidCredentials", message: "Unknown username or wrong password.")
         }
-        try await throttle.recordSuccess(username: body.username)
+        try await throttle.recordSuccess(username: body.username, address: request.remoteAddress)
         let token = SecureRandom.base64URL(32)
         _ = try await store.createSession(
             accountID: accountID, tokenHash: SHA256.hash(token), deviceName: body.deviceName ?? "unnamed device")
@@ -38,6 +47,12 @@ extension MailboxAPI {
 
     func deleteSession(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         try await store.revokeSession(id: session.id, accountID: session.accountID)
+        return .empty()
+    }
+
+    /// Signs out everywhere: every session of the account ends, and every device is removed.
+    func deleteAllSessions(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        try await store.revokeAllSessions(accountID: session.accountID)
         return .empty()
     }
 
@@ -156,8 +171,20 @@ extension MailboxAPI {
         } catch {
             throw HTTPError(.badRequest, code: error.code, message: error.message)
         }
+        // Registrations per account and hour, counted in the store (so across instances): a client in a loop, or
+        // one cycling tokens, is told to wait rather than churning the devices table and the push services.
+        let key = "device-registrations:\(session.accountID)"
+        let recent = try await store.recentEvents(key, within: 3600)
+        if recent.count >= configuration.deviceRegistrationsPerHour, let oldest = recent.first {
+            let wait = max(1, Int((oldest + 3600 - store.currentTime).rounded(.up)))
+            throw HTTPError(
+                .tooManyRequests, code: "tooManyRegistrations",
+                message: "Too many device registrations for this account; try again later.",
+                headers: ["Retry-After": String(wait)])
+        }
         let device = try await store.registerDevice(
             address: address, accountID: session.accountID, sessionID: session.id)
+        try await store.recordEvent(key, keep: 3600)
         let fields = push.service(address.service)?.registrationFields(of: device.address) ?? [:]
         return try .json(DeviceResponse(device, serviceFields: fields), status: .created)
     }

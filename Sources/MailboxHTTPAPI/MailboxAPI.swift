@@ -6,8 +6,8 @@ import Push
 import ServiceMetrics
 import SignalDispatch
 
-/// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz`, `/metrics` and the web
-/// client at `/web/`.
+/// The `/v1` HTTP API of the mailbox service (see `docs/openapi.yaml`), plus `/healthz` and the web client at
+/// `/web/`; `/metrics` is served on a listener of its own (``metricsRouter``).
 package struct MailboxAPI: Sendable {
     /// What the API's behaviour depends on, from the service's configuration.
     package struct Settings: Sendable {
@@ -15,12 +15,10 @@ package struct MailboxAPI: Sendable {
         package var deliveryToken: String
         /// Message bodies up to this many bytes are inline in listings and changes.
         package var inlineBodyLimit = 16_384
-        /// Failed logins allowed per username within `loginWindow`.
-        package var loginFailuresPerUsername = 5
-        /// Failed logins allowed per client address within `loginWindow`.
-        package var loginFailuresPerAddress = 20
-        /// The login-throttle window, in seconds.
-        package var loginWindow: TimeInterval = 300
+        /// How failed sign-ins are counted and slowed (see ``LoginThrottle``).
+        package var signIn = SignInLimits()
+        /// Device registrations (new or refreshed) one account may make per hour; one more is 429.
+        package var deviceRegistrationsPerHour = 60
         /// The VAPID public key browsers subscribe with (base64url of the 65-byte point), when Web Push is on.
         package var webPushPublicKey: String?
 
@@ -45,16 +43,14 @@ package struct MailboxAPI: Sendable {
         self.metrics = metrics
         self.push = push
         deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
-        throttle = LoginThrottle(
-            store: store, perUsername: configuration.loginFailuresPerUsername,
-            perAddress: configuration.loginFailuresPerAddress,
-            window: configuration.loginWindow)
+        throttle = LoginThrottle(store: store, limits: configuration.signIn)
     }
 
     package var router: Router {
         var router = Router()
         router.post("/v1/session", handler: instrument("/v1/session", createSession))
         router.delete("/v1/session", handler: instrument("/v1/session", authenticated(deleteSession)))
+        router.delete("/v1/sessions", handler: instrument("/v1/sessions", authenticated(deleteAllSessions)))
         router.get("/v1/mailboxes", handler: instrument("/v1/mailboxes", authenticated(listMailboxes)))
         router.get("/v1/messages", handler: instrument("/v1/messages", authenticated(listMessages)))
         router.get("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(getMessage)))
@@ -73,6 +69,12 @@ package struct MailboxAPI: Sendable {
         router.get("/web", handler: instrument("/web/", webFile))
         router.get("/web/:file", handler: instrument("/web/{file}", webFile))
         router.get("/healthz", handler: instrument("/healthz", health))
+        return router
+    }
+
+    /// The metrics listener's routes: `/metrics` (Prometheus's text format), kept off the API's listener.
+    package var metricsRouter: Router {
+        var router = Router()
         router.get("/metrics", handler: metricsPage)
         return router
     }

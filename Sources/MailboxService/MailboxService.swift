@@ -16,6 +16,7 @@ public final class MailboxService: Sendable {
     /// The dispatcher.
     public let dispatcher: SignalDispatcher
     private let server: HTTPServer
+    private let metricsServer: HTTPServer?
     private let lmtp: LMTPServer?
     private let maintenance: Task<Void, Never>
     /// Wakes the dispatcher after any commit that queued signals (this process's or, on PostgreSQL, another's).
@@ -23,6 +24,8 @@ public final class MailboxService: Sendable {
 
     /// The port the API listens on.
     public var port: UInt16 { server.port }
+    /// The port `/metrics` is served on, when it is.
+    public var metricsPort: UInt16? { metricsServer?.port }
     /// The port the LMTP listener is bound to, when there is one.
     public var lmtpPort: UInt16? { lmtp?.port }
 
@@ -40,9 +43,8 @@ public final class MailboxService: Sendable {
             store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log)
         var settings = MailboxAPI.Settings(deliveryToken: configuration.deliveryToken)
         settings.inlineBodyLimit = configuration.inlineBodyLimit
-        settings.loginFailuresPerUsername = configuration.loginFailuresPerUsername
-        settings.loginFailuresPerAddress = configuration.loginFailuresPerAddress
-        settings.loginWindow = configuration.loginWindow
+        settings.signIn = configuration.signIn
+        settings.deviceRegistrationsPerHour = configuration.deviceRegistrationsPerHour
         settings.webPushPublicKey = configuration.webPushPublicKey
         let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router)
         var serverConfiguration = HTTPServer.Configuration()
@@ -67,12 +69,23 @@ public final class MailboxService: Sendable {
                 configuration: lmtpConfiguration,
                 backend: LMTPDelivery(store: store, metrics: metrics), log: log)
         }
+        var metricsServer: HTTPServer?
         do {
+            if let host = configuration.metricsHost {
+                var metricsConfiguration = HTTPServer.Configuration()
+                metricsConfiguration.host = host
+                metricsConfiguration.port = configuration.metricsPort
+                metricsConfiguration.connectionLimit = 64
+                metricsConfiguration.threadCount = 1
+                metricsConfiguration.errorLog = serverConfiguration.errorLog
+                metricsServer = try HTTPServer(configuration: metricsConfiguration, router: api.metricsRouter)
+            }
             self.server = try HTTPServer(configuration: serverConfiguration, router: api.router)
         } catch {
-            lmtp?.shutdown()
+            lmtp?.shutdown()  // a metrics server already started stops as it is released
             throw error
         }
+        self.metricsServer = metricsServer
         self.lmtp = lmtp
         lmtp?.start()
         self.store = store
@@ -84,6 +97,7 @@ public final class MailboxService: Sendable {
             while !Task.isCancelled {
                 _ = try? await store.purgeTombstones()
                 _ = try? await store.purgeEvents(olderThan: 86_400)
+                _ = try? await store.purgeSessions(olderThan: 86_400)
                 try? await Task.sleep(for: .seconds(3600))
             }
         }
@@ -102,6 +116,7 @@ public final class MailboxService: Sendable {
             }
         }
         await server.shutdown()
+        await metricsServer?.shutdown()
         await dispatcher.stop()
         maintenance.cancel()
         queuedSignals.cancel()

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import MailIngest
+import MailboxHTTPAPI
 import MailboxStore
 
 /// Everything `mailboxd serve` is configured with.
@@ -31,12 +32,15 @@ public struct ServiceConfiguration: Sendable {
     public var inlineBodyLimit = 16_384
     /// Store settings (durability, per-device signal pacing, retention).
     public var store = MailboxStore.Configuration()
-    /// Failed logins allowed per username within `loginWindow` before 429.
-    public var loginFailuresPerUsername = 5
-    /// Failed logins allowed per client address within `loginWindow` before 429.
-    public var loginFailuresPerAddress = 20
-    /// The failed-login window, in seconds.
-    public var loginWindow: TimeInterval = 300
+    /// How failed sign-ins are counted: refused per username and address and per address, delayed per username.
+    public var signIn = SignInLimits()
+    /// Device registrations one account may make per hour before 429.
+    public var deviceRegistrationsPerHour = 60
+    /// The address `/metrics` is served on (plain HTTP, a listener of its own, never the API's); `nil` for none.
+    /// Loopback, or a network only the monitoring reaches: the page tells how the service is used.
+    public var metricsHost: String?
+    /// The metrics listener's port (0 picks a free one).
+    public var metricsPort: UInt16 = 9464
     /// The LMTP listener for mail from an MTA; `nil` (the default) for none.
     public var lmtp: LMTPServer.Configuration?
     /// The VAPID public key the API publishes (`GET /v1/webpush/vapid-public-key`), when Web Push is on.

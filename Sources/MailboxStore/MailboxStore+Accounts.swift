@@ -74,11 +74,15 @@ extension MailboxStore {
         return row["id"].int64
     }
 
-    /// Stores a new session under the SHA-256 of its bearer token (the token itself is never stored).
+    /// Stores a new session under the SHA-256 of its bearer token (the token itself is never stored). When the
+    /// account then has more live sessions than ``Configuration/maximumSessionsPerAccount``, the least recently
+    /// used ones end (with their devices, as at sign-out).
     public func createSession(accountID: Int64, tokenHash: [UInt8], deviceName: String) async throws -> SessionRecord {
         guard tokenHash.count == 32 else { throw MailboxStoreError.invalidArgument("token hash") }
         let name = String(deviceName.prefix(100))
         let created = now()
+        let cap = configuration.maximumSessionsPerAccount
+        let (idleSince, createdSince) = liveSessionBounds(now: created)
         return try await write { db, _ in
             guard
                 let id = try db.scalar(
@@ -88,34 +92,96 @@ extension MailboxStore {
                     """, accountID, tokenHash, name, created, created
                 ).int64
             else { throw MailboxStoreError.notFound }
-            return SessionRecord(id: id, accountID: accountID, deviceName: name)
+            let live = try db.query(
+                """
+                SELECT id FROM sessions
+                WHERE account_id = ? AND revoked_at IS NULL AND last_used_at > ? AND created_at > ?
+                ORDER BY last_used_at DESC, id DESC
+                """, accountID, idleSince, createdSince
+            ).map { try $0.int64("id") }
+            for ended in live.dropFirst(cap) where ended != id {
+                try Self.endSession(db, id: ended, accountID: accountID, at: created)
+            }
+            return SessionRecord(
+                id: id, accountID: accountID, deviceName: name, createdAt: created, lastUsedAt: created)
         }
     }
 
-    /// The live session whose token hashes to `tokenHash`, if any.
+    /// The oldest last use and the oldest start a live session can have at `now`.
+    func liveSessionBounds(now: Double) -> (idleSince: Double, createdSince: Double) {
+        (now - configuration.sessionIdleTimeout, now - configuration.sessionLifetime)
+    }
+
+    /// The live session whose token hashes to `tokenHash`, if any: not revoked, used within the idle timeout and
+    /// younger than the lifetime. Its last use is written when the one on record is more than a tenth of the idle
+    /// timeout (at most an hour) old, so most requests only read.
     public func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
-        try await read { db in
+        let time = now()
+        let (idleSince, createdSince) = liveSessionBounds(now: time)
+        let found = try await read { db in
             try db.queryOne(
-                "SELECT id, account_id, device_name FROM sessions WHERE token_hash = ? AND revoked_at IS NULL",
-                tokenHash
+                """
+                SELECT id, account_id, device_name, created_at, last_used_at FROM sessions
+                WHERE token_hash = ? AND revoked_at IS NULL AND last_used_at > ? AND created_at > ?
+                """, tokenHash, idleSince, createdSince
             ).map { row in
                 SessionRecord(
                     id: try row.int64("id"), accountID: try row.int64("account_id"),
-                    deviceName: try row.string("device_name"))
+                    deviceName: try row.string("device_name"), createdAt: try row.double("created_at"),
+                    lastUsedAt: try row.double("last_used_at"))
             }
         }
+        guard var session = found else { return nil }
+        if time - session.lastUsedAt > min(3600, configuration.sessionIdleTimeout / 10) {
+            let id = session.id
+            try await write { db, _ in
+                try db.run("UPDATE sessions SET last_used_at = ? WHERE id = ? AND last_used_at < ?", time, id, time)
+            }
+            session.lastUsedAt = time
+        }
+        return session
+    }
+
+    /// Ends a session and deletes the devices registered through it. Returns whether it had not ended before.
+    @discardableResult
+    static func endSession(_ db: any SQLConnection, id: Int64, accountID: Int64, at time: Double) throws -> Bool {
+        let changed = try db.run(
+            "UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL", time, id,
+            accountID)
+        try db.run("DELETE FROM devices WHERE session_id = ? AND account_id = ?", id, accountID)
+        return changed == 1
     }
 
     /// Revokes a session and deletes the devices registered through it. Returns whether it was live.
     @discardableResult
     public func revokeSession(id: Int64, accountID: Int64) async throws -> Bool {
         let revoked = now()
+        return try await write { db, _ in try Self.endSession(db, id: id, accountID: accountID, at: revoked) }
+    }
+
+    /// Signs the account out everywhere: revokes every session and deletes every device (none is signalled
+    /// again until it signs in and registers). Returns how many sessions were live.
+    @discardableResult
+    public func revokeAllSessions(accountID: Int64) async throws -> Int {
+        let revoked = now()
         return try await write { db, _ in
-            let changed = try db.run(
-                "UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL", revoked,
-                id, accountID)
-            try db.run("DELETE FROM devices WHERE session_id = ? AND account_id = ?", id, accountID)
-            return changed == 1
+            let ended = try db.run(
+                "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", revoked, accountID)
+            try db.run("DELETE FROM devices WHERE account_id = ?", accountID)
+            return ended
+        }
+    }
+
+    /// Deletes sessions that are over (revoked, idle or too old) since `age` seconds or more; their devices stay
+    /// (a device whose session expired is still signalled, and its app asks its user to sign in). Housekeeping.
+    @discardableResult
+    public func purgeSessions(olderThan age: Double) async throws -> Int {
+        let time = now()
+        let (idleSince, createdSince) = liveSessionBounds(now: time - age)
+        return try await write { db, _ in
+            try db.run(
+                "DELETE FROM sessions WHERE revoked_at <= ? OR last_used_at <= ? OR created_at <= ?", time - age,
+                idleSince, createdSince)
         }
     }
 }

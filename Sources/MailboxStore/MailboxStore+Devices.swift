@@ -23,10 +23,11 @@ extension MailboxStore {
             keys: try row.string("push_keys"))
     }
 
-    /// Registers (or refreshes) a device for the account at `address`, which its push service has checked. A
-    /// token already registered by another account moves to this one with a fresh alias. Every registration gets
-    /// a fresh signal key, returned in the record and nowhere else. The device is signalled with the current state
-    /// right away.
+    /// Registers (or refreshes) a device for the account at `address`, which its push service has checked. A device
+    /// is one account's registration of a token: the same token registered by another account is a device of its
+    /// own there, and this one is left alone (whoever learns a token cannot take it over and silence its owner).
+    /// Every registration gets a fresh signal key, returned in the record and nowhere else. The device is signalled
+    /// with the current state right away.
     @discardableResult
     public func registerDevice(
         address: PushAddress, accountID: Int64, sessionID: Int64?
@@ -49,15 +50,10 @@ extension MailboxStore {
         let handle = SecureRandom.base64URL(16)
         let cap = configuration.maximumDevicesPerAccount
         return try await write { db, ledger in
-            let existing = try db.queryOne("SELECT \(Self.deviceColumns) FROM devices WHERE token = ?", token)
-                .map(Self.device(from:))
-            if existing?.accountID != accountID,
-                let count = try db.scalar("SELECT COUNT(*) FROM devices WHERE account_id = ?", accountID).int64,
-                count >= cap
-            {
-                throw MailboxStoreError.tooManyDevices
-            }
-            if let existing, existing.accountID == accountID {
+            let existing = try db.scalar(
+                "SELECT id FROM devices WHERE account_id = ? AND token = ?", accountID, token
+            ).int64
+            if let existing {
                 try db.run(
                     """
                     UPDATE devices SET service = ?, topic = ?, environment = ?, push_keys = ?, session_id = ?,
@@ -66,22 +62,12 @@ extension MailboxStore {
                     """,
                     arguments: [
                         address.service.rawValue, address.app, address.environment.rawValue, address.keys, sessionID,
-                        registered, key.base64URL, handle, existing.id,
-                    ])
-            } else if let existing {
-                try db.run("DELETE FROM signal_outbox WHERE device_id = ?", existing.id)
-                try db.run(
-                    """
-                    UPDATE devices SET account_id = ?, session_id = ?, service = ?, topic = ?, environment = ?,
-                        push_keys = ?, alias = ?, signal_key = ?, handle = ?, updated_at = ?, last_signal_at = 0,
-                        last_signalled_modseq = 0
-                    WHERE id = ?
-                    """,
-                    arguments: [
-                        accountID, sessionID, address.service.rawValue, address.app, address.environment.rawValue,
-                        address.keys, freshAlias, key.base64URL, handle, registered, existing.id,
+                        registered, key.base64URL, handle, existing,
                     ])
             } else {
+                guard let count = try db.scalar("SELECT COUNT(*) FROM devices WHERE account_id = ?", accountID).int64,
+                    count < cap
+                else { throw MailboxStoreError.tooManyDevices }
                 try db.run(
                     """
                     INSERT INTO devices (token, service, account_id, session_id, topic, environment, push_keys, alias,
@@ -95,8 +81,9 @@ extension MailboxStore {
                     ])
             }
             guard
-                let device = try db.queryOne("SELECT \(Self.deviceColumns) FROM devices WHERE token = ?", token)
-                    .map(Self.device(from:)),
+                let device = try db.queryOne(
+                    "SELECT \(Self.deviceColumns) FROM devices WHERE account_id = ? AND token = ?", accountID, token
+                ).map(Self.device(from:)),
                 let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64
             else { throw MailboxStoreError.notFound }
             try Self.queueSignal(db, deviceID: device.id, modseq: modseq, dueAt: registered)

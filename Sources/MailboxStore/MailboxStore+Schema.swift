@@ -317,5 +317,54 @@ extension MailboxStore {
             name: "008-push-keys",
             sqlite: "ALTER TABLE devices ADD COLUMN push_keys TEXT NOT NULL DEFAULT '';",
             postgres: "ALTER TABLE devices ADD COLUMN push_keys TEXT NOT NULL DEFAULT '';"),
+        // A device is an account's registration of a token: the same token under two accounts is two devices, so
+        // one account cannot take over (and silence) a token another registered. SQLite cannot drop a column's
+        // UNIQUE, so its table is rebuilt (the outbox rows set aside and put back); sessions get the index that
+        // finds an account's live sessions, least recently used first.
+        StoreMigration(
+            name: "009-devices-per-account",
+            sqlite: """
+                CREATE INDEX sessions_by_account ON sessions (account_id, last_used_at);
+                CREATE TEMP TABLE outbox_kept AS SELECT * FROM signal_outbox;
+                DELETE FROM signal_outbox;
+                CREATE TABLE devices_per_account (
+                    id INTEGER PRIMARY KEY,
+                    token TEXT NOT NULL,
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+                    topic TEXT NOT NULL,
+                    environment TEXT NOT NULL CHECK (environment IN ('sandbox', 'production')),
+                    alias TEXT NOT NULL UNIQUE,
+                    created_at REAL NOT NULL,
+                    updated_at REAL NOT NULL,
+                    last_signal_at REAL NOT NULL DEFAULT 0,
+                    last_signalled_modseq INTEGER NOT NULL DEFAULT 0,
+                    pace_tokens REAL,
+                    pace_at REAL NOT NULL DEFAULT 0,
+                    service TEXT NOT NULL DEFAULT 'apns',
+                    handle TEXT,
+                    signal_key TEXT,
+                    push_keys TEXT NOT NULL DEFAULT ''
+                );
+                INSERT INTO devices_per_account (id, token, account_id, session_id, topic, environment, alias,
+                    created_at, updated_at, last_signal_at, last_signalled_modseq, pace_tokens, pace_at, service,
+                    handle, signal_key, push_keys)
+                SELECT id, token, account_id, session_id, topic, environment, alias, created_at, updated_at,
+                    last_signal_at, last_signalled_modseq, pace_tokens, pace_at, service, handle, signal_key,
+                    push_keys
+                FROM devices;
+                DROP TABLE devices;
+                ALTER TABLE devices_per_account RENAME TO devices;
+                CREATE UNIQUE INDEX devices_by_account_token ON devices (account_id, token);
+                CREATE UNIQUE INDEX devices_by_handle ON devices (handle);
+                INSERT INTO signal_outbox SELECT * FROM outbox_kept;
+                DROP TABLE outbox_kept;
+                """,
+            postgres: """
+                CREATE INDEX sessions_by_account ON sessions (account_id, last_used_at);
+                ALTER TABLE devices DROP CONSTRAINT devices_token_key;
+                CREATE UNIQUE INDEX devices_by_account_token ON devices (account_id, token);
+                DROP INDEX devices_by_account;
+                """),
     ]
 }

@@ -33,6 +33,13 @@ public final class MailboxStore: Sendable {
         /// The most devices one account may register; one more is refused (``MailboxStoreError/tooManyDevices``),
         /// so one account cannot make every change fan out to thousands of pushes under the server's credentials.
         public var maximumDevicesPerAccount = 100
+        /// A session unused for this long is over (its token is refused). Its last use is written at most every
+        /// tenth of this (at most hourly), so a session in use never ends this way, and reads stay reads.
+        public var sessionIdleTimeout: TimeInterval = 30 * 86_400
+        /// A session this old is over, however much it is used: the user signs in again.
+        public var sessionLifetime: TimeInterval = 90 * 86_400
+        /// The most live sessions one account keeps; a sign-in beyond it ends the least recently used.
+        public var maximumSessionsPerAccount = 20
 
         /// The defaults.
         public init() {}

@@ -172,6 +172,10 @@ public struct SessionRecord: Sendable, Equatable {
     public var accountID: Int64
     /// The name the client gave for its device.
     public var deviceName: String
+    /// When it began (sign-in), seconds since 1970.
+    public var createdAt: Double
+    /// When it was last used, as last written (see ``MailboxStore/Configuration/sessionIdleTimeout``).
+    public var lastUsedAt: Double
 }
 
 /// A registered device.

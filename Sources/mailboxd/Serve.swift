@@ -19,7 +19,8 @@ enum Serve {
         "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
         "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id", "fcm-config",
         "tls-min-version", "max-devices-per-account", "webpush-vapid-key", "webpush-subject", "webpush-ca",
-        "webpush-allow-host", "webpush-signal-kind",
+        "webpush-allow-host", "webpush-signal-kind", "metrics-listen", "session-idle-timeout", "session-lifetime",
+        "max-sessions-per-account", "device-registrations-per-hour",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -204,6 +205,25 @@ enum Serve {
         let devices = try args.int("max-devices-per-account", default: 100)
         guard (1...100_000).contains(devices) else { throw UsageError("--max-devices-per-account must be 1 to 100000") }
         configuration.store.maximumDevicesPerAccount = devices
+        configuration.store.sessionIdleTimeout = try args.seconds("session-idle-timeout", default: 30 * 86_400)
+        configuration.store.sessionLifetime = try args.seconds("session-lifetime", default: 90 * 86_400)
+        guard configuration.store.sessionIdleTimeout <= configuration.store.sessionLifetime else {
+            throw UsageError("--session-idle-timeout cannot be longer than --session-lifetime")
+        }
+        let sessions = try args.int("max-sessions-per-account", default: 20)
+        guard (1...10_000).contains(sessions) else { throw UsageError("--max-sessions-per-account must be 1 to 10000") }
+        configuration.store.maximumSessionsPerAccount = sessions
+        let registrations = try args.int("device-registrations-per-hour", default: 60)
+        guard (1...100_000).contains(registrations) else {
+            throw UsageError("--device-registrations-per-hour must be 1 to 100000")
+        }
+        configuration.deviceRegistrationsPerHour = registrations
+        if let metrics = args.string("metrics-listen") {
+            // A port alone is on loopback: the page tells how the service is used, so only the monitoring sees it.
+            let listen = try HostPort(parsing: metrics.contains(":") ? metrics : "127.0.0.1:" + metrics)
+            configuration.metricsHost = listen.host
+            configuration.metricsPort = listen.port
+        }
         if args.flag("access-log") {
             configuration.accessLog = { line in printError(line) }
         }
@@ -241,6 +261,9 @@ enum Serve {
         printError(
             "mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir), store "
                 + "\(configuration.storeDatabase), instance \(configuration.store.instanceID))")
+        if let host = configuration.metricsHost, let port = service.metricsPort {
+            printError("mailboxd: metrics on http://\(HostPort(host: host, port: port))/metrics")
+        }
         if let lmtp = configuration.lmtp, let port = service.lmtpPort {
             printError("mailboxd: LMTP on \(lmtp.host):\(port) as \(lmtp.session.hostname)")
         }

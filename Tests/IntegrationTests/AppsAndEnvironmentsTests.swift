@@ -31,7 +31,7 @@ import Testing
     }
 
     static func metricsText(_ cluster: Cluster) async throws -> String {
-        String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
     }
 
     static func log(_ cluster: Cluster) async throws -> [[String: Any]] {

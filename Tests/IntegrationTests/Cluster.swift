@@ -24,6 +24,8 @@ final class Cluster: Sendable {
     private let mailboxdCommand: [String]
     var mailboxd: ChildProcess { mailboxdProcess.current }
     let apiPort: UInt16
+    /// The port mailboxd serves `/metrics` on (its own listener, plain HTTP on loopback).
+    let metricsPort: UInt16
     let providerPort: UInt16
     let sandboxPort: UInt16
     let devicePort: UInt16
@@ -35,6 +37,7 @@ final class Cluster: Sendable {
     var dataDir: String { directory.path("data") }
     var ca: String { directory.path("data/tls/ca.pem") }
     var api: String { "https://127.0.0.1:\(apiPort)" }
+    var metrics: String { "http://127.0.0.1:\(metricsPort)/metrics" }
     var sim: String { "http://127.0.0.1:\(devicePort)" }
     /// fcm-sim's device side.
     var fcm: String { "http://127.0.0.1:\(fcmPorts?.device ?? 0)" }
@@ -77,6 +80,7 @@ final class Cluster: Sendable {
         sandboxPort = freeLocalPort()
         devicePort = freeLocalPort()
         apiPort = freeLocalPort()
+        metricsPort = freeLocalPort()
         apnsSim = try ChildProcess(
             TestEnvironment.executable("apns-sim").path,
             [
@@ -145,6 +149,7 @@ final class Cluster: Sendable {
         mailboxdCommand =
             [mailboxdPath]
             + ["serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)", "--instance-id", "cluster-mailboxd"]
+            + ["--metrics-listen", "127.0.0.1:\(metricsPort)"]
             + apnsFlags + mailboxdArguments
         mailboxdProcess = ProcessBox(
             try ChildProcess(
@@ -180,6 +185,7 @@ final class Cluster: Sendable {
         var arguments = Array(mailboxdCommand.dropFirst())
         if let listen = arguments.firstIndex(of: "--listen") { arguments[listen + 1] = "127.0.0.1:\(port)" }
         if let name = arguments.firstIndex(of: "--instance-id") { arguments[name + 1] = instanceID }
+        if let metrics = arguments.firstIndex(of: "--metrics-listen") { arguments[metrics + 1] = "127.0.0.1:0" }
         let process = try ChildProcess(mailboxdCommand[0], arguments, logDirectory: directory.url.path)
         try #require(waitForPort(port), "the second mailboxd did not start: \(process.errorOutput)")
         return process

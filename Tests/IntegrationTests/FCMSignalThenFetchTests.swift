@@ -50,7 +50,7 @@ import Testing
             .get, cluster.api + "/v1/changes?since=\(state.split(separator: "-")[0])-0", token: session)
         #expect(changes.status == 200)
         #expect((changes.body["created"] as? [[String: Any]])?.first?["subject"] as? String == subject)
-        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         #expect(Self.metric(metrics, #"mailboxd_signals_sent_total{service="fcm""#) >= 2)
     }
 
@@ -109,7 +109,7 @@ import Testing
                 try await cluster.call(.delete, cluster.api + "/v1/devices/\(device.id)", token: session).status == 404
         }
         #expect(gone, "the device is still registered: \(cluster.mailboxd.errorOutput)")
-        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         #expect(metrics.contains(#"reason="UNREGISTERED""#))
     }
 
@@ -134,7 +134,7 @@ import Testing
             }
         }
         #expect(last == tag, "the signal refused for quota arrived later: \(cluster.mailboxd.errorOutput)")
-        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         #expect(Self.metric(metrics, #"mailboxd_signal_retries_total{service="fcm""#) >= 1)
         #expect(metrics.contains(#"reason="QUOTA_EXCEEDED""#))
     }

@@ -47,7 +47,7 @@ import Testing
         #expect(created.first?["subject"] as? String == subject)
 
         // The store's writer shows in the metrics: the account, the device and the delivery were committed.
-        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         func total(_ name: String) -> Double? {
             metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap {
                 Double($0.split(separator: " ")[1])

@@ -43,7 +43,7 @@ import Testing
         // The signal went through the push service as ciphertext only.
         let log = String(decoding: try await cluster.call(.get, cluster.webPush + "/sim/log").data, as: UTF8.self)
         #expect(!log.contains(subject) && !log.contains("alice"))
-        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         #expect(WebPushSignalThenFetchTests.metric(metrics, #"mailboxd_signals_sent_total{service="webpush""#) >= 2)
         #expect(
             WebPushSignalThenFetchTests.metric(metrics, #"mailboxd_sync_requests_total{kind="delta""#) >= 1,

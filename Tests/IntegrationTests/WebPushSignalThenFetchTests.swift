@@ -105,7 +105,7 @@ final class WebPushMessages: Sendable {
         let changes = try await cluster.call(
             .get, cluster.api + "/v1/changes?since=\(state.split(separator: "-")[0])-0", token: session)
         #expect((changes.body["created"] as? [[String: Any]])?.first?["subject"] as? String == subject)
-        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         #expect(Self.metric(metrics, #"mailboxd_signals_sent_total{service="webpush""#) >= 2)
     }
 
@@ -148,7 +148,7 @@ final class WebPushMessages: Sendable {
         let tag = try #require(cluster.tag(of: state, device: browser.id))
         #expect(
             await stream.waitFor(tag: tag) != nil, "the refused signal never arrived: \(cluster.mailboxd.errorOutput)")
-        let metrics = String(decoding: try await cluster.call(.get, cluster.api + "/metrics").data, as: UTF8.self)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         #expect(Self.metric(metrics, #"mailboxd_signal_retries_total{service="webpush""#) >= 1)
     }
 

@@ -132,14 +132,21 @@ import Testing
             address: .apns(token, topic: "com.example.mail", environment: .production), accountID: alice.id,
             sessionID: nil)
         #expect(again.id == first.id && again.alias == first.alias && again.address.environment == .production)
-        // The same token registered by another account moves, with a new alias.
-        let moved = try await f.store.registerDevice(
+        // The same token registered by another account is a device of its own there: alice's stays, and is still
+        // signalled (whoever learns a token cannot take it over and silence its owner).
+        _ = try await f.store.claimDueSignals()
+        let other = try await f.store.registerDevice(
             address: .apns(token, topic: "com.example.mail", environment: .production), accountID: bob.id,
             sessionID: nil)
-        #expect(moved.accountID == bob.id && moved.alias != first.alias)
-        #expect(try await f.store.devices(accountID: alice.id).isEmpty)
-        #expect(try await f.store.deleteDevice(handle: token, accountID: alice.id) == false)
+        #expect(other.accountID == bob.id && other.id != first.id && other.alias != first.alias)
+        #expect(try await f.store.devices(accountID: alice.id).map(\.id) == [first.id])
+        f.advance(60)
+        _ = try await f.deliver(to: "alice")
+        let claimed = try await f.store.claimDueSignals()
+        #expect(claimed.map(\.deviceID).contains(first.id), "alice's registration is signalled")
         #expect(try await f.store.deleteDevice(handle: token, accountID: bob.id))
+        #expect(try await f.store.devices(accountID: alice.id).map(\.id) == [first.id], "bob's removal is his own")
+        #expect(try await f.store.deleteDevice(handle: token, accountID: alice.id))
         await #expect(throws: MailboxStoreError.invalidArgument("device address")) {
             try await f.store.registerDevice(
                 address: .apns("has space", topic: "t", environment: .sandbox), accountID: alice.id, sessionID: nil)
@@ -232,14 +239,15 @@ import Testing
         await #expect(throws: MailboxStoreError.tooManyDevices) {
             try await f.store.registerDevice(address: addresses[2], accountID: alice.id, sessionID: nil)
         }
-        // A refresh is not one more; another account has a cap of its own, and a token moving to it counts there.
+        // A refresh is not one more; another account has a cap of its own, and a token alice holds counts there
+        // too when bob registers it (it is his registration as well as hers).
         try await f.store.registerDevice(address: addresses[0], accountID: alice.id, sessionID: nil)
         try await f.store.registerDevice(address: addresses[2], accountID: bob.id, sessionID: nil)
         try await f.store.registerDevice(address: addresses[0], accountID: bob.id, sessionID: nil)
         await #expect(throws: MailboxStoreError.tooManyDevices) {
             try await f.store.registerDevice(address: addresses[1], accountID: bob.id, sessionID: nil)
         }
-        #expect(try await f.store.devices(accountID: alice.id).count == 1)
+        #expect(try await f.store.devices(accountID: alice.id).count == 2)
         #expect(try await f.store.devices(accountID: bob.id).count == 2)
     }
 

@@ -25,7 +25,7 @@ final class StoreFixture: Sendable {
     init(
         engine: StoreEngineKind = .sqlite, synchronous: Bool = false, retention: TimeInterval = 30 * 86_400,
         pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil, instanceID: String = "test",
-        maximumDevicesPerAccount: Int = 100
+        maximumDevicesPerAccount: Int = 100, adjust: (inout MailboxStore.Configuration) -> Void = { _ in }
     ) throws {
         directory = try previous?.directory ?? TemporaryDirectory(prefix: "mailboxstore")
         if let previous {
@@ -46,6 +46,7 @@ final class StoreFixture: Sendable {
         configuration.postgresConnections = 4
         configuration.instanceID = instanceID
         configuration.maximumDevicesPerAccount = maximumDevicesPerAccount
+        adjust(&configuration)
         store = try MailboxStore(database: database, configuration: configuration) {
             clock.now
         }
