@@ -184,6 +184,45 @@ struct HTTPServerTests {
         await server.shutdown()
     }
 
+    @Test("requests two parsers could frame differently are refused with 400 at once, and the connection closed")
+    func ambiguousFramingIsRefused() async throws {
+        let server = try startServer()
+        let port = server.port
+        let ambiguous: [String: String] = [
+            "conflicting Content-Length":
+                "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\n{}",
+            "repeated Content-Length":
+                "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+            "Content-Length list": "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\n{}",
+            "Content-Length and Transfer-Encoding":
+                "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n",
+            "unknown Transfer-Encoding": "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n{}",
+            "chunked twice": "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+            "no Host": "GET /hello HTTP/1.1\r\n\r\n",
+            "two Hosts": "GET /hello HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+            "space before the colon": "GET /hello HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n",
+            "space in a field name": "GET /hello HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n",
+        ]
+        for (name, request) in ambiguous.sorted(by: { $0.key < $1.key }) {
+            // A refusal comes at once; the body that never arrives is not waited for (the timeout is far off).
+            let (text, _) = try await offPool { () -> (String, RawSocket.ReadEnd) in
+                let socket = try RawSocket(port: port, receiveTimeout: 5)
+                socket.send(request)
+                return socket.read { $0.contains("\r\n\r\n") }
+            }
+            #expect(text.hasPrefix("HTTP/1.1 400 "), "\(name): \(text.prefix(80).debugDescription)")
+        }
+        // HTTP/1.0 needs no Host; a well-formed HTTP/1.1 request is answered as before.
+        let old = try await offPool { () -> String in
+            let socket = try RawSocket(port: port, receiveTimeout: 5)
+            socket.send("GET /hello HTTP/1.0\r\n\r\n")
+            return socket.read { $0.contains("\r\n\r\n") }.text
+        }
+        #expect(old.hasPrefix("HTTP/1.1 200 "))
+        #expect(try await curlResponse(["http://127.0.0.1:\(port)/hello"]).status == 200)
+        await server.shutdown()
+    }
+
     @Test("a client that stops mid-header is disconnected after the idle timeout")
     func idleTimeout() async throws {
         let server = try startServer { $0.idleTimeoutSeconds = 1 }

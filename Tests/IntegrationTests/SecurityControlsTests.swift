@@ -121,4 +121,144 @@ import Testing
             json: ["token": third, "topic": Cluster.topic, "environment": "sandbox"])
         #expect(now.status == 201)
     }
+
+    /// A sign-in from `address` (a loopback address other than 127.0.0.1 is another client), by curl bound to it:
+    /// the status and the body.
+    static func signIn(
+        _ cluster: Cluster, _ username: String, _ password: String, from address: String
+    ) throws -> (status: Int, body: String) {
+        let curl = try #require(Subprocess.which("curl"))
+        let body = try JSONSerialization.data(withJSONObject: ["username": username, "password": password])
+        let result = try Subprocess.run(
+            curl,
+            [
+                "-s", "--interface", address, "--cacert", cluster.ca, "-H", "Content-Type: application/json",
+                "--data-binary", "@-", "-w", "\n%{http_code}", cluster.api + "/v1/session",
+            ], input: String(decoding: body, as: UTF8.self))
+        let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    @Test func theOwnerSignsInFromElsewhereWhileAnotherAddressFloodsWrongPasswords() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice"])
+        let flooding = try await offPool {
+            try (0..<7).map { _ in try Self.signIn(cluster, "alice", "wrong-password", from: "127.0.0.1").status }
+        }
+        #expect(flooding == [401, 401, 401, 401, 401, 429, 429], "that address is refused for alice")
+        // The owner, from another address: the username is under attack, so the sign-in waits a back-off delay,
+        // but it goes through.
+        let owner = try await offPool { try Self.signIn(cluster, "alice", "password-alice", from: "127.0.0.2") }
+        #expect(owner.status == 201 && owner.body.contains("accessToken"), "\(owner)")
+        // An address guessing across usernames is refused for every username after 20 failures, the right
+        // password included; another address is not.
+        let spraying = try await offPool {
+            try (0..<15).map { n in try Self.signIn(cluster, "user\(n)", "wrong-password", from: "127.0.0.1").status }
+        }
+        #expect(spraying.allSatisfy { $0 == 401 }, "\(spraying)")
+        let refused = try await offPool { try Self.signIn(cluster, "alice", "password-alice", from: "127.0.0.1") }
+        #expect(refused.status == 429 && refused.body.contains("tooManyAttempts"))
+        let elsewhere = try await offPool { try Self.signIn(cluster, "alice", "password-alice", from: "127.0.0.3") }
+        #expect(elsewhere.status == 201)
+        let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
+        #expect(metrics.contains(#"mailboxd_login_throttled_total{outcome="delayed"} 1"#), "\(metrics)")
+        #expect(metrics.contains(#"mailboxd_login_throttled_total{outcome="refused"} 3"#))
+    }
+
+    @Test func sessionsEndWhenIdleAndAtTheirLifetime() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice"], mailboxdArguments: ["--session-idle-timeout", "2s", "--session-lifetime", "4s"])
+        let used = try await cluster.login("alice")
+        let idle = try await cluster.login("alice")
+        for _ in 0..<3 {
+            try await Task.sleep(for: .seconds(1))
+            #expect(try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: used).status == 200)
+        }
+        let expired = try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: idle)
+        #expect(expired.status == 401 && expired.body["error"] as? String == "unauthorized", "\(expired.body)")
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(
+            try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: used).status == 401,
+            "used all along, but older than its lifetime")
+    }
+
+    @Test func theSessionCapEndsTheLeastRecentlyUsedAndSigningOutEverywhereEndsAll() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice", "bob"], mailboxdArguments: ["--max-sessions-per-account", "2"])
+        let first = try await cluster.login("alice")
+        let second = try await cluster.login("alice")
+        let third = try await cluster.login("alice")
+        #expect(try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: first).status == 401)
+        #expect(try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: second).status == 200)
+        let bob = try await cluster.login("bob")
+        let device = try await cluster.registerDevice(session: third)
+        let everywhere = try await cluster.call(.delete, cluster.api + "/v1/sessions", token: second)
+        #expect(everywhere.status == 204)
+        for token in [second, third] {
+            #expect(try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: token).status == 401)
+        }
+        #expect(try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: bob).status == 200)
+        // The device is gone with the sessions: a new sign-in cannot remove it, it is not there.
+        let again = try await cluster.login("alice")
+        #expect(try await cluster.call(.delete, cluster.api + "/v1/devices/\(device)", token: again).status == 404)
+    }
+
+    @Test func deviceRegistrationsAreRateLimitedPerAccount() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice", "bob"], mailboxdArguments: ["--device-registrations-per-hour", "3"])
+        let session = try await cluster.login("alice")
+        let token = try await cluster.registerDevice(session: session)
+        for _ in 0..<2 {
+            let refresh = try await cluster.call(
+                .post, cluster.api + "/v1/devices", token: session,
+                json: ["token": token, "topic": Cluster.topic, "environment": "sandbox"])
+            #expect(refresh.status == 201)
+        }
+        let limited = try await cluster.call(
+            .post, cluster.api + "/v1/devices", token: session,
+            json: ["token": token, "topic": Cluster.topic, "environment": "sandbox"])
+        #expect(limited.status == 429 && limited.body["error"] as? String == "tooManyRegistrations", "\(limited.body)")
+        let wait = try #require(limited.headers["Retry-After"].flatMap { Int($0) })
+        #expect((3500...3600).contains(wait))
+        #expect(!String(decoding: limited.data, as: UTF8.self).contains(token))
+        let bob = try await cluster.login("bob")
+        #expect(try await cluster.registerDevice(session: bob).count == 64, "another account has its own limit")
+    }
+
+    @Test func aTokenAnotherAccountRegistersLeavesTheFirstAccountsRegistrationWorking() async throws {
+        let cluster = try await Cluster.start(accounts: ["alice", "mallory"])
+        let alice = try await cluster.login("alice")
+        let token = try await cluster.registerDevice(session: alice)
+        let stream = try await cluster.notifications(token)
+        let launch = await stream.waitFor(count: 1)
+        #expect(launch.count == 1, "the registration's own signal")
+        // Mallory learned the token and registers it for herself.
+        let mallory = try await cluster.login("mallory")
+        let taken = try await cluster.call(
+            .post, cluster.api + "/v1/devices", token: mallory,
+            json: ["token": token, "topic": Cluster.topic, "environment": "sandbox"])
+        #expect(taken.status == 201)
+        _ = await stream.waitFor(count: 2)
+        // Mail for alice still reaches her device, under her registration's alias.
+        let delivery = try await cluster.deliver(to: "alice", subject: "still mine", body: "x")
+        let state = try #require(delivery["state"] as? String)
+        let tag = try #require(cluster.tag(of: state, device: token))
+        var signalled = false
+        for _ in 0..<250 where !signalled {
+            signalled = stream.payloads.contains { $0.contains(tag) }
+            if !signalled { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(signalled, "alice's device was signalled for her change: \(stream.payloads)")
+        // Mallory removing "her" device leaves alice's.
+        let removed = try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: mallory)
+        #expect(removed.status == 204)
+        #expect(try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: alice).status == 204)
+    }
+
+    @Test func metricsAreOnTheirOwnListenerOnly() async throws {
+        let cluster = try await Cluster.start(accounts: [])
+        #expect(try await cluster.call(.get, cluster.api + "/metrics").status == 404)
+        let page = try await cluster.call(.get, cluster.metrics)
+        #expect(page.status == 200 && String(decoding: page.data, as: UTF8.self).contains("mailboxd_outbox_depth"))
+        #expect(try await cluster.call(.get, cluster.api + "/healthz").status == 200)
+    }
 }
