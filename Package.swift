@@ -76,13 +76,19 @@ let package = Package(
             name: "MailboxHTTPAPI",
             dependencies: [
                 "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
-                "WebClient",
+                "WebClient", "Console",
+            ]),
+        // The live console's events, snapshot and access (its page is in WebClient).
+        .target(
+            name: "Console",
+            dependencies: [
+                "MailboxStore", "SignalDispatch", "ServiceMetrics", "HTTPServer", "Locking", "OpenSSLCrypto",
             ]),
         .target(
             name: "MailboxService",
             dependencies: [
                 "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
-                "MailIngest",
+                "MailIngest", "Console",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
         .target(name: "MailSync"),
@@ -91,7 +97,9 @@ let package = Package(
             name: "WebClient",
             resources: [
                 .embedInCode("web/index.html"), .embedInCode("web/app.js"), .embedInCode("web/mail-sync.js"),
-                .embedInCode("web/sw.js"), .embedInCode("web/style.css"),
+                .embedInCode("web/sw.js"), .embedInCode("web/style.css"), .embedInCode("console/console.html"),
+                .embedInCode("console/console-signin.html"), .embedInCode("console/console.js"),
+                .embedInCode("console/console-signin.js"), .embedInCode("console/console.css"),
             ]),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
         .target(name: "MailIngest", dependencies: ["Locking"]),

@@ -2,10 +2,10 @@
 """SignalFetch component benchmarks, each against a baseline measured in the same run.
 
 Usage: bench-suite.py BENCHMARK --mode quick|full --out DIR
-BENCHMARK: transport | apns | apns-sim | fcm | webpush | e2e | ingest | scale. Prints one JSON object per figure on standard output."""
+BENCHMARK: transport | apns | apns-sim | fcm | webpush | console | e2e | ingest | scale. Prints one JSON object per figure on standard output."""
 import argparse, concurrent.futures, http.client, importlib.machinery, json, os, random, re, resource, shutil, signal
 import base64, subprocess, sys
-import tempfile, threading
+import ssl, tempfile, threading, urllib.parse
 import time
 
 common = importlib.machinery.SourceFileLoader(
@@ -600,6 +600,155 @@ def webpush_freshness(env, accounts=50, per_account=2, deliveries=500, rate=50.0
         cluster.close()
 
 
+# MARK: - console
+
+class ConsoleReader:
+    """An open console: signs in with the console token and reads /console/events on a thread, noting for each
+    event how long after its `at` (the store's clock, the same machine's) it arrived."""
+
+    def __init__(self, cluster):
+        context = ssl.create_default_context(cafile=cluster.ca)
+        token = open(os.path.join(cluster.data, "console-token")).read().strip()
+        conn = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=30)
+        conn.request("POST", "/console/session", body=urllib.parse.urlencode({"token": token}),
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        answer = conn.getresponse()
+        answer.read()
+        if answer.status != 303:
+            raise RuntimeError(f"console: sign-in answered {answer.status}")
+        cookie = answer.getheader("Set-Cookie").split(";")[0]
+        self.stream = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=120)
+        self.stream.request("GET", "/console/events?after=0", headers={"Cookie": cookie})
+        self.response = self.stream.getresponse()
+        if self.response.status != 200:
+            raise RuntimeError(f"console: events answered {self.response.status}")
+        self.lags = {"change": [], "signal": [], "fetch": []}
+        self.events = 0
+        self.running = True
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        kind = None
+        try:
+            while self.running:
+                line = self.response.readline()
+                if not line:
+                    return
+                line = line.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: ") and kind in self.lags:
+                    event = json.loads(line[6:])
+                    self.lags[kind].append(time.time() * 1000 - event["at"])
+                    self.events += 1
+        except (OSError, ValueError):
+            return
+
+    def close(self):
+        self.running = False
+        self.stream.close()
+
+
+def console(env):
+    """The console's cost on the API and how soon it shows what happens. Cost: durable deliveries/s (wrk, 16
+    connections, POST /v1/deliveries over TLS) into a mailboxd with the console on and one console reading its
+    stream, against the same mailboxd without a console token, rounds alternating. Reach: at 50 deliveries/s to
+    100 devices (mail-client through apns-sim), how long after each change's commit (and each signal's answer,
+    each fetch) the event reaches an open console."""
+    seconds = 8 if env.quick else 20
+    rounds = 3
+    accounts = 16
+    users = [f"user{i:03d}" for i in range(accounts)]
+    clusters = {}
+    try:
+        for label in ("console", "plain"):
+            cluster = common.Cluster(env.bin, prefix=f"signalfetch-bench-console-{label}-")
+            cluster.add_accounts(users)
+            if label == "plain":
+                os.remove(os.path.join(cluster.data, "console-token"))
+            # No gateway: signals wait in the outbox and are retried, as in the scale benchmark.
+            cluster.sim_port = 9
+            cluster.start_mailboxd(extra=["--synchronous", "FULL"])
+            api = cluster.api()
+            for user in users:
+                token = api.login(user, f"password-{user}", "bench")
+                device = f"{abs(hash((label, user))) % (1 << 64):016x}" * 4
+                status, _ = api.call("POST", "/v1/devices", token=token,
+                                     body={"token": device, "topic": TOPIC, "environment": "production"})
+                if status != 201:
+                    raise RuntimeError(f"console: device registration: HTTP {status}")
+            clusters[label] = cluster
+        lua = os.path.join(env.work, "console-deliveries.lua")
+        with open(lua, "w") as f:
+            f.write(DELIVERY_LUA)
+        reader = ConsoleReader(clusters["console"])
+
+        def rate(cluster):
+            out = subprocess.run(
+                ["wrk", "-t1", "-c16", f"-d{seconds}s", "-s", lua, f"https://127.0.0.1:{cluster.api_port}"],
+                capture_output=True, text=True, timeout=seconds + 60,
+                env=dict(os.environ, SCALE_USERS=str(accounts), SCALE_TOKEN=cluster.delivery_token))
+            found = re.search(r"Requests/sec:\s+([\d.]+)", out.stdout)
+            if not found or "Non-2xx" in out.stdout:
+                raise RuntimeError(f"console: wrk failed: {out.stdout[-400:]} {out.stderr[-300:]}")
+            return float(found.group(1))
+
+        rate(clusters["console"])  # warm-up
+        rate(clusters["plain"])
+        with_console, without = [], []
+        for _ in range(rounds):
+            without.append(rate(clusters["plain"]))
+            with_console.append(rate(clusters["console"]))
+        events = reader.events
+        reader.close()
+        emit(paired("console-cost", "Durable deliveries/s with the console on and one console open, vs without a "
+                    "console", "deliveries/s", "console open", with_console, "no console", without, 0.95,
+                    events_streamed=events))
+    finally:
+        for cluster in clusters.values():
+            cluster.close()
+    emit(console_reach(env))
+
+
+def console_reach(env, accounts=50, per_account=2, deliveries=500, rate=50.0, goal_p99=100.0):
+    cluster = common.Cluster(env.bin, prefix="signalfetch-bench-console-reach-")
+    users = [f"user{i:03d}" for i in range(accounts)]
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        cluster.start_mailboxd()
+        common.raise_fd_limit()
+        clients = common.MailClients(cluster, fallback=0)
+        for user in users:
+            for n in range(per_account):
+                clients.add(f"{user}-d{n}", user)
+        clients.wait_ready(timeout=300)
+        reader = ConsoleReader(cluster)
+        time.sleep(0.5)
+        for lags in reader.lags.values():
+            lags.clear()
+        deliver_poisson(cluster.api(), cluster, users, deliveries, rate, seed=17)
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        if not ok:
+            raise RuntimeError("console reach: " + detail)
+        time.sleep(0.5)
+        reader.close()
+        lags = reader.lags
+        changes = lags["change"]
+        if len(changes) < deliveries:
+            raise RuntimeError(f"console reach: {len(changes)} change events for {deliveries} deliveries")
+        p99 = percentile(changes, 99)
+        summary = {kind: {"events": len(values), "p50_ms": round(percentile(values, 50), 1),
+                          "p99_ms": round(percentile(values, 99), 1)} for kind, values in lags.items() if values}
+        return {"benchmark": "console-reach", "title": f"Commit → event at an open console, {len(clients.devices)} "
+                f"devices, {rate:.0f} deliveries/s", "goal_p99_ms": goal_p99, "met": p99 <= goal_p99,
+                **({} if p99 <= goal_p99 else {"finding": f"console events p99 {p99:.1f} ms misses ≤ {goal_p99} ms"}),
+                "devices": len(clients.devices), "deliveries": deliveries, "p50_ms": round(percentile(changes, 50), 1),
+                "p99_ms": round(p99, 1), "by_event": summary}
+    finally:
+        cluster.close()
+
+
 # MARK: - e2e
 
 def e2e(env):
@@ -1174,7 +1323,7 @@ def scale_freshness(env, accounts=25, per_account=2, deliveries=500, rate=50.0):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "fcm", "webpush", "e2e", "ingest",
+    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "fcm", "webpush", "console", "e2e", "ingest",
                                               "scale"])
     parser.add_argument("--mode", default="quick", choices=["quick", "full"])
     parser.add_argument("--out", default="bench-results")
@@ -1183,7 +1332,8 @@ def main():
     env = Env(args)
     env.out = os.path.abspath(args.out)
     try:
-        {"transport": transport, "apns": apns, "apns-sim": apns_sim, "fcm": fcm, "webpush": webpush, "e2e": e2e,
+        {"transport": transport, "apns": apns, "apns-sim": apns_sim, "fcm": fcm, "webpush": webpush, "console": console,
+         "e2e": e2e,
          "ingest": ingest,
          "scale": scale}[args.benchmark](env)
     finally:

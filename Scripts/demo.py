@@ -67,6 +67,7 @@ class Device:
         self.events = queue.Queue()
         self.last_sync = None
         self.badge = None
+        self.token = None
         push = {"fcm": ["--service", "fcm", "--app", TOPIC], "webpush": ["--service", "webpush"]}.get(
             service, ["--topic", TOPIC, "--environment", environment])
         self.proc = subprocess.Popen(
@@ -97,6 +98,7 @@ class Device:
                 self.badge = event.get("badge")
                 say(self.name, f"badge   {self.badge}")
             elif kind == "registered":
+                self.token = event.get("deviceToken")
                 where = {"fcm": "fcm-sim", "webpush": "webpush-sim (a browser subscription)"}.get(
                     self.service, f"apns-sim ({self.environment})")
                 say(self.name, f"registered with {where}, token {str(event.get('deviceToken'))[:12]}…")
@@ -115,7 +117,10 @@ class Device:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
-    parser.add_argument("--keep", action="store_true", help="keep the temporary data folder")
+    parser.add_argument("--keep", action="store_true",
+                        help="leave everything running for a person to watch (the console), until Ctrl-C; keep the data")
+    parser.add_argument("--screenshot", default="demo-console.png",
+                        help="where to save the console's screenshot (headless Chromium; '' for none)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="signalfetch-demo-")
     data = os.path.join(work, "data")
@@ -135,6 +140,8 @@ def main():
         f_port, fd_port = free_port(), free_port()
         w_port, wd_port = free_port(), free_port()
         logs = open(os.path.join(work, "servers.log"), "w")
+        mailboxd_log_path = os.path.join(work, "mailboxd.log")
+        mailboxd_log = open(mailboxd_log_path, "w")
         procs.append(subprocess.Popen(
             [os.path.join(args.bin, "apns-sim"), "--listen", f"127.0.0.1:{p_port}", "--sandbox-listen",
              f"127.0.0.1:{s_port}", "--device-listen",
@@ -170,13 +177,22 @@ def main():
              f"https://127.0.0.1:{p_port}", "--apns-sandbox-url", f"https://127.0.0.1:{s_port}", "--apns-ca", ca,
              "--apns-topic", TOPIC, "--fcm-config", fcm_config, "--lmtp-listen", f"127.0.0.1:{l_port}",
              "--webpush-ca", ca, "--webpush-allow-host", f"127.0.0.1:{w_port}",
-             "--webpush-subject", "mailto:demo@example.com"],
-            stdout=logs, stderr=logs))
+             "--webpush-subject", "mailto:demo@example.com", "--access-log"],
+            stdout=mailboxd_log, stderr=mailboxd_log))
         wait_port(a_port)
         wait_port(l_port)
         api_url, sim_url = f"https://127.0.0.1:{a_port}", f"http://127.0.0.1:{d_port}"
         say("mailboxd", f"API {api_url} (TLS, dev CA); LMTP 127.0.0.1:{l_port} for an MTA")
+        console_url = f"{api_url}/console"
+        say("console", f"{console_url} (sign in with the token in {os.path.join(data, 'console-token')})")
         api = API(api_url, ca)
+        issued = []  # every access token the demo is given, searched for in mailboxd's log at the end
+
+        def sign_in(user, device_name):
+            _, answer = api.call("POST", "/v1/session", body={"username": user, "password": f"password-{user}",
+                                                              "deviceName": device_name})
+            issued.append(answer["accessToken"])
+            return answer
         # alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build; bob's
         # Android phone is signalled through FCM; alice's browser through Web Push (its signals encrypted to it).
         for name, user, environment in [("alice-phone", "alice", "sandbox"), ("alice-tablet", "alice", "sandbox"),
@@ -218,8 +234,7 @@ def main():
         time.sleep(1.0)
 
         # Read a message on alice's phone; the tablet gets the new badge.
-        _, session = api.call("POST", "/v1/session", body={"username": "alice", "password": "password-alice",
-                                                           "deviceName": "alice-phone (reader)"})
+        session = sign_in("alice", "alice-phone (reader)")
         _, listing = api.call("GET", "/v1/messages?mailbox=inbox", token=session["accessToken"])
         first = listing["messages"][0]
         status, _ = api.call("PATCH", f"/v1/messages/{first['id']}", token=session["accessToken"], body={"seen": True})
@@ -234,8 +249,7 @@ def main():
         # Convergence: every device's cache holds its account's server state.
         ok = True
         for device in devices:
-            _, s = api.call("POST", "/v1/session", body={"username": device.user, "password": f"password-{device.user}",
-                                                         "deviceName": "demo-check"})
+            s = sign_in(device.user, "demo-check")
             _, listing = api.call("GET", "/v1/messages?limit=1000", token=s["accessToken"])
             want_state, want_count = listing["state"], len(listing["messages"])
             got = device.last_sync or {}
@@ -253,14 +267,36 @@ def main():
         say("alice-tablet", f"cached \"Invoice 2026-118\": attachment {attachment.get('filename')} "
                             f"({attachment.get('type')}, {attachment.get('size')} bytes, part {attachment.get('partId')})")
         if invoice_row and attachment:
-            _, s = api.call("POST", "/v1/session", body={"username": "alice", "password": "password-alice",
-                                                         "deviceName": "alice-tablet (download)"})
+            s = sign_in("alice", "alice-tablet (download)")
             part = api.fetch(f"/v1/messages/{invoice_row['id']}/parts/{attachment['partId']}", s["accessToken"])
             say("alice-tablet", f"downloaded part {attachment['partId']}: {len(part)} bytes, starts {part[:8]!r}")
             ok &= len(part) == attachment["size"] and part.startswith(b"%PDF-1.4")
         else:
             ok = False
+        # mailboxd's log (its access log included) holds no secret the demo handled: no access token, no delivery
+        # token, no device token or endpoint.
+        secrets = [token] + issued + [d.token for d in devices if d.token]
+        mailboxd_log.flush()
+        logged = open(mailboxd_log_path).read()
+        leaked = sum(1 for secret in secrets if secret in logged)
+        requests = sum(1 for line in logged.splitlines() if " /v1/" in line)
+        say("check", f"mailboxd's log: {requests} access-log lines, {len(secrets)} tokens checked, "
+                     f"{'none in it' if leaked == 0 else f'{leaked} FOUND'}")
+        ok &= leaked == 0 and requests > 0 and all(d.token for d in devices)
+        if args.screenshot:
+            screenshot(args, console_url, os.path.join(data, "console-token"))
         print(f"\ndemo: {'every device converged' if ok else 'FAILED: not every device converged'}")
+        if args.keep:
+            print(f"demo: still running; watch the loop at {console_url}\n"
+                  f"demo: console token: {os.path.join(data, 'console-token')}; dev CA: {ca}\n"
+                  f"demo: deliver more with: mail-client send --server {api_url} --ca {ca} "
+                  f"--delivery-token-file {os.path.join(data, 'delivery-token')} --to alice --from a@example.com "
+                  f"--subject Hi --body Hello\n"
+                  f"demo: Ctrl-C stops everything (the data stays in {work})", flush=True)
+            try:
+                signal.pause()
+            except KeyboardInterrupt:
+                pass
         return 0 if ok else 1
     finally:
         for device in devices:
@@ -274,6 +310,30 @@ def main():
                 proc.kill()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def screenshot(args, console_url, token_file):
+    """Saves the console as headless Chromium shows it (selenium in its own venv, .venv-console); a machine without
+    Chromium gets a note instead."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    venv = os.path.join(root, ".venv-console")
+    python = os.path.join(venv, "bin", "python3")
+    if not (os.path.exists("/usr/bin/chromium") and os.path.exists("/usr/bin/chromedriver")):
+        say("console", "no screenshot: chromium and chromium-driver are not installed (Scripts/bootstrap installs them)")
+        return
+    if not os.path.exists(python):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    probe = subprocess.run([python, "-c", "import selenium"], capture_output=True)
+    if probe.returncode != 0:
+        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "selenium>=4.20"],
+                       check=True)
+    out = os.path.abspath(args.screenshot)
+    result = subprocess.run([python, os.path.join(root, "Scripts", "console-screenshot.py"), "--url", console_url,
+                             "--token-file", token_file, "--out", out], capture_output=True, text=True)
+    if result.returncode == 0:
+        say("console", f"screenshot saved to {out}")
+    else:
+        say("console", f"no screenshot: {result.stderr.strip()[-300:]}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,21 @@ public struct HTTPRequest: Sendable {
     /// The first value of the query parameter `name`, percent-decoded.
     public func query(_ name: String) -> String? { queryItems.first { $0.name == name }?.value }
 
+    /// The body's fields as an HTML form sends them (`application/x-www-form-urlencoded`), percent-decoded.
+    public var formFields: [(name: String, value: String)] { Self.parseQuery(String(decoding: body, as: UTF8.self)) }
+
+    /// The value of the cookie `name` in the `Cookie` header fields, if any.
+    public func cookie(_ name: String) -> String? {
+        for header in headers.values(for: "Cookie") {
+            for pair in header.split(separator: ";") {
+                let trimmed = pair.trimmingCharacters(in: .whitespaces)
+                guard let equals = trimmed.firstIndex(of: "="), trimmed[..<equals] == name else { continue }
+                return String(trimmed[trimmed.index(after: equals)...])
+            }
+        }
+        return nil
+    }
+
     /// Every value of the query parameter `name`, in order.
     public func queryValues(_ name: String) -> [String] { queryItems.filter { $0.name == name }.map(\.value) }
 

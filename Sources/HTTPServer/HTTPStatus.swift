@@ -28,6 +28,8 @@ public struct HTTPStatus: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let unauthorized: HTTPStatus = 401
     /// 403 Forbidden.
     public static let forbidden: HTTPStatus = 403
+    /// 303: see the resource at `Location` (with GET), as after a form's POST.
+    public static let seeOther: HTTPStatus = 303
     /// 404 Not Found.
     public static let notFound: HTTPStatus = 404
     /// 405 Method Not Allowed.

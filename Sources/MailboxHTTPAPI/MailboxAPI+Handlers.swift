@@ -73,6 +73,9 @@ extension MailboxAPI {
         let limit = try limit(request, "limit", default: 100, range: 1...1000)
         let page = try await store.listMessages(
             accountID: session.accountID, mailbox: mailbox, cursor: request.query("cursor"), limit: limit)
+        if request.query("cursor") == nil {
+            console?.fetched(sessionID: session.id, accountID: session.accountID, modseq: page.state.modseq)
+        }
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"full\"", help: "Sync requests by kind.")
         return try .json(
             MessageListResponse(
@@ -155,6 +158,7 @@ extension MailboxAPI {
         let state = try store.parseState(String(since.prefix(64)))
         let max = try limit(request, "max", default: 500, range: 1...5000)
         let page = try await store.changes(accountID: session.accountID, since: state, maxChanges: max)
+        console?.fetched(sessionID: session.id, accountID: session.accountID, modseq: page.newState.modseq)
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"delta\"", help: "Sync requests by kind.")
         return try .json(
             ChangesResponse(
@@ -185,6 +189,7 @@ extension MailboxAPI {
         let device = try await store.registerDevice(
             address: address, accountID: session.accountID, sessionID: session.id)
         try await store.recordEvent(key, keep: 3600)
+        console?.registered(sessionID: session.id)
         let fields = push.service(address.service)?.registrationFields(of: device.address) ?? [:]
         return try .json(DeviceResponse(device, serviceFields: fields), status: .created)
     }

@@ -1,3 +1,4 @@
+import Console
 import Foundation
 import HTTPServer
 import MailboxStore
@@ -21,6 +22,8 @@ package struct MailboxAPI: Sendable {
         package var deviceRegistrationsPerHour = 60
         /// The VAPID public key browsers subscribe with (base64url of the 65-byte point), when Web Push is on.
         package var webPushPublicKey: String?
+        /// The console token (`/console` is served only with one).
+        package var consoleToken: String?
 
         /// Settings with the defaults.
         package init(deliveryToken: String) { self.deliveryToken = deliveryToken }
@@ -34,10 +37,16 @@ package struct MailboxAPI: Sendable {
     let deliveryTokenHash: [UInt8]
     /// The push services devices can register with.
     let push: PushRouter
+    /// The console's events, when the console is on.
+    let console: ConsoleFeed?
+    /// Who may open the console.
+    let consoleAccess: ConsoleAccess?
 
     package init(
-        store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter
+        store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter, console: ConsoleFeed? = nil
     ) {
+        self.console = configuration.consoleToken == nil ? nil : console
+        consoleAccess = configuration.consoleToken.map(ConsoleAccess.init(token:))
         self.store = store
         self.configuration = configuration
         self.metrics = metrics
@@ -69,6 +78,7 @@ package struct MailboxAPI: Sendable {
         router.get("/web", handler: instrument("/web/", webFile))
         router.get("/web/:file", handler: instrument("/web/{file}", webFile))
         router.get("/healthz", handler: instrument("/healthz", health))
+        addConsoleRoutes(to: &router)
         return router
     }
 

@@ -8,7 +8,8 @@ import OpenSSLCrypto
 /// - `apns/key.p8`, `apns/key.pub.pem`, `apns/key-id`, `apns/team-id`: an APNs-style signing key;
 /// - `webpush/vapid.pem`, `webpush/vapid-public-key`: the VAPID key (RFC 8292) Web Push is signed with, and its
 ///   public point (base64url) that browsers subscribe with;
-/// - `delivery-token`: the token senders use on `POST /v1/deliveries`.
+/// - `delivery-token`: the token senders use on `POST /v1/deliveries`;
+/// - `console-token`: the token an operator signs in to `/console` with.
 public enum DevSetup {
     /// The default hosts of the server certificate.
     public static let defaultHosts = ["localhost", "127.0.0.1", "mailboxd", "apns-sim", "fcm-sim", "webpush-sim"]
@@ -60,6 +61,7 @@ public enum DevSetup {
             try write("webpush/vapid-public-key", Base64URL.encode(try key.publicKey.rawRepresentation) + "\n")
         }
         if !exists("delivery-token") { try write("delivery-token", SecureRandom.base64URL(32) + "\n") }
+        if !exists("console-token") { try write("console-token", SecureRandom.base64URL(24) + "\n") }
         return created
     }
 

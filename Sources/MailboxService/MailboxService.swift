@@ -1,3 +1,4 @@
+import Console
 import Foundation
 import HTTPServer
 import MailIngest
@@ -39,14 +40,17 @@ public final class MailboxService: Sendable {
         let store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
         let metrics = Metrics()
         router.share(in: store)
+        let console = configuration.consoleToken.map { _ in ConsoleFeed(store: store, metrics: metrics) }
         let dispatcher = SignalDispatcher(
-            store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log)
+            store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log,
+            report: { report in console?.report(report) })
         var settings = MailboxAPI.Settings(deliveryToken: configuration.deliveryToken)
         settings.inlineBodyLimit = configuration.inlineBodyLimit
         settings.signIn = configuration.signIn
         settings.deviceRegistrationsPerHour = configuration.deviceRegistrationsPerHour
         settings.webPushPublicKey = configuration.webPushPublicKey
-        let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router)
+        settings.consoleToken = configuration.consoleToken
+        let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
         var serverConfiguration = HTTPServer.Configuration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port

@@ -45,6 +45,8 @@ public struct ServiceConfiguration: Sendable {
     public var lmtp: LMTPServer.Configuration?
     /// The VAPID public key the API publishes (`GET /v1/webpush/vapid-public-key`), when Web Push is on.
     public var webPushPublicKey: String?
+    /// The console token: `/console` is served (to whoever signs in with it) only when there is one.
+    public var consoleToken: String?
     /// Where to log one line per request; `nil` for none.
     public var accessLog: (@Sendable (String) -> Void)?
 

@@ -21,6 +21,8 @@ final class BatchLedger: @unchecked Sendable {
     /// Whether the transaction queued a signal that can be sent now (the PostgreSQL engine then notifies every
     /// process's dispatcher).
     var signalsQueued = false
+    /// The changes the transaction wrote (each account's newest modseq), for whoever watches commits.
+    private(set) var changes: [CommittedChange] = []
     private let pacing: SignalPacing
     private let now: @Sendable () -> Double
 
@@ -71,6 +73,7 @@ final class BatchLedger: @unchecked Sendable {
         let time = now()
         for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
             try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", modseq, account)
+            changes.append(CommittedChange(accountID: account, modseq: modseq, at: time))
             if try MailboxStore.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: pacing) {
                 signalsQueued = true
             }
@@ -78,9 +81,15 @@ final class BatchLedger: @unchecked Sendable {
         pending.removeAll(keepingCapacity: true)
     }
 
+    /// Records a change written outside the pending bookkeeping (a flag, a move, a deletion).
+    func noteChange(account: Int64, modseq: Int64, at time: Double) {
+        changes.append(CommittedChange(accountID: account, modseq: modseq, at: time))
+    }
+
     /// Forgets the batch: it was committed (after settling) or rolled back.
     func discard() {
         signalsQueued = false
+        changes.removeAll(keepingCapacity: true)
         pending.removeAll(keepingCapacity: true)
         recipients.removeAll(keepingCapacity: true)
     }

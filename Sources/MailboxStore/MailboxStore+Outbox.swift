@@ -13,7 +13,8 @@ extension MailboxStore {
             let rows = try db.query(
                 """
                 SELECT o.device_id, d.service, d.token, d.topic, d.environment, d.push_keys, d.alias, d.signal_key,
-                       o.modseq, o.attempts, d.account_id, a.modseq AS account_modseq, d.updated_at
+                       o.modseq, o.attempts, d.account_id, a.modseq AS account_modseq, d.updated_at,
+                       d.last_signalled_modseq
                 FROM signal_outbox o JOIN devices d ON d.id = o.device_id JOIN accounts a ON a.id = d.account_id
                 WHERE o.due_at <= ? AND o.next_attempt_at <= ? AND o.leased_until <= ?
                 ORDER BY o.due_at LIMIT ?\(db.dialect.claimRows(of: "o"))
@@ -33,7 +34,8 @@ extension MailboxStore {
                         deviceID: deviceID, address: try Self.address(from: row), alias: try row.string("alias"),
                         signalKey: row["signal_key"].string.flatMap(SignalKey.init(base64URL:)),
                         modseq: try row.int64("modseq"), state: self.state(try row.int64("account_modseq")),
-                        unread: unread, attempts: try row.int("attempts"), registeredAt: try row.double("updated_at")))
+                        unread: unread, attempts: try row.int("attempts"), registeredAt: try row.double("updated_at"),
+                        accountID: account, lastSignalledModseq: try row.int64("last_signalled_modseq")))
             }
             return items
         }
@@ -143,6 +145,59 @@ extension MailboxStore {
                 """)
             return OutboxStats(depth: row?["depth"].int ?? 0, retrying: row?["retrying"].int ?? 0)
         }
+    }
+
+    /// The outbox by push service: depth, rows retrying, the oldest due time (for the console).
+    public func outboxSummaries() async throws -> [OutboxSummary] {
+        try await read { db in
+            try db.query(
+                """
+                SELECT d.service, count(*) AS depth, coalesce(sum(CASE WHEN o.attempts > 0 THEN 1 ELSE 0 END), 0)
+                       AS retrying, min(o.due_at) AS oldest
+                FROM signal_outbox o JOIN devices d ON d.id = o.device_id
+                GROUP BY d.service ORDER BY d.service
+                """
+            ).map { row in
+                OutboxSummary(
+                    service: try row.string("service"), depth: try row.int("depth"), retrying: try row.int("retrying"),
+                    oldestDueAt: row["oldest"].double)
+            }
+        }
+    }
+
+    /// Every device with its account's username, at most `limit`, most recently signalled first (for the
+    /// console: no token, address or key).
+    public func deviceSummaries(limit: Int = 500) async throws -> [DeviceSummary] {
+        try await read { db in
+            try db.query(
+                """
+                SELECT d.alias, a.username, d.service, d.topic, d.environment, d.last_signal_at,
+                       d.last_signalled_modseq, d.session_id
+                FROM devices d JOIN accounts a ON a.id = d.account_id
+                ORDER BY d.last_signal_at DESC, d.id LIMIT ?
+                """, limit
+            ).map { row in
+                DeviceSummary(
+                    alias: try row.string("alias"), username: try row.string("username"),
+                    service: try row.string("service"), app: try row.string("topic"),
+                    environment: try row.string("environment"), lastSignalAt: try row.double("last_signal_at"),
+                    lastSignalledModseq: try row.int64("last_signalled_modseq"), sessionID: row["session_id"].int64)
+            }
+        }
+    }
+
+    /// The aliases of the devices registered through a session (for the console, which names a fetch's devices).
+    public func deviceAliases(sessionID: Int64) async throws -> [String] {
+        try await read { db in
+            try db.query("SELECT alias FROM devices WHERE session_id = ? ORDER BY id", sessionID).map {
+                try $0.string("alias")
+            }
+        }
+    }
+
+    /// The username of an account, if it exists.
+    public func username(accountID: Int64) async throws -> String? {
+        try await read { db in try db.scalar("SELECT username FROM accounts WHERE id = ?", accountID).string }
     }
 
     /// The last modseq signalled to each of the account's devices, by device address (for tests and drills).

@@ -49,6 +49,8 @@ public final class MailboxStore: Sendable {
     let engine: any StoreEngine
     let configuration: Configuration
     let now: @Sendable () -> Double
+    /// This process's name in the outbox leases it takes (``Configuration/instanceID``).
+    public var instanceID: String { configuration.instanceID }
     /// The store's clock now, seconds since 1970: what every rule about time (due rows, budgets, leases) reads.
     public var currentTime: Double { now() }
     /// The random epoch of this store, the first part of every state string.
@@ -62,6 +64,8 @@ public final class MailboxStore: Sendable {
     public let database: StoreDatabase
     /// Who is told when a commit of this process queued signals (see ``watchQueuedSignals(_:)``).
     let signalWake: SignalWake
+    /// Who is told of the changes each commit of this process wrote (see ``observeCommittedChanges(_:)``).
+    let commitObservers: CommitObservers
 
     /// Opens (creating and migrating as needed) the SQLite store at `path`. `now` is the clock in seconds since 1970.
     public convenience init(
@@ -82,17 +86,23 @@ public final class MailboxStore: Sendable {
         }
         let wake = SignalWake()
         signalWake = wake
+        let observers = CommitObservers()
+        commitObservers = observers
+        let committed: @Sendable (Bool, [CommittedChange]) -> Void = { signalsQueued, changes in
+            if signalsQueued { wake.fire() }
+            if !changes.isEmpty { observers.tell(changes) }
+        }
         switch database {
         case .sqlite(let path):
             engine = try Self.storageErrors {
                 try SQLiteEngine(
                     path: path, synchronous: configuration.synchronous, maximumBatch: configuration.maximumBatch,
-                    ledger: makeLedger(), signalsCommitted: { wake.fire() })
+                    ledger: makeLedger(), committed: committed)
             }
         case .postgres(let url):
             engine = PostgresEngine(
                 url: url, connections: configuration.postgresConnections, makeLedger: makeLedger,
-                signalsCommitted: { wake.fire() })
+                committed: committed)
         }
         self.database = database
         self.configuration = configuration
@@ -182,7 +192,9 @@ public final class MailboxStore: Sendable {
     /// token returns (``SignalPacing``). A pending row keeps its due time and takes the newer modseq: a burst of
     /// changes leaves one row per device.
     func enqueueSignals(_ db: any SQLConnection, _ ledger: BatchLedger, account: Int64, modseq: Int64) throws {
-        if try Self.enqueueSignals(db, account: account, modseq: modseq, time: now(), pacing: configuration.pacing) {
+        let time = now()
+        ledger.noteChange(account: account, modseq: modseq, at: time)
+        if try Self.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: configuration.pacing) {
             ledger.signalsQueued = true
         }
     }

@@ -243,6 +243,52 @@ public struct OutboxItem: Sendable, Equatable {
     public var attempts: Int
     /// When the device was registered, seconds since 1970 (a report that it is gone is judged against it).
     public var registeredAt: Double
+    /// The device's account.
+    public var accountID: Int64
+    /// The newest modseq the device was signalled before (a claim more than one past it coalesces changes).
+    public var lastSignalledModseq: Int64
+}
+
+/// A change the store committed: the account's new modseq, and when (the store's clock, seconds since 1970).
+public struct CommittedChange: Sendable, Equatable {
+    /// The account.
+    public var accountID: Int64
+    /// Its modseq after the change.
+    public var modseq: Int64
+    /// When the change was written.
+    public var at: Double
+}
+
+/// The outbox of one push service, for the console.
+public struct OutboxSummary: Sendable, Equatable {
+    /// The push service (`apns`, `fcm`, `webpush`).
+    public var service: String
+    /// Rows waiting.
+    public var depth: Int
+    /// Rows waiting after at least one failure.
+    public var retrying: Int
+    /// When the longest-waiting row became due, seconds since 1970; `nil` when none waits.
+    public var oldestDueAt: Double?
+}
+
+/// A device as the console shows it: no token, no address, no content.
+public struct DeviceSummary: Sendable, Equatable {
+    /// Its opaque alias.
+    public var alias: String
+    /// The account's username.
+    public var username: String
+    /// The push service.
+    public var service: String
+    /// The app (APNs topic, Android package, Web Push origin's host).
+    public var app: String
+    /// `sandbox` or `production`.
+    public var environment: String
+    /// When it was last signalled (0: never).
+    public var lastSignalAt: Double
+    /// The newest modseq signalled to it.
+    public var lastSignalledModseq: Int64
+    /// The session it registered through, if any.
+    public var sessionID: Int64?
 }
 
 /// A snapshot of the outbox for metrics.

@@ -81,3 +81,23 @@ final class SignalWake: Sendable {
         for callback in state.withLock({ Array($0.callbacks.values) }) { callback() }
     }
 }
+
+/// Who is told of the changes each commit of this process wrote: the account, its new modseq, the time. Told after
+/// the commit, on the writer's thread: an observer only hands the changes on.
+final class CommitObservers: Sendable {
+    private let observers = LockedValue<[@Sendable ([CommittedChange]) -> Void]>([])
+
+    func add(_ observer: @escaping @Sendable ([CommittedChange]) -> Void) { observers.withLock { $0.append(observer) } }
+
+    func tell(_ changes: [CommittedChange]) {
+        for observer in observers.withLock({ $0 }) { observer(changes) }
+    }
+}
+
+extension MailboxStore {
+    /// Tells `observer` the changes every later commit of this process writes (a console shows them as they
+    /// happen). Commits of other processes sharing a PostgreSQL store are theirs to tell.
+    public func observeCommittedChanges(_ observer: @escaping @Sendable ([CommittedChange]) -> Void) {
+        commitObservers.add(observer)
+    }
+}

@@ -145,7 +145,7 @@ final class SQLiteEngine: StoreEngine {
 
     init(
         path: String, synchronous: SynchronousMode, maximumBatch: Int, ledger: BatchLedger,
-        signalsCommitted: @escaping @Sendable () -> Void
+        committed: @escaping @Sendable (_ signalsQueued: Bool, _ changes: [CommittedChange]) -> Void
     ) throws {
         var configuration = DatabaseConfiguration()
         configuration.synchronous = synchronous
@@ -155,7 +155,11 @@ final class SQLiteEngine: StoreEngine {
             pool: pool, maximumBatch: maximumBatch, lingerMicroseconds: synchronous == .full ? 300 : 200,
             deferred: .init(
                 settle: { try ledger.settle($0) },
-                committed: { if ledger.signalsQueued { signalsCommitted() } },
+                committed: {
+                    if ledger.signalsQueued || !ledger.changes.isEmpty {
+                        committed(ledger.signalsQueued, ledger.changes)
+                    }
+                },
                 discard: { ledger.discard() }))
     }
 
@@ -200,18 +204,18 @@ final class PostgresEngine: StoreEngine {
     let pool: PostgresPool
     let url: String
     let makeLedger: @Sendable () -> BatchLedger
-    let signalsCommitted: @Sendable () -> Void
+    let committed: @Sendable (_ signalsQueued: Bool, _ changes: [CommittedChange]) -> Void
     private let totals = LockedValue(WriterStatistics())
     /// How often a write that lost a race is tried in all.
     static let attempts = 5
 
     init(
         url: String, connections: Int, makeLedger: @escaping @Sendable () -> BatchLedger,
-        signalsCommitted: @escaping @Sendable () -> Void
+        committed: @escaping @Sendable (_ signalsQueued: Bool, _ changes: [CommittedChange]) -> Void
     ) {
         self.url = url
         self.makeLedger = makeLedger
-        self.signalsCommitted = signalsCommitted
+        self.committed = committed
         pool = PostgresPool(url: url, size: connections, name: "mailbox-pg")
     }
 
@@ -259,7 +263,7 @@ final class PostgresEngine: StoreEngine {
     ) async throws -> T {
         let makeLedger = makeLedger
         let totals = totals
-        let signalsCommitted = signalsCommitted
+        let committed = committed
         return try await pool.perform { connection in
             var attempt = 1
             while true {
@@ -275,7 +279,9 @@ final class PostgresEngine: StoreEngine {
                         return result
                     }
                     let commitSeconds = Double(DispatchTime.now().uptimeNanoseconds - bodyEnd) / 1e9
-                    if ledger.signalsQueued { signalsCommitted() }
+                    if ledger.signalsQueued || !ledger.changes.isEmpty {
+                        committed(ledger.signalsQueued, ledger.changes)
+                    }
                     totals.withLock {
                         $0.batches += 1
                         $0.writes += 1

@@ -39,14 +39,17 @@ public final class SignalDispatcher: Sendable {
     private let metrics: Metrics
     private let configuration: Configuration
     private let log: @Sendable (String) -> Void
+    private let report: @Sendable (SignalReport) -> Void
     private let wakeup = LockedValue(Wakeup())
     private let loop = LockedValue<Task<Void, Never>?>(nil)
 
     /// Creates a dispatcher; call `start()` to run it.
     public init(
         store: MailboxStore, router: PushRouter, metrics: Metrics, configuration: Configuration = Configuration(),
-        log: @escaping @Sendable (String) -> Void = { _ in }
+        log: @escaping @Sendable (String) -> Void = { _ in },
+        report: @escaping @Sendable (SignalReport) -> Void = { _ in }
     ) {
+        self.report = report
         self.store = store
         self.router = router
         self.metrics = metrics
@@ -165,9 +168,23 @@ public final class SignalDispatcher: Sendable {
                 "mailboxd_signals_deferred_total", labels: labels + ",reason=\"backgroundBudget\"",
                 help: "Signals delayed to stay within the background budget.")
             try? await store.deferSignal(item, after: wait, reason: "backgroundBudget")
+            report(
+                SignalReport(
+                    item: item, outcome: .deferred, reason: "backgroundBudget", latency: 0, at: store.currentTime))
             return
         }
+        let started = ContinuousClock.now
         let outcome = await service.send(signal, to: item.address)
+        let elapsed = ContinuousClock.now - started
+        let latency = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let told: (SignalReport.Outcome, String?) =
+            switch outcome {
+            case .delivered: (.sent, nil)
+            case .dropRegistration(let reason, _): (.dropped, reason)
+            case .retry(let reason, _): (.retry, reason)
+            case .defect(let reason): (.defect, reason)
+            }
+        report(SignalReport(item: item, outcome: told.0, reason: told.1, latency: latency, at: store.currentTime))
         do {
             switch outcome {
             case .delivered:
@@ -200,6 +217,9 @@ public final class SignalDispatcher: Sendable {
 
     /// Drops a signal that can never be sent and counts the defect.
     private func drop(_ item: OutboxItem, reason: String, labels: String) async {
+        if reason == "unknownService" || reason == "unknownApp" {
+            report(SignalReport(item: item, outcome: .defect, reason: reason, latency: 0, at: store.currentTime))
+        }
         countFailure(reason, labels)
         metrics.increment(
             "mailboxd_signal_defects_total", labels: labels, help: "Signals that can never be sent (a defect).")

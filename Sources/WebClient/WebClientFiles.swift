@@ -18,3 +18,18 @@ package enum WebClientFiles {
         "style.css": File(bytes: PackageResources.style_css, contentType: "text/css; charset=utf-8"),
     ]
 }
+
+/// The console's files (`Sources/WebClient/console/`), embedded the same way and served by mailboxd under
+/// `/console`: the page, the sign-in form, and their scripts and style.
+package enum ConsoleFiles {
+    /// The files by name.
+    package static let files: [String: WebClientFiles.File] = [
+        "console.html": .init(bytes: PackageResources.console_html, contentType: "text/html; charset=utf-8"),
+        "console-signin.html": .init(
+            bytes: PackageResources.console_signin_html, contentType: "text/html; charset=utf-8"),
+        "console.js": .init(bytes: PackageResources.console_js, contentType: "text/javascript; charset=utf-8"),
+        "console-signin.js": .init(
+            bytes: PackageResources.console_signin_js, contentType: "text/javascript; charset=utf-8"),
+        "console.css": .init(bytes: PackageResources.console_css, contentType: "text/css; charset=utf-8"),
+    ]
+}

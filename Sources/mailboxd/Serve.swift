@@ -20,7 +20,7 @@ enum Serve {
         "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id", "fcm-config",
         "tls-min-version", "max-devices-per-account", "webpush-vapid-key", "webpush-subject", "webpush-ca",
         "webpush-allow-host", "webpush-signal-kind", "metrics-listen", "session-idle-timeout", "session-lifetime",
-        "max-sessions-per-account", "device-registrations-per-hour",
+        "max-sessions-per-account", "device-registrations-per-hour", "console-token-file",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -224,6 +224,15 @@ enum Serve {
             configuration.metricsHost = listen.host
             configuration.metricsPort = listen.port
         }
+        // The console, when its token is there: `--console-token-file`, or `DIR/console-token` from dev-setup.
+        let consoleFile = args.string("console-token-file") ?? dataDir + "/console-token"
+        if args.string("console-token-file") != nil || FileManager.default.fileExists(atPath: consoleFile) {
+            let token = try readTrimmed(consoleFile, what: "the console token")
+            guard token.utf8.count >= 16, token.utf8.count <= 256 else {
+                throw UsageError("the console token in \(consoleFile) must be 16 to 256 characters")
+            }
+            configuration.consoleToken = token
+        }
         if args.flag("access-log") {
             configuration.accessLog = { line in printError(line) }
         }
@@ -261,6 +270,10 @@ enum Serve {
         printError(
             "mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir), store "
                 + "\(configuration.storeDatabase), instance \(configuration.store.instanceID))")
+        if configuration.consoleToken != nil {
+            printError(
+                "mailboxd: console on \(scheme)://\(listen.host):\(service.port)/console (token in \(consoleFile))")
+        }
         if let host = configuration.metricsHost, let port = service.metricsPort {
             printError("mailboxd: metrics on http://\(HostPort(host: host, port: port))/metrics")
         }

@@ -1,0 +1,336 @@
+import Foundation
+import HTTPServer
+import Locking
+import MailboxStore
+import ServiceMetrics
+import SignalDispatch
+
+/// The signal-then-fetch loop as it happens, for the console: each change the store commits, each signal the
+/// dispatcher sends (and its push service's answer), and each fetch a device makes, as numbered events. Events
+/// are kept in a ring (the newest ``capacity``) so a console that reconnects is replayed what it missed
+/// (`Last-Event-ID`), and streamed to every open console.
+///
+/// Content-free like the signals: an event names a username, a device alias, its service, app and environment,
+/// a state and timings, never a subject, sender, address, token or body.
+///
+/// Events arrive from the store's writer, the dispatcher and the API's handlers; one task takes them in order,
+/// resolves usernames, numbers them and hands them on, so the one feeding never waits for a console.
+public final class ConsoleFeed: Sendable {
+    /// Events kept for replay.
+    public static let capacity = 5_000
+    /// Freshness samples (change committed → fetched by a device) the percentiles are taken over.
+    public static let freshnessWindow = 1_000
+    /// Open consoles at most; one more is refused (503).
+    public static let maximumStreams = 16
+
+    enum Input: Sendable {
+        case changes([CommittedChange])
+        case signal(SignalReport)
+        case fetch(sessionID: Int64, accountID: Int64, modseq: Int64, at: Double)
+        case registered(sessionID: Int64)
+    }
+
+    struct Commit {
+        var modseq: Int64
+        var at: Double
+    }
+
+    struct State: ~Copyable {
+        var nextID = 1
+        var events: [ConsoleEvent] = []
+        var streams: [ObjectIdentifier: EventStream] = [:]
+        var usernames: [Int64: String] = [:]
+        var sessionDevices: [Int64: [String]] = [:]
+        /// Recent commits by account, oldest first.
+        var commits: [Int64: [Commit]] = [:]
+        /// The newest modseq each session fetched.
+        var fetched: [Int64: Int64] = [:]
+        var freshness: [Double] = []
+        var freshnessCount = 0
+        var gateways: [String: GatewayStats] = [:]
+    }
+
+    let store: MailboxStore
+    let metrics: Metrics
+    private let state = LockedValue(State())
+    private let inputs: AsyncStream<Input>.Continuation
+    private let worker: Task<Void, Never>
+
+    /// A feed of `store`'s commits (call ``report(_:)`` with the dispatcher's reports and ``fetched(sessionID:accountID:modseq:)``
+    /// from the API); freshness is observed into `metrics` as `mailboxd_freshness_seconds`.
+    public init(store: MailboxStore, metrics: Metrics) {
+        self.store = store
+        self.metrics = metrics
+        let (stream, continuation) = AsyncStream<Input>.makeStream(bufferingPolicy: .bufferingNewest(50_000))
+        inputs = continuation
+        let state = state
+        worker = Task { [store, metrics] in
+            for await input in stream {
+                await Self.take(input, state: state, store: store, metrics: metrics)
+            }
+        }
+        store.observeCommittedChanges { changes in continuation.yield(.changes(changes)) }
+    }
+
+    deinit {
+        inputs.finish()
+        worker.cancel()
+    }
+
+    /// The dispatcher's report of one outbox row.
+    public func report(_ report: SignalReport) { inputs.yield(.signal(report)) }
+
+    /// A session fetched the account's changes up to `modseq` (a delta sync, or the first page of a full one).
+    public func fetched(sessionID: Int64, accountID: Int64, modseq: Int64) {
+        inputs.yield(.fetch(sessionID: sessionID, accountID: accountID, modseq: modseq, at: store.currentTime))
+    }
+
+    /// A session registered (or refreshed) a device: its fetches are named by that device from now on.
+    public func registered(sessionID: Int64) { inputs.yield(.registered(sessionID: sessionID)) }
+
+    /// The events after `id` still kept, oldest first; `nil` when some after it are no longer kept (the console
+    /// must start again from a snapshot).
+    func events(after id: Int) -> [ConsoleEvent]? {
+        state.withLock { state in
+            guard let first = state.events.first else { return id < state.nextID ? [] : nil }
+            if id < first.id - 1 { return nil }
+            return state.events.filter { $0.id > id }
+        }
+    }
+
+    /// The id of the newest event (0 before any).
+    var lastEventID: Int { state.withLock { $0.nextID - 1 } }
+
+    /// Opens a stream that replays the events after `lastID` and then carries each new one; `nil` when
+    /// ``maximumStreams`` are open.
+    public func openStream(after lastID: Int) -> EventStream? {
+        let stream = EventStream(bufferLimit: 4 << 20)
+        let opened = state.withLock { state -> Bool in
+            guard state.streams.count < Self.maximumStreams else { return false }
+            // Replay and registration under one lock: no event falls between them, and none is sent twice.
+            let first = state.events.first?.id ?? state.nextID
+            if lastID < first - 1 {
+                _ = stream.send(event: "reset", id: String(state.nextID - 1), data: "{}")
+            } else {
+                for event in state.events where event.id > lastID {
+                    _ = stream.send(event: event.type, id: String(event.id), data: event.json)
+                }
+            }
+            state.streams[ObjectIdentifier(stream)] = stream
+            return true
+        }
+        guard opened else { return nil }
+        let key = ObjectIdentifier(stream)
+        stream.onTermination { [state] in _ = state.withLock { $0.streams.removeValue(forKey: key) } }
+        return stream
+    }
+
+    /// Freshness over the window: how many samples, and the 50th, 90th and 99th percentiles in milliseconds.
+    var freshness: FreshnessSummary {
+        state.withLock { state in FreshnessSummary(samples: state.freshness, total: state.freshnessCount) }
+    }
+
+    /// Each push service's answers so far.
+    var gateways: [GatewayStats] { state.withLock { $0.gateways.values.sorted { $0.service < $1.service } } }
+
+    // MARK: - The worker
+
+    private static func take(_ input: Input, state: LockedValue<State>, store: MailboxStore, metrics: Metrics) async {
+        switch input {
+        case .changes(let changes):
+            for change in changes {
+                let name = await username(change.accountID, state: state, store: store)
+                let modseq = change.modseq
+                state.withLock { state in
+                    var recent = state.commits[change.accountID, default: []]
+                    recent.append(Commit(modseq: modseq, at: change.at))
+                    if recent.count > 256 { recent.removeFirst(recent.count - 256) }
+                    state.commits[change.accountID] = recent
+                }
+                publish(
+                    "change",
+                    ChangeEvent(
+                        at: millis(change.at), account: name, modseq: modseq,
+                        state: SyncState(epoch: store.epoch, modseq: modseq).description), state: state)
+            }
+        case .signal(let report):
+            let name = await username(report.item.accountID, state: state, store: store)
+            let item = report.item
+            state.withLock { state in
+                var stats =
+                    state.gateways[item.address.service.rawValue]
+                    ?? GatewayStats(service: item.address.service.rawValue)
+                stats.record(report)
+                state.gateways[item.address.service.rawValue] = stats
+            }
+            publish(
+                "signal",
+                SignalEvent(
+                    at: millis(report.at), account: name, device: item.alias, service: item.address.service.rawValue,
+                    app: item.address.app, environment: item.address.environment.rawValue, modseq: item.modseq,
+                    state: item.state.description, outcome: report.outcome.rawValue, reason: report.reason,
+                    latencyMs: (report.latency * 1000 * 10).rounded() / 10,
+                    coalesced: item.modseq - item.lastSignalledModseq > 1 && item.lastSignalledModseq > 0,
+                    attempt: item.attempts + 1), state: state)
+        case .registered(let session):
+            _ = state.withLock { $0.sessionDevices.removeValue(forKey: session) }
+        case .fetch(let session, let account, let modseq, let at):
+            let name = await username(account, state: state, store: store)
+            var devices = state.withLock { $0.sessionDevices[session] }
+            if devices == nil {
+                let found = (try? await store.deviceAliases(sessionID: session)) ?? []
+                state.withLock { $0.sessionDevices[session] = found }
+                devices = found
+            }
+            let samples = state.withLock { state -> [Double] in
+                defer { state.fetched[session] = max(state.fetched[session] ?? 0, modseq) }
+                // A session's first fetch (its launch sync) only sets where it starts.
+                guard let previous = state.fetched[session], modseq > previous else { return [] }
+                let fresh = (state.commits[account] ?? []).filter { $0.modseq > previous && $0.modseq <= modseq }
+                let values = fresh.map { max(0, at - $0.at) }
+                state.freshness.append(contentsOf: values)
+                if state.freshness.count > freshnessWindow {
+                    state.freshness.removeFirst(state.freshness.count - freshnessWindow)
+                }
+                state.freshnessCount += values.count
+                return values
+            }
+            for seconds in samples {
+                metrics.observe(
+                    "mailboxd_freshness_seconds", seconds: seconds,
+                    help: "From a change committed to its fetch by a device (the console's freshness).")
+            }
+            publish(
+                "fetch",
+                FetchEvent(
+                    at: millis(at), account: name, devices: devices ?? [], modseq: modseq,
+                    state: SyncState(epoch: store.epoch, modseq: modseq).description,
+                    freshnessMs: samples.map { ($0 * 1000 * 10).rounded() / 10 }), state: state)
+        }
+    }
+
+    private static func username(_ account: Int64, state: LockedValue<State>, store: MailboxStore) async -> String {
+        if let known = state.withLock({ $0.usernames[account] }) { return known }
+        let name = (try? await store.username(accountID: account)) ?? nil
+        guard let name else { return "account \(account)" }
+        state.withLock { $0.usernames[account] = name }
+        return name
+    }
+
+    /// Numbers the event, keeps it and sends it to every open console.
+    private static func publish<Body: ConsoleEventBody>(_ type: String, _ body: Body, state: LockedValue<State>) {
+        state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            let event = ConsoleEvent(id: id, type: type, json: body.json(id: id))
+            state.events.append(event)
+            if state.events.count > capacity { state.events.removeFirst(state.events.count - capacity) }
+            for stream in state.streams.values {
+                _ = stream.send(event: type, id: String(id), data: event.json)
+            }
+        }
+    }
+
+    static func millis(_ seconds: Double) -> Int64 { Int64((seconds * 1000).rounded()) }
+}
+
+/// One numbered event: its type (`change`, `signal`, `fetch`) and its JSON object.
+struct ConsoleEvent: Sendable {
+    var id: Int
+    var type: String
+    var json: String
+}
+
+/// What every event's JSON holds besides its own fields: `id` and `type`.
+protocol ConsoleEventBody: Encodable {
+    var type: String { get }
+}
+
+extension ConsoleEventBody {
+    func json(id: Int) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var text = String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
+        // The id is the feed's, added in front: `{"id":N,...}`.
+        text.removeFirst()
+        return "{\"id\":\(id)," + text
+    }
+}
+
+struct ChangeEvent: ConsoleEventBody {
+    var type = "change"
+    var at: Int64
+    var account: String
+    var modseq: Int64
+    var state: String
+}
+
+struct SignalEvent: ConsoleEventBody {
+    var type = "signal"
+    var at: Int64
+    var account: String
+    var device: String
+    var service: String
+    var app: String
+    var environment: String
+    var modseq: Int64
+    var state: String
+    var outcome: String
+    var reason: String?
+    var latencyMs: Double
+    var coalesced: Bool
+    var attempt: Int
+}
+
+struct FetchEvent: ConsoleEventBody {
+    var type = "fetch"
+    var at: Int64
+    var account: String
+    var devices: [String]
+    var modseq: Int64
+    var state: String
+    var freshnessMs: [Double]
+}
+
+/// A push service's answers as the dispatcher reported them.
+struct GatewayStats: Sendable, Encodable {
+    var service: String
+    /// Answers by outcome, or outcome and reason (`retry: HTTP 429`).
+    var answers: [String: Int] = [:]
+    var lastOutcome: String?
+    var lastReason: String?
+    var lastAnswerAt: Int64?
+    var lastLatencyMs: Double?
+
+    mutating func record(_ report: SignalReport) {
+        let key = report.reason.map { "\(report.outcome.rawValue): \($0)" } ?? report.outcome.rawValue
+        answers[key, default: 0] += 1
+        lastOutcome = report.outcome.rawValue
+        lastReason = report.reason
+        lastAnswerAt = ConsoleFeed.millis(report.at)
+        if report.latency > 0 { lastLatencyMs = (report.latency * 1000 * 10).rounded() / 10 }
+    }
+}
+
+/// Freshness percentiles over the window.
+struct FreshnessSummary: Sendable, Encodable {
+    var windowCount: Int
+    var total: Int
+    var p50Ms: Double?
+    var p90Ms: Double?
+    var p99Ms: Double?
+
+    init(samples: [Double], total: Int) {
+        let sorted = samples.sorted()
+        windowCount = sorted.count
+        self.total = total
+        func percentile(_ p: Double) -> Double? {
+            guard !sorted.isEmpty else { return nil }
+            let index = min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1)
+            return (sorted[max(0, index)] * 1000 * 10).rounded() / 10
+        }
+        p50Ms = percentile(0.5)
+        p90Ms = percentile(0.9)
+        p99Ms = percentile(0.99)
+    }
+}
