@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Where a message's CPU goes: a CPU profile of the release mailboxd under load on one path, with the CPU per
+message from /proc.
+
+Usage: bench-profile.py PATH [--seconds S] [--out DIR]
+PATH: delivery (POST /v1/deliveries over TLS, 16 connections, no devices), changes (GET /v1/changes over TLS, one
+new message each), signal (deliveries to accounts with two apns-sim devices each: the dispatcher and the HTTP/2
+client too), ingest (LMTP from Postfix's smtp-source, 20 sessions).
+
+Records with `perf record -g` (frame pointers) at 999 Hz on mailboxd only, demangles Swift symbols with
+`swift demangle`, and writes into DIR (default bench-results):
+  profile-PATH.txt     CPU per message, the share by component (TLS, HTTP, JSON, SQLite, MIME, crypto, the Swift
+                       runtime, libc, the kernel, our code), and the top frames by self and by total time
+  profile-PATH.folded  the folded stacks (for any flame-graph tool)
+  profile-PATH.svg     a flame graph
+and prints one JSON line with the figures.
+"""
+import argparse
+import collections
+import html
+import importlib.machinery
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+common = importlib.machinery.SourceFileLoader(
+    "bench_common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-common.py")).load_module()
+
+TOPIC = common.TOPIC
+DELIVERY_LUA = """
+local users = tonumber(os.getenv("PROFILE_USERS"))
+local token = os.getenv("PROFILE_TOKEN")
+local n = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. token
+request = function()
+  n = n + 1
+  local body = string.format(
+    '{"to":"user%03d","from":"bench@example.com","subject":"Profile %d","body":"A short body for message %d."}',
+    n % users, n, n)
+  return wrk.format(nil, "/v1/deliveries", nil, body)
+end
+"""
+CHANGES_LUA = """
+wrk.method = "GET"
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("PROFILE_TOKEN")
+wrk.path = "/v1/changes?since=" .. os.getenv("PROFILE_SINCE")
+"""
+
+# Components by shared object (or, for our binary and Foundation, by symbol).
+COMPONENTS = [
+    ("TLS (GnuTLS, nettle, gmp)", re.compile(r"libgnutls|libnettle|libhogweed|libgmp|libtasn1|libp11")),
+    ("HTTP/1.1 (libmicrohttpd)", re.compile(r"libmicrohttpd")),
+    ("HTTP/2 (nghttp2)", re.compile(r"libnghttp2")),
+    ("SQLite", re.compile(r"libsqlite3")),
+    ("MIME (GMime, GLib)", re.compile(r"libgmime|libglib|libgobject|libgio")),
+    ("OpenSSL (crypto, TLS client)", re.compile(r"libcrypto|libssl")),
+    ("libcurl", re.compile(r"libcurl")),
+    ("Foundation (JSON, Data, String bridging)", re.compile(r"libFoundation|libswiftFoundation|lib_FoundationICU")),
+    ("Swift runtime (retain/release, allocation, generics)", re.compile(r"libswiftCore|libswift_Concurrency|libdispatch|libBlocksRuntime")),
+    ("libc (malloc, memcpy, locks)", re.compile(r"libc\.so|libc-|libpthread|ld-linux")),
+    ("kernel (syscalls, network, disk)", re.compile(r"kernel|\[unknown\]|vmlinux")),
+]
+
+
+def component(dso):
+    for name, pattern in COMPONENTS:
+        if pattern.search(dso):
+            return name
+    if dso.endswith("mailboxd"):
+        return "mailboxd's own code"
+    return "other: " + os.path.basename(dso)
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / common.CLK_TCK
+
+
+def parse_perf(script_text):
+    """Samples from `perf script`: each a list of (symbol, dso), leaf first."""
+    samples, stack = [], []
+    for line in script_text.splitlines():
+        if not line.strip():
+            if stack:
+                samples.append(stack)
+            stack = []
+            continue
+        if line[0] not in " \t":
+            continue  # the sample's header line
+        parts = line.strip().split(None, 1)
+        if len(parts) < 2:
+            continue
+        rest = parts[1]
+        match = re.match(r"(.*) \((.*)\)$", rest)
+        symbol, dso = (match.group(1), match.group(2)) if match else (rest, "?")
+        symbol = re.sub(r"\+0x[0-9a-f]+$", "", symbol)
+        stack.append((symbol, dso))
+    if stack:
+        samples.append(stack)
+    return samples
+
+
+def demangle(symbols):
+    swift = shutil.which("swift-demangle") or "/opt/swift/usr/bin/swift-demangle"
+    names = sorted(symbols)
+    if not os.path.exists(swift):
+        return {name: name for name in names}
+    out = subprocess.run([swift, "--simplified", "--compact"], input="\n".join(names), capture_output=True,
+                         text=True).stdout.splitlines()
+    return {name: (out[i] if i < len(out) and out[i] else name)[:160] for i, name in enumerate(names)}
+
+
+def flame_svg(folded, path, title):
+    """A minimal flame graph: one rectangle per frame, widths by samples, roots at the bottom."""
+    tree = {"name": "all", "value": 0, "children": {}}
+    for stack, count in folded.items():
+        node = tree
+        node["value"] += count
+        for frame in stack.split(";"):
+            node = node["children"].setdefault(frame, {"name": frame, "value": 0, "children": {}})
+            node["value"] += count
+    width, row = 1600, 16
+
+    def depth(node):
+        return 1 + max((depth(c) for c in node["children"].values()), default=0)
+
+    levels = depth(tree)
+    height = levels * row + 40
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" '
+             f'font-size="11"><text x="10" y="20" font-size="14">{html.escape(title)}</text>']
+
+    def draw(node, x, level, total):
+        w = width * node["value"] / total
+        if w < 0.5:
+            return
+        y = height - (level + 1) * row
+        hue = (hash(node["name"].split(" ")[0]) % 40) + 10
+        label = html.escape(node["name"])
+        parts.append(f'<g><title>{label} ({node["value"]} samples, {100 * node["value"] / total:.1f}%)</title>'
+                     f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row - 1}" fill="hsl({hue},80%,60%)"/>')
+        if w > 40:
+            parts.append(f'<text x="{x + 3:.1f}" y="{y + 12}">{html.escape(node["name"][:int(w / 7)])}</text>')
+        parts.append("</g>")
+        child_x = x
+        for child in sorted(node["children"].values(), key=lambda c: c["name"]):
+            draw(child, child_x, level + 1, total)
+            child_x += width * child["value"] / total
+
+    draw(tree, 0, 0, max(1, tree["value"]))
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("path", choices=["delivery", "changes", "signal", "ingest"])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--out", default="bench-results")
+    args = parser.parse_args()
+    if not shutil.which("perf"):
+        raise SystemExit("profile: perf is missing (Debian linux-perf; Scripts/bootstrap --bench installs it)")
+    bin_dir = os.environ.get("SIGNALFETCH_BIN") or subprocess.run(
+        ["swift", "build", "-c", "release", "--show-bin-path"], capture_output=True, text=True).stdout.strip()
+    os.makedirs(args.out, exist_ok=True)
+    cluster = common.Cluster(bin_dir, prefix=f"signalfetch-profile-{args.path}-")
+    users = [f"user{i:03d}" for i in range(16)]
+    try:
+        cluster.add_accounts(users)
+        lmtp_port = common.free_port()
+        extra = ["--synchronous", "FULL"]
+        if args.path == "ingest":
+            extra += ["--lmtp-listen", f"127.0.0.1:{lmtp_port}"]
+        if args.path == "signal":
+            cluster.start_apns_sim()
+        else:
+            cluster.sim_port = 9  # no gateway: no device is registered, so no signal is sent
+        cluster.start_mailboxd(extra=extra)
+        api = cluster.api()
+        if args.path == "signal":
+            clients = common.MailClients(cluster, fallback=0)
+            for user in users:
+                for n in range(2):
+                    clients.add(f"{user}-d{n}", user)
+            clients.wait_ready(timeout=120)
+        env = dict(os.environ, PROFILE_USERS=str(len(users)), PROFILE_TOKEN=cluster.delivery_token)
+        script = os.path.join(cluster.work, "load.lua")
+        if args.path == "changes":
+            token = api.login(users[0], f"password-{users[0]}", "profile")
+            receipt = None
+            for i in range(50):
+                _, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token,
+                                      body={"to": users[0], "from": "a@example.com", "subject": f"m{i}", "body": "x"})
+            epoch, modseq = receipt["state"].rsplit("-", 1)
+            env.update(PROFILE_TOKEN=token, PROFILE_SINCE=f"{epoch}-{int(modseq) - 1}")
+        with open(script, "w") as f:
+            f.write(CHANGES_LUA if args.path == "changes" else DELIVERY_LUA)
+        url = f"https://127.0.0.1:{cluster.api_port}"
+
+        def load(seconds):
+            if args.path == "ingest":
+                count = int(seconds * 600)
+                started = time.monotonic()
+                done = subprocess.run(
+                    ["smtp-source", "-L", "-s", "20", "-m", str(count), "-l", "4096", "-d", "-f", "sender@sender.test",
+                     "-t", "user000@example.test", "-M", "client.test", f"127.0.0.1:{lmtp_port}"],
+                    capture_output=True, text=True, timeout=600)
+                if done.returncode != 0:
+                    raise RuntimeError(f"smtp-source failed: {done.stderr[-300:]}")
+                return count, time.monotonic() - started
+            connections = 8 if args.path == "signal" else 16
+            out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", script, url],
+                                 capture_output=True, text=True, timeout=seconds + 60, env=env)
+            requests = re.search(r"(\d+) requests in ([\d.]+)s", out.stdout)
+            if not requests or "Non-2xx" in out.stdout:
+                raise RuntimeError(f"wrk failed: {out.stdout[-400:]}")
+            return int(requests.group(1)), float(requests.group(2))
+
+        load(2)  # warm-up
+        pid = cluster.mailboxd.pid
+        data = os.path.join(cluster.work, "perf.data")
+        perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o", data],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.3)
+        cpu0 = cpu_seconds(pid)
+        count, elapsed = load(args.seconds)
+        cpu = cpu_seconds(pid) - cpu0
+        perf.send_signal(2)
+        perf.wait(timeout=60)
+        text = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym,dso"], capture_output=True, text=True,
+                              errors="replace").stdout
+    finally:
+        cluster.close()
+
+    samples = parse_perf(text)
+    if not samples:
+        raise SystemExit("profile: perf recorded no samples")
+    names = demangle({symbol for stack in samples for symbol, _ in stack})
+    by_component, self_time, total_time = collections.Counter(), collections.Counter(), collections.Counter()
+    folded = collections.Counter()
+    for stack in samples:
+        leaf_symbol, leaf_dso = stack[0]
+        by_component[component(leaf_dso)] += 1
+        self_time[names.get(leaf_symbol, leaf_symbol)] += 1
+        for frame in {names.get(symbol, symbol) for symbol, _ in stack}:
+            total_time[frame] += 1
+        folded[";".join(names.get(symbol, symbol).replace(";", ",") for symbol, _ in reversed(stack))] += 1
+    n = len(samples)
+    per_message_ms = cpu / count * 1000
+    lines = [f"Profile of mailboxd on the {args.path} path: {count} messages in {elapsed:.1f} s "
+             f"({count / elapsed:.0f}/s), {cpu:.2f} s of mailboxd CPU = {per_message_ms:.3f} ms per message; "
+             f"{n} samples at 999 Hz", "", "CPU by component (the leaf frame's library):"]
+    for name, value in by_component.most_common():
+        lines.append(f"  {100 * value / n:5.1f}%  {per_message_ms * value / n:7.3f} ms/msg  {name}")
+    lines += ["", "Top 30 frames by self time:"]
+    lines += [f"  {100 * v / n:5.1f}%  {name}" for name, v in self_time.most_common(30)]
+    lines += ["", "Top 30 frames by total time (on the stack):"]
+    lines += [f"  {100 * v / n:5.1f}%  {name}" for name, v in total_time.most_common(30)]
+    base = os.path.join(args.out, f"profile-{args.path}")
+    with open(base + ".txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(base + ".folded", "w") as f:
+        f.write("\n".join(f"{stack} {count}" for stack, count in folded.most_common()) + "\n")
+    flame_svg(folded, base + ".svg", f"mailboxd, {args.path}: {per_message_ms:.3f} ms CPU per message")
+    print("\n".join(lines[:2 + len(by_component) + 2]), file=sys.stderr)
+    print(json.dumps({"benchmark": f"profile-{args.path}", "title": f"CPU per message on the {args.path} path",
+                      "messages": count, "rate_per_s": round(count / elapsed, 1),
+                      "cpu_ms_per_message": round(per_message_ms, 3), "samples": n,
+                      "by_component": {name: round(100 * v / n, 1) for name, v in by_component.most_common()},
+                      "top_self": [[name, round(100 * v / n, 1)] for name, v in self_time.most_common(10)]}))
+
+
+if __name__ == "__main__":
+    main()
