@@ -53,6 +53,8 @@ public final class ConsoleFeed: Sendable {
     let store: MailboxStore
     let metrics: Metrics
     private let state = LockedValue(State())
+    /// One wake-up of the consoles' connections per input (a commit's changes), not one per event.
+    private let batch = EventStreamBatch()
     private let inputs: AsyncStream<Input>.Continuation
     private let worker: Task<Void, Never>
 
@@ -64,9 +66,12 @@ public final class ConsoleFeed: Sendable {
         let (stream, continuation) = AsyncStream<Input>.makeStream(bufferingPolicy: .bufferingNewest(50_000))
         inputs = continuation
         let state = state
+        let batch = batch
         worker = Task { [store, metrics] in
             for await input in stream {
+                batch.begin()
                 await Self.take(input, state: state, store: store, metrics: metrics)
+                batch.end()
             }
         }
         store.observeCommittedChanges { changes in continuation.yield(.changes(changes)) }
@@ -104,7 +109,7 @@ public final class ConsoleFeed: Sendable {
     /// Opens a stream that replays the events after `lastID` and then carries each new one; `nil` when
     /// ``maximumStreams`` are open.
     public func openStream(after lastID: Int) -> EventStream? {
-        let stream = EventStream(bufferLimit: 4 << 20)
+        let stream = EventStream(bufferLimit: 4 << 20, batch: batch)
         let opened = state.withLock { state -> Bool in
             guard state.streams.count < Self.maximumStreams else { return false }
             // Replay and registration under one lock: no event falls between them, and none is sent twice.
@@ -127,7 +132,9 @@ public final class ConsoleFeed: Sendable {
 
     /// Freshness over the window: how many samples, and the 50th, 90th and 99th percentiles in milliseconds.
     var freshness: FreshnessSummary {
-        state.withLock { state in FreshnessSummary(samples: state.freshness, total: state.freshnessCount) }
+        state.withLock { state in
+            FreshnessSummary(samples: Array(state.freshness.suffix(Self.freshnessWindow)), total: state.freshnessCount)
+        }
     }
 
     /// Each push service's answers so far.
@@ -189,7 +196,7 @@ public final class ConsoleFeed: Sendable {
                 let fresh = (state.commits[account] ?? []).filter { $0.modseq > previous && $0.modseq <= modseq }
                 let values = fresh.map { max(0, at - $0.at) }
                 state.freshness.append(contentsOf: values)
-                if state.freshness.count > freshnessWindow {
+                if state.freshness.count >= freshnessWindow + 200 {
                     state.freshness.removeFirst(state.freshness.count - freshnessWindow)
                 }
                 state.freshnessCount += values.count
@@ -224,7 +231,8 @@ public final class ConsoleFeed: Sendable {
             state.nextID += 1
             let event = ConsoleEvent(id: id, type: type, json: body.json(id: id))
             state.events.append(event)
-            if state.events.count > capacity { state.events.removeFirst(state.events.count - capacity) }
+            // Trimmed in chunks: one shift of the array per 500 events, not one per event.
+            if state.events.count >= capacity + 500 { state.events.removeFirst(state.events.count - capacity) }
             for stream in state.streams.values {
                 _ = stream.send(event: type, id: String(id), data: event.json)
             }
@@ -241,19 +249,58 @@ struct ConsoleEvent: Sendable {
     var json: String
 }
 
-/// What every event's JSON holds besides its own fields: `id` and `type`.
-protocol ConsoleEventBody: Encodable {
+/// An event's body: its type and its JSON object once numbered.
+protocol ConsoleEventBody {
     var type: String { get }
+    /// The JSON object with `id` first, then the fields in alphabetical order (`type` among them).
+    func json(id: Int) -> String
 }
 
-extension ConsoleEventBody {
-    func json(id: Int) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var text = String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
-        // The id is the feed's, added in front: `{"id":N,...}`.
-        text.removeFirst()
-        return "{\"id\":\(id)," + text
+/// Writes one flat JSON object field by field: the events are small and many, so no encoder is made per event.
+struct JSONObjectWriter {
+    private var text = "{"
+
+    init(id: Int) { text += "\"id\":\(id)" }
+
+    mutating func add(_ key: String, _ value: String) { text += ",\"\(key)\":" + Self.quoted(value) }
+    mutating func add(_ key: String, _ value: String?) { if let value { add(key, value) } }
+    mutating func add(_ key: String, _ value: Int64) { text += ",\"\(key)\":\(value)" }
+    mutating func add(_ key: String, _ value: Int) { text += ",\"\(key)\":\(value)" }
+    mutating func add(_ key: String, _ value: Bool) { text += ",\"\(key)\":\(value)" }
+    mutating func add(_ key: String, _ value: Double) { text += ",\"\(key)\":" + Self.number(value) }
+    mutating func add(_ key: String, _ values: [String]) {
+        text += ",\"\(key)\":[" + values.map(Self.quoted).joined(separator: ",") + "]"
+    }
+    mutating func add(_ key: String, _ values: [Double]) {
+        text += ",\"\(key)\":[" + values.map(Self.number).joined(separator: ",") + "]"
+    }
+
+    var result: String { text + "}" }
+
+    /// A whole number without a fraction, else Swift's shortest exact form (`2.4`).
+    static func number(_ value: Double) -> String {
+        guard value.isFinite else { return "null" }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped (no raw line break can end an SSE
+    /// `data:` line early).
+    static func quoted(_ value: String) -> String {
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar == "\u{2028}" || scalar == "\u{2029}":
+                out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 }
 
@@ -263,6 +310,16 @@ struct ChangeEvent: ConsoleEventBody {
     var account: String
     var modseq: Int64
     var state: String
+
+    func json(id: Int) -> String {
+        var w = JSONObjectWriter(id: id)
+        w.add("account", account)
+        w.add("at", at)
+        w.add("modseq", modseq)
+        w.add("state", state)
+        w.add("type", type)
+        return w.result
+    }
 }
 
 struct SignalEvent: ConsoleEventBody {
@@ -280,6 +337,25 @@ struct SignalEvent: ConsoleEventBody {
     var latencyMs: Double
     var coalesced: Bool
     var attempt: Int
+
+    func json(id: Int) -> String {
+        var w = JSONObjectWriter(id: id)
+        w.add("account", account)
+        w.add("app", app)
+        w.add("at", at)
+        w.add("attempt", attempt)
+        w.add("coalesced", coalesced)
+        w.add("device", device)
+        w.add("environment", environment)
+        w.add("latencyMs", latencyMs)
+        w.add("modseq", modseq)
+        w.add("outcome", outcome)
+        w.add("reason", reason)
+        w.add("service", service)
+        w.add("state", state)
+        w.add("type", type)
+        return w.result
+    }
 }
 
 struct FetchEvent: ConsoleEventBody {
@@ -290,6 +366,18 @@ struct FetchEvent: ConsoleEventBody {
     var modseq: Int64
     var state: String
     var freshnessMs: [Double]
+
+    func json(id: Int) -> String {
+        var w = JSONObjectWriter(id: id)
+        w.add("account", account)
+        w.add("at", at)
+        w.add("devices", devices)
+        w.add("freshnessMs", freshnessMs)
+        w.add("modseq", modseq)
+        w.add("state", state)
+        w.add("type", type)
+        return w.result
+    }
 }
 
 /// A push service's answers as the dispatcher reported them.
