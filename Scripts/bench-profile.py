@@ -31,24 +31,10 @@ common = importlib.machinery.SourceFileLoader(
     "bench_common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-common.py")).load_module()
 
 TOPIC = common.TOPIC
-DELIVERY_LUA = """
-local users = tonumber(os.getenv("PROFILE_USERS"))
-local token = os.getenv("PROFILE_TOKEN")
-local n = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer " .. token
-request = function()
-  n = n + 1
-  local body = string.format(
-    '{"to":"user%03d","from":"bench@example.com","subject":"Profile %d","body":"A short body for message %d."}',
-    n % users, n, n)
-  return wrk.format(nil, "/v1/deliveries", nil, body)
-end
-"""
+DELIVERY_LUA = common.DELIVERY_LUA
 CHANGES_LUA = """
 wrk.method = "GET"
-wrk.headers["Authorization"] = "Bearer " .. os.getenv("PROFILE_TOKEN")
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("SCALE_TOKEN")
 wrk.path = "/v1/changes?since=" .. os.getenv("PROFILE_SINCE")
 """
 
@@ -189,7 +175,7 @@ def main():
                 for n in range(2):
                     clients.add(f"{user}-d{n}", user)
             clients.wait_ready(timeout=120)
-        env = dict(os.environ, PROFILE_USERS=str(len(users)), PROFILE_TOKEN=cluster.delivery_token)
+        env = dict(os.environ, SCALE_USERS=str(len(users)), SCALE_TOKEN=cluster.delivery_token)
         script = os.path.join(cluster.work, "load.lua")
         if args.path == "changes":
             token = api.login(users[0], f"password-{users[0]}", "profile")
@@ -198,7 +184,7 @@ def main():
                 _, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token,
                                       body={"to": users[0], "from": "a@example.com", "subject": f"m{i}", "body": "x"})
             epoch, modseq = receipt["state"].rsplit("-", 1)
-            env.update(PROFILE_TOKEN=token, PROFILE_SINCE=f"{epoch}-{int(modseq) - 1}")
+            env.update(SCALE_TOKEN=token, PROFILE_SINCE=f"{epoch}-{int(modseq) - 1}")
         with open(script, "w") as f:
             f.write(CHANGES_LUA if args.path == "changes" else DELIVERY_LUA)
         url = f"https://127.0.0.1:{cluster.api_port}"

@@ -1065,21 +1065,7 @@ def ingest(env):
 
 # MARK: - Scale-out on PostgreSQL
 
-DELIVERY_LUA = """
-local users = tonumber(os.getenv("SCALE_USERS"))
-local token = os.getenv("SCALE_TOKEN")
-local n = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer " .. token
-request = function()
-  n = n + 1
-  local body = string.format(
-    '{"to":"user%03d","from":"bench@example.com","subject":"Scale %d","body":"A short body for message %d."}',
-    n % users, n, n)
-  return wrk.format(nil, "/v1/deliveries", nil, body)
-end
-"""
+DELIVERY_LUA = common.DELIVERY_LUA
 
 # The same transaction shape as a delivery, in PostgreSQL's own client: lock the account row and take its next
 # modseq, insert the message, bump the modseq, upsert the account's devices' outbox rows.
