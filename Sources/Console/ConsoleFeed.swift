@@ -48,7 +48,14 @@ public final class ConsoleFeed: Sendable {
         var freshness: [Double] = []
         var freshnessCount = 0
         var gateways: [String: GatewayStats] = [:]
+        /// This process's totals since it started, reported to the store (``InstanceReport``).
+        var changes: Int64 = 0
+        var signalsSent: Int64 = 0
+        var signalsFailed: Int64 = 0
     }
+
+    /// How often this process reports itself to the store, in seconds (the cluster view).
+    public static let reportInterval = 5.0
 
     let store: MailboxStore
     let metrics: Metrics
@@ -57,6 +64,9 @@ public final class ConsoleFeed: Sendable {
     private let batch = EventStreamBatch()
     private let inputs: AsyncStream<Input>.Continuation
     private let worker: Task<Void, Never>
+    private let reporter: Task<Void, Never>
+    /// When this process started, seconds since 1970.
+    let startedAt: Double
 
     /// A feed of `store`'s commits (call ``report(_:)`` with the dispatcher's reports and ``fetched(sessionID:accountID:modseq:)``
     /// from the API); freshness is observed into `metrics` as `mailboxd_freshness_seconds`.
@@ -75,11 +85,24 @@ public final class ConsoleFeed: Sendable {
             }
         }
         store.observeCommittedChanges { changes in continuation.yield(.changes(changes)) }
+        let startedAt = store.currentTime
+        self.startedAt = startedAt
+        reporter = Task { [store] in
+            while !Task.isCancelled {
+                let totals = state.withLock { ($0.changes, $0.signalsSent, $0.signalsFailed) }
+                try? await store.reportInstance(
+                    InstanceReport(
+                        id: store.instanceID, startedAt: startedAt, seenAt: store.currentTime, changes: totals.0,
+                        signalsSent: totals.1, signalsFailed: totals.2))
+                try? await Task.sleep(for: .seconds(Self.reportInterval))
+            }
+        }
     }
 
     deinit {
         inputs.finish()
         worker.cancel()
+        reporter.cancel()
     }
 
     /// The dispatcher's report of one outbox row.
@@ -149,6 +172,7 @@ public final class ConsoleFeed: Sendable {
                 let name = await username(change.accountID, state: state, store: store)
                 let modseq = change.modseq
                 state.withLock { state in
+                    state.changes += 1
                     var recent = state.commits[change.accountID, default: []]
                     recent.append(Commit(modseq: modseq, at: change.at))
                     if recent.count > 256 { recent.removeFirst(recent.count - 256) }
@@ -169,6 +193,7 @@ public final class ConsoleFeed: Sendable {
                     ?? GatewayStats(service: item.address.service.rawValue)
                 stats.record(report)
                 state.gateways[item.address.service.rawValue] = stats
+                if report.outcome == .sent { state.signalsSent += 1 } else { state.signalsFailed += 1 }
             }
             publish(
                 "signal",

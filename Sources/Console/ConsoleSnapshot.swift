@@ -15,6 +15,16 @@ struct ConsoleSnapshot: Encodable {
         var lastSignalledModseq: Int64
     }
 
+    struct Instance: Encodable {
+        var id: String
+        var startedAt: Int64
+        var seenAt: Int64
+        var live: Bool
+        var changes: Int64
+        var signalsSent: Int64
+        var signalsFailed: Int64
+    }
+
     struct Outbox: Encodable {
         var service: String
         var depth: Int
@@ -30,6 +40,8 @@ struct ConsoleSnapshot: Encodable {
     var outbox: [Outbox]
     var gateways: [GatewayStats]
     var freshness: FreshnessSummary
+    /// Every process sharing the store that reported in the last minute (the cluster view, from the store).
+    var instances: [Instance]
 }
 
 extension ConsoleFeed {
@@ -40,6 +52,7 @@ extension ConsoleFeed {
         let kept = (events(after: max(0, last - limit)) ?? []).suffix(limit)
         let devices = try await store.deviceSummaries()
         let outbox = try await store.outboxSummaries()
+        let instances = try await store.instances(seenWithin: 60)
         let now = store.currentTime
         let engine: String =
             switch store.database {
@@ -59,7 +72,13 @@ extension ConsoleFeed {
                     service: $0.service, depth: $0.depth, retrying: $0.retrying,
                     oldestPendingSeconds: $0.oldestDueAt.map { max(0, ((now - $0) * 10).rounded() / 10) })
             },
-            gateways: gateways, freshness: freshness)
+            gateways: gateways, freshness: freshness,
+            instances: instances.map {
+                ConsoleSnapshot.Instance(
+                    id: $0.id, startedAt: Self.millis($0.startedAt), seenAt: Self.millis($0.seenAt),
+                    live: now - $0.seenAt <= 3 * Self.reportInterval, changes: $0.changes, signalsSent: $0.signalsSent,
+                    signalsFailed: $0.signalsFailed)
+            })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // The events are JSON already (the stream's): spliced in as they are.

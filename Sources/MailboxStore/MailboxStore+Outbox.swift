@@ -195,6 +195,42 @@ extension MailboxStore {
         }
     }
 
+    /// Records this process's report (its name, start, changes and signals so far), replacing its last one.
+    public func reportInstance(_ report: InstanceReport) async throws {
+        try await write { db, _ in
+            try db.run(
+                """
+                INSERT INTO instances (id, started_at, seen_at, changes, signals_sent, signals_failed)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at, seen_at = excluded.seen_at,
+                    changes = excluded.changes, signals_sent = excluded.signals_sent,
+                    signals_failed = excluded.signals_failed
+                """,
+                arguments: [
+                    report.id, report.startedAt, report.seenAt, report.changes, report.signalsSent,
+                    report.signalsFailed,
+                ])
+        }
+    }
+
+    /// Every process that reported within `age` seconds, by name.
+    public func instances(seenWithin age: Double) async throws -> [InstanceReport] {
+        let since = now() - age
+        return try await read { db in
+            try db.query(
+                """
+                SELECT id, started_at, seen_at, changes, signals_sent, signals_failed FROM instances
+                WHERE seen_at > ? ORDER BY id
+                """, since
+            ).map { row in
+                InstanceReport(
+                    id: try row.string("id"), startedAt: try row.double("started_at"),
+                    seenAt: try row.double("seen_at"), changes: try row.int64("changes"),
+                    signalsSent: try row.int64("signals_sent"), signalsFailed: try row.int64("signals_failed"))
+            }
+        }
+    }
+
     /// The username of an account, if it exists.
     public func username(accountID: Int64) async throws -> String? {
         try await read { db in try db.scalar("SELECT username FROM accounts WHERE id = ?", accountID).string }

@@ -366,5 +366,29 @@ extension MailboxStore {
                 CREATE UNIQUE INDEX devices_by_account_token ON devices (account_id, token);
                 DROP INDEX devices_by_account;
                 """),
+        // Every process sharing the store, as it last reported itself: for the console's cluster view (each
+        // instance's console shows every instance and what it sent, from here, not from its own process alone).
+        StoreMigration(
+            name: "010-instances",
+            sqlite: """
+                CREATE TABLE instances (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    started_at REAL NOT NULL,
+                    seen_at REAL NOT NULL,
+                    changes INTEGER NOT NULL DEFAULT 0,
+                    signals_sent INTEGER NOT NULL DEFAULT 0,
+                    signals_failed INTEGER NOT NULL DEFAULT 0
+                );
+                """,
+            postgres: """
+                CREATE TABLE instances (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    started_at DOUBLE PRECISION NOT NULL,
+                    seen_at DOUBLE PRECISION NOT NULL,
+                    changes BIGINT NOT NULL DEFAULT 0,
+                    signals_sent BIGINT NOT NULL DEFAULT 0,
+                    signals_failed BIGINT NOT NULL DEFAULT 0
+                );
+                """),
     ]
 }

@@ -259,6 +259,34 @@ public struct CommittedChange: Sendable, Equatable {
     public var at: Double
 }
 
+/// One process sharing the store, as it last reported itself (for the console's cluster view).
+public struct InstanceReport: Sendable, Equatable {
+    /// Its name (``MailboxStore/Configuration/instanceID``).
+    public var id: String
+    /// When it started, seconds since 1970.
+    public var startedAt: Double
+    /// When it last reported.
+    public var seenAt: Double
+    /// Changes it committed since it started.
+    public var changes: Int64
+    /// Signals its push services accepted since it started.
+    public var signalsSent: Int64
+    /// Signals refused, retried, dropped or deferred since it started.
+    public var signalsFailed: Int64
+
+    /// A report.
+    public init(
+        id: String, startedAt: Double, seenAt: Double, changes: Int64, signalsSent: Int64, signalsFailed: Int64
+    ) {
+        self.id = id
+        self.startedAt = startedAt
+        self.seenAt = seenAt
+        self.changes = changes
+        self.signalsSent = signalsSent
+        self.signalsFailed = signalsFailed
+    }
+}
+
 /// The outbox of one push service, for the console.
 public struct OutboxSummary: Sendable, Equatable {
     /// The push service (`apns`, `fcm`, `webpush`).

@@ -144,6 +144,8 @@ import Testing
         let text = String(decoding: snapshot.body, as: UTF8.self)
         #expect(snapshot.status == 200 && text.contains(#""lastEventId":"#) && text.contains(#""devices":[{"#))
         #expect(!text.contains(token) && !text.contains(canary))
+        // The cluster view is the store's: this instance has reported itself there.
+        #expect(text.contains(#""instances":[{"changes":"#) && text.contains(#""id":"cluster-mailboxd""#), "\(text)")
     }
 
     @Test func onlyAnOperatorWithTheTokenFromThisSiteGetsIn() async throws {

@@ -268,4 +268,23 @@ import Testing
         #expect(item.signalKey == secondKey)
         #expect(try await f.store.deleteDevice(handle: try #require(first.handle), accountID: alice.id))
     }
+
+    @Test(arguments: StoreEngineKind.allCases) func instancesReportThemselvesAndTheSilentOnesDropOut(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
+        let start = f.clock.now
+        try await f.store.reportInstance(
+            InstanceReport(id: "a", startedAt: start, seenAt: start, changes: 1, signalsSent: 2, signalsFailed: 0))
+        try await f.store.reportInstance(
+            InstanceReport(id: "b", startedAt: start, seenAt: start, changes: 0, signalsSent: 0, signalsFailed: 0))
+        f.advance(30)
+        try await f.store.reportInstance(
+            InstanceReport(id: "a", startedAt: start, seenAt: f.clock.now, changes: 5, signalsSent: 9, signalsFailed: 1)
+        )
+        let seen = try await f.store.instances(seenWithin: 60)
+        #expect(seen.map(\.id) == ["a", "b"])
+        #expect(seen.first?.changes == 5 && seen.first?.signalsSent == 9 && seen.first?.signalsFailed == 1)
+        #expect(try await f.store.instances(seenWithin: 20).map(\.id) == ["a"], "b has been silent for 30 s")
+    }
 }

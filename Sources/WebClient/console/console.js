@@ -140,6 +140,22 @@ function paintOutbox(outbox) {
   }
 }
 
+// Every process sharing the store, as each last reported itself (the store's view, not this process's).
+function paintInstances(instances) {
+  const body = $("instances").querySelector("tbody");
+  body.replaceChildren();
+  for (const instance of instances) {
+    const tr = document.createElement("tr");
+    tr.dataset.instance = instance.id;
+    cell(tr, instance.id);
+    cell(tr, String(instance.changes));
+    cell(tr, String(instance.signalsSent));
+    cell(tr, String(instance.signalsFailed));
+    cell(tr, instance.live ? time(instance.seenAt) : `${time(instance.seenAt)} (silent)`, instance.live ? "" : "bad");
+    body.appendChild(tr);
+  }
+}
+
 function logEvent(event) {
   const item = document.createElement("li");
   item.dataset.id = String(event.id);
@@ -241,6 +257,7 @@ async function start() {
   document.body.dataset.lastEventId = String(state.lastEventId);
   $("store").textContent = `${snapshot.store}, instance ${snapshot.instance}`;
   paintOutbox(snapshot.outbox);
+  paintInstances(snapshot.instances);
   paintAll();
   follow(snapshot.lastEventId);
 }
@@ -263,9 +280,12 @@ function follow(after) {
   stream.addEventListener("reset", () => { start().catch(() => {}); });
 }
 
-// The outbox is the store's: read again every few seconds.
+// The outbox and the instances are the store's: read again every few seconds.
 setInterval(() => {
-  loadSnapshot().then((snapshot) => paintOutbox(snapshot.outbox)).catch(() => {});
+  loadSnapshot().then((snapshot) => {
+    paintOutbox(snapshot.outbox);
+    paintInstances(snapshot.instances);
+  }).catch(() => {});
 }, 3000);
 
 start().catch((failure) => {
