@@ -108,9 +108,11 @@ let package = Package(
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         // What the push-service simulators share: the injectable clock, a seeded generator, process limits, start-up
-        // errors, the fault request's checks, the capture log, and the provider request and response either
-        // transport hands over.
-        .target(name: "SimulatorSupport", dependencies: ["Locking", "HTTPServer", "HTTP2Server"]),
+        // errors, the fault request's checks, the capture log, the provider request and response either transport
+        // hands over, the flags they read alike, and the listeners and control routes fcm-sim and webpush-sim run
+        // alike.
+        .target(
+            name: "SimulatorSupport", dependencies: ["Locking", "HTTPServer", "HTTP2Server", "CommandLineSupport"]),
         .target(
             name: "APNsSimulator",
             dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),
@@ -134,7 +136,7 @@ let package = Package(
                 "OpenSSLCrypto",
             ]),
         .executableTarget(
-            name: "apns-sim", dependencies: ["APNsSimulator", "CommandLineSupport"]),
+            name: "apns-sim", dependencies: ["APNsSimulator", "SimulatorSupport", "CommandLineSupport"]),
         .executableTarget(
             name: "fcm-sim", dependencies: ["FCMSimulator", "SimulatorSupport", "CommandLineSupport"]),
         .executableTarget(

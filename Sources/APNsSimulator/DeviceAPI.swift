@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import SimulatorSupport
 
 /// The device side of the simulator (HTTP/1.1, JSON): registration, notification streams, the capture
 /// log, health and metrics.
@@ -24,12 +25,7 @@ enum DeviceAPI {
             return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
         }
         ControlAPI.add(to: &router, gateway: gateway)
-        router.get("/healthz") { _ in try .json(["status": "ok"]) }
-        router.get("/metrics") { _ in
-            HTTPResponse(
-                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4"],
-                body: Data(gateway.metrics.prometheusText.utf8))
-        }
+        router.addHealthRoutes { gateway.metrics.prometheusText }
         return router
     }
 

@@ -1,3 +1,5 @@
+import SimulatorSupport
+
 /// Failures the gateway injects on purpose, so providers can be tested against a misbehaving APNs.
 public struct FaultConfiguration: Sendable, Equatable {
     /// Probability (0…1) that an accepted notification is answered 200 and then never delivered.
@@ -44,13 +46,13 @@ public enum FaultDecision: Sendable, Equatable {
 public struct FaultInjector: Sendable {
     /// The configuration in use.
     public let configuration: FaultConfiguration
-    private var generator: SplitMix64
+    private var generator: SeededGenerator
     private var streamsByConnection: [UInt64: Int] = [:]
 
     /// Creates an injector for `configuration`.
     public init(configuration: FaultConfiguration) {
         self.configuration = configuration
-        generator = SplitMix64(seed: configuration.seed ?? UInt64.random(in: .min ... .max))
+        generator = SeededGenerator(seed: configuration.seed)
     }
 
     /// Whether any probabilistic fault is configured.
@@ -62,7 +64,7 @@ public struct FaultInjector: Sendable {
     /// Draws the fault for the next valid request.
     public mutating func nextDecision() -> FaultDecision {
         guard isActive else { return .none }
-        let draw = Double(generator.next() >> 11) / Double(1 << 53)
+        let draw = generator.nextUnit()
         var threshold = configuration.serviceUnavailableProbability
         if draw < threshold { return .serviceUnavailable }
         threshold += configuration.tooManyRequestsProbability
@@ -83,20 +85,5 @@ public struct FaultInjector: Sendable {
         }
         streamsByConnection[connectionID] = count
         return false
-    }
-}
-
-/// The SplitMix64 generator: tiny, fast and fully determined by its seed.
-struct SplitMix64: Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,18 +1,9 @@
+import SimulatorSupport
+
 /// Where an ``SimulatorServer`` listens and which gateway policy it applies.
 public struct SimulatorConfiguration: Sendable {
     /// PEM files for the provider side's TLS.
-    public struct TLSFiles: Sendable, Hashable {
-        /// The certificate chain.
-        public var certificatePath: String
-        /// The private key.
-        public var privateKeyPath: String
-
-        /// Creates the pair.
-        public init(certificatePath: String, privateKeyPath: String) {
-            self.certificatePath = certificatePath
-            self.privateKeyPath = privateKeyPath
-        }
-    }
+    public typealias TLSFiles = SimulatorTLSFiles
 
     /// The provider API's address (HTTP/2).
     public var providerHost: String

@@ -2,6 +2,7 @@ import Foundation
 import HTTP2Server
 import HTTPServer
 import Locking
+import SimulatorSupport
 
 /// The running simulator: the provider API (HTTP/2, TLS or h2c), the device API (HTTP/1.1) and the
 /// periodic processing of delayed work, all around one ``Gateway``.
@@ -74,13 +75,8 @@ public final class SimulatorServer: Sendable {
             throw .deviceStartFailed("\(error)")
         }
         let gateway = gateway
-        let batch = eventBatch
-        let interval = configuration.tickInterval
-        let ticker = Task.detached {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                batch.run { gateway.processDueWork() }
-            }
+        let ticker = DueWorkTicker.start(every: configuration.tickInterval, batch: eventBatch) {
+            gateway.processDueWork()
         }
         running.withLock {
             $0 = Running(provider: provider, sandbox: sandbox, device: device, ticker: ticker)
@@ -89,12 +85,9 @@ public final class SimulatorServer: Sendable {
 
     /// A provider listener for `environment` (`nil`: both).
     private func makeProviderServer(host: String, port: Int, environment: GatewayEnvironment?) -> HTTP2Server {
-        let tls = configuration.tls.map {
-            HTTP2ServerConfiguration.TLS(certificateChainPath: $0.certificatePath, privateKeyPath: $0.privateKeyPath)
-        }
         let serverConfiguration = HTTP2ServerConfiguration(
-            host: host, port: port, tls: tls, maxConcurrentStreams: 1000, idleTimeout: .seconds(3600),
-            shutdownGracePeriod: .seconds(2))
+            host: host, port: port, tls: configuration.tls?.http2, maxConcurrentStreams: 1000,
+            idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2))
         let gateway = gateway
         let batch = eventBatch
         // Inline handlers run inside the loop's rounds: notifications a round delivers wake the device

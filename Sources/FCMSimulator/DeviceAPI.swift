@@ -54,31 +54,7 @@ enum DeviceAPI {
             guard gateway.clearScriptedError(for: token) else { throw unknownDevice(token, gateway: gateway) }
             return .empty()
         }
-        router.get("/sim/faults") { _ in try .json(SimulatorFaultsJSON(gateway.faults)) }
-        router.put("/sim/faults") { request in
-            let faults = try request.decodeJSON(SimulatorFaultsJSON.self, allowedFields: SimulatorFaultsJSON.fields)
-                .faults()
-            gateway.setFaults(faults)
-            return try .json(SimulatorFaultsJSON(faults))
-        }
-        router.get("/sim/log") { request in
-            guard let after = Int(request.query("after") ?? "0"), after >= 0,
-                let limit = Int(request.query("limit") ?? String(Int.max)), limit >= 0
-            else { throw HTTPError.invalidRequest("'after' and 'limit' must be non-negative integers.") }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
-        }
-        router.delete("/sim/log") { _ in
-            gateway.clearLog()
-            return .empty()
-        }
-        router.get("/healthz") { _ in try .json(["status": "ok"]) }
-        router.get("/metrics") { _ in
-            HTTPResponse(
-                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4"],
-                body: Data(gateway.metrics.prometheusText.utf8))
-        }
+        router.addControlRoutes(for: gateway)
         return router
     }
 

@@ -50,18 +50,7 @@ public struct FCMGatewayConfiguration: Sendable {
 /// Where an ``FCMSimulatorServer`` listens, and its gateway policy.
 public struct FCMSimulatorConfiguration: Sendable {
     /// PEM files for the provider listener's TLS.
-    public struct TLSFiles: Sendable, Hashable {
-        /// The certificate chain.
-        public var certificatePath: String
-        /// The private key.
-        public var privateKeyPath: String
-
-        /// Creates the pair.
-        public init(certificatePath: String, privateKeyPath: String) {
-            self.certificatePath = certificatePath
-            self.privateKeyPath = privateKeyPath
-        }
-    }
+    public typealias TLSFiles = SimulatorTLSFiles
 
     /// The provider listener's address (TLS; HTTP/2 and HTTP/1.1 on one port).
     public var providerHost: String

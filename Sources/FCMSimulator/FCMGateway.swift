@@ -226,3 +226,8 @@ public final class FCMGateway: Sendable {
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
+
+extension FCMGateway: SimulatorGateway {
+    /// The counters as Prometheus text.
+    package var prometheusText: String { metrics.prometheusText }
+}

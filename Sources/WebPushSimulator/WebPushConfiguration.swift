@@ -49,18 +49,7 @@ public struct WebPushGatewayConfiguration: Sendable {
 /// Where a ``WebPushSimulatorServer`` listens, and its gateway policy.
 public struct WebPushSimulatorConfiguration: Sendable {
     /// PEM files for the push-resource listener's TLS.
-    public struct TLSFiles: Sendable, Hashable {
-        /// The certificate chain.
-        public var certificatePath: String
-        /// The private key.
-        public var privateKeyPath: String
-
-        /// Creates the pair.
-        public init(certificatePath: String, privateKeyPath: String) {
-            self.certificatePath = certificatePath
-            self.privateKeyPath = privateKeyPath
-        }
-    }
+    public typealias TLSFiles = SimulatorTLSFiles
 
     /// The push-resource listener's address (TLS; HTTP/2 and HTTP/1.1 on one port).
     public var providerHost: String

@@ -225,3 +225,8 @@ public final class WebPushGateway: Sendable {
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
+
+extension WebPushGateway: SimulatorGateway {
+    /// The counters as Prometheus text.
+    package var prometheusText: String { metrics.prometheusText }
+}

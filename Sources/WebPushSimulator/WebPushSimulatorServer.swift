@@ -1,5 +1,3 @@
-import Foundation
-import HTTP2Server
 import HTTPServer
 import Locking
 import SimulatorSupport
@@ -16,11 +14,8 @@ import SimulatorSupport
 /// ```
 public final class WebPushSimulatorServer: Sendable {
     private struct Running: Sendable {
-        var provider: HTTP2Server
-        var http1: HTTPServer?
-        var device: HTTPServer
+        var listeners: SimulatorListeners
         var mozilla: WebSocketServer?
-        var ticker: Task<Void, Never>
     }
 
     /// The configuration the server was created with.
@@ -41,65 +36,19 @@ public final class WebPushSimulatorServer: Sendable {
     /// Binds every listener and starts expiring kept messages.
     public func start() throws(SimulatorError) {
         let gateway = gateway
-        var http1: HTTPServer?
-        if configuration.tls != nil {
-            do {
-                http1 = try HTTPServer(
-                    configuration: HTTPServer.Configuration(
-                        host: "127.0.0.1", port: 0, tls: nil, threadCount: 2, idleTimeoutSeconds: 300,
-                        shutdownGracePeriod: .seconds(2)),
-                    handler: { request in
-                        let response = gateway.handle(SimulatorProviderRequest(request))
-                        if response.delay > .zero { try? await Task.sleep(for: response.delay) }
-                        return HTTPResponse(response)
-                    })
-            } catch {
-                throw .providerStartFailed("HTTP/1.1 relay target: \(error)")
-            }
-        }
-        let tls = configuration.tls.map {
-            HTTP2ServerConfiguration.TLS(certificateChainPath: $0.certificatePath, privateKeyPath: $0.privateKeyPath)
-        }
-        let batch = eventBatch
-        let provider = HTTP2Server(
-            configuration: HTTP2ServerConfiguration(
-                host: configuration.providerHost, port: configuration.providerPort, tls: tls,
-                maxConcurrentStreams: 1000, idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2),
-                // Browser vendors' push services speak HTTP/1.1 to a client that offers no ALPN (requests, aiohttp,
-                // curl without --http2), as any web server does.
-                http1Relay: http1.map {
-                    HTTP2ServerConfiguration.HTTP1Relay(port: Int($0.port), includesClientsWithoutALPN: true)
-                }),
-            loopHooks: HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() }),
-            inlineHandler: { request in HTTP2Response(gateway.handle(SimulatorProviderRequest(request))) })
-        do {
-            try provider.start()
-        } catch {
-            if let http1 { Task { await http1.shutdown() } }
-            throw .providerStartFailed(error.description)
-        }
-        if configuration.endpointBase == nil {
-            let host =
-                configuration.providerHost.contains(":")
-                ? "[\(configuration.providerHost)]" : configuration.providerHost
-            gateway.setEndpointBase("\(configuration.tls == nil ? "http" : "https")://\(host):\(provider.port)")
-        }
-        let device: HTTPServer
-        do {
-            device = try HTTPServer(
-                configuration: HTTPServer.Configuration(
-                    host: configuration.deviceHost, port: UInt16(clamping: configuration.devicePort), tls: nil,
-                    threadCount: 2, connectionLimit: configuration.deviceConnectionLimit,
-                    connectionMemoryLimit: 16 * 1024, eventStreamHeartbeat: configuration.heartbeat,
-                    shutdownGracePeriod: .seconds(2)),
-                router: DeviceAPI.router(for: gateway, batch: eventBatch))
-        } catch {
-            Task {
-                await provider.shutdown(gracePeriod: .zero)
-                await http1?.shutdown()
-            }
-            throw .deviceStartFailed("\(error)")
-        }
+        let listeners = try SimulatorListeners.start(
+            configuration, gateway: gateway, router: DeviceAPI.router(for: gateway, batch: eventBatch),
+            batch: eventBatch,
+            // Browser vendors' push services speak HTTP/1.1 to a client that offers no ALPN (requests, aiohttp,
+            // curl without --http2), as any web server does.
+            relaysClientsWithoutALPN: true,
+            providerBound: { port in
+                guard configuration.endpointBase == nil else { return }
+                let host =
+                    configuration.providerHost.contains(":")
+                    ? "[\(configuration.providerHost)]" : configuration.providerHost
+                gateway.setEndpointBase("\(configuration.tls == nil ? "http" : "https")://\(host):\(port)")
+            })
         var mozilla: WebSocketServer?
         if let host = configuration.mozillaHost {
             let server = WebSocketServer(
@@ -113,32 +62,19 @@ public final class WebPushSimulatorServer: Sendable {
             do {
                 try server.start(host: host, port: configuration.mozillaPort, protocolName: "push-notification")
             } catch {
-                Task {
-                    await provider.shutdown(gracePeriod: .zero)
-                    await http1?.shutdown()
-                    await device.shutdown()
-                }
+                listeners.abandon()
                 throw .listenerStartFailed("Mozilla push protocol: \(error)")
             }
             mozilla = server
         }
-        let interval = configuration.tickInterval
-        let ticker = Task.detached {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                batch.run { gateway.processDueWork() }
-            }
-        }
-        running.withLock {
-            $0 = Running(provider: provider, http1: http1, device: device, mozilla: mozilla, ticker: ticker)
-        }
+        running.withLock { $0 = Running(listeners: listeners, mozilla: mozilla) }
     }
 
     /// The bound push-resource port (`0` before ``start()``).
-    public var providerPort: Int { running.withLock { $0?.provider.port ?? 0 } }
+    public var providerPort: Int { running.withLock { $0?.listeners.providerPort ?? 0 } }
 
     /// The bound device-API port (`0` before ``start()``).
-    public var devicePort: Int { running.withLock { $0.map { Int($0.device.port) } ?? 0 } }
+    public var devicePort: Int { running.withLock { $0?.listeners.devicePort ?? 0 } }
 
     /// The bound Mozilla-protocol port (`0` before ``start()`` or without that listener).
     public var mozillaPort: Int { running.withLock { $0?.mozilla?.port.withLock { $0 } ?? 0 } }
@@ -151,12 +87,11 @@ public final class WebPushSimulatorServer: Sendable {
                 return state
             })
         else { return }
-        current.ticker.cancel()
-        gateway.closeAllStreams()
-        await current.mozilla?.shutdown()
-        gateway.setMozillaTransport(nil)
-        await current.provider.shutdown()
-        await current.http1?.shutdown()
-        await current.device.shutdown()
+        await current.listeners.shutdown {
+            await current.mozilla?.shutdown()
+            gateway.setMozillaTransport(nil)
+        }
     }
 }
+
+extension WebPushSimulatorConfiguration: SimulatorListenerConfiguration {}

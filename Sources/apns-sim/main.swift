@@ -1,6 +1,7 @@
 import APNsSimulator
 import CommandLineSupport
 import Foundation
+import SimulatorSupport
 
 let usage = """
     usage: apns-sim [options]
@@ -41,28 +42,15 @@ let knownFlags: Set<String> = [
     "fault-goaway-after", "fault-latency-ms",
 ]
 
-func probability(_ arguments: Arguments, _ name: String) throws -> Double {
-    let value = try arguments.double(name, default: 0)
-    guard (0...1).contains(value) else { throw UsageError("--\(name) must be between 0 and 1") }
-    return value
-}
-
 func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2197"))
     let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2198"))
     let sandboxListen = try arguments.string("sandbox-listen").map { try HostPort(parsing: $0) }
-    var tls: SimulatorConfiguration.TLSFiles?
-    if !arguments.flag("h2c") {
-        guard let certificate = arguments.string("tls-cert"), let key = arguments.string("tls-key") else {
-            throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
-        }
-        tls = .init(certificatePath: certificate, privateKeyPath: key)
-    }
+    let tls = try arguments.simulatorTLSFiles()
     let keys = try arguments.all("provider-key").map { spec in
         do { return try ProviderKey(specification: spec) } catch { throw UsageError("\(error)") }
     }
-    let seedText = arguments.string("fault-seed")
-    guard seedText == nil || UInt64(seedText!) != nil else { throw UsageError("--fault-seed must be an integer") }
+    let seed = try arguments.faultSeed()
     let goAwayAfter = try arguments.int("fault-goaway-after", default: 0)
     let latency = try arguments.int("fault-latency-ms", default: 0)
     let budget = try arguments.int("background-budget", default: 3)
@@ -71,10 +59,10 @@ func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
         throw UsageError("fault counts, latency and the background budget must not be negative")
     }
     let faults = FaultConfiguration(
-        dropProbability: try probability(arguments, "fault-drop"),
-        tooManyRequestsProbability: try probability(arguments, "fault-429"),
-        serviceUnavailableProbability: try probability(arguments, "fault-503"),
-        seed: seedText.flatMap { UInt64($0) }, goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil,
+        dropProbability: try arguments.faultProbability("fault-drop"),
+        tooManyRequestsProbability: try arguments.faultProbability("fault-429"),
+        serviceUnavailableProbability: try arguments.faultProbability("fault-503"),
+        seed: seed, goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil,
         latency: .milliseconds(latency))
     return SimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls,

@@ -40,22 +40,10 @@ let knownFlags: Set<String> = [
     "fault-429", "fault-503", "fault-seed", "fault-latency-ms",
 ]
 
-func probability(_ arguments: Arguments, _ name: String) throws -> Double {
-    let value = try arguments.double(name, default: 0)
-    guard (0...1).contains(value) else { throw UsageError("--\(name) must be between 0 and 1") }
-    return value
-}
-
 func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2297"))
     let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2298"))
-    var tls: FCMSimulatorConfiguration.TLSFiles?
-    if !arguments.flag("h2c") {
-        guard let certificate = arguments.string("tls-cert"), let key = arguments.string("tls-key") else {
-            throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
-        }
-        tls = .init(certificatePath: certificate, privateKeyPath: key)
-    }
+    let tls = try arguments.simulatorTLSFiles()
     let accounts = try arguments.all("service-account").map { path in
         do { return try FCMServiceAccount(contentsOfFile: path) } catch { throw UsageError("\(error)") }
     }
@@ -68,13 +56,7 @@ func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguratio
     guard lifetime > 0, quota >= 0, rate >= 0, burst >= 0, refill > 0, latency >= 0 else {
         throw UsageError("--token-lifetime and --collapsible-refill-seconds must be positive; counts not negative")
     }
-    let seedText = arguments.string("fault-seed")
-    guard seedText == nil || UInt64(seedText!) != nil else { throw UsageError("--fault-seed must be an integer") }
-    let faults = SimulatorFaults(
-        dropProbability: try probability(arguments, "fault-drop"),
-        status429Probability: try probability(arguments, "fault-429"),
-        status503Probability: try probability(arguments, "fault-503"), latency: .milliseconds(latency),
-        seed: seedText.flatMap { UInt64($0) })
+    let faults = try arguments.simulatorFaults(latency: .milliseconds(latency))
     return FCMSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port),

@@ -35,23 +35,11 @@ let knownFlags: Set<String> = [
     "device-connection-limit", "fault-drop", "fault-429", "fault-503", "fault-seed", "fault-latency-ms",
 ]
 
-func probability(_ arguments: Arguments, _ name: String) throws -> Double {
-    let value = try arguments.double(name, default: 0)
-    guard (0...1).contains(value) else { throw UsageError("--\(name) must be between 0 and 1") }
-    return value
-}
-
 func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2201"))
     let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2202"))
     let mozillaListen = try arguments.string("mozilla-listen").map { try HostPort(parsing: $0) }
-    var tls: WebPushSimulatorConfiguration.TLSFiles?
-    if !arguments.flag("h2c") {
-        guard let certificate = arguments.string("tls-cert"), let key = arguments.string("tls-key") else {
-            throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
-        }
-        tls = .init(certificatePath: certificate, privateKeyPath: key)
-    }
+    let tls = try arguments.simulatorTLSFiles()
     var endpointBase = arguments.string("endpoint-base")
     if let base = endpointBase {
         guard let components = URLComponents(string: base), ["https", "http"].contains(components.scheme ?? ""),
@@ -65,13 +53,7 @@ func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfigur
     guard maxTTL >= 0, latency >= 0, connections > 0 else {
         throw UsageError("--max-ttl and --fault-latency-ms must not be negative; --device-connection-limit positive")
     }
-    let seedText = arguments.string("fault-seed")
-    guard seedText == nil || UInt64(seedText!) != nil else { throw UsageError("--fault-seed must be an integer") }
-    let faults = SimulatorFaults(
-        dropProbability: try probability(arguments, "fault-drop"),
-        status429Probability: try probability(arguments, "fault-429"),
-        status503Probability: try probability(arguments, "fault-503"), latency: .milliseconds(latency),
-        seed: seedText.flatMap { UInt64($0) })
+    let faults = try arguments.simulatorFaults(latency: .milliseconds(latency))
     guard faults.dropProbability + faults.status429Probability + faults.status503Probability <= 1 else {
         throw UsageError("--fault-drop, --fault-429 and --fault-503 must add up to at most 1")
     }

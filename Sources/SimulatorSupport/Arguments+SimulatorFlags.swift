@@ -1,0 +1,38 @@
+import CommandLineSupport
+
+/// The flags every push-service simulator reads alike: its provider listener's TLS files and the faults in force
+/// at start. Each simulator keeps its own flags, defaults and the order it checks them in.
+extension Arguments {
+    /// `--tls-cert` and `--tls-key`, both required unless `--h2c` asks for cleartext HTTP/2 (then `nil`).
+    public func simulatorTLSFiles() throws -> SimulatorTLSFiles? {
+        guard !flag("h2c") else { return nil }
+        guard let certificate = string("tls-cert"), let key = string("tls-key") else {
+            throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
+        }
+        return SimulatorTLSFiles(certificatePath: certificate, privateKeyPath: key)
+    }
+
+    /// `--fault-seed`, the fault generator's seed (`nil` when not given).
+    public func faultSeed() throws -> UInt64? {
+        guard let text = string("fault-seed") else { return nil }
+        guard let seed = UInt64(text) else { throw UsageError("--fault-seed must be an integer") }
+        return seed
+    }
+
+    /// `--name` as a fault's probability, from 0 to 1 (0 when not given).
+    public func faultProbability(_ name: String) throws -> Double {
+        let value = try double(name, default: 0)
+        guard (0...1).contains(value) else { throw UsageError("--\(name) must be between 0 and 1") }
+        return value
+    }
+
+    /// The faults `--fault-seed`, `--fault-drop`, `--fault-429` and `--fault-503` ask for (checked in that
+    /// order), with `latency` before every provider response.
+    public func simulatorFaults(latency: Duration) throws -> SimulatorFaults {
+        let seed = try faultSeed()
+        return SimulatorFaults(
+            dropProbability: try faultProbability("fault-drop"),
+            status429Probability: try faultProbability("fault-429"),
+            status503Probability: try faultProbability("fault-503"), latency: latency, seed: seed)
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import HTTPServer
+
+extension Router {
+    /// `GET /healthz` (`{"status":"ok"}`) and `GET /metrics` (what `metrics` renders, Prometheus text), as every
+    /// simulator's device API answers them.
+    package mutating func addHealthRoutes(metrics: @escaping @Sendable () -> String) {
+        get("/healthz") { _ in try .json(["status": "ok"]) }
+        get("/metrics") { _ in
+            HTTPResponse(
+                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4"], body: Data(metrics().utf8))
+        }
+    }
+
+    /// The control routes fcm-sim and webpush-sim answer alike: `GET` and `PUT /sim/faults`
+    /// (``SimulatorFaultsJSON``), `GET /sim/log?after=&limit=` (non-negative integers) and `DELETE /sim/log`, and
+    /// the health routes. Bad input gets a 400 with `{"error","message"}` and changes nothing.
+    package mutating func addControlRoutes(for gateway: some SimulatorGateway) {
+        get("/sim/faults") { _ in try .json(SimulatorFaultsJSON(gateway.faults)) }
+        put("/sim/faults") { request in
+            let faults = try request.decodeJSON(SimulatorFaultsJSON.self, allowedFields: SimulatorFaultsJSON.fields)
+                .faults()
+            gateway.setFaults(faults)
+            return try .json(SimulatorFaultsJSON(faults))
+        }
+        get("/sim/log") { request in
+            guard let after = Int(request.query("after") ?? "0"), after >= 0,
+                let limit = Int(request.query("limit") ?? String(Int.max)), limit >= 0
+            else { throw HTTPError.invalidRequest("'after' and 'limit' must be non-negative integers.") }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
+        }
+        delete("/sim/log") { _ in
+            gateway.clearLog()
+            return .empty()
+        }
+        addHealthRoutes { gateway.prometheusText }
+    }
+}
