@@ -144,11 +144,40 @@ def flame_svg(folded, path, title):
         f.write("\n".join(parts))
 
 
+def open_console(cluster):
+    """Signs in to the console and reads its event stream on a thread, in chunks (as a browser elsewhere costs)."""
+    import http.client
+    import ssl
+    import threading
+    import urllib.parse
+    context = ssl.create_default_context(cafile=cluster.ca)
+    token = open(os.path.join(cluster.data, "console-token")).read().strip()
+    conn = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=30)
+    conn.request("POST", "/console/session", body=urllib.parse.urlencode({"token": token}),
+                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    answer = conn.getresponse()
+    answer.read()
+    cookie = answer.getheader("Set-Cookie").split(";")[0]
+    stream = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=300)
+    stream.request("GET", "/console/events?after=0", headers={"Cookie": cookie})
+    response = stream.getresponse()
+
+    def read():
+        try:
+            while response.fp.read1(65536):
+                pass
+        except (OSError, AttributeError, ValueError):
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("path", choices=["delivery", "changes", "signal", "ingest"])
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--out", default="bench-results")
+    parser.add_argument("--console", action="store_true", help="with a console open (reading /console/events)")
     args = parser.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("profile: perf is missing (Debian linux-perf; Scripts/bootstrap --bench installs it)")
@@ -208,6 +237,8 @@ def main():
                 raise RuntimeError(f"wrk failed: {out.stdout[-400:]}")
             return int(requests.group(1)), float(requests.group(2))
 
+        if args.console:
+            open_console(cluster)
         load(2)  # warm-up
         pid = cluster.mailboxd.pid
         data = os.path.join(cluster.work, "perf.data")
@@ -248,7 +279,7 @@ def main():
     lines += [f"  {100 * v / n:5.1f}%  {name}" for name, v in self_time.most_common(30)]
     lines += ["", "Top 30 frames by total time (on the stack):"]
     lines += [f"  {100 * v / n:5.1f}%  {name}" for name, v in total_time.most_common(30)]
-    base = os.path.join(args.out, f"profile-{args.path}")
+    base = os.path.join(args.out, f"profile-{args.path}" + ("-console" if args.console else ""))
     with open(base + ".txt", "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(base + ".folded", "w") as f:
