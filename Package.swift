@@ -50,7 +50,9 @@ let package = Package(
         .target(name: "SQLiteKit", dependencies: ["CSQLite", "SQLSupport"]),
         // libpq: the only importer of CPostgres.
         .target(name: "PostgresKit", dependencies: ["CPostgres", "SQLSupport", "Locking"]),
-        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL", "JSONText"]),
+        // JSON string literals written by hand (JWTs, FCM messages, capture logs, console events).
+        .target(name: "JSONText"),
 
         // MARK: Transport
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking"]),
@@ -65,7 +67,7 @@ let package = Package(
         .target(name: "APNs", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         // Each push service behind `PushService`: its configuration, its wire form, its answers as outcomes.
         .target(name: "PushAPNs", dependencies: ["Push", "APNs", "Locking"]),
-        .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking", "JSONText"]),
         .target(name: "PushWebPush", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         .target(name: "MailboxStore", dependencies: ["Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
         // mailboxd by job: the counters every part reports to; the dispatcher (outbox worker, backoff, the router to
@@ -83,6 +85,7 @@ let package = Package(
             name: "Console",
             dependencies: [
                 "MailboxStore", "SignalDispatch", "ServiceMetrics", "HTTPServer", "Locking", "OpenSSLCrypto",
+                "JSONText",
             ]),
         .target(
             name: "MailboxService",
@@ -115,7 +118,7 @@ let package = Package(
             name: "SimulatorSupport", dependencies: ["Locking", "HTTPServer", "HTTP2Server", "CommandLineSupport"]),
         .target(
             name: "APNsSimulator",
-            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),
+            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "JSONText"]),
         .target(
             name: "FCMSimulator",
             dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),

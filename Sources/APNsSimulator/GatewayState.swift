@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import OpenSSLCrypto
 
 /// A notification accepted for a device and not yet delivered.
@@ -16,7 +17,7 @@ struct PendingNotification: Sendable {
         expiration = push.expiration
         self.logSequence = logSequence
         // The apns-id is a UUID (checked, or made here): it never needs escaping.
-        let collapse = push.collapseID.map(Self.jsonString) ?? "null"
+        let collapse = push.collapseID.map(JSONText.quoted) ?? "null"
         let priority = String(push.priority)
         let pieces = (
             apnsID, push.pushType.rawValue, priority, collapse, push.payloadJSON
@@ -57,31 +58,6 @@ struct PendingNotification: Sendable {
     func isExpired(now: Date) -> Bool {
         guard let expiration else { return false }
         return Double(expiration) < now.timeIntervalSince1970.rounded(.down)
-    }
-
-    static func jsonString(_ text: String) -> String {
-        if PushRequestParser.allBytes(
-            of: text, satisfy: { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
-        {
-            return "\"" + text + "\""
-        }
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    result += String(format: "\\u%04x", scalar.value)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return result + "\""
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import JSONText
 import Locking
 import MailboxStore
 import ServiceMetrics
@@ -287,14 +288,14 @@ struct JSONObjectWriter {
 
     init(id: Int) { text += "\"id\":\(id)" }
 
-    mutating func add(_ key: String, _ value: String) { text += ",\"\(key)\":" + Self.quoted(value) }
+    mutating func add(_ key: String, _ value: String) { text += ",\"\(key)\":" + JSONText.quoted(value) }
     mutating func add(_ key: String, _ value: String?) { if let value { add(key, value) } }
     mutating func add(_ key: String, _ value: Int64) { text += ",\"\(key)\":\(value)" }
     mutating func add(_ key: String, _ value: Int) { text += ",\"\(key)\":\(value)" }
     mutating func add(_ key: String, _ value: Bool) { text += ",\"\(key)\":\(value)" }
     mutating func add(_ key: String, _ value: Double) { text += ",\"\(key)\":" + Self.number(value) }
     mutating func add(_ key: String, _ values: [String]) {
-        text += ",\"\(key)\":[" + values.map(Self.quoted).joined(separator: ",") + "]"
+        text += ",\"\(key)\":[" + values.map(JSONText.quoted).joined(separator: ",") + "]"
     }
     mutating func add(_ key: String, _ values: [Double]) {
         text += ",\"\(key)\":[" + values.map(Self.number).joined(separator: ",") + "]"
@@ -307,25 +308,6 @@ struct JSONObjectWriter {
         guard value.isFinite else { return "null" }
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return String(value)
-    }
-
-    /// A JSON string: quotes, backslashes and control characters escaped (no raw line break can end an SSE
-    /// `data:` line early).
-    static func quoted(_ value: String) -> String {
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar == "\u{2028}" || scalar == "\u{2029}":
-                out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 
 /// A JSON value in a JWT header or claim set (general claims, not only APNs's).
 public enum JWTValue: Sendable, Equatable {
@@ -119,30 +120,14 @@ extension JWT {
         var out = "{"
         for (index, (name, value)) in members.enumerated() {
             if index > 0 { out += "," }
-            out += jsonQuoted(name) + ":"
+            out += JSONText.quoted(name) + ":"
             switch value {
-            case .string(let text): out += jsonQuoted(text)
+            case .string(let text): out += JSONText.quoted(text)
             case .integer(let number): out += String(number)
             case .bool(let flag): out += flag ? "true" : "false"
             }
         }
         return out + "}"
-    }
-
-    private static func jsonQuoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let c where c.value < 0x20: out += String(format: "\\u%04x", c.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 
 /// The parts of a verified ES256 JSON Web Token that APNs provider authentication uses.
 public struct JWTClaims: Sendable, Equatable {
@@ -43,8 +44,8 @@ public enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
 public enum JWT {
     /// Makes a signed token with a numeric `iat`.
     public static func makeES256(claims: JWTClaims, key: P256PrivateKey) throws -> String {
-        let header = #"{"alg":"ES256","kid":\#(jsonString(claims.keyID))}"#
-        let payload = #"{"iss":\#(jsonString(claims.issuer)),"iat":\#(claims.issuedAt)}"#
+        let header = #"{"alg":"ES256","kid":\#(JSONText.quoted(claims.keyID))}"#
+        let payload = #"{"iss":\#(JSONText.quoted(claims.issuer)),"iat":\#(claims.issuedAt)}"#
         let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(payload.utf8))
         let signature = try key.signature(for: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
@@ -82,11 +83,5 @@ public enum JWT {
         else { throw JWTError.missingClaim("iat") }
         let signingInput = String(parts[0]) + "." + String(parts[1])
         return (JWTClaims(keyID: kid, issuer: iss, issuedAt: iat), signingInput, signature)
-    }
-
-    private static func jsonString(_ value: String) -> String {
-        let data = try! JSONSerialization.data(withJSONObject: [value], options: [.withoutEscapingSlashes])
-        let text = String(decoding: data, as: UTF8.self)
-        return String(text.dropFirst().dropLast())
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import Push
 
 /// The FCM HTTP v1 form of a content-free signal: a data-only message, Google's "send to sync".
@@ -21,20 +22,15 @@ struct FCMMessage: Sendable {
 
     /// The request body, byte for byte (keys in the order above).
     var body: [UInt8] {
-        var data = ["\"acct\":\(Self.quoted(signal.alias.rawValue))"]
-        if let tag = signal.tag { data.append("\"st\":\(Self.quoted(tag.rawValue))") }
+        var data = ["\"acct\":\(JSONText.quoted(signal.alias.rawValue))"]
+        if let tag = signal.tag { data.append("\"st\":\(JSONText.quoted(tag.rawValue))") }
         if let badge = signal.badge { data.append("\"badge\":\"\(badge)\"") }
         let priority = signal.kind == .badge ? "high" : "normal"
         let json =
-            "{\"message\":{\"token\":\(Self.quoted(token)),\"data\":{\(data.joined(separator: ","))},"
-            + "\"android\":{\"priority\":\"\(priority)\",\"collapse_key\":\(Self.quoted(signal.alias.rawValue)),"
+            "{\"message\":{\"token\":\(JSONText.quoted(token)),\"data\":{\(data.joined(separator: ","))},"
+            + "\"android\":{\"priority\":\"\(priority)\",\"collapse_key\":\(JSONText.quoted(signal.alias.rawValue)),"
             + "\"ttl\":\"\(Self.timeToLive)s\"}}}"
         return Array(json.utf8)
-    }
-
-    static func quoted(_ text: String) -> String {
-        let data = try! JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes])
-        return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
     }
 }
 
