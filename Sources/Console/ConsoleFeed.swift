@@ -53,6 +53,12 @@ public final class ConsoleFeed: Sendable {
         var changes: Int64 = 0
         var signalsSent: Int64 = 0
         var signalsFailed: Int64 = 0
+
+        /// The kept events after `id`, oldest first; `nil` when some after it are no longer kept.
+        func kept(after id: Int) -> [ConsoleEvent]? {
+            if id < (events.first?.id ?? nextID) - 1 { return nil }
+            return events.filter { $0.id > id }
+        }
     }
 
     /// How often this process reports itself to the store, in seconds (the cluster view).
@@ -66,8 +72,6 @@ public final class ConsoleFeed: Sendable {
     private let inputs: AsyncStream<Input>.Continuation
     private let worker: Task<Void, Never>
     private let reporter: Task<Void, Never>
-    /// When this process started, seconds since 1970.
-    let startedAt: Double
 
     /// A feed of `store`'s commits (call ``report(_:)`` with the dispatcher's reports and ``fetched(sessionID:accountID:modseq:)``
     /// from the API); freshness is observed into `metrics` as `mailboxd_freshness_seconds`.
@@ -87,7 +91,6 @@ public final class ConsoleFeed: Sendable {
         }
         store.observeCommittedChanges { changes in continuation.yield(.changes(changes)) }
         let startedAt = store.currentTime
-        self.startedAt = startedAt
         reporter = Task { [store] in
             while !Task.isCancelled {
                 let totals = state.withLock { ($0.changes, $0.signalsSent, $0.signalsFailed) }
@@ -119,13 +122,7 @@ public final class ConsoleFeed: Sendable {
 
     /// The events after `id` still kept, oldest first; `nil` when some after it are no longer kept (the console
     /// must start again from a snapshot).
-    func events(after id: Int) -> [ConsoleEvent]? {
-        state.withLock { state in
-            guard let first = state.events.first else { return id < state.nextID ? [] : nil }
-            if id < first.id - 1 { return nil }
-            return state.events.filter { $0.id > id }
-        }
-    }
+    func events(after id: Int) -> [ConsoleEvent]? { state.withLock { $0.kept(after: id) } }
 
     /// The id of the newest event (0 before any).
     var lastEventID: Int { state.withLock { $0.nextID - 1 } }
@@ -137,13 +134,10 @@ public final class ConsoleFeed: Sendable {
         let opened = state.withLock { state -> Bool in
             guard state.streams.count < Self.maximumStreams else { return false }
             // Replay and registration under one lock: no event falls between them, and none is sent twice.
-            let first = state.events.first?.id ?? state.nextID
-            if lastID < first - 1 {
-                _ = stream.send(event: "reset", id: String(state.nextID - 1), data: "{}")
+            if let missed = state.kept(after: lastID) {
+                for event in missed { _ = stream.send(event: event.type, id: String(event.id), data: event.json) }
             } else {
-                for event in state.events where event.id > lastID {
-                    _ = stream.send(event: event.type, id: String(event.id), data: event.json)
-                }
+                _ = stream.send(event: "reset", id: String(state.nextID - 1), data: "{}")
             }
             state.streams[ObjectIdentifier(stream)] = stream
             return true
@@ -180,7 +174,6 @@ public final class ConsoleFeed: Sendable {
                     state.commits[change.accountID] = recent
                 }
                 publish(
-                    "change",
                     ChangeEvent(
                         at: millis(change.at), account: name, modseq: modseq,
                         state: SyncState(epoch: store.epoch, modseq: modseq).description), state: state)
@@ -197,12 +190,11 @@ public final class ConsoleFeed: Sendable {
                 if report.outcome == .sent { state.signalsSent += 1 } else { state.signalsFailed += 1 }
             }
             publish(
-                "signal",
                 SignalEvent(
                     at: millis(report.at), account: name, device: item.alias, service: item.address.service.rawValue,
                     app: item.address.app, environment: item.address.environment.rawValue, modseq: item.modseq,
                     state: item.state.description, outcome: report.outcome.rawValue, reason: report.reason,
-                    latencyMs: (report.latency * 1000 * 10).rounded() / 10,
+                    latencyMs: milliseconds(report.latency),
                     coalesced: item.modseq - item.lastSignalledModseq > 1 && item.lastSignalledModseq > 0,
                     attempt: item.attempts + 1), state: state)
         case .registered(let session):
@@ -234,11 +226,10 @@ public final class ConsoleFeed: Sendable {
                     help: "From a change committed to its fetch by a device (the console's freshness).")
             }
             publish(
-                "fetch",
                 FetchEvent(
                     at: millis(at), account: name, devices: devices ?? [], modseq: modseq,
                     state: SyncState(epoch: store.epoch, modseq: modseq).description,
-                    freshnessMs: samples.map { ($0 * 1000 * 10).rounded() / 10 }), state: state)
+                    freshnessMs: samples.map(milliseconds)), state: state)
         }
     }
 
@@ -251,10 +242,11 @@ public final class ConsoleFeed: Sendable {
     }
 
     /// Numbers the event, keeps it and sends it to every open console.
-    private static func publish<Body: ConsoleEventBody>(_ type: String, _ body: Body, state: LockedValue<State>) {
+    private static func publish(_ body: some ConsoleEventBody, state: LockedValue<State>) {
         state.withLock { state in
             let id = state.nextID
             state.nextID += 1
+            let type = body.type
             let event = ConsoleEvent(id: id, type: type, json: body.json(id: id))
             state.events.append(event)
             // Trimmed in chunks: one shift of the array per 500 events, not one per event.
@@ -266,6 +258,9 @@ public final class ConsoleFeed: Sendable {
     }
 
     static func millis(_ seconds: Double) -> Int64 { Int64((seconds * 1000).rounded()) }
+
+    /// A duration in seconds as milliseconds to a tenth (how every latency and freshness figure is shown).
+    static func milliseconds(_ seconds: Double) -> Double { (seconds * 1000 * 10).rounded() / 10 }
 }
 
 /// One numbered event: its type (`change`, `signal`, `fetch`) and its JSON object.
@@ -403,7 +398,7 @@ struct GatewayStats: Sendable, Encodable {
         lastOutcome = report.outcome.rawValue
         lastReason = report.reason
         lastAnswerAt = ConsoleFeed.millis(report.at)
-        if report.latency > 0 { lastLatencyMs = (report.latency * 1000 * 10).rounded() / 10 }
+        if report.latency > 0 { lastLatencyMs = ConsoleFeed.milliseconds(report.latency) }
     }
 }
 
@@ -422,7 +417,7 @@ struct FreshnessSummary: Sendable, Encodable {
         func percentile(_ p: Double) -> Double? {
             guard !sorted.isEmpty else { return nil }
             let index = min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1)
-            return (sorted[max(0, index)] * 1000 * 10).rounded() / 10
+            return ConsoleFeed.milliseconds(sorted[max(0, index)])
         }
         p50Ms = percentile(0.5)
         p90Ms = percentile(0.9)
