@@ -3,6 +3,9 @@ import MailboxStore
 import ServiceMetrics
 import SignalDispatch
 
+/// A wait as a `Retry-After` value: whole seconds, rounded up, at least 1.
+func retryAfterSeconds(_ wait: Double) -> Int { max(1, Int(wait.rounded(.up))) }
+
 /// How ``LoginThrottle`` counts failed sign-ins, each limit within ``window``.
 public struct SignInLimits: Sendable, Equatable {
     /// Failures for one username from one address before that pair is refused.
@@ -57,18 +60,17 @@ final class LoginThrottle: Sendable {
     private static func addressKey(_ address: String) -> String { "login-address:" + address }
 
     /// Whether an attempt for `username` from `address` may go ahead, and after what delay.
-    func decide(username: String, address: String, now: Double) async throws -> Decision {
+    func decide(username: String, address: String) async throws -> Decision {
         var wait: Double?
         for (key, limit) in [
             (Self.pairKey(username, address), limits.perUsernameAndAddress),
             (Self.addressKey(address), limits.perAddress),
         ] {
-            let recent = try await store.recentEvents(key, within: limits.window)
-            if recent.count >= limit, let oldest = recent.first {
-                wait = max(wait ?? 0, oldest + limits.window - now)
+            if let keyWait = try await store.waitBeforeEvent(key, limit: limit, within: limits.window) {
+                wait = max(wait ?? 0, keyWait)
             }
         }
-        if let wait { return .refuse(retryAfter: max(1, Int(wait.rounded(.up)))) }
+        if let wait { return .refuse(retryAfter: retryAfterSeconds(wait)) }
         let failures = try await store.recentEvents(Self.usernameKey(username), within: limits.window).count
         return .proceed(delay: Self.delay(failures: failures, limits: limits))
     }

@@ -81,7 +81,7 @@ extension MailboxAPI {
         let token = request.formFields.first { $0.name == "token" }?.value ?? ""
         guard token.utf8.count <= 256 else { throw HTTPError.invalidRequest("The token is too long.") }
         let username = "\u{1}console"
-        switch try await throttle.decide(username: username, address: request.remoteAddress, now: store.currentTime) {
+        switch try await throttle.decide(username: username, address: request.remoteAddress) {
         case .refuse(let wait):
             throw HTTPError(
                 .tooManyRequests, code: "tooManyAttempts", message: "Too many wrong console tokens; try again later.",

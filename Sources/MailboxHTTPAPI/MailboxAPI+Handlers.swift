@@ -10,11 +10,10 @@ import SignalDispatch
 extension MailboxAPI {
     func createSession(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try decode(SessionRequest.self, from: request, allowed: ["username", "password", "deviceName"])
-        let now = Date().timeIntervalSince1970
         guard body.username.utf8.count <= 254, body.password.utf8.count <= 1024 else {
             throw HTTPError(.badRequest, code: "invalidArgument", message: "Username or password too long.")
         }
-        switch try await throttle.decide(username: body.username, address: request.remoteAddress, now: now) {
+        switch try await throttle.decide(username: body.username, address: request.remoteAddress) {
         case .refuse(let wait):
             metrics.increment(
                 "mailboxd_login_throttled_total", labels: "outcome=\"refused\"",
@@ -178,13 +177,13 @@ extension MailboxAPI {
         // Registrations per account and hour, counted in the store (so across instances): a client in a loop, or
         // one cycling tokens, is told to wait rather than churning the devices table and the push services.
         let key = "device-registrations:\(session.accountID)"
-        let recent = try await store.recentEvents(key, within: 3600)
-        if recent.count >= configuration.deviceRegistrationsPerHour, let oldest = recent.first {
-            let wait = max(1, Int((oldest + 3600 - store.currentTime).rounded(.up)))
+        if let wait = try await store.waitBeforeEvent(
+            key, limit: configuration.deviceRegistrationsPerHour, within: 3600)
+        {
             throw HTTPError(
                 .tooManyRequests, code: "tooManyRegistrations",
                 message: "Too many device registrations for this account; try again later.",
-                headers: ["Retry-After": String(wait)])
+                headers: ["Retry-After": String(retryAfterSeconds(wait))])
         }
         let device = try await store.registerDevice(
             address: address, accountID: session.accountID, sessionID: session.id)

@@ -84,6 +84,19 @@ extension MailboxStore {
         }
     }
 
+    /// A sliding-window limit over the events under `key`: `nil` when one more may happen now (fewer than `limit`
+    /// within the last `window` seconds), else the seconds until the oldest of them leaves the window.
+    public func waitBeforeEvent(_ key: String, limit: Int, within window: Double) async throws -> Double? {
+        let time = now()
+        let recent = try await read { db in
+            try db.query(
+                "SELECT at FROM rate_events WHERE key = ? AND at > ? ORDER BY at", key, time - window
+            ).map { try $0.double("at") }
+        }
+        guard recent.count >= limit, let oldest = recent.first else { return nil }
+        return oldest + window - time
+    }
+
     /// Records an event under `key` now, dropping that key's events older than `keep` seconds.
     public func recordEvent(_ key: String, keep: Double) async throws {
         let time = now()

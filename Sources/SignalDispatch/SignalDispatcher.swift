@@ -163,7 +163,7 @@ public final class SignalDispatcher: Sendable {
             return
         }
         let budgeted = kind == .background && service.throttlesBackgroundSignals
-        if budgeted, let wait = await backgroundDelay(deviceID: item.deviceID, now: store.currentTime) {
+        if budgeted, let wait = await backgroundDelay(deviceID: item.deviceID) {
             metrics.increment(
                 "mailboxd_signals_deferred_total", labels: labels + ",reason=\"backgroundBudget\"",
                 help: "Signals delayed to stay within the background budget.")
@@ -244,12 +244,14 @@ public final class SignalDispatcher: Sendable {
 
     /// How long the device's next background signal must wait to stay within the budget, or `nil` for none. When
     /// the store cannot say, the signal waits a minute rather than risk Apple's throttling.
-    private func backgroundDelay(deviceID: Int64, now: Double) async -> Double? {
-        guard
-            let recent = try? await store.recentEvents(
-                Self.backgroundKey(deviceID), within: configuration.backgroundWindow)
-        else { return 60 }
-        guard recent.count >= configuration.backgroundBudget, let oldest = recent.first else { return nil }
-        return max(1, oldest + configuration.backgroundWindow - now)
+    private func backgroundDelay(deviceID: Int64) async -> Double? {
+        do {
+            return try await store.waitBeforeEvent(
+                Self.backgroundKey(deviceID), limit: configuration.backgroundBudget,
+                within: configuration.backgroundWindow
+            ).map { max(1, $0) }
+        } catch {
+            return 60
+        }
     }
 }
