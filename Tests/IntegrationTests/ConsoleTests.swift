@@ -180,6 +180,12 @@ import Testing
         let own = try await cluster.client.execute(
             HTTPRequest(url: cluster.api + "/console/snapshot", headers: ["Cookie": cookie]))
         #expect(own.status == 200)
+        let badAfter = try await cluster.client.execute(
+            HTTPRequest(url: cluster.api + "/console/events?after=soon", headers: ["Cookie": cookie]))
+        let badAfterBody = (try? JSONSerialization.jsonObject(with: badAfter.body)) as? [String: Any] ?? [:]
+        #expect(badAfter.status == 400 && badAfterBody["error"] as? String == "invalidArgument")
+        let long = try await Self.signIn(cluster, token: String(repeating: "t", count: 300))
+        #expect(long.status == 400 && long.cookie == nil && long.body["error"] as? String == "invalidRequest")
         // Wrong tokens are throttled like sign-ins.
         var statuses: [Int] = []
         for _ in 0..<6 { statuses.append(try await Self.signIn(cluster, token: "wrong").status) }

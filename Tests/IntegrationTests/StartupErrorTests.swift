@@ -48,6 +48,26 @@ struct StartupErrorTests {
             ].map { (serve + $0.0, $0.1) })
     }
 
+    @Test func badSessionLimitMetricsAndConsoleFlagsAreClearErrors() throws {
+        let setup = try Setup(prefix: "security-flag-errors")
+        let short = setup.directory.path("short-token")
+        try "too-short\n".write(toFile: short, atomically: true, encoding: .utf8)
+        try expectUsageErrors(
+            [
+                (["--session-idle-timeout", "0"], "--session-idle-timeout must be a duration"),
+                (["--session-lifetime", "5x"], "--session-lifetime must be a duration"),
+                (
+                    ["--session-idle-timeout", "2d", "--session-lifetime", "1d"],
+                    "--session-idle-timeout cannot be longer than --session-lifetime"
+                ),
+                (["--max-sessions-per-account", "0"], "--max-sessions-per-account must be 1 to 10000"),
+                (["--device-registrations-per-hour", "0"], "--device-registrations-per-hour must be 1 to 100000"),
+                (["--metrics-listen", "notaport"], "invalid port"),
+                (["--console-token-file", short], "must be 16 to 256 characters"),
+                (["--console-token-file", setup.directory.path("missing")], "cannot read the console token"),
+            ].map { (setup.serve + $0.0, $0.1) })
+    }
+
     @Test func aBadFCMConfigurationIsAClearErrorNamingTheField() throws {
         let setup = try Setup(prefix: "fcm-errors")
         let account = setup.data + "/fcm/service-account.json"
