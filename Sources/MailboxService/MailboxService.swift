@@ -30,14 +30,15 @@ public final class MailboxService: Sendable {
     /// The port the LMTP listener is bound to, when there is one.
     public var lmtpPort: UInt16? { lmtp?.port }
 
-    /// Opens the store, starts the API server and the dispatcher.
+    /// Opens the store (unless `store` is one already open, see ``openStore(configuration:log:)``), starts the API
+    /// server and the dispatcher.
     public init(
         configuration: ServiceConfiguration, router: PushRouter,
-        dispatcherConfiguration: SignalDispatcher.Configuration = .init(),
+        dispatcherConfiguration: SignalDispatcher.Configuration = .init(), store: MailboxStore? = nil,
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-        let store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
+        let store = try store ?? MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
         let metrics = Metrics()
         router.share(in: store)
         let console = configuration.consoleToken.map { _ in ConsoleFeed(store: store, metrics: metrics) }
@@ -51,23 +52,7 @@ public final class MailboxService: Sendable {
         settings.webPushPublicKey = configuration.webPushPublicKey
         settings.consoleToken = configuration.consoleToken
         let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
-        var serverConfiguration = HTTPServer.Configuration()
-        serverConfiguration.host = configuration.host
-        serverConfiguration.port = configuration.port
-        serverConfiguration.maxBodySize = configuration.maxBodySize
-        serverConfiguration.connectionLimit = configuration.connectionLimit
-        if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
-            serverConfiguration.tls = .init(
-                certificatePath: certificate, privateKeyPath: key, minimumVersion: configuration.tlsMinimumVersion)
-        }
-        if let accessLog = configuration.accessLog {
-            serverConfiguration.accessLog = { entry in
-                var entry = entry
-                entry.path = MailboxAPI.loggablePath(entry.path)
-                accessLog(entry.description)
-            }
-        }
-        serverConfiguration.errorLog = { message in log("http: \(message)") }
+        let serverConfiguration = Self.apiServerConfiguration(configuration, log: log)
         let lmtp = try configuration.lmtp.map { lmtpConfiguration in
             try LMTPServer(
                 configuration: lmtpConfiguration,
@@ -106,6 +91,67 @@ public final class MailboxService: Sendable {
             }
         }
         dispatcher.start()
+    }
+
+    /// The API listener's settings: address, limits, TLS, logs.
+    static func apiServerConfiguration(
+        _ configuration: ServiceConfiguration, log: @escaping @Sendable (String) -> Void
+    ) -> HTTPServer.Configuration {
+        var serverConfiguration = HTTPServer.Configuration()
+        serverConfiguration.host = configuration.host
+        serverConfiguration.port = configuration.port
+        serverConfiguration.maxBodySize = configuration.maxBodySize
+        serverConfiguration.connectionLimit = configuration.connectionLimit
+        if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+            serverConfiguration.tls = .init(
+                certificatePath: certificate, privateKeyPath: key, minimumVersion: configuration.tlsMinimumVersion)
+        }
+        if let accessLog = configuration.accessLog {
+            serverConfiguration.accessLog = { entry in
+                var entry = entry
+                entry.path = MailboxAPI.loggablePath(entry.path)
+                accessLog(entry.description)
+            }
+        }
+        serverConfiguration.errorLog = { message in log("http: \(message)") }
+        return serverConfiguration
+    }
+
+    /// Opens the store. A shared database that cannot be reached yet (a cluster with no primary, a server still
+    /// starting) is not a reason to exit: the API listener answers every request 503 `storageUnavailable` (so
+    /// `/healthz` tells a load balancer to wait) while the store is tried again after 1 s, 2 s, 4 s … at most 30 s.
+    /// Any other failure (a schema from a newer build, a bad SQLite file) is thrown at once.
+    public static func openStore(
+        configuration: ServiceConfiguration, log: @escaping @Sendable (String) -> Void
+    ) async throws -> MailboxStore {
+        var delay = 1.0
+        var waiting: HTTPServer?
+        while true {
+            do {
+                let store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
+                if let waiting {
+                    await waiting.shutdown()
+                    log("mailboxd: the database answers; starting")
+                }
+                return store
+            } catch MailboxStoreError.storage(let failure)
+                where failure.isUnavailable && configuration.storeDatabase.isShared
+            {
+                if waiting == nil {
+                    waiting = try HTTPServer(configuration: apiServerConfiguration(configuration, log: log)) { _ in
+                        throw HTTPError(
+                            .serviceUnavailable, code: "storageUnavailable",
+                            message: "The service is starting: its database is not reachable yet. Try again later.",
+                            headers: ["Retry-After": "5"])
+                    }
+                }
+                log(
+                    "mailboxd: the database \(configuration.storeDatabase) is unavailable (\(failure.code): "
+                        + "\(failure.message)); answering 503 meanwhile, trying again in \(Int(delay)) s")
+                try await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 30)
+            }
+        }
     }
 
     /// Stops the LMTP listener and the API (finishing in-flight requests), then the dispatcher.

@@ -6,7 +6,9 @@ import PostgresKit
 /// process that queued signals, on every engine, and on PostgreSQL also when another process sharing the database
 /// did (a thread LISTENs on the outbox channel, which every such transaction NOTIFYs at commit; after a lost
 /// connection it connects again and wakes once, in case a notification was missed meanwhile — the dispatcher's
-/// poll covers the rest). Writers need not wake anything themselves.
+/// poll covers the rest). Writers need not wake anything themselves. The thread also
+/// asks its server every 2 s whether it still takes writes: a read-only one (a demoted primary) would never hear the
+/// new primary's notifications, so it connects again, which reaches the primary.
 public final class QueuedSignalWatch: Sendable {
     private let stopped = LockedValue(false)
     private let local: SignalWake
@@ -33,15 +35,23 @@ public final class QueuedSignalWatch: Sendable {
         url: String, channel: String, stopped: LockedValue<Bool>, wake: @Sendable () -> Void
     ) {
         var connection: PostgresConnection?
+        var lastAsked = DispatchTime.now()
         while !stopped.withLock({ $0 }) {
-            do throws(PostgresError) {
+            do {
                 if connection == nil {
                     let fresh = try PostgresConnection(url: url, applicationName: "signalfetch-listen")
                     try fresh.listen(channel)
                     connection = fresh
+                    lastAsked = DispatchTime.now()
                     wake()  // anything queued while this process was not listening
                 }
                 if let channels = try connection?.waitForNotifications(timeout: 0.5), !channels.isEmpty { wake() }
+                if DispatchTime.now().uptimeNanoseconds - lastAsked.uptimeNanoseconds > 2_000_000_000 {
+                    lastAsked = DispatchTime.now()
+                    let readOnly = try connection?.query("SHOW transaction_read_only").first?.string(
+                        "transaction_read_only")
+                    if readOnly == "on" { throw PostgresError(sqlstate: "25006", message: "the server is read-only") }
+                }
             } catch {
                 connection = nil
                 for _ in 0..<10 where !stopped.withLock({ $0 }) { usleep(100_000) }

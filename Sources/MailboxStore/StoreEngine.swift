@@ -10,14 +10,16 @@ public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
     /// A PostgreSQL database, shared by any number of processes: a libpq URI.
     case postgres(url: String)
 
-    /// Parses `text`: `postgresql://…` or `postgres://…` (a libpq URI), `sqlite:PATH`, or a file path. Throws
+    /// Parses `text`: `postgresql://…` or `postgres://…` (a libpq URI, with a host list for a cluster:
+    /// `postgresql://h1:p1,h2:p2/db?target_session_attrs=read-write`), `sqlite:PATH`, or a file path. Throws
     /// `.invalidArgument` naming what is wrong, never echoing the URL (it may hold a password).
     public init(parsing text: String) throws {
         if text.hasPrefix("postgresql://") || text.hasPrefix("postgres://") {
-            let rest = text.drop(while: { $0 != ":" }).dropFirst(3)
-            guard !rest.isEmpty, !text.contains(where: { $0.isWhitespace || $0.isNewline }),
-                URLComponents(string: text) != nil
-            else { throw MailboxStoreError.invalidArgument("database URL (expected postgresql://USER@HOST:PORT/DB)") }
+            do {
+                _ = try PostgresURL(text)
+            } catch {
+                throw MailboxStoreError.invalidArgument("database URL (\(error.description))")
+            }
             self = .postgres(url: text)
         } else if text.hasPrefix("sqlite:") {
             let path = String(text.dropFirst("sqlite:".count))
@@ -34,14 +36,17 @@ public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Whether several processes may share it (PostgreSQL): it is a server that may be unreachable for a while.
+    public var isShared: Bool {
+        if case .postgres = self { return true }
+        return false
+    }
+
     /// The location without any password, for logs.
     public var description: String {
         switch self {
         case .sqlite(let path): return "sqlite:\(path)"
-        case .postgres(let url):
-            guard var components = URLComponents(string: url) else { return "postgresql://…" }
-            if components.password != nil { components.percentEncodedPassword = "***" }
-            return components.string ?? "postgresql://…"
+        case .postgres(let url): return (try? PostgresURL(url).redacted) ?? "postgresql://…"
         }
     }
 }

@@ -48,8 +48,23 @@ public final class PostgresConnection: SQLConnection {
 
     deinit { PQfinish(handle) }
 
-    /// Whether the connection is still up, as far as libpq knows.
-    public var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK }
+    /// Whether the connection is still up, as far as libpq knows, and its server took writes when last asked. A
+    /// connection whose server answered read-only (SQLSTATE 25006) stays unhealthy: a pool replaces it.
+    public var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK && !foundReadOnly }
+
+    /// ``isHealthy``, and nothing arrived while the connection sat idle (asked without waiting). A server that
+    /// was stopped, killed or failed over ends its connections with a last message and the socket's end, which
+    /// libpq would read only at the next statement, failing it; a reload that changes `default_transaction_read_only`
+    /// or `in_hot_standby` announces it the same way. A pool asks before handing out a connection and replaces one
+    /// that heard anything, so a request is not failed on a connection lost while idle.
+    public func isStillConnected() -> Bool {
+        guard isHealthy else { return false }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
+    }
+
+    /// Set when the server refused a write as read-only.
+    private var foundReadOnly = false
 
     /// Whether a transaction is open (or failed and not yet rolled back).
     public var isInTransaction: Bool {
@@ -198,7 +213,9 @@ public final class PostgresConnection: SQLConnection {
     private func check(_ result: OpaquePointer?, sql: String) throws(PostgresError) {
         let status = result.map { PQresultStatus($0) } ?? PGRES_FATAL_ERROR
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            throw PostgresError(result: result, connection: handle, sql: sql)
+            let error = PostgresError(result: result, connection: handle, sql: sql)
+            if error.isReadOnly { foundReadOnly = true }
+            throw error
         }
     }
 

@@ -55,6 +55,10 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable, Equatable
     public var isConstraintViolation: Bool { sqlstate?.hasPrefix("23") ?? false }
     /// `40001` or `40P01`: the transaction lost a race (serialization failure, deadlock) and may simply be run again.
     public var isRetryable: Bool { sqlstate == "40001" || sqlstate == "40P01" }
-    /// Whether the database could not be reached or went away: try again later.
-    public var isUnavailable: Bool { connectionLost || sqlstate == "53300" }
+    /// `25006`: the server is read-only (a standby, or a primary demoted since the connection was made). The
+    /// connection is replaced (see ``PostgresConnection/isHealthy``), and a URL with
+    /// `target_session_attrs=read-write` then reaches whichever host is the primary.
+    public var isReadOnly: Bool { sqlstate == "25006" }
+    /// Whether the database could not be reached, went away or cannot take writes now: try again later.
+    public var isUnavailable: Bool { connectionLost || isReadOnly || sqlstate == "53300" }
 }

@@ -4,9 +4,10 @@ import SQLSupport
 
 /// A fixed set of PostgreSQL connections, each confined to a thread of its own: work handed to ``perform(_:)``
 /// runs on one of those threads, so a statement waiting on the network never holds a thread of Swift's
-/// cooperative pool. Connections are opened when first needed and opened again after one is lost, so the pool
-/// recovers by itself when the server comes back; while it cannot connect, each call fails at once with the
-/// connection error (no retry loop).
+/// cooperative pool. Connections are opened when first needed and opened again after one is lost (noticed before
+/// the next call when it was lost while idle, see ``PostgresConnection/isStillConnected()``), so the pool recovers
+/// by itself when the server comes back or another host becomes the primary; while it cannot connect, each call
+/// fails at once with the connection error (no retry loop).
 public final class PostgresPool: Sendable {
     private let queue = JobQueue<(Result<PostgresConnection, any Error>) -> Void>()
     /// The URL the pool connects to.
@@ -47,7 +48,7 @@ public final class PostgresPool: Sendable {
     private static func work(queue: JobQueue<(Result<PostgresConnection, any Error>) -> Void>, url: String) {
         var connection: PostgresConnection?
         while let job = queue.pop() {
-            if connection?.isHealthy != true {
+            if connection?.isStillConnected() != true {
                 connection = nil
                 do throws(PostgresError) {
                     connection = try PostgresConnection(url: url)

@@ -263,9 +263,10 @@ enum Serve {
         var dispatcher = SignalDispatcher.Configuration()
         dispatcher.backgroundBudget = try args.int("background-budget", default: 3)
 
+        let log: @Sendable (String) -> Void = { message in printError(message) }
+        let store = try await MailboxService.openStore(configuration: configuration, log: log)
         let service = try MailboxService(
-            configuration: configuration, router: router, dispatcherConfiguration: dispatcher,
-            log: { message in printError(message) })
+            configuration: configuration, router: router, dispatcherConfiguration: dispatcher, store: store, log: log)
         let scheme = configuration.tlsCertificatePath == nil ? "http" : "https"
         printError(
             "mailboxd listening on \(scheme)://\(listen.host):\(service.port) (data \(dataDir), store "

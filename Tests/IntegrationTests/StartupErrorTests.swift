@@ -113,6 +113,19 @@ struct StartupErrorTests {
         try expectUsageErrors([
             (serve + ["--database", "mysql://root@localhost/mail"], "--database: invalid database URL (scheme mysql"),
             (serve + ["--database", "postgresql://"], "--database: invalid database URL"),
+            (
+                serve + ["--database", "postgresql://mail:s3cret@db1:5432,,db2:5432/mail"],
+                "--database: invalid database URL (an empty host in the host list)"
+            ),
+            (
+                serve + ["--database", "postgresql://mail@db1:5432,db2:99999/mail"],
+                "--database: invalid database URL (a port that is not a number from 1 to 65535)"
+            ),
+            (
+                serve + ["--database", "postgresql://mail@db1:5432,db 2/mail"],
+                "--database: invalid database URL (whitespace in the URL)"
+            ),
+            (serve + ["--database", "postgresql://mail@db1,[::1/mail"], "an unclosed [IPv6 address]"),
             (["migrate", "--database", "sqlite:"], "--database: invalid database URL (sqlite: needs a path)"),
             (["account", "list", "--database", "postgres://"], "--database: invalid database URL"),
             (serve + ["--instance-id", "two words"], "--instance-id must be 1 to 64 printable characters"),

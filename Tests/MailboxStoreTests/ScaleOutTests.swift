@@ -193,5 +193,20 @@ import Testing
         #expect(try StoreDatabase(parsing: "data/mailbox.sqlite") == .sqlite(path: "data/mailbox.sqlite"))
         let withPassword = try StoreDatabase(parsing: "postgresql://mail:s3cret@db.internal:5432/mail")
         #expect(!withPassword.description.contains("s3cret"), "no password in logs")
+        // libpq's host list (a cluster) is taken as written; a bad list is refused with what is wrong.
+        let list = "postgresql://mail:s3cret@db1:5432,[fd00::2]:5433,db3/mail?target_session_attrs=read-write"
+        #expect(try StoreDatabase(parsing: list) == .postgres(url: list))
+        #expect(try PostgresURL(list).hosts.map(\.host) == ["db1", "fd00::2", "db3"])
+        #expect(try PostgresURL(list).hosts.map(\.port) == [5432, 5433, nil])
+        #expect(try StoreDatabase(parsing: list).description == list.replacingOccurrences(of: "s3cret", with: "***"))
+        let inQuery = try StoreDatabase(parsing: "postgresql://db1,db2/mail?user=mail&password=s3cret")
+        #expect(!inQuery.description.contains("s3cret"), "\(inQuery)")
+        for bad in [
+            "postgresql://db1,,db2/mail", "postgresql://db1:0/mail", "postgresql://db1:5432x/mail",
+            "postgresql://db1,[::1/mail", "postgresql://db1,d b2/mail", "postgresql://db1,db<2>/mail",
+            "postgresql://db1,db2:port/mail",
+        ] {
+            #expect(throws: MailboxStoreError.self, "\(bad)") { try StoreDatabase(parsing: bad) }
+        }
     }
 }

@@ -24,12 +24,15 @@ final class StoreFixture: Sendable {
     /// or another process sharing the database, would), named `instanceID` in the leases it takes.
     init(
         engine: StoreEngineKind = .sqlite, synchronous: Bool = false, retention: TimeInterval = 30 * 86_400,
-        pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil, instanceID: String = "test",
-        maximumDevicesPerAccount: Int = 100, adjust: (inout MailboxStore.Configuration) -> Void = { _ in }
+        pacing: SignalPacing = .standard, reopening previous: StoreFixture? = nil, database given: StoreDatabase? = nil,
+        instanceID: String = "test", maximumDevicesPerAccount: Int = 100,
+        adjust: (inout MailboxStore.Configuration) -> Void = { _ in }
     ) throws {
         directory = try previous?.directory ?? TemporaryDirectory(prefix: "mailboxstore")
         if let previous {
             database = previous.database
+        } else if let given {
+            database = given
         } else {
             switch engine {
             case .sqlite: database = .sqlite(path: directory.path("mail.sqlite"))

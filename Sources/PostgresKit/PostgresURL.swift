@@ -1,0 +1,97 @@
+import Foundation
+
+/// A libpq connection URI checked before it is handed to libpq as written:
+/// `postgresql://[USER[:PASSWORD]@][HOST[:PORT][,HOST[:PORT]…]][/DB][?KEY=VALUE&…]`, where a host is a name, an
+/// IPv4 address, `[an IPv6 address]`, or a percent-encoded Unix socket folder. A host list names the members of a
+/// cluster; with `target_session_attrs=read-write` libpq connects to whichever of them is the primary.
+/// `URLComponents` cannot read a host list, so the authority is taken apart here; the rest must be a valid URL.
+public struct PostgresURL: Sendable, Equatable {
+    /// The URI as given.
+    public let text: String
+    /// The hosts and ports of the authority, in order (`port` is nil when left to libpq's default).
+    public let hosts: [(host: String, port: Int?)]
+
+    /// Why a URI was refused: what is wrong, never the URI itself (it may hold a password).
+    public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
+        /// What is wrong.
+        public let description: String
+    }
+
+    /// Parses `text`, refusing what libpq would refuse or misread: an empty host in a list, a port that is not a
+    /// number from 1 to 65535, a bad character in a host, whitespace, a malformed path or query.
+    public init(_ text: String) throws(Invalid) {
+        guard let schemeEnd = text.range(of: "://"), ["postgresql", "postgres"].contains(text[..<schemeEnd.lowerBound])
+        else { throw Invalid(description: "expected postgresql://USER@HOST:PORT/DB") }
+        guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw Invalid(description: "whitespace in the URL")
+        }
+        let rest = text[schemeEnd.upperBound...]
+        guard !rest.isEmpty else { throw Invalid(description: "expected postgresql://USER@HOST:PORT/DB") }
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        let userInfo = authority.lastIndex(of: "@").map { authority[..<$0] }
+        let hostList = userInfo.map { authority[authority.index(after: $0.endIndex)...] } ?? authority
+        var hosts: [(String, Int?)] = []
+        if !hostList.isEmpty {
+            for entry in hostList.split(separator: ",", omittingEmptySubsequences: false) {
+                hosts.append(try Self.hostAndPort(entry))
+            }
+        }
+        // The user, path and query as one ordinary URL: their percent-encoding and characters are checked there.
+        let single = "postgresql://" + (userInfo.map { $0 + "@" } ?? "") + "host" + rest[authorityEnd...]
+        guard URLComponents(string: single) != nil else {
+            throw Invalid(description: "the user, database or parameters are not valid URL text")
+        }
+        self.text = text
+        self.hosts = hosts
+    }
+
+    private static func hostAndPort(_ entry: Substring) throws(Invalid) -> (String, Int?) {
+        guard !entry.isEmpty else { throw Invalid(description: "an empty host in the host list") }
+        var host = entry
+        var port: Substring?
+        if entry.hasPrefix("[") {
+            guard let close = entry.firstIndex(of: "]") else {
+                throw Invalid(description: "an unclosed [IPv6 address]")
+            }
+            host = entry[entry.index(after: entry.startIndex)..<close]
+            let after = entry[entry.index(after: close)...]
+            guard after.isEmpty || after.hasPrefix(":") else {
+                throw Invalid(description: "text after an [IPv6 address] that is not :PORT")
+            }
+            port = after.isEmpty ? nil : after.dropFirst()
+            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." || $0 == "%" }) else {
+                throw Invalid(description: "a malformed [IPv6 address]")
+            }
+        } else {
+            if let colon = entry.firstIndex(of: ":") {
+                host = entry[..<colon]
+                port = entry[entry.index(after: colon)...]
+            }
+            let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_%")
+            guard host.allSatisfy(allowed.contains) else { throw Invalid(description: "a bad character in a host") }
+        }
+        guard let port else { return (String(host), nil) }
+        guard !port.isEmpty, port.count <= 5, port.allSatisfy(\.isASCII), port.allSatisfy(\.isNumber),
+            let number = Int(port), (1...65535).contains(number)
+        else { throw Invalid(description: "a port that is not a number from 1 to 65535") }
+        return (String(host), number)
+    }
+
+    /// The URI with any password (in the user part or a `password=` parameter) replaced by `***`, for logs.
+    public var redacted: String {
+        guard let schemeEnd = text.range(of: "://") else { return "postgresql://…" }
+        let rest = text[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+        var result = text
+        if let at = rest[..<authorityEnd].lastIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") {
+            result = String(text[..<rest.index(after: colon)]) + "***" + String(text[at...])
+        }
+        guard let query = result.firstIndex(of: "?") else { return result }
+        let parameters = result[result.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix("password=") ? "password=***" : String($0) }
+        return String(result[...query]) + parameters.joined(separator: "&")
+    }
+
+    public static func == (lhs: PostgresURL, rhs: PostgresURL) -> Bool { lhs.text == rhs.text }
+}

@@ -1,0 +1,94 @@
+import Foundation
+
+/// A throwaway highly available PostgreSQL for one test (`Scripts/postgres-cluster`): a pg_auto_failover monitor, a
+/// primary and a synchronous standby on three consecutive free loopback ports, stopped by their pids and removed
+/// when released.
+public final class PostgresCluster: Sendable {
+    /// The cluster's directory.
+    public let directory: String
+    /// The multi-host URL (`postgresql://postgres@127.0.0.1:P1,127.0.0.1:P2/signalfetch?target_session_attrs=…`).
+    public let url: String
+
+    /// Starts the cluster and waits until its standby is synchronous.
+    public init() throws {
+        directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "signalfetch-ha-\(UUID().uuidString.prefix(8))"
+            ).path
+        let base = try Self.freePortRun(length: 3)
+        let result = try Self.script(["start", directory, "--port-base", String(base)])
+        guard result.status == 0 else {
+            _ = try? Self.script(["stop", directory])
+            throw PostgresServerError("the cluster did not start: \(result.stderr)")
+        }
+        url = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    deinit {
+        _ = try? Self.script(["stop", directory])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The cluster as its monitor sees it.
+    public struct Status: Decodable, Sendable, Equatable {
+        /// `HOST:PORT` of the primary, when there is one.
+        public let primary: String?
+        /// `HOST:PORT` of each streaming standby.
+        public let standbys: [String]
+        /// Whether the primary waits for a standby at each commit.
+        public let synchronous: Bool
+    }
+
+    /// The cluster's state.
+    public func status() throws -> Status {
+        let result = try Self.script(["status", directory])
+        guard result.status == 0 else { throw PostgresServerError("status failed: \(result.stderr)") }
+        return try JSONDecoder().decode(Status.self, from: Data(result.stdout.utf8))
+    }
+
+    /// SIGKILLs the primary's postmaster and its keeper; returns its `HOST:PORT`.
+    @discardableResult
+    public func killPrimary() throws -> String {
+        let result = try Self.script(["kill-primary", directory])
+        guard result.status == 0 else { throw PostgresServerError("kill-primary failed: \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Brings the killed node back as a standby and waits until it is synchronous again.
+    public func rejoin() throws {
+        let result = try Self.script(["rejoin", directory])
+        guard result.status == 0 else { throw PostgresServerError("rejoin failed: \(result.stderr)") }
+    }
+
+    /// The URL of the current primary alone (for administration: `psql`, `ALTER SYSTEM`).
+    public func primaryURL() throws -> String {
+        guard let primary = try status().primary else { throw PostgresServerError("the cluster has no primary") }
+        return "postgresql://postgres@\(primary)/signalfetch"
+    }
+
+    /// A port `p` such that `p`, `p + 1` … `p + length - 1` are free on loopback.
+    static func freePortRun(length: Int) throws -> UInt16 {
+        for _ in 0..<50 {
+            let first = freeLocalPort()
+            guard Int(first) + length < 65_535 else { continue }
+            if (1..<length).allSatisfy({ isFreeLocalPort(first + UInt16($0)) }) { return first }
+        }
+        throw PostgresServerError("no run of \(length) free loopback ports")
+    }
+
+    /// Runs `Scripts/postgres-cluster` to completion (a `ChildProcess`: the servers it starts must get default
+    /// signal handling).
+    static func script(_ arguments: [String]) throws -> ProcessResult {
+        let child = try ChildProcess(
+            TestEnvironment.packageRoot.appendingPathComponent("Scripts/postgres-cluster").path, arguments)
+        let raw = child.waitForExit()
+        let signalled = raw & 0x7f != 0
+        let status = signalled ? 128 + (raw & 0x7f) : (raw >> 8) & 0xff
+        defer {
+            try? FileManager.default.removeItem(atPath: child.stdoutPath)
+            try? FileManager.default.removeItem(atPath: child.stderrPath)
+        }
+        return ProcessResult(
+            status: status, terminatedBySignal: signalled, stdout: child.output, stderr: child.errorOutput)
+    }
+}
