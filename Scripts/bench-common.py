@@ -389,13 +389,7 @@ class ScaleCluster(Cluster):
         super().__init__(bin_path, prefix=prefix)
         os.chmod(self.work, 0o755)  # as root the cluster belongs to the postgres user, who must reach it
         self.pg_dir = os.path.join(self.work, "pg")
-        self.pg_port = free_port()
-        started = subprocess.run([os.path.join(ROOT, "Scripts/postgres-instance"), "start", self.pg_dir,
-                                  "--port", str(self.pg_port), *(["--fast"] if fast else [])],
-                                 capture_output=True, text=True)
-        if started.returncode != 0:
-            raise RuntimeError(f"PostgreSQL did not start: {started.stderr}")
-        self.database = started.stdout.strip()
+        self.database = self.start_database(fast)
         self.ports = [free_port() for _ in range(instances)]
         self.instances = [None] * instances
         self._turn = 0
@@ -433,6 +427,16 @@ class ScaleCluster(Cluster):
         self.procs.remove(proc)
         self.instances[index] = None
 
+    def start_database(self, fast):
+        """Starts the store's PostgreSQL; returns its URL."""
+        self.pg_port = free_port()
+        started = subprocess.run([os.path.join(ROOT, "Scripts/postgres-instance"), "start", self.pg_dir,
+                                  "--port", str(self.pg_port), *(["--fast"] if fast else [])],
+                                 capture_output=True, text=True)
+        if started.returncode != 0:
+            raise RuntimeError(f"PostgreSQL did not start: {started.stderr}")
+        return started.stdout.strip()
+
     def postgres(self, *args):
         return subprocess.run([os.path.join(ROOT, "Scripts/postgres-instance"), *args, self.pg_dir],
                               capture_output=True, text=True)
@@ -450,6 +454,49 @@ class ScaleCluster(Cluster):
             super().close()
         finally:
             self.postgres("stop")
+
+
+class FailoverCluster(ScaleCluster):
+    """ScaleCluster on a highly available PostgreSQL (Scripts/postgres-cluster: a pg_auto_failover monitor, a primary
+    and a synchronous standby), reached through the multi-host URL."""
+
+    def start_database(self, fast):
+        base = free_port_run(3)
+        started = subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), "start", self.pg_dir,
+                                  "--port-base", str(base)], capture_output=True, text=True)
+        if started.returncode != 0:
+            subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), "stop", self.pg_dir], capture_output=True)
+            raise RuntimeError(f"the PostgreSQL cluster did not start: {started.stderr}")
+        return started.stdout.strip()
+
+    def postgres(self, *args):
+        return subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), *args, self.pg_dir],
+                              capture_output=True, text=True)
+
+    def status(self):
+        out = self.postgres("status")
+        if out.returncode != 0:
+            raise RuntimeError(f"postgres-cluster status: {out.stderr}")
+        return json.loads(out.stdout)
+
+
+def free_port_run(length):
+    """A port p such that p … p + length - 1 are all free on loopback."""
+    for _ in range(50):
+        first = free_port()
+        if first + length >= 65535:
+            continue
+        ok = True
+        for port in range(first + 1, first + length):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return first
+    raise RuntimeError(f"no run of {length} free loopback ports")
 
 
 class Device:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SignalFetch failure drills: real release binaries, real faults, invariants checked at the end.
 
-Usage: bench-drills.py [--short] [crash] [gateway-faults] [gateway-down] [storage] [hostile] [scale]
+Usage: bench-drills.py [--short] [crash] [gateway-faults] [gateway-down] [storage] [hostile] [scale] [failover]
 Exits non-zero when a drill's invariant fails; prints one summary line per drill."""
 import argparse, asyncio, importlib.machinery, json, os, random, signal, socket, ssl, subprocess, sys, threading
 import time
@@ -36,6 +36,7 @@ class Loader:
         self.flag_ops = {}  # (id, field) -> list of (value, acked)
         self.owner = {}  # id -> user
         self.counts = {"deliveries": 0, "flags": 0, "unacknowledged": 0, "errors_5xx": 0, "storage_503": 0}
+        self.timeline = []  # (monotonic time, HTTP status) of every answer, for unavailability windows
         self.sessions = {}
         api = cluster.api()
         for u in users:
@@ -69,6 +70,7 @@ class Loader:
                         entry = ops[-1]
                     status, _ = api.call("PATCH", f"/v1/messages/{mid}", token=self.sessions[user],
                                          body={field: value})
+                    self._answered(status)
                     if status == 200:
                         with self.lock:
                             entry[1] = True
@@ -80,6 +82,7 @@ class Loader:
                     status, body = api.call("POST", "/v1/deliveries", token=self.cluster.delivery_token, body={
                         "to": user, "from": f"drill{index}@example.com", "subject": f"Drill {index}-{n}",
                         "body": common.deliver_body(n, 300)})
+                    self._answered(status)
                     if status == 201:
                         with self.lock:
                             self.acked[user].add(body["id"])
@@ -96,6 +99,20 @@ class Loader:
                 time.sleep(0.05)
             if self.pause:
                 time.sleep(self.pause)
+
+    def _answered(self, status):
+        with self.lock:
+            self.timeline.append((time.monotonic(), status))
+
+    def unavailability(self, since):
+        """Seconds from the first 503 at or after `since` to the first success after it (None without a 503)."""
+        with self.lock:
+            answers = [a for a in self.timeline if a[0] >= since]
+        first = next((t for t, status in answers if status == 503), None)
+        if first is None:
+            return None
+        back = next((t for t, status in answers if t > first and status < 300), None)
+        return (back - first) if back is not None else float("inf")
 
     def _status(self, status):
         with self.lock:
@@ -707,8 +724,86 @@ def drill_scale(bin_path, short):
     finally:
         cluster.close()
 
+# MARK: - Failover: the database's primary killed under three mailboxd
+
+def drill_failover(bin_path, short):
+    """Three mailboxd under load on a pg_auto_failover cluster (primary + synchronous standby). The primary is
+    SIGKILLed with its keeper; the monitor promotes the standby; the old primary rejoins as a standby; then the new
+    primary is killed in turn. Nothing acknowledged may be lost, only 503 may be answered, devices converge, signals
+    never go backwards; each failover's unavailability window (first 503 to first success) is reported."""
+    failovers = 2 if short else 4
+    cluster = common.FailoverCluster(bin_path)
+    users = ["kim", "lou", "max", "ned"]
+    try:
+        check(cluster.status()["synchronous"], f"the standby is not synchronous at start: {cluster.status()}")
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        for index in range(len(cluster.ports)):
+            cluster.start_instance(index)
+        clients = start_devices(cluster, users)
+        loader = Loader(cluster, users, threads=6)
+        loader.start()
+        windows, promoted = [], []
+        for round_ in range(failovers):
+            time.sleep(3.0)
+            before = loader.counts["deliveries"]
+            killed_at = time.monotonic()
+            killed = cluster.postgres("kill-primary")
+            check(killed.returncode == 0, f"kill-primary failed: {killed.stderr}")
+            # Wait until the loader is answered again, then bring the old primary back as a standby.
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                window = loader.unavailability(killed_at)
+                if window is not None and window != float("inf"):
+                    break
+                if window is None and loader.counts["deliveries"] > before + 50 and time.monotonic() - killed_at > 15:
+                    break  # no request fell in the gap
+                time.sleep(0.2)
+            window = loader.unavailability(killed_at)
+            check(window != float("inf"), f"failover {round_ + 1}: no success within 90 s of the kill")
+            windows.append(window or 0.0)
+            deadline = time.monotonic() + 30  # the monitor's record settles after the node already takes writes
+            while True:
+                status = cluster.status()
+                if status["primary"] and status["primary"] != killed.stdout.strip() or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            check(status["primary"] and status["primary"] != killed.stdout.strip(),
+                  f"failover {round_ + 1}: the standby was not promoted: {status}")
+            promoted.append(status["primary"])
+            rejoined = cluster.postgres("rejoin")
+            check(rejoined.returncode == 0, f"failover {round_ + 1}: rejoin failed: {rejoined.stderr}")
+        time.sleep(1.5)
+        loader.stop()
+        lost, wrong, checked = loader.verify()
+        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        violations, requests = device_order_violations(cluster, clients, users)
+        integrity = cluster.integrity()
+        final = cluster.status()
+        ordered = sorted(windows)
+        median = ordered[len(ordered) // 2] if len(ordered) % 2 else sum(ordered[len(ordered) // 2 - 1:][:2]) / 2
+        summary = (f"3 mailboxd on a pg_auto_failover cluster, {failovers} failovers (primaries after each: "
+                   f"{promoted}); unavailability windows {', '.join(f'{w:.1f}' for w in windows)} s (median "
+                   f"{median:.1f}, max {max(windows):.1f}; goal <= 10); {loader.counts['deliveries']} deliveries and "
+                   f"{loader.counts['flags']} flag changes acknowledged, {loader.counts['unacknowledged']} "
+                   f"unanswered, {loader.counts['storage_503']} answered 503, {loader.counts['errors_5xx']} other "
+                   f"5xx; lost {len(lost)}, wrong flags {len(wrong)}/{checked}; {requests} signals, {len(violations)} "
+                   f"out of order; integrity {integrity}; after the drill {final}; {detail}")
+        check(not lost, f"acknowledged deliveries lost: {lost[:5]} — {summary}")
+        check(not wrong, f"flags differ from the acknowledged value: {wrong[:5]} — {summary}")
+        check(loader.counts["errors_5xx"] == 0, f"5xx answers other than 503 — {summary}")
+        check(not violations, f"signals went backwards: {violations[:3]} — {summary}")
+        check(integrity == "ok", f"invariant check failed: {integrity} — {summary}")
+        check(final["synchronous"], f"the cluster is not synchronous after the drill — {summary}")
+        check(ok, summary)
+        return summary
+    finally:
+        cluster.close()
+
+
 DRILLS = {"crash": drill_crash, "gateway-faults": drill_gateway_faults, "gateway-down": drill_gateway_down,
-          "storage": drill_storage, "hostile": drill_hostile, "scale": drill_scale}
+          "storage": drill_storage, "hostile": drill_hostile, "scale": drill_scale,
+          "failover": drill_failover}
 
 
 def main():

@@ -93,5 +93,6 @@ public struct PostgresURL: Sendable, Equatable {
         return String(result[...query]) + parameters.joined(separator: "&")
     }
 
+    /// Two URLs are equal when their text is.
     public static func == (lhs: PostgresURL, rhs: PostgresURL) -> Bool { lhs.text == rhs.text }
 }
