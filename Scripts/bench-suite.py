@@ -1319,10 +1319,79 @@ def scale_freshness(env, accounts=25, per_account=2, deliveries=500, rate=50.0):
             "is BEGIN, its queries and COMMIT) instead of a function call into SQLite.")
     return record
 
+def failover(env):
+    """What the synchronous standby costs: durable deliveries/s from 32 senders through 3 mailboxd on a
+    pg_auto_failover cluster (Scripts/postgres-cluster) with its standby in the write quorum (every acknowledged
+    commit is on both machines) ÷ the same cluster with the standby asynchronous, rounds alternating."""
+    accounts, devices_per_account, senders = 32, 2, 32
+    seconds = 10 if env.quick else 30
+    rounds = 3
+    cluster = common.FailoverCluster(env.bin, prefix="signalfetch-bench-failover-")
+    users = [f"user{i:03d}" for i in range(accounts)]
+    try:
+        cluster.add_accounts(users)
+        cluster.sim_port = 9  # no gateway: signals wait in the outbox, so every delivery upserts its devices' rows
+        for index in range(3):
+            cluster.start_instance(index)
+        api = cluster.api()
+        for user in users:
+            token = api.login(user, f"password-{user}", "bench")
+            for n in range(devices_per_account):
+                device = f"{abs(hash((user, n))) % (1 << 64):016x}" * 4
+                status, _ = api.call("POST", "/v1/devices", token=token,
+                                     body={"token": device, "topic": TOPIC, "environment": "production"})
+                if status != 201:
+                    raise RuntimeError(f"failover: device registration: HTTP {status}")
+        lua = os.path.join(env.work, "deliveries.lua")
+        with open(lua, "w") as f:
+            f.write(DELIVERY_LUA)
+        wrk_env = dict(os.environ, SCALE_USERS=str(accounts), SCALE_TOKEN=cluster.delivery_token)
+
+        def through():
+            share = [senders // 3 + (1 if i < senders % 3 else 0) for i in range(3)]
+            procs = [subprocess.Popen(
+                ["wrk", "-t1", f"-c{c}", f"-d{seconds}s", "-s", lua, f"https://127.0.0.1:{port}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wrk_env)
+                for port, c in zip(cluster.ports, share)]
+            total, errors = 0.0, 0
+            for proc in procs:
+                out, err = proc.communicate(timeout=seconds + 60)
+                rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+                if not rate:
+                    raise RuntimeError(f"failover: wrk failed: {err[-300:]} {out[-300:]}")
+                total += float(rate.group(1))
+                non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+                errors += int(non2xx.group(1)) if non2xx else 0
+            if errors:
+                raise RuntimeError(f"failover: {errors} deliveries were refused")
+            return total
+
+        def replicate(mode):
+            out = cluster.postgres("synchronous", mode)
+            if out.returncode != 0:
+                raise RuntimeError(f"failover: synchronous {mode}: {out.stderr}")
+
+        through()  # warm-up
+        synchronous, asynchronous = [], []
+        for _ in range(rounds):
+            replicate("on")
+            synchronous.append(through())
+            replicate("off")
+            asynchronous.append(through())
+        replicate("on")
+        emit(paired("failover-synchronous", f"Durable deliveries/s, {senders} senders, 3 mailboxd on a pg_auto_failover "
+                    "cluster: synchronous standby vs asynchronous", "deliveries/s",
+                    "standby in the write quorum (an acknowledged commit is on both nodes)", synchronous,
+                    "the same cluster, standby asynchronous", asynchronous, 0.7, accounts=accounts,
+                    devices=accounts * devices_per_account))
+    finally:
+        cluster.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "fcm", "webpush", "console", "e2e", "ingest",
-                                              "scale"])
+                                              "scale", "failover"])
     parser.add_argument("--mode", default="quick", choices=["quick", "full"])
     parser.add_argument("--out", default="bench-results")
     args = parser.parse_args()
@@ -1333,7 +1402,7 @@ def main():
         {"transport": transport, "apns": apns, "apns-sim": apns_sim, "fcm": fcm, "webpush": webpush, "console": console,
          "e2e": e2e,
          "ingest": ingest,
-         "scale": scale}[args.benchmark](env)
+         "scale": scale, "failover": failover}[args.benchmark](env)
     finally:
         env.close()
 
