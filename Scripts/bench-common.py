@@ -469,8 +469,8 @@ class FailoverCluster(ScaleCluster):
             raise RuntimeError(f"the PostgreSQL cluster did not start: {started.stderr}")
         return started.stdout.strip()
 
-    def postgres(self, *args):
-        return subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), *args, self.pg_dir],
+    def postgres(self, command, *args):
+        return subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), command, self.pg_dir, *args],
                               capture_output=True, text=True)
 
     def status(self):

@@ -1087,6 +1087,42 @@ END;
 """
 
 
+def register_devices(cluster, users, per_account, label):
+    """Signs each account in and registers `per_account` production devices for it, so that every delivery upserts
+    their outbox rows as in production."""
+    api = cluster.api()
+    for user in users:
+        token = api.login(user, f"password-{user}", "bench")
+        for n in range(per_account):
+            device = f"{abs(hash((user, n))) % (1 << 64):016x}" * 4
+            status, _ = api.call("POST", "/v1/devices", token=token,
+                                 body={"token": device, "topic": TOPIC, "environment": "production"})
+            if status != 201:
+                raise RuntimeError(f"{label}: device registration: HTTP {status}")
+
+
+def wrk_deliveries(ports, senders, seconds, lua, wrk_env, label):
+    """Deliveries/s with `senders` connections spread over the instances on `ports` (one wrk each); every delivery
+    must be accepted."""
+    share = [senders // len(ports) + (1 if i < senders % len(ports) else 0) for i in range(len(ports))]
+    procs = [subprocess.Popen(
+        ["wrk", "-t1", f"-c{c}", f"-d{seconds}s", "-s", lua, f"https://127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wrk_env)
+        for port, c in zip(ports, share)]
+    total, errors = 0.0, 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=seconds + 60)
+        rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+        if not rate:
+            raise RuntimeError(f"{label}: wrk failed: {err[-300:]} {out[-300:]}")
+        total += float(rate.group(1))
+        non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+        errors += int(non2xx.group(1)) if non2xx else 0
+    if errors:
+        raise RuntimeError(f"{label}: {errors} deliveries were refused")
+    return total
+
+
 def scale(env):
     """Deliveries/s on PostgreSQL (durable: fsync and synchronous_commit on) from 32 concurrent senders, through 1
     and 3 mailboxd instances, against pgbench running the same transaction at the same concurrency on the same
@@ -1103,15 +1139,7 @@ def scale(env):
         cluster.sim_port = 9
         for index in range(3):
             cluster.start_instance(index)
-        api = cluster.api()
-        for user in users:  # devices, so each delivery upserts outbox rows as in production
-            token = api.login(user, f"password-{user}", "bench")
-            for n in range(devices_per_account):
-                device = f"{abs(hash((user, n))) % (1 << 64):016x}" * 4
-                status, _ = api.call("POST", "/v1/devices", token=token,
-                                     body={"token": device, "topic": TOPIC, "environment": "production"})
-                if status != 201:
-                    raise RuntimeError(f"scale: device registration: HTTP {status}")
+        register_devices(cluster, users, devices_per_account, "scale")
         lua = os.path.join(env.work, "deliveries.lua")
         with open(lua, "w") as f:
             f.write(DELIVERY_LUA)
@@ -1157,24 +1185,9 @@ def scale(env):
                 totals[i] += value
 
         def through(ports):
-            """Deliveries/s with `senders` connections spread over the instances on `ports` (one wrk each)."""
-            share = [senders // len(ports) + (1 if i < senders % len(ports) else 0) for i in range(len(ports))]
+            """Deliveries/s with `senders` connections spread over the instances on `ports`, with the CPU it cost."""
             ours0, server0, load0 = instances_cpu(ports), server_cpu(), children_cpu()
-            procs = [subprocess.Popen(
-                ["wrk", "-t1", f"-c{c}", f"-d{seconds}s", "-s", lua, f"https://127.0.0.1:{port}"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wrk_env)
-                for port, c in zip(ports, share)]
-            total, errors = 0.0, 0
-            for proc in procs:
-                out, err = proc.communicate(timeout=seconds + 60)
-                rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
-                if not rate:
-                    raise RuntimeError(f"scale: wrk failed: {err[-300:]} {out[-300:]}")
-                total += float(rate.group(1))
-                non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-                errors += int(non2xx.group(1)) if non2xx else 0
-            if errors:
-                raise RuntimeError(f"scale: {errors} deliveries were refused")
+            total = wrk_deliveries(ports, senders, seconds, lua, wrk_env, "scale")
             add_cpu(len(ports), total * seconds, instances_cpu(ports) - ours0, server_cpu() - server0,
                     children_cpu() - load0)
             return total
@@ -1333,38 +1346,14 @@ def failover(env):
         cluster.sim_port = 9  # no gateway: signals wait in the outbox, so every delivery upserts its devices' rows
         for index in range(3):
             cluster.start_instance(index)
-        api = cluster.api()
-        for user in users:
-            token = api.login(user, f"password-{user}", "bench")
-            for n in range(devices_per_account):
-                device = f"{abs(hash((user, n))) % (1 << 64):016x}" * 4
-                status, _ = api.call("POST", "/v1/devices", token=token,
-                                     body={"token": device, "topic": TOPIC, "environment": "production"})
-                if status != 201:
-                    raise RuntimeError(f"failover: device registration: HTTP {status}")
+        register_devices(cluster, users, devices_per_account, "failover")
         lua = os.path.join(env.work, "deliveries.lua")
         with open(lua, "w") as f:
             f.write(DELIVERY_LUA)
         wrk_env = dict(os.environ, SCALE_USERS=str(accounts), SCALE_TOKEN=cluster.delivery_token)
 
         def through():
-            share = [senders // 3 + (1 if i < senders % 3 else 0) for i in range(3)]
-            procs = [subprocess.Popen(
-                ["wrk", "-t1", f"-c{c}", f"-d{seconds}s", "-s", lua, f"https://127.0.0.1:{port}"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wrk_env)
-                for port, c in zip(cluster.ports, share)]
-            total, errors = 0.0, 0
-            for proc in procs:
-                out, err = proc.communicate(timeout=seconds + 60)
-                rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
-                if not rate:
-                    raise RuntimeError(f"failover: wrk failed: {err[-300:]} {out[-300:]}")
-                total += float(rate.group(1))
-                non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-                errors += int(non2xx.group(1)) if non2xx else 0
-            if errors:
-                raise RuntimeError(f"failover: {errors} deliveries were refused")
-            return total
+            return wrk_deliveries(cluster.ports, senders, seconds, lua, wrk_env, "failover")
 
         def replicate(mode):
             out = cluster.postgres("synchronous", mode)

@@ -13,7 +13,9 @@ export XDG_CONFIG_HOME=$root/xdg/config XDG_DATA_HOME=$root/xdg/data XDG_RUNTIME
 mkdir -p "$XDG_CONFIG_HOME" "$XDG_DATA_HOME" "$XDG_RUNTIME_DIR"
 chmod 700 "$XDG_RUNTIME_DIR"
 : "${PGAF_HOSTNAME:?set PGAF_HOSTNAME}"
-case "${PGAF_ROLE:?set PGAF_ROLE to monitor or node}" in
+: "${PGAF_ROLE:?set PGAF_ROLE to monitor or node}"
+# No argument: run the role. `health`: the container's health check. `state`: the formation's nodes and states.
+case "${1:-$PGAF_ROLE}" in
 monitor)
     if [ ! -s "$root/monitor/PG_VERSION" ]; then
         pg_autoctl create monitor --pgdata "$root/monitor" --pgport 5432 --hostname "$PGAF_HOSTNAME" \
@@ -31,6 +33,18 @@ CONF
     exec pg_autoctl run --pgdata "$root/monitor"
     ;;
 node)
+    # A standby's base backup of this node starts by waiting for a spread checkpoint (minutes on an idle server); a
+    # CHECKPOINT here while one is in progress ends that wait at once, so a standby joins or rejoins in seconds.
+    (
+        while sleep 2; do
+            backups=$(psql -X -q -At -h 127.0.0.1 -p 5432 -d postgres \
+                -c "SELECT count(*) FROM pg_stat_replication WHERE state = 'backup'" 2>/dev/null || echo 0)
+            case "$backups" in
+            0 | "") ;;
+            *) psql -X -q -h 127.0.0.1 -p 5432 -d postgres -c CHECKPOINT >/dev/null 2>&1 || true ;;
+            esac
+        done
+    ) &
     if [ -s "$root/node/PG_VERSION" ] && [ -d "$XDG_CONFIG_HOME/pg_autoctl" ]; then
         exec pg_autoctl run --pgdata "$root/node"
     fi
@@ -39,13 +53,19 @@ node)
         --monitor "postgres://autoctl_node@${PGAF_MONITOR:-monitor}:5432/pg_auto_failover?sslmode=disable" --run
     ;;
 health)
-    # A node is healthy once it is the primary or a streaming standby; the monitor once it answers.
-    if [ -d "$root/monitor" ]; then exec pg_isready -q -h 127.0.0.1 -p 5432; fi
+    # A node is healthy once the monitor has it serving (alone, as the primary or as a standby); the monitor once it
+    # answers.
+    if [ "$PGAF_ROLE" = monitor ]; then exec pg_isready -q -h 127.0.0.1 -p 5432; fi
     state=$(pg_autoctl show state --pgdata "$root/node" --json 2>/dev/null |
         awk -v name="\"$PGAF_HOSTNAME\"," '/"nodename"/ { mine = ($2 == name) }
             mine && /"current_group_state"/ { gsub(/[",]/, "", $2); print $2; exit }') || exit 1
-    case "$state" in primary | secondary) ;; *) exit 1 ;; esac
+    case "$state" in single | wait_primary | primary | secondary) ;; *) exit 1 ;; esac
     pg_isready -q -h 127.0.0.1 -p 5432
+    ;;
+state)
+    # The formation as the monitor sees it (`docker compose exec monitor postgres-ha-entrypoint state`).
+    if [ "$PGAF_ROLE" = monitor ]; then exec pg_autoctl show state --pgdata "$root/monitor"; fi
+    exec pg_autoctl show state --pgdata "$root/node"
     ;;
 *)
     echo "postgres-ha-entrypoint: PGAF_ROLE must be monitor or node" >&2

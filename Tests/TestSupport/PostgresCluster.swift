@@ -76,19 +76,7 @@ public final class PostgresCluster: Sendable {
         throw PostgresServerError("no run of \(length) free loopback ports")
     }
 
-    /// Runs `Scripts/postgres-cluster` to completion (a `ChildProcess`: the servers it starts must get default
-    /// signal handling).
     static func script(_ arguments: [String]) throws -> ProcessResult {
-        let child = try ChildProcess(
-            TestEnvironment.packageRoot.appendingPathComponent("Scripts/postgres-cluster").path, arguments)
-        let raw = child.waitForExit()
-        let signalled = raw & 0x7f != 0
-        let status = signalled ? 128 + (raw & 0x7f) : (raw >> 8) & 0xff
-        defer {
-            try? FileManager.default.removeItem(atPath: child.stdoutPath)
-            try? FileManager.default.removeItem(atPath: child.stderrPath)
-        }
-        return ProcessResult(
-            status: status, terminatedBySignal: signalled, stdout: child.output, stderr: child.errorOutput)
+        try runServerScript("Scripts/postgres-cluster", arguments)
     }
 }

@@ -94,21 +94,25 @@ public final class PostgresServer: Sendable {
         guard result.status == 0 else { throw PostgresServerError("start failed: \(result.stderr)") }
     }
 
-    /// Runs `Scripts/postgres-instance` to completion. A `ChildProcess` rather than `Subprocess`: the server it starts
-    /// must get default signal handling (pg_ctl stops it with SIGINT), and its exit is awaited with `waitpid`.
     private func script(_ arguments: [String]) throws -> ProcessResult {
-        let child = try ChildProcess(
-            TestEnvironment.packageRoot.appendingPathComponent("Scripts/postgres-instance").path, arguments)
-        let raw = child.waitForExit()
-        let signalled = raw & 0x7f != 0
-        let status = signalled ? 128 + (raw & 0x7f) : (raw >> 8) & 0xff
-        defer {
-            try? FileManager.default.removeItem(atPath: child.stdoutPath)
-            try? FileManager.default.removeItem(atPath: child.stderrPath)
-        }
-        return ProcessResult(
-            status: status, terminatedBySignal: signalled, stdout: child.output, stderr: child.errorOutput)
+        try runServerScript("Scripts/postgres-instance", arguments)
     }
+}
+
+/// Runs one of the project's server scripts (`Scripts/postgres-instance`, `Scripts/postgres-cluster`) to completion.
+/// A `ChildProcess` rather than `Subprocess`: the servers it starts must get default signal handling (pg_ctl stops
+/// them with SIGINT), and its exit is awaited with `waitpid`.
+func runServerScript(_ script: String, _ arguments: [String]) throws -> ProcessResult {
+    let child = try ChildProcess(TestEnvironment.packageRoot.appendingPathComponent(script).path, arguments)
+    let raw = child.waitForExit()
+    let signalled = raw & 0x7f != 0
+    let status = signalled ? 128 + (raw & 0x7f) : (raw >> 8) & 0xff
+    defer {
+        try? FileManager.default.removeItem(atPath: child.stdoutPath)
+        try? FileManager.default.removeItem(atPath: child.stderrPath)
+    }
+    return ProcessResult(
+        status: status, terminatedBySignal: signalled, stdout: child.output, stderr: child.errorOutput)
 }
 
 /// Why the test cluster could not be used.
