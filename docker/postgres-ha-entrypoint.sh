@@ -3,8 +3,9 @@
 # monitor, which decides failovers (health checks every second, a silent node unhealthy after 2 s, an unreachable
 # primary taken as demoted after 3 s); PGAF_ROLE=node runs a keeper that creates its node on first start (the
 # first to register becomes the primary, the next a synchronous standby, from a base backup) and then follows what
-# the monitor assigns: promotion, or rejoining as a standby after it was lost. PGAF_HOSTNAME is the name the other
-# containers reach it by. Authentication is `trust` on the stack's internal database network only: a throwaway
+# the monitor assigns: promotion, or rejoining as a standby after it was lost. PGAF_HOSTNAME names the node;
+# PGAF_ADDRESS (default: the name) is where the others reach it, PGAF_MONITOR where the monitor is.
+# Authentication is `trust` on the stack's internal database network only: a throwaway
 # stack, like the demo's passwords.
 set -eu
 export PATH=/usr/lib/postgresql/15/bin:$PATH
@@ -18,8 +19,8 @@ chmod 700 "$XDG_RUNTIME_DIR"
 case "${1:-$PGAF_ROLE}" in
 monitor)
     if [ ! -s "$root/monitor/PG_VERSION" ]; then
-        pg_autoctl create monitor --pgdata "$root/monitor" --pgport 5432 --hostname "$PGAF_HOSTNAME" \
-            --auth trust --no-ssl
+        pg_autoctl create monitor --pgdata "$root/monitor" --pgport 5432 \
+            --hostname "${PGAF_ADDRESS:-$PGAF_HOSTNAME}" --auth trust --no-ssl
         cat >>"$root/monitor/postgresql.conf" <<'CONF'
 pgautofailover.health_check_period = 1000
 pgautofailover.health_check_timeout = 1000
@@ -48,8 +49,8 @@ node)
     if [ -s "$root/node/PG_VERSION" ] && [ -d "$XDG_CONFIG_HOME/pg_autoctl" ]; then
         exec pg_autoctl run --pgdata "$root/node"
     fi
-    exec pg_autoctl create postgres --pgdata "$root/node" --pgport 5432 --hostname "$PGAF_HOSTNAME" \
-        --name "$PGAF_HOSTNAME" --auth trust --no-ssl --pg-hba-lan --dbname mail \
+    exec pg_autoctl create postgres --pgdata "$root/node" --pgport 5432 \
+        --hostname "${PGAF_ADDRESS:-$PGAF_HOSTNAME}" --name "$PGAF_HOSTNAME" --auth trust --no-ssl --pg-hba-lan --dbname mail \
         --monitor "postgres://autoctl_node@${PGAF_MONITOR:-monitor}:5432/pg_auto_failover?sslmode=disable" --run
     ;;
 health)
