@@ -104,15 +104,23 @@ class Loader:
         with self.lock:
             self.timeline.append((time.monotonic(), status))
 
-    def unavailability(self, since):
-        """Seconds from the first 503 at or after `since` to the first success after it (None without a 503)."""
+    def unavailability(self, since, gap=2.0):
+        """Seconds from the first 503 at or after `since` to the first success after the outage's last 503 (None
+        without a 503; infinity while it lasts). The outage is the run of 503s each within `gap` seconds of the
+        previous one, so a straggler success in the middle (a transaction the dying server still finished) does not
+        end it."""
         with self.lock:
             answers = [a for a in self.timeline if a[0] >= since]
-        first = next((t for t, status in answers if status == 503), None)
-        if first is None:
+        refusals = [t for t, status in answers if status == 503]
+        if not refusals:
             return None
-        back = next((t for t, status in answers if t > first and status < 300), None)
-        return (back - first) if back is not None else float("inf")
+        last = refusals[0]
+        for t in refusals[1:]:
+            if t - last > gap:
+                break
+            last = t
+        back = next((t for t, status in answers if t > last and status < 300), None)
+        return (back - refusals[0]) if back is not None else float("inf")
 
     def _status(self, status):
         with self.lock:
@@ -759,6 +767,7 @@ def drill_failover(bin_path, short):
                 if window is None and loader.counts["deliveries"] > before + 50 and time.monotonic() - killed_at > 15:
                     break  # no request fell in the gap
                 time.sleep(0.2)
+            time.sleep(2.5)  # past the outage's gap: a later 503 would still belong to it
             window = loader.unavailability(killed_at)
             check(window != float("inf"), f"failover {round_ + 1}: no success within 90 s of the kill")
             windows.append(window or 0.0)
