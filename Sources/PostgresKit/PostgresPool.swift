@@ -7,9 +7,14 @@ import SQLSupport
 /// cooperative pool. Connections are opened when first needed and opened again after one is lost (noticed before
 /// the next call when it was lost while idle, see ``PostgresConnection/isStillConnected()``), so the pool recovers
 /// by itself when the server comes back or another host becomes the primary; while it cannot connect, each call
-/// fails at once with the connection error (no retry loop).
+/// fails at once with the connection error (no retry loop). A connection found lost (or read-only) ends its
+/// siblings opened before it too: they most likely lead to the same lost server, whose machine may send no reset,
+/// and each would otherwise fail one request after a TCP timeout of its own.
 public final class PostgresPool: Sendable {
     private let queue = JobQueue<(Result<PostgresConnection, any Error>) -> Void>()
+    /// How many times a connection of this pool was found lost; a connection opened before the latest loss is
+    /// replaced before its next use.
+    private let losses = LockedValue(0)
     /// The URL the pool connects to.
     public let url: String
     /// How many connections (and threads) the pool has.
@@ -20,7 +25,7 @@ public final class PostgresPool: Sendable {
         self.url = url
         self.size = max(1, size)
         for index in 0..<self.size {
-            let thread = Thread { [queue] in Self.work(queue: queue, url: url) }
+            let thread = Thread { [queue, losses] in Self.work(queue: queue, url: url, losses: losses) }
             thread.name = "\(name)-\(index)"
             thread.start()
         }
@@ -45,20 +50,28 @@ public final class PostgresPool: Sendable {
     /// Stops the threads once the work already queued is done.
     public func close() { queue.close() }
 
-    private static func work(queue: JobQueue<(Result<PostgresConnection, any Error>) -> Void>, url: String) {
+    private static func work(
+        queue: JobQueue<(Result<PostgresConnection, any Error>) -> Void>, url: String, losses: LockedValue<Int>
+    ) {
         var connection: PostgresConnection?
+        var openedAfter = 0  // the losses counted when `connection` was opened
         while let job = queue.pop() {
-            if connection?.isStillConnected() != true {
+            let lossesNow = losses.withLock { $0 }
+            if connection?.isStillConnected() != true || openedAfter < lossesNow {
                 connection = nil
                 do throws(PostgresError) {
                     connection = try PostgresConnection(url: url)
+                    openedAfter = lossesNow
                 } catch {
                     job(.failure(error))
                     continue
                 }
             }
             job(.success(connection!))
-            if connection?.isHealthy != true { connection = nil }
+            if connection?.isHealthy != true {
+                connection = nil
+                losses.withLock { $0 += 1 }
+            }
         }
     }
 }
