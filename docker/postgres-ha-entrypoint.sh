@@ -34,7 +34,7 @@ CONF
     exec pg_autoctl run --pgdata "$root/monitor"
     ;;
 node)
-    # A standby's base backup of this node starts by waiting for a spread checkpoint (minutes on an idle server); a
+    # A standby's base backup of this node starts by waiting for a spread checkpoint (tens of seconds or more); a
     # CHECKPOINT here while one is in progress ends that wait at once, so a standby joins or rejoins in seconds.
     (
         while sleep 2; do
