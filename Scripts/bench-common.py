@@ -465,7 +465,7 @@ class FailoverCluster(ScaleCluster):
         started = subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), "start", self.pg_dir,
                                   "--port-base", str(base)], capture_output=True, text=True)
         if started.returncode != 0:
-            subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), "stop", self.pg_dir], capture_output=True)
+            self.postgres("stop")
             raise RuntimeError(f"the PostgreSQL cluster did not start: {started.stderr}")
         return started.stdout.strip()
 

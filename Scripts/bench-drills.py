@@ -662,6 +662,16 @@ def drill_hostile(bin_path, short):
 
 
 
+def check_cluster_invariants(loader, lost, wrong, violations, integrity, summary):
+    """What every drill on a shared store must end with: nothing acknowledged lost or changed, no 5xx but 503, no
+    signal backwards, the modseq invariant."""
+    check(not lost, f"acknowledged deliveries lost: {lost[:5]} — {summary}")
+    check(not wrong, f"flags differ from the acknowledged value: {wrong[:5]} — {summary}")
+    check(loader.counts["errors_5xx"] == 0, f"5xx answers other than 503 — {summary}")
+    check(not violations, f"signals went backwards: {violations[:3]} — {summary}")
+    check(integrity == "ok", f"invariant check failed: {integrity} — {summary}")
+
+
 # MARK: - Scale-out: several mailboxd on one PostgreSQL
 
 def signals_per_device(cluster):
@@ -719,14 +729,10 @@ def drill_scale(bin_path, short):
                    f"{len(lost)}, wrong flags {len(wrong)}/{checked}; {requests} signals, {len(violations)} "
                    f"out of order, {len(over)} devices signalled more than their changes; gateway {outcomes}; "
                    f"integrity {integrity}; {detail}")
-        check(not lost, f"acknowledged deliveries lost: {lost[:5]} — {summary}")
-        check(not wrong, f"flags differ from the acknowledged value: {wrong[:5]} — {summary}")
-        check(loader.counts["errors_5xx"] == 0, f"5xx answers other than 503 — {summary}")
-        check(not violations, f"signals went backwards: {violations[:3]} — {summary}")
+        check_cluster_invariants(loader, lost, wrong, violations, integrity, summary)
         check(not over, f"devices got more signals than changes: {over[:3]} — {summary}")
         check(not any("TooManyProviderTokenUpdates" in key for key in outcomes),
               f"the instances replaced the provider token too often — {summary}")
-        check(integrity == "ok", f"invariant check failed: {integrity} — {summary}")
         check(ok, summary)
         return summary
     finally:
@@ -738,7 +744,8 @@ def drill_failover(bin_path, short):
     """Three mailboxd under load on a pg_auto_failover cluster (primary + synchronous standby). The primary is
     SIGKILLed with its keeper; the monitor promotes the standby; the old primary rejoins as a standby; then the new
     primary is killed in turn. Nothing acknowledged may be lost, only 503 may be answered, devices converge, signals
-    never go backwards; each failover's unavailability window (first 503 to first success) is reported."""
+    never go backwards; each failover's unavailability window (the loaders' first 503 to the first success after
+    the last 503 of that run, see Loader.unavailability) is reported."""
     failovers = 2 if short else 4
     cluster = common.FailoverCluster(bin_path)
     users = ["kim", "lou", "max", "ned"]
@@ -789,8 +796,7 @@ def drill_failover(bin_path, short):
         violations, requests = device_order_violations(cluster, clients, users)
         integrity = cluster.integrity()
         final = cluster.status()
-        ordered = sorted(windows)
-        median = ordered[len(ordered) // 2] if len(ordered) % 2 else sum(ordered[len(ordered) // 2 - 1:][:2]) / 2
+        median = percentile(windows, 50)
         summary = (f"3 mailboxd on a pg_auto_failover cluster, {failovers} failovers (primaries after each: "
                    f"{promoted}); unavailability windows {', '.join(f'{w:.1f}' for w in windows)} s (median "
                    f"{median:.1f}, max {max(windows):.1f}; goal <= 10); {loader.counts['deliveries']} deliveries and "
@@ -798,11 +804,7 @@ def drill_failover(bin_path, short):
                    f"unanswered, {loader.counts['storage_503']} answered 503, {loader.counts['errors_5xx']} other "
                    f"5xx; lost {len(lost)}, wrong flags {len(wrong)}/{checked}; {requests} signals, {len(violations)} "
                    f"out of order; integrity {integrity}; after the drill {final}; {detail}")
-        check(not lost, f"acknowledged deliveries lost: {lost[:5]} — {summary}")
-        check(not wrong, f"flags differ from the acknowledged value: {wrong[:5]} — {summary}")
-        check(loader.counts["errors_5xx"] == 0, f"5xx answers other than 503 — {summary}")
-        check(not violations, f"signals went backwards: {violations[:3]} — {summary}")
-        check(integrity == "ok", f"invariant check failed: {integrity} — {summary}")
+        check_cluster_invariants(loader, lost, wrong, violations, integrity, summary)
         check(final["synchronous"], f"the cluster is not synchronous after the drill — {summary}")
         check(ok, summary)
         return summary

@@ -1087,9 +1087,15 @@ END;
 """
 
 
-def register_devices(cluster, users, per_account, label):
-    """Signs each account in and registers `per_account` production devices for it, so that every delivery upserts
-    their outbox rows as in production."""
+def start_delivery_load(env, cluster, users, per_account, label):
+    """Adds the accounts, starts three mailboxd with no gateway (signals wait in the outbox, retried with backoff, so
+    the devices stay registered and every delivery upserts their rows, as the pgbench transaction does), registers
+    `per_account` production devices per account, and writes wrk's delivery script; returns the script's path and
+    wrk's environment."""
+    cluster.add_accounts(users)
+    cluster.sim_port = 9
+    for index in range(3):
+        cluster.start_instance(index)
     api = cluster.api()
     for user in users:
         token = api.login(user, f"password-{user}", "bench")
@@ -1099,6 +1105,10 @@ def register_devices(cluster, users, per_account, label):
                                  body={"token": device, "topic": TOPIC, "environment": "production"})
             if status != 201:
                 raise RuntimeError(f"{label}: device registration: HTTP {status}")
+    lua = os.path.join(env.work, "deliveries.lua")
+    with open(lua, "w") as f:
+        f.write(DELIVERY_LUA)
+    return lua, dict(os.environ, SCALE_USERS=str(len(users)), SCALE_TOKEN=cluster.delivery_token)
 
 
 def wrk_deliveries(ports, senders, seconds, lua, wrk_env, label):
@@ -1133,21 +1143,11 @@ def scale(env):
     cluster = common.ScaleCluster(env.bin, prefix="signalfetch-bench-scale-")
     users = [f"user{i:03d}" for i in range(accounts)]
     try:
-        cluster.add_accounts(users)
-        # No gateway: signals wait in the outbox, retried with backoff, so the devices stay registered and every
-        # delivery upserts their rows, as the pgbench transaction does.
-        cluster.sim_port = 9
-        for index in range(3):
-            cluster.start_instance(index)
-        register_devices(cluster, users, devices_per_account, "scale")
-        lua = os.path.join(env.work, "deliveries.lua")
-        with open(lua, "w") as f:
-            f.write(DELIVERY_LUA)
+        lua, wrk_env = start_delivery_load(env, cluster, users, devices_per_account, "scale")
         bench_script = os.path.join(env.work, "delivery.pgbench")
         with open(bench_script, "w") as f:
             f.write(PGBENCH_SCRIPT)
         pgbench = "/usr/lib/postgresql/15/bin/pgbench"
-        wrk_env = dict(os.environ, SCALE_USERS=str(accounts), SCALE_TOKEN=cluster.delivery_token)
 
         postmaster = int(open(os.path.join(cluster.pg_dir, "data", "postmaster.pid")).readline())
 
@@ -1342,15 +1342,7 @@ def failover(env):
     cluster = common.FailoverCluster(env.bin, prefix="signalfetch-bench-failover-")
     users = [f"user{i:03d}" for i in range(accounts)]
     try:
-        cluster.add_accounts(users)
-        cluster.sim_port = 9  # no gateway: signals wait in the outbox, so every delivery upserts its devices' rows
-        for index in range(3):
-            cluster.start_instance(index)
-        register_devices(cluster, users, devices_per_account, "failover")
-        lua = os.path.join(env.work, "deliveries.lua")
-        with open(lua, "w") as f:
-            f.write(DELIVERY_LUA)
-        wrk_env = dict(os.environ, SCALE_USERS=str(accounts), SCALE_TOKEN=cluster.delivery_token)
+        lua, wrk_env = start_delivery_load(env, cluster, users, devices_per_account, "failover")
 
         def through():
             return wrk_deliveries(cluster.ports, senders, seconds, lua, wrk_env, "failover")

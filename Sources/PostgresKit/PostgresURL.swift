@@ -5,11 +5,17 @@ import Foundation
 /// IPv4 address, `[an IPv6 address]`, or a percent-encoded Unix socket folder. A host list names the members of a
 /// cluster; with `target_session_attrs=read-write` libpq connects to whichever of them is the primary.
 /// `URLComponents` cannot read a host list, so the authority is taken apart here; the rest must be a valid URL.
-public struct PostgresURL: Sendable, Equatable {
+public struct PostgresURL: Sendable {
     /// The URI as given.
     public let text: String
     /// The hosts and ports of the authority, in order (`port` is nil when left to libpq's default).
     public let hosts: [(host: String, port: Int?)]
+    /// The scheme with its `://`, `USER[:PASSWORD]` before the `@`, the host list after it, and the path and query
+    /// that follow, as written.
+    private let scheme: Substring
+    private let userInfo: Substring?
+    private let hostList: Substring
+    private let tail: Substring
 
     /// Why a URI was refused: what is wrong, never the URI itself (it may hold a password).
     public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
@@ -25,12 +31,14 @@ public struct PostgresURL: Sendable, Equatable {
         guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
             throw Invalid(description: "whitespace in the URL")
         }
+        scheme = text[..<schemeEnd.upperBound]
         let rest = text[schemeEnd.upperBound...]
         guard !rest.isEmpty else { throw Invalid(description: "expected postgresql://USER@HOST:PORT/DB") }
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
         let authority = rest[..<authorityEnd]
-        let userInfo = authority.lastIndex(of: "@").map { authority[..<$0] }
-        let hostList = userInfo.map { authority[authority.index(after: $0.endIndex)...] } ?? authority
+        userInfo = authority.lastIndex(of: "@").map { authority[..<$0] }
+        hostList = userInfo.map { authority[authority.index(after: $0.endIndex)...] } ?? authority
+        tail = rest[authorityEnd...]
         var hosts: [(String, Int?)] = []
         if !hostList.isEmpty {
             for entry in hostList.split(separator: ",", omittingEmptySubsequences: false) {
@@ -38,8 +46,7 @@ public struct PostgresURL: Sendable, Equatable {
             }
         }
         // The user, path and query as one ordinary URL: their percent-encoding and characters are checked there.
-        let single = "postgresql://" + (userInfo.map { $0 + "@" } ?? "") + "host" + rest[authorityEnd...]
-        guard URLComponents(string: single) != nil else {
+        guard URLComponents(string: "postgresql://" + (userInfo.map { $0 + "@" } ?? "") + "host" + tail) != nil else {
             throw Invalid(description: "the user, database or parameters are not valid URL text")
         }
         self.text = text
@@ -80,19 +87,16 @@ public struct PostgresURL: Sendable, Equatable {
 
     /// The URI with any password (in the user part or a `password=` parameter) replaced by `***`, for logs.
     public var redacted: String {
-        guard let schemeEnd = text.range(of: "://") else { return "postgresql://…" }
-        let rest = text[schemeEnd.upperBound...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
-        var result = text
-        if let at = rest[..<authorityEnd].lastIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") {
-            result = String(text[..<rest.index(after: colon)]) + "***" + String(text[at...])
+        var user = ""
+        if let userInfo {
+            user = (userInfo.firstIndex(of: ":").map { userInfo[..<$0] + ":***" } ?? String(userInfo)) + "@"
         }
-        guard let query = result.firstIndex(of: "?") else { return result }
-        let parameters = result[result.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false)
-            .map { $0.hasPrefix("password=") ? "password=***" : String($0) }
-        return String(result[...query]) + parameters.joined(separator: "&")
+        var redactedTail = String(tail)
+        if let query = tail.firstIndex(of: "?") {
+            let parameters = tail[tail.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false)
+                .map { $0.hasPrefix("password=") ? "password=***" : String($0) }
+            redactedTail = tail[...query] + parameters.joined(separator: "&")
+        }
+        return scheme + user + hostList + redactedTail
     }
-
-    /// Two URLs are equal when their text is.
-    public static func == (lhs: PostgresURL, rhs: PostgresURL) -> Bool { lhs.text == rhs.text }
 }

@@ -355,6 +355,16 @@ final class NotificationStream: Sendable {
         return payloads.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
+    /// Waits until a payload containing `text` arrived (or `timeout` seconds pass); returns whether one did.
+    func waitForPayload(containing text: String, timeout: Double = 5) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !payloads.contains(where: { $0.contains(text) }) {
+            guard Date() < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+
     deinit {
         reader.cancel()
         response.cancel()

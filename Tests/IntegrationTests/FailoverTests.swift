@@ -88,12 +88,9 @@ struct FailoverServiceTests {
         #expect(ids == Set([first["id"] as? String, after["id"] as? String].compactMap { $0 }))
         let state = try #require(after["state"] as? String)
         let tag = try #require(cluster.tag(of: state, device: token))
-        var signalled = false
-        for _ in 0..<300 where !signalled {
-            signalled = stream.payloads.contains { $0.contains(tag) }
-            if !signalled { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        #expect(signalled, "the device got no signal for the state after the failover")
+        #expect(
+            await stream.waitForPayload(containing: tag, timeout: 6),
+            "the device got no signal for the state after the failover")
         let health = try await cluster.call(.get, cluster.api + "/healthz")
         #expect(health.status == 200)
     }

@@ -242,12 +242,9 @@ import Testing
         let delivery = try await cluster.deliver(to: "alice", subject: "still mine", body: "x")
         let state = try #require(delivery["state"] as? String)
         let tag = try #require(cluster.tag(of: state, device: token))
-        var signalled = false
-        for _ in 0..<250 where !signalled {
-            signalled = stream.payloads.contains { $0.contains(tag) }
-            if !signalled { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        #expect(signalled, "alice's device was signalled for her change: \(stream.payloads)")
+        #expect(
+            await stream.waitForPayload(containing: tag),
+            "alice's device was signalled for her change: \(stream.payloads)")
         // Mallory removing "her" device leaves alice's.
         let removed = try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: mallory)
         #expect(removed.status == 204)

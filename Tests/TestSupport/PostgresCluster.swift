@@ -16,12 +16,12 @@ public final class PostgresCluster: Sendable {
                 "signalfetch-ha-\(UUID().uuidString.prefix(8))"
             ).path
         let base = try Self.freePortRun(length: 3)
-        let result = try Self.script(["start", directory, "--port-base", String(base)])
-        guard result.status == 0 else {
+        do {
+            url = try Self.run("start", directory, "--port-base", String(base))
+        } catch {
             _ = try? Self.script(["stop", directory])
-            throw PostgresServerError("the cluster did not start: \(result.stderr)")
+            throw error
         }
-        url = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     deinit {
@@ -41,24 +41,15 @@ public final class PostgresCluster: Sendable {
 
     /// The cluster's state.
     public func status() throws -> Status {
-        let result = try Self.script(["status", directory])
-        guard result.status == 0 else { throw PostgresServerError("status failed: \(result.stderr)") }
-        return try JSONDecoder().decode(Status.self, from: Data(result.stdout.utf8))
+        try JSONDecoder().decode(Status.self, from: Data(Self.run("status", directory).utf8))
     }
 
     /// SIGKILLs the primary's postmaster and its keeper; returns its `HOST:PORT`.
     @discardableResult
-    public func killPrimary() throws -> String {
-        let result = try Self.script(["kill-primary", directory])
-        guard result.status == 0 else { throw PostgresServerError("kill-primary failed: \(result.stderr)") }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
+    public func killPrimary() throws -> String { try Self.run("kill-primary", directory) }
 
     /// Brings the killed node back as a standby and waits until it is synchronous again.
-    public func rejoin() throws {
-        let result = try Self.script(["rejoin", directory])
-        guard result.status == 0 else { throw PostgresServerError("rejoin failed: \(result.stderr)") }
-    }
+    public func rejoin() throws { _ = try Self.run("rejoin", directory) }
 
     /// The URL of the current primary alone (for administration: `psql`, `ALTER SYSTEM`).
     public func primaryURL() throws -> String {
@@ -78,5 +69,15 @@ public final class PostgresCluster: Sendable {
 
     static func script(_ arguments: [String]) throws -> ProcessResult {
         try runServerScript("Scripts/postgres-cluster", arguments)
+    }
+
+    /// Runs `Scripts/postgres-cluster COMMAND DIR …` and returns what it printed; a failure names the command and
+    /// what the script said.
+    static func run(_ arguments: String...) throws -> String {
+        let result = try script(arguments)
+        guard result.status == 0 else {
+            throw PostgresServerError("postgres-cluster \(arguments[0]) failed: \(result.stderr)")
+        }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
