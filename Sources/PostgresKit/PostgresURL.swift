@@ -4,7 +4,7 @@ import Foundation
 /// `postgresql://[USER[:PASSWORD]@][HOST[:PORT][,HOST[:PORT]…]][/DB][?KEY=VALUE&…]`, where a host is a name, an
 /// IPv4 address, `[an IPv6 address]`, or a percent-encoded Unix socket folder. A host list names the members of a
 /// cluster; with `target_session_attrs=read-write` libpq connects to whichever of them is the primary.
-/// `URLComponents` cannot read a host list, so the authority is taken apart here; the rest must be a valid URL.
+/// `URLComponents` cannot read a host list, so the URI is taken apart here.
 public struct PostgresURL: Sendable {
     /// The URI as given.
     public let text: String
@@ -24,7 +24,7 @@ public struct PostgresURL: Sendable {
     }
 
     /// Parses `text`, refusing what libpq would refuse or misread: an empty host in a list, a port that is not a
-    /// number from 1 to 65535, a bad character in a host, whitespace, a malformed path or query.
+    /// number from 1 to 65535, a bad character in a host, whitespace, a malformed %-escape.
     public init(_ text: String) throws(Invalid) {
         guard let schemeEnd = text.range(of: "://"), ["postgresql", "postgres"].contains(text[..<schemeEnd.lowerBound])
         else { throw Invalid(description: "expected postgresql://USER@HOST:PORT/DB") }
@@ -45,12 +45,24 @@ public struct PostgresURL: Sendable {
                 hosts.append(try Self.hostAndPort(entry))
             }
         }
-        // The user, path and query as one ordinary URL: their percent-encoding and characters are checked there.
-        guard URLComponents(string: "postgresql://" + (userInfo.map { $0 + "@" } ?? "") + "host" + tail) != nil else {
-            throw Invalid(description: "the user, database or parameters are not valid URL text")
+        // libpq decodes the user, database and parameters and refuses a malformed escape or a NUL; so is it here.
+        // (`URLComponents` cannot serve: it accepts all of these.)
+        for part in [userInfo ?? "", tail] where !Self.hasValidEscapes(part) {
+            throw Invalid(description: "a malformed %-escape in the user, database or parameters")
         }
         self.text = text
         self.hosts = hosts
+    }
+
+    /// Whether every `%` in `text` starts two hex digits, and none of them is `%00`.
+    private static func hasValidEscapes(_ text: Substring) -> Bool {
+        var rest = text[...]
+        while let percent = rest.firstIndex(of: "%") {
+            let digits = rest[rest.index(after: percent)...].prefix(2)
+            guard digits.count == 2, digits.allSatisfy(\.isHexDigit), digits != "00" else { return false }
+            rest = rest[digits.endIndex...]
+        }
+        return true
     }
 
     private static func hostAndPort(_ entry: Substring) throws(Invalid) -> (String, Int?) {

@@ -204,7 +204,8 @@ import Testing
         for bad in [
             "postgresql://db1,,db2/mail", "postgresql://db1:0/mail", "postgresql://db1:5432x/mail",
             "postgresql://db1,[::1/mail", "postgresql://db1,d b2/mail", "postgresql://db1,db<2>/mail",
-            "postgresql://db1,db2:port/mail",
+            "postgresql://db1,db2:port/mail", "postgresql://db1,[::1]x/mail", "postgresql://db1,[zz]/mail",
+            "postgresql://db1,db2/ma%zz", "postgresql://db1,db2/mail?password=%0", "postgresql://us%00er@db1/mail",
         ] {
             #expect(throws: MailboxStoreError.self, "\(bad)") { try StoreDatabase(parsing: bad) }
         }
