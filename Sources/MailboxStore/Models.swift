@@ -176,9 +176,13 @@ public enum MessageSource: Sendable, Equatable {
 
 /// The fields of a `POST /v1/deliveries` message that its RFC 5322 form is made of.
 public struct DeliveredFields: Sendable, Equatable {
+    /// The sender, as given.
     public var from: String
+    /// The recipient, as given (not lowercased).
     public var to: String
+    /// The subject line.
     public var subject: String
+    /// The body.
     public var body: String
     /// The Date header, seconds since 1970.
     public var sentAt: Double
