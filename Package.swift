@@ -69,7 +69,9 @@ let package = Package(
         .target(name: "PushAPNs", dependencies: ["Push", "APNs", "Locking"]),
         .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking", "JSONText"]),
         .target(name: "PushWebPush", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
-        .target(name: "MailboxStore", dependencies: ["Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking"]),
+        .target(
+            name: "MailboxStore",
+            dependencies: ["Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking", "JSONText"]),
         // mailboxd by job: the counters every part reports to; the dispatcher (outbox worker, backoff, the router to
         // push services); the HTTP API (handlers, auth, throttle); and the service that wires them with LMTP.
         .target(name: "ServiceMetrics", dependencies: ["Locking"]),
@@ -78,7 +80,7 @@ let package = Package(
             name: "MailboxHTTPAPI",
             dependencies: [
                 "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
-                "WebClient", "Console",
+                "WebClient", "Console", "JSONText",
             ]),
         // The live console's events, snapshot and access (its page is in WebClient).
         .target(
@@ -200,9 +202,8 @@ let package = Package(
         .testTarget(
             name: "MailboxServiceTests",
             dependencies: [
-                "MailboxService", "SignalDispatch", "MailboxStore", "APNsSimulator", "HTTPClient", "SQLiteKit",
-                "OpenSSLCrypto",
-                "TestSupport",
+                "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "MailboxStore", "APNsSimulator", "HTTPClient",
+                "SQLiteKit", "OpenSSLCrypto", "JSONText", "TestSupport",
             ]),
         .testTarget(
             name: "SignalDispatchTests",

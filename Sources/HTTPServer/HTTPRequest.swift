@@ -71,10 +71,14 @@ public struct HTTPRequest: Sendable {
     /// The bearer token of the `Authorization` header, if it has the `Bearer` scheme.
     public var bearerToken: String? {
         guard let value = headers["Authorization"] else { return nil }
-        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
-        return token.isEmpty ? nil : token
+        let parts = value.utf8.split(separator: UInt8(ascii: " "), maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, String(Substring(parts[0])).lowercased() == "bearer" else { return nil }
+        // Spaces and tabs around the token are not part of it.
+        let blank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        guard let first = parts[1].firstIndex(where: { !blank($0) }),
+            let last = parts[1].lastIndex(where: { !blank($0) })
+        else { return nil }
+        return String(Substring(parts[1][first...last]))
     }
 
     /// Decodes the JSON body as `T`.
@@ -101,27 +105,27 @@ public struct HTTPRequest: Sendable {
     /// Throws a 400 `HTTPError`: `invalidJSON` when the body is not JSON, `invalidRequest` when it is not an
     /// object or does not have the expected shape, `unknownField` naming the first unexpected field.
     public func decodeJSON<T: Decodable>(
-        _ type: T.Type = T.self, allowedFields: Set<String>, decoder: JSONDecoder = JSONDecoder()
+        _ type: T.Type = T.self, allowedFields: Set<String>
     ) throws(HTTPError) -> T {
-        guard let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
-            throw HTTPError(.badRequest, code: "invalidJSON", message: "The request body is not valid JSON.")
-        }
-        guard let dictionary = object as? [String: Any] else {
-            throw HTTPError(.badRequest, code: "invalidRequest", message: "The request body must be a JSON object.")
-        }
-        if let unknown = dictionary.keys.filter({ !allowedFields.contains($0) }).sorted().first {
-            throw HTTPError(
-                .badRequest, code: "unknownField", message: "Unknown field '\(String(unknown.prefix(64)))'.")
-        }
+        // One parse: the keys are checked inside the decode, before `T` reads its fields.
+        let decoder = JSONDecoder()
+        decoder.userInfo[FieldChecked<T>.allowedFields] = allowedFields
         do {
-            return try decoder.decode(T.self, from: body)
-        } catch let error as DecodingError {
-            let described = Self.describe(error)
-            // The body is JSON (checked above): a value the decoder cannot represent is a bad field, not bad JSON.
-            if described.code == "invalidJSON" {
-                throw .invalidRequest("A field has a value of the wrong kind or out of range.")
-            }
+            return try decoder.decode(FieldChecked<T>.self, from: body).value
+        } catch let unknown as UnknownField {
+            throw HTTPError(
+                .badRequest, code: "unknownField", message: "Unknown field '\(String(unknown.name.prefix(64)))'.")
+        } catch let field as FieldError {
+            // The body is a JSON object (its keys were read): a value the decoder cannot represent (its parser's
+            // own error, a number out of range) is a bad field, not bad JSON.
+            guard let error = field.error as? DecodingError, case let described = Self.describe(error),
+                described.code != "invalidJSON"
+            else { throw .invalidRequest("A field has a value of the wrong kind or out of range.") }
             throw described
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            throw .invalidRequest("The request body must be a JSON object.")
+        } catch let error as DecodingError {
+            throw Self.describe(error)
         } catch {
             throw .invalidRequest("The request body does not have the expected shape.")
         }
@@ -165,8 +169,50 @@ public struct HTTPRequest: Sendable {
 
     /// Percent-decodes `text`; malformed escapes are kept as they are.
     static func percentDecode(_ text: String, plusAsSpace: Bool) -> String {
-        let source = plusAsSpace ? text.replacingOccurrences(of: "+", with: " ") : text
-        guard source.contains("%") else { return source }
+        // Most text has neither: a byte scan, not a Foundation search, for every path segment and query item.
+        let plus = plusAsSpace && text.utf8.contains(UInt8(ascii: "+"))
+        let source = plus ? text.replacingOccurrences(of: "+", with: " ") : text
+        guard source.utf8.contains(UInt8(ascii: "%")) else { return source }
         return source.removingPercentEncoding ?? source
     }
+}
+
+/// `T` decoded from a JSON object whose keys are all in the decoder's `allowedFields` (else ``UnknownField``,
+/// naming the first in sorted order): the key check and the decode are one parse.
+private struct FieldChecked<T: Decodable>: Decodable {
+    static var allowedFields: CodingUserInfoKey { CodingUserInfoKey(rawValue: "signalfetch.allowedFields")! }
+
+    let value: T
+
+    init(from decoder: any Decoder) throws {
+        let allowed = decoder.userInfo[Self.allowedFields] as? Set<String> ?? []
+        let keys = try decoder.container(keyedBy: AnyKey.self).allKeys
+        if let unknown = keys.map(\.stringValue).filter({ !allowed.contains($0) }).min() {
+            throw UnknownField(name: unknown)
+        }
+        do {
+            value = try T(from: decoder)
+        } catch {
+            throw FieldError(error: error)
+        }
+    }
+}
+
+/// A field of a request body the endpoint's type could not read (the body itself is a JSON object).
+private struct FieldError: Error {
+    let error: any Error
+}
+
+/// A field of a request body that its endpoint does not take.
+private struct UnknownField: Error {
+    let name: String
+}
+
+/// Any key of a JSON object.
+private struct AnyKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }

@@ -29,6 +29,11 @@ public struct HTTPResponse: Sendable {
         return response
     }
 
+    /// A response whose body is `json`, JSON text written by hand, with `Content-Type: application/json`.
+    public static func json(text json: String, status: HTTPStatus = .ok) -> HTTPResponse {
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Data(json.utf8))
+    }
+
     /// A `text/plain; charset=utf-8` response.
     public static func text(_ text: String, status: HTTPStatus = .ok) -> HTTPResponse {
         HTTPResponse(status: status, headers: ["Content-Type": "text/plain; charset=utf-8"], body: Data(text.utf8))

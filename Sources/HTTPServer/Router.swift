@@ -56,7 +56,8 @@ public struct Router: Sendable {
 
     /// Runs the handler of the route matching `request`, or throws the 404/405 `HTTPError`.
     public func handle(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let path = Self.split(request.path)
+        // Each segment decoded once, then compared with every route's.
+        let path = Self.split(request.path).map { HTTPRequest.percentDecode($0, plusAsSpace: false) }
         var best: (route: Route, parameters: [String: String], score: Int)?
         var allowed: Set<String> = []
         for route in routes {
@@ -90,22 +91,21 @@ public struct Router: Sendable {
         path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
     }
 
+    /// `path` holds the request's segments, percent-decoded.
     private static func match(_ segments: [Segment], _ path: [String]) -> ([String: String], Int)? {
         var parameters: [String: String] = [:]
         var score = 0
         for (index, segment) in segments.enumerated() {
             switch segment {
             case .rest(let name):
-                let rest = path[min(index, path.count)...].map { HTTPRequest.percentDecode($0, plusAsSpace: false) }
-                parameters[name] = rest.joined(separator: "/")
+                parameters[name] = path[min(index, path.count)...].joined(separator: "/")
                 return (parameters, score)
             case .literal(let literal):
-                guard index < path.count, HTTPRequest.percentDecode(path[index], plusAsSpace: false) == literal
-                else { return nil }
+                guard index < path.count, path[index] == literal else { return nil }
                 score += 1
             case .parameter(let name):
                 guard index < path.count else { return nil }
-                parameters[name] = HTTPRequest.percentDecode(path[index], plusAsSpace: false)
+                parameters[name] = path[index]
             }
         }
         return segments.count == path.count ? (parameters, score) : nil

@@ -24,3 +24,70 @@ public enum JSONText {
         return out + "\""
     }
 }
+
+extension JSONText {
+    /// `value` as a JSON number: an integral value without a fraction (`1733000000`, as JSONEncoder writes it),
+    /// any other in Swift's shortest form that reads back as the same `Double`; `null` for a value JSON cannot hold.
+    public static func number(_ value: Double) -> String {
+        guard value.isFinite else { return "null" }
+        if value == value.rounded(.towardZero), abs(value) < 1e15 { return String(Int64(value)) }
+        return value.description
+    }
+
+    /// Values already written as JSON, as one array.
+    public static func array(_ elements: some Sequence<String>) -> String {
+        "[" + elements.joined(separator: ",") + "]"
+    }
+}
+
+/// A JSON object written member by member, in the order they are added, for a body written on every request:
+/// what Codable's synthesized encoding gives (a nil optional left out), without an encoder and its boxes.
+public struct JSONObjectText: Sendable {
+    private var text = "{"
+    private var isEmpty = true
+
+    /// An empty object.
+    public init() {}
+
+    /// The object as JSON text.
+    public var json: String { text + "}" }
+
+    private mutating func key(_ key: String) {
+        if !isEmpty { text += "," }
+        isEmpty = false
+        text += JSONText.quoted(key)
+        text += ":"
+    }
+
+    /// A string member; left out when `value` is nil.
+    public mutating func add(_ key: String, _ value: String?) {
+        guard let value else { return }
+        self.key(key)
+        text += JSONText.quoted(value)
+    }
+
+    /// A number member; left out when `value` is nil.
+    public mutating func add(_ key: String, _ value: Double?) {
+        guard let value else { return }
+        self.key(key)
+        text += JSONText.number(value)
+    }
+
+    /// An integer member.
+    public mutating func add(_ key: String, _ value: Int) {
+        self.key(key)
+        text += String(value)
+    }
+
+    /// A `true` or `false` member.
+    public mutating func add(_ key: String, _ value: Bool) {
+        self.key(key)
+        text += value ? "true" : "false"
+    }
+
+    /// A member whose value is already JSON text (an array or object written by hand).
+    public mutating func add(_ key: String, json: String) {
+        self.key(key)
+        text += json
+    }
+}

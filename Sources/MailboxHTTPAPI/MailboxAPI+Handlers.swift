@@ -76,23 +76,25 @@ extension MailboxAPI {
             console?.fetched(sessionID: session.id, accountID: session.accountID, modseq: page.state.modseq)
         }
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"full\"", help: "Sync requests by kind.")
-        return try .json(
-            MessageListResponse(
-                messages: page.messages.map(messageJSON), state: page.state.description, nextCursor: page.nextCursor))
+        return .json(
+            text: MessageListResponse(
+                messages: page.messages.map(messageJSON), state: page.state.description, nextCursor: page.nextCursor
+            ).json)
     }
 
     func getMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         guard let id = request.parameter("id"),
             let message = try await store.message(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message.") }
-        return try .json(MessageJSON(message, includeBody: true, includeHTML: true))
+        return .json(text: MessageJSON(message, includeBody: true, includeHTML: true).json)
     }
 
     /// `GET /v1/messages/{id}/raw`: the message byte for byte as it arrived.
     func getRawMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         guard let id = request.parameter("id"),
-            let raw = try await store.rawMessage(id: id, accountID: session.accountID)
+            let source = try await store.messageSource(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message, or it has no raw form.") }
+        let raw = MessageParts.raw(of: source)
         var response = HTTPResponse(body: Data(raw))
         response.headers.replaceOrAdd(name: "Content-Type", value: "message/rfc822")
         // A download, never a page: some browsers render message/rfc822 (MHTML) in the mailbox's origin.
@@ -109,11 +111,11 @@ extension MailboxAPI {
                 .badRequest, code: "invalidArgument", message: "A part id is dot-separated numbers, such as 2 or 1.2.")
         }
         guard let id = request.parameter("id"),
-            let raw = try await store.rawMessage(id: id, accountID: session.accountID)
+            let source = try await store.messageSource(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message or part.") }
         // Parsing a large message takes a while: on a thread of its own, not the cooperative pool's.
         let found = await withCheckedContinuation { (done: CheckedContinuation<MIMEPartContent?, Never>) in
-            let thread = Thread { done.resume(returning: MessageParts.part(partID, of: raw)) }
+            let thread = Thread { done.resume(returning: MessageParts.part(partID, of: MessageParts.raw(of: source))) }
             thread.stackSize = 8 << 20
             thread.start()
         }
@@ -142,7 +144,7 @@ extension MailboxAPI {
         let updated = try await store.updateMessage(
             id: request.parameter("id") ?? "", accountID: session.accountID, seen: patch.seen, flagged: patch.flagged,
             mailbox: mailbox)
-        return try .json(MessageJSON(updated, includeBody: false))
+        return .json(text: MessageJSON(updated, includeBody: false).json)
     }
 
     func deleteMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
@@ -159,11 +161,12 @@ extension MailboxAPI {
         let page = try await store.changes(accountID: session.accountID, since: state, maxChanges: max)
         console?.fetched(sessionID: session.id, accountID: session.accountID, modseq: page.newState.modseq)
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"delta\"", help: "Sync requests by kind.")
-        return try .json(
-            ChangesResponse(
+        return .json(
+            text: ChangesResponse(
                 oldState: page.oldState.description, newState: page.newState.description, hasMore: page.hasMore,
                 created: page.created.map(messageJSON), updated: page.updated.map(messageJSON),
-                destroyed: page.destroyed))
+                destroyed: page.destroyed
+            ).json)
     }
 
     func registerDevice(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
@@ -291,7 +294,7 @@ extension MailboxAPI {
             throw HTTPError(.notFound, code: "unknownRecipient", message: "No account has that address.")
         }
         metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
-        return try .json(DeliveryResponse(id: receipt.id, state: receipt.state.description), status: .created)
+        return .json(text: DeliveryResponse(id: receipt.id, state: receipt.state.description).json, status: .created)
     }
 
     func health(_ request: HTTPRequest) async throws -> HTTPResponse {

@@ -6,7 +6,7 @@ import ServiceMetrics
 import SignalDispatch
 
 /// The mailbox's side of MIME: a parsed message as the store keeps it, a delivery's fields as an RFC 5322
-/// message, and a stored message's parts as downloads. MailMIME (GMime) does the parsing and the composing.
+/// message (made when asked for), and a stored message's parts as downloads. MailMIME (GMime) does the parsing and the composing.
 package enum MessageParts {
     /// How deep and how wide parsing goes (the size limit is the LMTP listener's and the request body's).
     static let limits = MIMELimits()
@@ -46,17 +46,26 @@ package enum MessageParts {
         return result
     }
 
-    /// A `POST /v1/deliveries` message: its fields as given, and the RFC 5322 message they make as the raw form.
+    /// A `POST /v1/deliveries` message: its fields as given, with a Message-ID and a date. Its RFC 5322 form is
+    /// not made here: `raw(of:)` composes it from the stored fields when a client asks for it, so a delivery costs
+    /// no MIME work and no blob.
     package static func composed(to: String, from: String, subject: String, body: String) -> NewMessage {
-        let now = Date().timeIntervalSince1970
-        let messageID = SecureRandom.hex(16) + "@mailboxd.invalid"
         var message = NewMessage(to: to, from: from, subject: subject, body: body)
-        message.messageID = messageID
-        message.sentAt = now.rounded(.down)
+        message.messageID = SecureRandom.hex(16) + "@mailboxd.invalid"
+        message.sentAt = Date().timeIntervalSince1970.rounded(.down)
         message.recipients = [MailAddress(name: "", address: to)]
-        message.raw = MIMEMessage.compose(
-            from: from, to: to, subject: subject, body: body, date: now, messageID: messageID)
         return message
+    }
+
+    /// A message's RFC 5322 bytes: as they arrived, or composed from a delivery's fields (the same bytes each time).
+    package static func raw(of source: MessageSource) -> [UInt8] {
+        switch source {
+        case .stored(let bytes): bytes
+        case .fields(let fields):
+            MIMEMessage.compose(
+                from: fields.from, to: fields.to, subject: fields.subject, body: fields.body, date: fields.sentAt,
+                messageID: fields.messageID)
+        }
     }
 
     /// `1`, `2.1`, …: dot-separated numbers without leading zeros, at most 16 levels.

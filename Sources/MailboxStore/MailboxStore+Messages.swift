@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import OpenSSLCrypto
 import SQLSupport
 
@@ -29,10 +30,10 @@ extension MailboxStore {
         return (try? JSONDecoder().decode([T].self, from: Data(text.utf8))) ?? []
     }
 
-    static func encodeList<T: Encodable>(_ list: [T]) -> String {
-        guard !list.isEmpty, let data = try? JSONEncoder().encode(list) else { return "[]" }
-        return String(decoding: data, as: UTF8.self)
-    }
+    /// A list as its JSON column holds it, written by hand (one is written for every delivery).
+    static func encodeList(_ list: [MailAddress]) -> String { JSONText.array(list.lazy.map(\.json)) }
+
+    static func encodeList(_ list: [AttachmentRecord]) -> String { JSONText.array(list.lazy.map(\.json)) }
 
     /// The usernames mail to `address` (already lowercased) may be for, in the order they are tried: the address
     /// itself, then the part before its domain (`alice@example.com` → `alice`: an account's address is its username
@@ -163,15 +164,28 @@ extension MailboxStore {
             id: storedID, state: state(modseq), accountID: accountID, duplicate: storedID != id)
     }
 
-    /// The message's raw RFC 5322 bytes as they arrived, if the account has the message and its raw form.
-    public func rawMessage(id: String, accountID: Int64) async throws -> [UInt8]? {
+    /// Where the message's RFC 5322 form comes from, if the account has the message and it has one: the bytes an
+    /// MTA sent, or the fields of a `POST /v1/deliveries` (a message with a Message-ID and no blob), which make the
+    /// same bytes every time they are composed.
+    public func messageSource(id: String, accountID: Int64) async throws -> MessageSource? {
         try await read { db in
-            try db.scalar(
-                """
-                SELECT b.bytes FROM messages m JOIN blobs b ON b.hash = m.blob_hash
-                WHERE m.public_id = ? AND m.account_id = ?
-                """, id, accountID
-            ).bytes
+            guard
+                let row = try db.queryOne(
+                    """
+                    SELECT b.bytes, m.from_addr, m.to_json, m.subject, m.body, m.sent_at, m.message_id
+                    FROM messages m LEFT JOIN blobs b ON b.hash = m.blob_hash
+                    WHERE m.public_id = ? AND m.account_id = ?
+                    """, id, accountID)
+            else { return nil }
+            if let bytes = row["bytes"].bytes { return .stored(bytes) }
+            let recipients: [MailAddress] = Self.decodeList(row["to_json"].string)
+            guard let messageID = row["message_id"].string, let to = recipients.first?.address,
+                let sentAt = row["sent_at"].double
+            else { return nil }
+            return .fields(
+                DeliveredFields(
+                    from: try row.string("from_addr"), to: to, subject: try row.string("subject"),
+                    body: try row.string("body"), sentAt: sentAt, messageID: messageID))
         }
     }
 

@@ -1,3 +1,4 @@
+import JSONText
 import Push
 
 /// The role of a mailbox; each account has exactly one mailbox of each role.
@@ -83,6 +84,16 @@ public struct MailAddress: Sendable, Equatable, Codable {
     }
 }
 
+extension MailAddress {
+    /// `{"name","address"}`: the form the store keeps in its JSON columns and the API returns.
+    public var json: String {
+        var object = JSONObjectText()
+        object.add("name", name)
+        object.add("address", address)
+        return object.json
+    }
+}
+
 /// A part of a message that is not its text or HTML body.
 public struct AttachmentRecord: Sendable, Equatable, Codable {
     /// Its position in the MIME tree (`GET /v1/messages/{id}/parts/{partId}`).
@@ -100,6 +111,18 @@ public struct AttachmentRecord: Sendable, Equatable, Codable {
         self.filename = filename
         self.type = type
         self.size = size
+    }
+}
+
+extension AttachmentRecord {
+    /// `{"partId","filename","type","size"}` (no `filename` when it has none): the store's and the API's form.
+    public var json: String {
+        var object = JSONObjectText()
+        object.add("partId", partId)
+        object.add("filename", filename)
+        object.add("type", type)
+        object.add("size", size)
+        return object.json
     }
 }
 
@@ -127,7 +150,8 @@ public struct NewMessage: Sendable, Equatable {
     public var sentAt: Double? = nil
     /// The parts that are not the text or HTML body.
     public var attachments: [AttachmentRecord] = []
-    /// The message exactly as it arrived (RFC 5322), kept byte for byte as a content-addressed blob.
+    /// The message exactly as it arrived from an MTA (RFC 5322), kept byte for byte as a content-addressed blob.
+    /// A delivery made of fields has none: its RFC 5322 form is composed from them when asked for.
     public var raw: [UInt8]? = nil
     /// Set for mail from an MTA: a second delivery of the same bytes to the same account (a retransmission after
     /// a lost reply) stores nothing and returns the first copy's id.
@@ -139,6 +163,40 @@ public struct NewMessage: Sendable, Equatable {
         self.from = from
         self.subject = subject
         self.body = body
+    }
+}
+
+/// Where a message's RFC 5322 form comes from.
+public enum MessageSource: Sendable, Equatable {
+    /// The bytes an MTA sent, kept as they arrived.
+    case stored([UInt8])
+    /// A message delivered as fields: its RFC 5322 form is composed from them when it is asked for.
+    case fields(DeliveredFields)
+}
+
+/// The fields of a `POST /v1/deliveries` message that its RFC 5322 form is made of.
+public struct DeliveredFields: Sendable, Equatable {
+    /// The sender, as given.
+    public var from: String
+    /// The recipient, as given (not lowercased).
+    public var to: String
+    /// The subject line.
+    public var subject: String
+    /// The body.
+    public var body: String
+    /// The Date header, seconds since 1970.
+    public var sentAt: Double
+    /// The Message-ID header, without angle brackets.
+    public var messageID: String
+
+    /// Creates the fields.
+    public init(from: String, to: String, subject: String, body: String, sentAt: Double, messageID: String) {
+        self.from = from
+        self.to = to
+        self.subject = subject
+        self.body = body
+        self.sentAt = sentAt
+        self.messageID = messageID
     }
 }
 

@@ -255,7 +255,7 @@ struct LMTPIngestTests {
         await f.shutdown()
     }
 
-    @Test func httpDeliveriesKeepTheRFC5322MessageTheyMake() async throws {
+    @Test func httpDeliveriesServeTheRFC5322MessageTheirFieldsMake() async throws {
         let f = try await Fixture()
         let response = try await f.client.execute(
             HTTPRequest(
@@ -276,6 +276,15 @@ struct LMTPIngestTests {
         #expect(text.contains("Subject: =?UTF-8?"), "the subject is RFC 2047 encoded")
         #expect(text.contains("Message-Id: <\(message["messageId"] as? String ?? "?")>"))
         #expect(raw.body.allSatisfy { $0 < 0x80 })
+        // Made from the stored fields when asked for: the same bytes every time, the body as its part, no blob.
+        #expect(try await f.get("/v1/messages/\(id)/raw", token: alice).body == raw.body)
+        let part = try await f.get("/v1/messages/\(id)/parts/1", token: alice)
+        #expect(part.status == 200)
+        #expect(
+            String(decoding: part.body, as: UTF8.self).replacingOccurrences(of: "\r\n", with: "\n").trimmingCharacters(
+                in: .newlines) == "Hallo\nWelt")
+        let database = try Database(path: f.directory.path("data/mailbox.sqlite"))
+        #expect(try database.scalar("SELECT count(*) FROM blobs").int64 == 0)
         // A line break in a header field would make the message built from it say something else: refused.
         for field in ["to", "from", "subject"] {
             var fields = ["to": "alice", "from": "a@example.org", "subject": "s", "body": "b"]
