@@ -2,18 +2,19 @@
 """Where a message's CPU goes: a CPU profile of the release mailboxd under load on one path, with the CPU per
 message from /proc.
 
-Usage: bench-profile.py PATH [--seconds S] [--out DIR]
+Usage: bench-profile.py PATH [--seconds S] [--out DIR] [--postgres] [--console]
 PATH: delivery (POST /v1/deliveries over TLS, 16 connections, no devices), changes (GET /v1/changes over TLS, one
 new message each), signal (deliveries to accounts with two apns-sim devices each: the dispatcher and the HTTP/2
-client too), ingest (LMTP from Postfix's smtp-source, 20 sessions).
+client too), ingest (LMTP from Postfix's smtp-source, 20 sessions). The store is SQLite at FULL, or with --postgres
+a throwaway PostgreSQL (Scripts/postgres-instance) the one mailboxd talks to over loopback.
 
 Records with `perf record -g` (frame pointers) at 999 Hz on mailboxd only, demangles Swift symbols with
 `swift demangle`, and writes into DIR (default bench-results):
-  profile-PATH.txt     CPU per message, the share by component (TLS, HTTP, JSON, SQLite, MIME, crypto, the Swift
+  profile-NAME.txt     CPU per message, the share by component (TLS, HTTP, JSON, SQLite, MIME, crypto, the Swift
                        runtime, libc, the kernel, our code), and the top frames by self and by total time
-  profile-PATH.folded  the folded stacks (for any flame-graph tool)
-  profile-PATH.svg     a flame graph
-and prints one JSON line with the figures.
+  profile-NAME.folded  the folded stacks (for any flame-graph tool)
+  profile-NAME.svg     a flame graph
+and prints one JSON line with the figures. NAME is PATH, with -postgres and -console when those are given.
 """
 import argparse
 import collections
@@ -178,25 +179,34 @@ def main():
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--out", default="bench-results")
     parser.add_argument("--console", action="store_true", help="with a console open (reading /console/events)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="the store on a throwaway PostgreSQL (Scripts/postgres-instance) instead of SQLite")
     args = parser.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("profile: perf is missing (Debian linux-perf; Scripts/bootstrap --bench installs it)")
     bin_dir = os.environ.get("SIGNALFETCH_BIN") or subprocess.run(
         ["swift", "build", "-c", "release", "--show-bin-path"], capture_output=True, text=True).stdout.strip()
     os.makedirs(args.out, exist_ok=True)
-    cluster = common.Cluster(bin_dir, prefix=f"signalfetch-profile-{args.path}-")
+    label = args.path + ("-postgres" if args.postgres else "") + ("-console" if args.console else "")
+    if args.postgres:
+        cluster = common.ScaleCluster(bin_dir, instances=1, prefix=f"signalfetch-profile-{label}-")
+    else:
+        cluster = common.Cluster(bin_dir, prefix=f"signalfetch-profile-{label}-")
     users = [f"user{i:03d}" for i in range(16)]
     try:
         cluster.add_accounts(users)
         lmtp_port = common.free_port()
-        extra = ["--synchronous", "FULL"]
+        extra = [] if args.postgres else ["--synchronous", "FULL"]
         if args.path == "ingest":
             extra += ["--lmtp-listen", f"127.0.0.1:{lmtp_port}"]
         if args.path == "signal":
             cluster.start_apns_sim()
         else:
             cluster.sim_port = 9  # no gateway: no device is registered, so no signal is sent
-        cluster.start_mailboxd(extra=extra)
+        if args.postgres:
+            cluster.start_instance(0, extra=extra)
+        else:
+            cluster.start_mailboxd(extra=extra)
         api = cluster.api()
         if args.path == "signal":
             clients = common.MailClients(cluster, fallback=0)
@@ -270,7 +280,8 @@ def main():
         folded[";".join(names.get(symbol, symbol).replace(";", ",") for symbol, _ in reversed(stack))] += 1
     n = len(samples)
     per_message_ms = cpu / count * 1000
-    lines = [f"Profile of mailboxd on the {args.path} path: {count} messages in {elapsed:.1f} s "
+    store = "PostgreSQL" if args.postgres else "SQLite"
+    lines = [f"Profile of mailboxd on the {args.path} path ({store}): {count} messages in {elapsed:.1f} s "
              f"({count / elapsed:.0f}/s), {cpu:.2f} s of mailboxd CPU = {per_message_ms:.3f} ms per message; "
              f"{n} samples at 999 Hz", "", "CPU by component (the leaf frame's library):"]
     for name, value in by_component.most_common():
@@ -279,14 +290,14 @@ def main():
     lines += [f"  {100 * v / n:5.1f}%  {name}" for name, v in self_time.most_common(30)]
     lines += ["", "Top 30 frames by total time (on the stack):"]
     lines += [f"  {100 * v / n:5.1f}%  {name}" for name, v in total_time.most_common(30)]
-    base = os.path.join(args.out, f"profile-{args.path}" + ("-console" if args.console else ""))
+    base = os.path.join(args.out, f"profile-{label}")
     with open(base + ".txt", "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(base + ".folded", "w") as f:
         f.write("\n".join(f"{stack} {count}" for stack, count in folded.most_common()) + "\n")
-    flame_svg(folded, base + ".svg", f"mailboxd, {args.path}: {per_message_ms:.3f} ms CPU per message")
+    flame_svg(folded, base + ".svg", f"mailboxd, {args.path} ({store}): {per_message_ms:.3f} ms CPU per message")
     print("\n".join(lines[:2 + len(by_component) + 2]), file=sys.stderr)
-    print(json.dumps({"benchmark": f"profile-{args.path}", "title": f"CPU per message on the {args.path} path",
+    print(json.dumps({"benchmark": f"profile-{label}", "title": f"CPU per message on the {args.path} path ({store})",
                       "messages": count, "rate_per_s": round(count / elapsed, 1),
                       "cpu_ms_per_message": round(per_message_ms, 3), "samples": n,
                       "by_component": {name: round(100 * v / n, 1) for name, v in by_component.most_common()},

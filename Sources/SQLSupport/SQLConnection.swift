@@ -50,6 +50,9 @@ public struct SQLDialect: Sendable, Equatable {
     /// Appended to a `SELECT` that locks the rows it reads until the transaction ends (empty where the engine has
     /// a single writer, so reading in a write transaction already excludes every other writer).
     public let lockRows: String
+
+    /// ``lockRows`` for a `SELECT` that joins tables and locks only the rows of `table` (an alias in its FROM).
+    public func lockRows(of table: String) -> String { lockRows.isEmpty ? "" : "\(lockRows) OF \(table)" }
     /// Whether several processes may write at once (each must then lock what it reads to decide a write).
     public let hasConcurrentWriters: Bool
 
