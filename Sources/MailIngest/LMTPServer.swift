@@ -189,13 +189,17 @@ public final class LMTPServer: Sendable {
                 guard count > 0 else { return }  // the client left (or shutdown() ended the session)
                 actions = session.receive(buffer[0..<count])
             }
-            // Carry out the actions; a lookup or a delivery yields more actions, carried out in turn.
+            // Carry out the actions; a lookup or a delivery yields more actions, carried out in turn. Replies are
+            // gathered and sent together once the input read so far is handled (before waiting for more, or
+            // closing): a pipelined client's MAIL, RCPT and DATA replies go out in one send, not one each.
+            var replies = ""
             while !actions.isEmpty {
                 let action = actions.removeFirst()
                 switch action {
                 case .send(let text):
-                    guard Self.sendAll(fd, text) else { return }
+                    replies += text
                 case .close:
+                    Self.sendAll(fd, replies)
                     return
                 case .verifyRecipient(let address):
                     actions = session.recipientVerified(backend.checkRecipient(address)) + actions
@@ -205,6 +209,7 @@ public final class LMTPServer: Sendable {
                     actions = session.delivered(results) + actions
                 }
             }
+            guard replies.isEmpty || Self.sendAll(fd, replies) else { return }
         }
     }
 
