@@ -1,3 +1,4 @@
+import Foundation
 import Locking
 import MailIngest
 import MailMIME
@@ -12,10 +13,16 @@ import SignalDispatch
 struct LMTPDelivery: LMTPBackend {
     let store: MailboxStore
     let metrics: Metrics
+    /// Addresses found to have an account in the last few seconds: an MTA names the same recipients again and
+    /// again, and each lookup is a read and two thread hops. Accounts are not removed while mailboxd runs; were
+    /// one, its delivery would still find no account and answer that recipient after DATA.
+    let known = KnownRecipients(lifetime: 10)
 
     func checkRecipient(_ address: String) -> LMTPSession.RecipientCheck {
+        if known.contains(address) { return .exists }
         let store = store
         let exists: Bool? = waitForTask { try? await store.recipientExists(address: address) }
+        if exists == true { known.insert(address) }
         return exists.map { $0 ? .exists : .unknown } ?? .unavailable
     }
 
@@ -48,6 +55,9 @@ struct LMTPDelivery: LMTPBackend {
                 return results
             }
         }
+        for (recipient, (result, _)) in zip(envelope.recipients, results) where result == .unknownRecipient {
+            known.remove(recipient)
+        }
         for (result, duplicate) in results {
             let label: String
             switch result {
@@ -60,5 +70,34 @@ struct LMTPDelivery: LMTPBackend {
                 help: "Recipient copies of LMTP messages, by outcome.")
         }
         return results.map(\.0)
+    }
+}
+
+/// Addresses known to have an account, each for `lifetime` seconds (monotonic time), at most 10,000 at once.
+final class KnownRecipients: Sendable {
+    private let lifetime: Double
+    private let expiries = LockedValue([String: Double]())
+
+    init(lifetime: Double) { self.lifetime = lifetime }
+
+    private static var now: Double { ProcessInfo.processInfo.systemUptime }
+
+    func contains(_ address: String) -> Bool {
+        let key = address.lowercased()
+        return expiries.withLock { ($0[key] ?? 0) > Self.now }
+    }
+
+    func insert(_ address: String) {
+        let key = address.lowercased()
+        let expiry = Self.now + lifetime
+        expiries.withLock { entries in
+            if entries.count >= 10_000 { entries.removeAll(keepingCapacity: true) }
+            entries[key] = expiry
+        }
+    }
+
+    func remove(_ address: String) {
+        let key = address.lowercased()
+        _ = expiries.withLock { $0.removeValue(forKey: key) }
     }
 }
