@@ -74,16 +74,18 @@ final class BatchLedger: @unchecked Sendable {
         pending[account] = modseq
     }
 
-    /// Writes each pending account's newest modseq and upserts its devices' outbox rows.
+    /// Writes each pending account's newest modseq and upserts its devices' outbox rows (on PostgreSQL the modseq
+    /// and the devices' read are one statement).
     func settle(_ db: any SQLConnection) throws {
         // The next write may change a modseq outside this ledger (a flag, a deletion): read it again after.
         current.removeAll(keepingCapacity: true)
         guard !pending.isEmpty else { return }
         let time = now()
         for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
-            try db.run("UPDATE accounts SET modseq = ? WHERE id = ?", modseq, account)
             changes.append(CommittedChange(accountID: account, modseq: modseq, at: time))
-            if try MailboxStore.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: pacing) {
+            if try MailboxStore.enqueueSignals(
+                db, account: account, modseq: modseq, time: time, pacing: pacing, settingModseq: true)
+            {
                 signalsQueued = true
             }
         }

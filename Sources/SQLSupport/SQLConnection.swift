@@ -50,22 +50,28 @@ public struct SQLDialect: Sendable, Equatable {
     /// Appended to a `SELECT` that locks the rows it reads until the transaction ends (empty where the engine has
     /// a single writer, so reading in a write transaction already excludes every other writer).
     public let lockRows: String
-
-    /// ``lockRows`` for a `SELECT` that joins tables and locks only the rows of `table` (an alias in its FROM).
-    public func lockRows(of table: String) -> String { lockRows.isEmpty ? "" : "\(lockRows) OF \(table)" }
     /// Whether several processes may write at once (each must then lock what it reads to decide a write).
     public let hasConcurrentWriters: Bool
+    /// Whether a statement may write and read in one: `UPDATE … RETURNING`, and an `UPDATE` inside `WITH`
+    /// (PostgreSQL, where each statement is a network round trip). SQLite has RETURNING but gathers its rows in a
+    /// temporary table, ten times the cost of an UPDATE and a SELECT; there two statements are cheaper.
+    public let writesAndReadsInOneStatement: Bool
 
     /// Creates a dialect.
     public init(
-        name: String, greatestFunction: String, leastFunction: String, lockRows: String, hasConcurrentWriters: Bool
+        name: String, greatestFunction: String, leastFunction: String, lockRows: String, hasConcurrentWriters: Bool,
+        writesAndReadsInOneStatement: Bool
     ) {
         self.name = name
         self.greatestFunction = greatestFunction
         self.leastFunction = leastFunction
         self.lockRows = lockRows
         self.hasConcurrentWriters = hasConcurrentWriters
+        self.writesAndReadsInOneStatement = writesAndReadsInOneStatement
     }
+
+    /// ``lockRows`` for a `SELECT` that joins tables and locks only the rows of `table` (an alias in its FROM).
+    public func lockRows(of table: String) -> String { lockRows.isEmpty ? "" : "\(lockRows) OF \(table)" }
 
     /// `greatest(a, b, …)` in this dialect.
     public func greatest(_ expressions: String...) -> String {
@@ -88,10 +94,11 @@ public struct SQLDialect: Sendable, Equatable {
 
     /// SQLite: one writer at a time, `max`/`min` with several arguments.
     public static let sqlite = SQLDialect(
-        name: "sqlite", greatestFunction: "max", leastFunction: "min", lockRows: "", hasConcurrentWriters: false)
+        name: "sqlite", greatestFunction: "max", leastFunction: "min", lockRows: "", hasConcurrentWriters: false,
+        writesAndReadsInOneStatement: false)
 
     /// PostgreSQL: concurrent writers, row locks, `SKIP LOCKED`.
     public static let postgres = SQLDialect(
         name: "postgresql", greatestFunction: "greatest", leastFunction: "least", lockRows: " FOR UPDATE",
-        hasConcurrentWriters: true)
+        hasConcurrentWriters: true, writesAndReadsInOneStatement: true)
 }
