@@ -45,6 +45,8 @@ let package = Package(
         // The lock for shared state, on pthread_mutex_t, so the sanitizers see it; threads of their own for blocking
         // work (BlockingExecutor).
         .target(name: "Locking"),
+        // Duration in seconds, milliseconds and nanoseconds, for C APIs, metrics and logs.
+        .target(name: "Durations"),
         // What the store's SQL is written against, whatever the engine: values, rows, a connection, a dialect.
         .target(name: "SQLSupport"),
         .target(name: "SQLiteKit", dependencies: ["CSQLite", "SQLSupport"]),
@@ -55,18 +57,18 @@ let package = Package(
         .target(name: "JSONText"),
 
         // MARK: Transport
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking"]),
+        .target(name: "HTTPServer", dependencies: ["Durations", "CMicroHTTPD", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "COpenSSL"]),
-        .target(name: "HTTP2Server", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
-        .target(name: "HTTP2Client", dependencies: ["HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
-        .target(name: "HTTPClient", dependencies: ["CCurl", "Locking"]),
+        .target(name: "HTTP2Server", dependencies: ["Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+        .target(name: "HTTP2Client", dependencies: ["Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+        .target(name: "HTTPClient", dependencies: ["Durations", "CCurl", "Locking"]),
 
         // MARK: Domain
         // What every push service shares: the content-free signal, state tags, addresses, outcomes, the protocol.
         .target(name: "Push", dependencies: ["OpenSSLCrypto"]),
-        .target(name: "APNs", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        .target(name: "APNs", dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         // Each push service behind `PushService`: its configuration, its wire form, its answers as outcomes.
-        .target(name: "PushAPNs", dependencies: ["Push", "APNs", "Locking"]),
+        .target(name: "PushAPNs", dependencies: ["Durations", "Push", "APNs", "Locking"]),
         .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking", "JSONText"]),
         .target(name: "PushWebPush", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         .target(
@@ -75,10 +77,12 @@ let package = Package(
         // mailboxd by job: the counters every part reports to; the dispatcher (outbox worker, backoff, the router to
         // push services); the HTTP API (handlers, auth, throttle); and the service that wires them with LMTP.
         .target(name: "ServiceMetrics", dependencies: ["Locking"]),
-        .target(name: "SignalDispatch", dependencies: ["MailboxStore", "Push", "ServiceMetrics", "Locking"]),
+        .target(
+            name: "SignalDispatch", dependencies: ["Durations", "MailboxStore", "Push", "ServiceMetrics", "Locking"]),
         .target(
             name: "MailboxHTTPAPI",
             dependencies: [
+                "Durations",
                 "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
                 "WebClient", "Console", "JSONText",
             ]),
@@ -107,7 +111,7 @@ let package = Package(
                 .embedInCode("console/console-signin.js"), .embedInCode("console/console.css"),
             ]),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
-        .target(name: "MailIngest", dependencies: ["Locking"]),
+        .target(name: "MailIngest", dependencies: ["Durations", "Locking"]),
         // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.
         .target(name: "MailMIME", dependencies: ["CGMime"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
@@ -117,7 +121,8 @@ let package = Package(
         // hands over, the flags they read alike, and the listeners and control routes fcm-sim and webpush-sim run
         // alike.
         .target(
-            name: "SimulatorSupport", dependencies: ["Locking", "HTTPServer", "HTTP2Server", "CommandLineSupport"]),
+            name: "SimulatorSupport",
+            dependencies: ["Durations", "Locking", "HTTPServer", "HTTP2Server", "CommandLineSupport"]),
         .target(
             name: "APNsSimulator",
             dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "JSONText"]),
@@ -149,6 +154,7 @@ let package = Package(
         .executableTarget(
             name: "mail-client",
             dependencies: [
+                "Durations",
                 "MailSync", "MailSyncHTTP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport", "OpenSSLCrypto",
             ]),
         // The reference libcurl client loop (C) that the transport benchmark measures HTTPClient against.
@@ -167,6 +173,7 @@ let package = Package(
         .executableTarget(
             name: "signalfetch-bench",
             dependencies: [
+                "Durations",
                 "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "PushWebPush", "CommandLineSupport", "APNs",
                 "HTTPServer",
                 "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import OpenSSLCrypto
@@ -133,12 +134,5 @@ public actor ProviderTokenManager {
 
     private func age(of token: ProviderToken, at date: Date) -> TimeInterval {
         date.timeIntervalSince(token.issuedAt)
-    }
-}
-
-extension Duration {
-    /// The duration in (fractional) seconds.
-    package var seconds: TimeInterval {
-        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
     }
 }

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Support
 import Synchronization

@@ -1,4 +1,5 @@
 import CCurl
+import Durations
 import Foundation
 import Locking
 
@@ -242,9 +243,7 @@ final class Transfer: @unchecked Sendable {
     }
 
     static func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        let value = seconds * 1000 + attoseconds / 1_000_000_000_000_000
-        return Int(max(1, min(value, Int64(Int32.max))))
+        Int(max(1, min(duration.wholeMilliseconds, Int64(Int32.max))))
     }
 
     // MARK: - Callbacks (I/O thread)

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 
 extension HTTPServer {
@@ -103,7 +104,7 @@ extension HTTPServer {
 
         /// `remote method path status duration-ms`.
         public var description: String {
-            let ms = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+            let ms = duration.seconds * 1000
             return "\(remoteAddress) \(method) \(path) \(status) \(String(format: "%.1f", ms))ms"
         }
     }

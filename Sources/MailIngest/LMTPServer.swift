@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 
@@ -165,8 +166,7 @@ public final class LMTPServer: Sendable {
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let timeout = configuration.idleTimeout
-        let timeoutMilliseconds = Int32(
-            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let timeoutMilliseconds = Int32(clamping: timeout.wholeMilliseconds)
         // A client that stops reading its replies is dropped after the same time as one that stops writing.
         var sendTimeout = timeval(
             tv_sec: Int(timeoutMilliseconds / 1000), tv_usec: Int(timeoutMilliseconds % 1000) * 1000)

@@ -1,4 +1,5 @@
 import Console
+import Durations
 import Foundation
 import HTTPServer
 import MailboxStore
@@ -108,7 +109,7 @@ package struct MailboxAPI: Sendable {
             var status = 500
             defer {
                 let elapsed = ContinuousClock.now - start
-                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                let seconds = elapsed.seconds
                 metrics.increment(
                     "mailboxd_http_requests_total", labels: "route=\"\(route)\",status=\"\(status)\"",
                     help: "HTTP requests by route and status.")

@@ -1,4 +1,5 @@
 import APNs
+import Durations
 import Foundation
 import Push
 

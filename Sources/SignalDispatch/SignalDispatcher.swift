@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import MailboxStore
@@ -176,7 +177,7 @@ public final class SignalDispatcher: Sendable {
         let started = ContinuousClock.now
         let outcome = await service.send(signal, to: item.address)
         let elapsed = ContinuousClock.now - started
-        let latency = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let latency = elapsed.seconds
         let told: (SignalReport.Outcome, String?) =
             switch outcome {
             case .delivered: (.sent, nil)

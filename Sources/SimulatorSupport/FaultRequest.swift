@@ -1,3 +1,4 @@
+import Durations
 import HTTPServer
 
 /// The checks both simulators' `PUT /sim/faults` make of the fields they share: `drop`, `status429` and
@@ -23,7 +24,6 @@ public enum FaultRequest {
 
     /// A duration in whole milliseconds, as `latencyMs` answers it.
     public static func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+        Int(duration.wholeMilliseconds)
     }
 }

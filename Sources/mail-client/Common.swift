@@ -1,4 +1,5 @@
 import CommandLineSupport
+import Durations
 import Foundation
 import HTTPClient
 import MailSync
@@ -94,5 +95,5 @@ func withStartupRetries<T: Sendable>(
 }
 
 func milliseconds(_ duration: Duration) -> Int {
-    Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    Int(duration.wholeMilliseconds)
 }

@@ -1,4 +1,5 @@
 import APNs
+import Durations
 import Foundation
 
 /// The APNs benchmark workload: content-free signals through ``APNsClient`` to a gateway, and the pieces the
@@ -108,12 +109,5 @@ extension APNsBenchmarks {
             TransportBenchmarks.emit("\(times)× \(failure)")
         }
         TransportBenchmarks.emit("\(failures.values.reduce(0, +)) of \(count) failed")
-    }
-}
-
-extension Duration {
-    /// The duration in seconds.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Push
 
@@ -49,7 +50,7 @@ enum PushServiceLoad {
         let start = ContinuousClock.now
         let result = await run(service, signal, addresses, count: count, concurrency: concurrency)
         let elapsed = ContinuousClock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         let failures = result.failures.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
         TransportBenchmarks.emit(
             #"{"benchmark":"\#(name)","signals":\#(count),"succeeded":\#(result.delivered),"#

@@ -1,4 +1,5 @@
 import CSQLite  // the raw C baseline that SQLiteKit is measured against
+import Durations
 import Foundation
 import SQLiteKit
 
@@ -86,6 +87,5 @@ struct BenchError: Error, CustomStringConvertible {
 }
 
 func seconds(since start: ContinuousClock.Instant) -> Double {
-    let elapsed = ContinuousClock.now - start
-    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    (ContinuousClock.now - start).seconds
 }

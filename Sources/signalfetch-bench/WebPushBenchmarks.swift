@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import OpenSSLCrypto
 import Push
@@ -71,6 +72,6 @@ enum WebPushBenchmarks {
     }
 
     private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        duration.seconds
     }
 }
