@@ -17,7 +17,7 @@ public actor SyncEngine {
         /// `limit` sent with each `GET /v1/messages` during a full resync.
         public var listingPageSize: Int
         /// Backoff for retryable failures.
-        public var retryPolicy: RetryPolicy
+        public var retryPolicy: SyncRetryPolicy
         /// How often ``SyncEngine/start()``'s timer syncs, in case signals are lost; `nil` for no timer.
         public var fallbackInterval: Duration?
         /// Whether retry delays are randomized (between half and all of the policy's delay).
@@ -26,7 +26,7 @@ public actor SyncEngine {
         /// Creates a configuration; the defaults suit an app in the background.
         public init(
             signalDeadline: Duration = .seconds(25), changesPageSize: Int = 100, listingPageSize: Int = 200,
-            retryPolicy: RetryPolicy = RetryPolicy(), fallbackInterval: Duration? = nil, jitter: Bool = true
+            retryPolicy: SyncRetryPolicy = SyncRetryPolicy(), fallbackInterval: Duration? = nil, jitter: Bool = true
         ) {
             self.signalDeadline = signalDeadline
             self.changesPageSize = changesPageSize

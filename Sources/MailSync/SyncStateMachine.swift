@@ -64,12 +64,12 @@ public struct SyncStateMachine: Sendable, Equatable {
     /// The state of the local cache as far as the machine knows.
     public private(set) var localState: String?
     /// The backoff used for retryable failures.
-    public var retryPolicy: RetryPolicy
+    public var retryPolicy: SyncRetryPolicy
     /// How signals name states: by tag under the device's key, or (`nil`) by the state itself.
     public var tagger: SignalTagger?
 
     /// Creates a machine for a cache currently at `localState` (`nil` before the first sync).
-    public init(localState: String?, retryPolicy: RetryPolicy = RetryPolicy()) {
+    public init(localState: String?, retryPolicy: SyncRetryPolicy = SyncRetryPolicy()) {
         self.localState = localState
         self.retryPolicy = retryPolicy
     }

@@ -101,8 +101,9 @@ public struct SyncReport: Sendable, Equatable {
     }
 }
 
-/// Exponential backoff for retryable failures (network errors, 429 and 5xx).
-public struct RetryPolicy: Sendable, Equatable {
+/// The sync client's exponential backoff for retryable failures (network errors, 429 and 5xx); the APNs
+/// provider's classification of answers is `APNs.RetryPolicy`, a different job.
+public struct SyncRetryPolicy: Sendable, Equatable {
     /// The delay before the first retry.
     public var initialDelay: Duration
     /// The factor applied to the delay after each failed attempt.

@@ -243,5 +243,5 @@ func syncedView(_ messages: [MailMessage]) -> [MailMessage] {
 }
 
 /// A fast retry policy for tests.
-let quickRetries = RetryPolicy(
+let quickRetries = SyncRetryPolicy(
     initialDelay: .milliseconds(1), multiplier: 2, maximumDelay: .milliseconds(10), maximumAttempts: 5)

@@ -6,7 +6,7 @@ import Testing
 struct SyncEngineTests {
     func makeEngine(
         _ server: FakeMailServer, cache: any MailCacheStore = InMemoryMailCache(), pageSize: Int = 100,
-        deadline: Duration = .seconds(25), retry: RetryPolicy = quickRetries, fallback: Duration? = nil
+        deadline: Duration = .seconds(25), retry: SyncRetryPolicy = quickRetries, fallback: Duration? = nil
     ) throws -> SyncEngine {
         try SyncEngine(
             transport: server, cache: cache,
@@ -172,7 +172,7 @@ struct SyncEngineTests {
     func retriesGiveUp() async throws {
         let server = FakeMailServer()
         server.deliver()
-        let engine = try makeEngine(server, retry: RetryPolicy(initialDelay: .milliseconds(1), maximumAttempts: 2))
+        let engine = try makeEngine(server, retry: SyncRetryPolicy(initialDelay: .milliseconds(1), maximumAttempts: 2))
         await engine.sync(.launch)
         server.deliver()
         server.inject(.status(503), .status(503), .status(503))
@@ -187,7 +187,7 @@ struct SyncEngineTests {
         let server = FakeMailServer()
         server.deliver()
         let cache = InMemoryMailCache()
-        let engine = try makeEngine(server, cache: cache, pageSize: 5, retry: RetryPolicy(maximumAttempts: 0))
+        let engine = try makeEngine(server, cache: cache, pageSize: 5, retry: SyncRetryPolicy(maximumAttempts: 0))
         await engine.sync(.launch)
         let base = server.currentState
         for _ in 0..<12 { server.deliver() }

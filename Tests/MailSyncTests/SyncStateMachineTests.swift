@@ -112,7 +112,7 @@ struct SyncStateMachineTests {
 
     @Test("network errors and 5xx retry with growing backoff, then give up")
     func backoff() {
-        let policy = RetryPolicy(
+        let policy = SyncRetryPolicy(
             initialDelay: .milliseconds(100), multiplier: 2, maximumDelay: .milliseconds(350), maximumAttempts: 3)
         var machine = Machine(localState: "s1", retryPolicy: policy)
         _ = machine.trigger(.launch)
@@ -133,7 +133,7 @@ struct SyncStateMachineTests {
 
     @Test("a success resets the failure count")
     func successResetsFailures() {
-        var machine = Machine(localState: "s1", retryPolicy: RetryPolicy(maximumAttempts: 1))
+        var machine = Machine(localState: "s1", retryPolicy: SyncRetryPolicy(maximumAttempts: 1))
         _ = machine.trigger(.launch)
         guard case .retry = machine.stepFailed(.network("x")) else {
             Issue.record("expected a retry")
