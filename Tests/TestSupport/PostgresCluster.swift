@@ -15,7 +15,7 @@ public final class PostgresCluster: Sendable {
             FileManager.default.temporaryDirectory.appendingPathComponent(
                 "signalfetch-ha-\(UUID().uuidString.prefix(8))"
             ).path
-        let base = try Self.freePortRun(length: 3)
+        let base = freeLocalPorts(length: 3)
         do {
             url = try Self.run("start", directory, "--port-base", String(base))
         } catch {
@@ -55,16 +55,6 @@ public final class PostgresCluster: Sendable {
     public func primaryURL() throws -> String {
         guard let primary = try status().primary else { throw PostgresServerError("the cluster has no primary") }
         return "postgresql://postgres@\(primary)/signalfetch"
-    }
-
-    /// A port `p` such that `p`, `p + 1` … `p + length - 1` are free on loopback.
-    static func freePortRun(length: Int) throws -> UInt16 {
-        for _ in 0..<50 {
-            let first = freeLocalPort()
-            guard Int(first) + length < 65_535 else { continue }
-            if (1..<length).allSatisfy({ isFreeLocalPort(first + UInt16($0)) }) { return first }
-        }
-        throw PostgresServerError("no run of \(length) free loopback ports")
     }
 
     static func script(_ arguments: [String]) throws -> ProcessResult {

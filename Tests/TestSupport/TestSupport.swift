@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 /// Paths and tools that tests share: the package root, built products, the test venv's Python.
 public enum TestEnvironment {
@@ -148,20 +149,52 @@ private func loopbackAddress(port: UInt16) -> sockaddr_in {
     return addr
 }
 
-/// Finds a free TCP port on 127.0.0.1 by binding port 0 and releasing it.
+/// The ports tests hand to the servers they start: below the kernel's ephemeral range, so no outgoing
+/// connection's source port takes one between the check and the server's bind, and never one handed out before in
+/// this process, so two calls cannot return the same port (binding port 0 and releasing it could do both).
+private let portAllocator = LockedValue(PortAllocator())
+
+private struct PortAllocator {
+    /// Where handing out starts: after the range's start by the process id, so test processes side by side start
+    /// apart.
+    var next: Int
+    let range: Range<Int>
+
+    init() {
+        // `ip_local_port_range` is "low high"; ports below `low` are never picked by the kernel for connect().
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let low = text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32_768
+        range = low >= 12_000 ? 10_000..<low : 40_000..<65_000
+        next = range.lowerBound + Int(getpid()) * 97 % range.count
+    }
+
+    /// The first of `length` consecutive ports, each free now and none handed out before.
+    mutating func take(_ length: Int) -> UInt16? {
+        for _ in 0..<range.count {
+            if next + length > range.upperBound { next = range.lowerBound }
+            let first = next
+            next += 1
+            let run = (first..<first + length).map { UInt16($0) }
+            if run.allSatisfy({ isFreeLocalPort($0) }) {
+                next = first + length
+                return run[0]
+            }
+        }
+        return nil
+    }
+}
+
+/// A free TCP port on 127.0.0.1 that no other call in this process returns (see `portAllocator`).
 public func freeLocalPort() -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    precondition(fd >= 0)
-    defer { close(fd) }
-    var addr = loopbackAddress(port: 0)
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+    freeLocalPorts(length: 1)
+}
+
+/// The first of `length` consecutive free TCP ports on 127.0.0.1, none handed out before in this process.
+public func freeLocalPorts(length: Int) -> UInt16 {
+    guard let first = portAllocator.withLock({ $0.take(length) }) else {
+        preconditionFailure("no run of \(length) free loopback ports below the ephemeral range")
     }
-    _ = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-    }
-    return UInt16(bigEndian: addr.sin_port)
+    return first
 }
 
 /// Whether `port` on 127.0.0.1 can be bound now.
