@@ -121,38 +121,6 @@ struct ClientInteropTests {
         deinit { process.stop(signal: SIGKILL) }
     }
 
-    static let aioapnsScript = #"""
-        import asyncio, json, ssl, sys
-        from aioapns import APNs, NotificationRequest, PushType
-        import aioapns.connection as connection
-
-        port, ca, key_path, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-        connection.APNsDevelopmentClientProtocol.APNS_SERVER = "127.0.0.1"
-        connection.APNsTLSClientProtocol.APNS_PORT = port
-        context = ssl.create_default_context(cafile=ca)
-
-        async def main():
-            client = APNs(key=open(key_path).read(), key_id="KEY1234567", team_id="TEAM123456",
-                          topic="com.example.mail", use_sandbox=True, ssl_context=context)
-            requests = {
-                "background": NotificationRequest(device_token=token, message={"aps": {"content-available": 1}, "st": "s1"},
-                                                  priority=5, push_type=PushType.BACKGROUND, time_to_live=3600),
-                "badge": NotificationRequest(device_token=token, message={"aps": {"badge": 4}},
-                                             push_type=PushType.ALERT, time_to_live=3600),
-                "badToken": NotificationRequest(device_token="00" * 31 + "zz", message={"aps": {"badge": 1}},
-                                                push_type=PushType.ALERT),
-                "tooLarge": NotificationRequest(device_token=token, message={"aps": {"badge": 1}, "pad": "x" * 5000},
-                                                push_type=PushType.ALERT),
-            }
-            results = {}
-            for name, request in requests.items():
-                result = await client.send_notification(request)
-                results[name] = {"status": result.status, "reason": result.description, "id": result.notification_id}
-            print(json.dumps(results))
-
-        asyncio.run(asyncio.wait_for(main(), 60))
-        """#
-
     /// The test venv's Python (with aioapns); records an issue when it is missing.
     static func aioapnsPython() -> String? {
         let python = TestEnvironment.python
@@ -168,8 +136,7 @@ struct ClientInteropTests {
         let simulator = try await RunningSimulator.start()
         let token = try await simulator.registerDevice()
         let stream = try await simulator.openStream(token)
-        let script = simulator.directory.path("send.py")
-        try Self.aioapnsScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let script = TestEnvironment.peer("apns_aioapns.py")
         let run = try await runTool(
             python, [script, "\(simulator.providerPort)", simulator.caPath, simulator.keyPath, token])
         let results = try #require(
@@ -193,34 +160,6 @@ struct ClientInteropTests {
         #expect(((badge?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["badge"] as? Int == 4)
     }
 
-    static let twoEnvironmentsScript = #"""
-        import asyncio, json, ssl, sys
-        from aioapns import APNs, NotificationRequest, PushType
-        import aioapns.connection as connection
-
-        production_port, sandbox_port, ca, key_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-        production_token, sandbox_token = sys.argv[5], sys.argv[6]
-        connection.APNsProductionClientProtocol.APNS_SERVER = "127.0.0.1"
-        connection.APNsProductionClientProtocol.APNS_PORT = production_port
-        connection.APNsDevelopmentClientProtocol.APNS_SERVER = "127.0.0.1"
-        connection.APNsDevelopmentClientProtocol.APNS_PORT = sandbox_port
-        context = ssl.create_default_context(cafile=ca)
-
-        async def main():
-            results = {}
-            for name, use_sandbox in (("production", False), ("sandbox", True)):
-                client = APNs(key=open(key_path).read(), key_id="KEY1234567", team_id="TEAM123456",
-                              topic="com.example.mail", use_sandbox=use_sandbox, ssl_context=context)
-                for token_name, token in (("production", production_token), ("sandbox", sandbox_token)):
-                    request = NotificationRequest(device_token=token, message={"aps": {"badge": 1}},
-                                                  push_type=PushType.ALERT, time_to_live=3600)
-                    result = await client.send_notification(request)
-                    results[f"{name}->{token_name}"] = {"status": result.status, "reason": result.description}
-            print(json.dumps(results))
-
-        asyncio.run(asyncio.wait_for(main(), 60))
-        """#
-
     @Test func aioapnsAgainstBothListeners() async throws {
         guard let python = Self.aioapnsPython() else { return }
         let simulator = try await RunningSimulator.start(extraArguments: ["--sandbox-listen", "127.0.0.1:0"])
@@ -229,8 +168,7 @@ struct ClientInteropTests {
         let sandbox = try await simulator.registerDevice(environment: "sandbox")
         let productionStream = try await simulator.openStream(production)
         let sandboxStream = try await simulator.openStream(sandbox)
-        let script = simulator.directory.path("environments.py")
-        try Self.twoEnvironmentsScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let script = TestEnvironment.peer("apns_two_environments.py")
         let run = try await runTool(
             python,
             [

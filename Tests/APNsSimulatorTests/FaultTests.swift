@@ -71,52 +71,6 @@ struct FaultTests {
         #expect(Set(runs[0]).count >= 3, "12 draws should hit several fault kinds: \(runs[0])")
     }
 
-    static let goAwayScript = #"""
-        import json, socket, sys
-        import h2.config, h2.connection, h2.events
-
-        port, path, auth, topic = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
-        conn.initiate_connection()
-        sock.sendall(conn.data_to_send())
-        statuses, goaway = [], None
-        for n in range(3):
-            if goaway is not None:
-                break
-            stream = conn.get_next_available_stream_id()
-            conn.send_headers(stream, [(":method", "POST"), (":scheme", "http"), (":authority", "sim"),
-                                       (":path", path), ("authorization", auth), ("apns-topic", topic)])
-            conn.send_data(stream, b'{"aps":{"badge":1}}', end_stream=True)
-            sock.sendall(conn.data_to_send())
-            done = False
-            while not done:
-                data = sock.recv(65536)
-                if not data:
-                    break
-                for event in conn.receive_data(data):
-                    if isinstance(event, h2.events.ResponseReceived):
-                        statuses.append(int(dict(event.headers)[b":status"]))
-                    elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream:
-                        done = True
-                    elif isinstance(event, h2.events.ConnectionTerminated):
-                        goaway = {"afterResponses": len(statuses), "lastStreamId": event.last_stream_id,
-                                  "debug": (event.additional_data or b"").decode()}
-                sock.sendall(conn.data_to_send())
-            if goaway is None:
-                sock.settimeout(0.5)
-                try:
-                    data = sock.recv(65536)
-                    for event in conn.receive_data(data):
-                        if isinstance(event, h2.events.ConnectionTerminated):
-                            goaway = {"afterResponses": len(statuses), "lastStreamId": event.last_stream_id,
-                                      "debug": (event.additional_data or b"").decode()}
-                except socket.timeout:
-                    pass
-                sock.settimeout(10)
-        print(json.dumps({"statuses": statuses, "goaway": goaway}))
-        """#
-
     @Test func goAwayAfterNStreams() async throws {
         let python = TestEnvironment.python
         guard FileManager.default.isExecutableFile(atPath: python) else {
@@ -125,8 +79,7 @@ struct FaultTests {
         }
         let harness = try await SimulatorHarness(faults: FaultConfiguration(goAwayAfterStreams: 2))
         let token = try await harness.registerDevice()
-        let script = harness.directory.path("goaway.py")
-        try Self.goAwayScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let script = TestEnvironment.peer("h2_goaway.py")
         let result = try await runTool(
             python,
             [
