@@ -125,7 +125,9 @@ let package = Package(
             dependencies: ["Durations", "Locking", "HTTPServer", "HTTP2Server", "CommandLineSupport"]),
         .target(
             name: "APNsSimulator",
-            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "JSONText"]),
+            dependencies: [
+                "Durations", "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "JSONText",
+            ]),
         .target(
             name: "FCMSimulator",
             dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),

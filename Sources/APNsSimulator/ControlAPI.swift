@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTPServer
 import SimulatorSupport
@@ -60,7 +61,7 @@ enum ControlAPI {
             drop = faults.dropProbability
             status429 = faults.tooManyRequestsProbability
             status503 = faults.serviceUnavailableProbability
-            latencyMs = FaultRequest.milliseconds(faults.latency)
+            latencyMs = Int(faults.latency.wholeMilliseconds)
             goawayAfter = faults.goAwayAfterStreams ?? 0
             seed = faults.seed
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Locking
 import OpenSSLCrypto
+import SimulatorSupport
 
 /// The APNs gateway logic without any networking: validates provider requests as APNs does, keeps the
 /// device registry, delivers to connected devices, stores for offline ones, throttles background
@@ -28,7 +29,7 @@ public final class Gateway: Sendable {
     /// Answers one provider request (`POST /3/device/{token}`), delivering or storing its notification.
     public func handle(_ request: ProviderRequest) -> ProviderResponse {
         let now = clock.now()
-        let nowMilliseconds = Self.milliseconds(now)
+        let nowMilliseconds = millisecondsSince1970(now)
         let headers = PushRequestParser.KnownHeaders(request.headers)
         let given = headers.apnsID.flatMap { PushRequestParser.isUUID($0) ? $0 : nil }
         return state.withLock { state in
@@ -113,7 +114,7 @@ public final class Gateway: Sendable {
 
     /// Registers a new device for `topic` in `environment` and returns its token (64 lowercase hex characters).
     public func registerDevice(topic: String, environment: GatewayEnvironment = .sandbox) -> String {
-        let now = Self.milliseconds(clock.now())
+        let now = millisecondsSince1970(clock.now())
         return state.withLock { state in
             var token = SecureRandom.hex(32)
             while state.devices[token] != nil { token = SecureRandom.hex(32) }
@@ -129,7 +130,7 @@ public final class Gateway: Sendable {
     /// held for it is dropped. Returns `false` if the token is unknown or already deleted.
     @discardableResult
     public func unregisterDevice(_ token: String) -> Bool {
-        let now = Self.milliseconds(clock.now())
+        let now = millisecondsSince1970(clock.now())
         let sinks = state.withLock { state -> [DeviceSink]? in
             state.unregister(token.lowercased(), at: now)
         }
@@ -238,5 +239,4 @@ public final class Gateway: Sendable {
     /// A snapshot of the counters.
     public var metrics: GatewayMetrics { state.withLock { $0.metricsSnapshot } }
 
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import JSONText
 import OpenSSLCrypto
+import SimulatorSupport
 
 /// A notification accepted for a device and not yet delivered.
 struct PendingNotification: Sendable {
@@ -208,7 +209,7 @@ struct GatewayState: Sendable {
     }
 
     private mutating func route(_ notification: PendingNotification, device: inout DeviceRecord, now: Date) {
-        let at = Gateway.milliseconds(now)
+        let at = millisecondsSince1970(now)
         let budget = configuration.backgroundBudget
         if notification.pushType == .background, budget > 0 {
             let window = configuration.backgroundWindow
@@ -303,7 +304,7 @@ struct GatewayState: Sendable {
         guard let stored = device.stored else { return }
         device.stored = nil
         if stored.isExpired(now: now) {
-            expire(stored, at: Gateway.milliseconds(now))
+            expire(stored, at: millisecondsSince1970(now))
         } else {
             route(stored, device: &device, now: now)
         }
@@ -358,7 +359,7 @@ struct GatewayState: Sendable {
     // MARK: Time
 
     mutating func processDueWork(now: Date) {
-        let at = Gateway.milliseconds(now)
+        let at = millisecondsSince1970(now)
         for token in pendingWork {
             guard var device = devices.removeValue(forKey: token) else {
                 pendingWork.remove(token)

@@ -224,7 +224,6 @@ public final class FCMGateway: Sendable {
         state.withLock { state in state.processDueWork(now: now) }
     }
 
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
 
 extension FCMGateway: SimulatorGateway {

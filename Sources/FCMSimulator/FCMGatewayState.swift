@@ -61,7 +61,7 @@ struct FCMGatewayState: Sendable {
 
     mutating func grant(_ request: SimulatorProviderRequest, now: Date) -> SimulatorProviderResponse {
         let (issuerEmail, result) = issuer.grant(form: request.body, now: now)
-        let timestamp = FCMGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         let response: SimulatorProviderResponse
         var entry = FCMLogEntry(
             sequence: 0, timestamp: timestamp, kind: "token", httpVersion: request.httpVersion,
@@ -84,7 +84,7 @@ struct FCMGatewayState: Sendable {
     // MARK: messages:send
 
     mutating func send(_ request: SimulatorProviderRequest, project: String, now: Date) -> SimulatorProviderResponse {
-        let timestamp = FCMGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         let limit = configuration.logBodyLimit
         var entry = FCMLogEntry(
             sequence: 0, timestamp: timestamp, kind: "send", httpVersion: request.httpVersion, project: project,
@@ -252,7 +252,7 @@ struct FCMGatewayState: Sendable {
 
     /// Carries out a queue's events: delivers to the streams, counts, logs.
     mutating func apply(_ events: [QueueEvent], to device: inout FCMDeviceRecord, now: Date) {
-        let timestamp = FCMGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         for event in events {
             switch event {
             case .deliver(let message):
@@ -323,7 +323,7 @@ struct FCMGatewayState: Sendable {
     mutating func uninstall(_ token: String, now: Date) -> [FCMMessageSink]? {
         guard var device = devices[token], !device.uninstalled else { return nil }
         device.uninstalled = true
-        let timestamp = FCMGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         for message in device.queue.removeAll() {
             metrics.dropped += 1
             log.update(message.logSequence, .dropped, at: timestamp, detail: "uninstalled")

@@ -21,9 +21,4 @@ public enum FaultRequest {
             throw .invalidRequest("'latencyMs' must be an integer from 0 to 60000.")
         }
     }
-
-    /// A duration in whole milliseconds, as `latencyMs` answers it.
-    public static func milliseconds(_ duration: Duration) -> Int {
-        Int(duration.wholeMilliseconds)
-    }
 }

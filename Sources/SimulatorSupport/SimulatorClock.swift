@@ -9,6 +9,11 @@ public protocol SimulatorClock: Sendable {
     func now() -> Date
 }
 
+/// `date` as whole milliseconds since 1970 (rounded down): how every simulator's logs and answers write a time.
+public func millisecondsSince1970(_ date: Date) -> Int64 {
+    Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+}
+
 /// The wall clock.
 public struct SystemClock: SimulatorClock {
     /// Creates the wall clock.

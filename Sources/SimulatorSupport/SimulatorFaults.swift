@@ -1,3 +1,4 @@
+import Durations
 import HTTPServer
 
 /// Failures a simulator injects on purpose into valid provider requests, so senders can be tested against a
@@ -73,7 +74,7 @@ public struct SimulatorFaultsJSON: Codable, Sendable {
         drop = faults.dropProbability
         status429 = faults.status429Probability
         status503 = faults.status503Probability
-        latencyMs = FaultRequest.milliseconds(faults.latency)
+        latencyMs = Int(faults.latency.wholeMilliseconds)
         seed = faults.seed
     }
 

@@ -223,7 +223,6 @@ public final class WebPushGateway: Sendable {
         state.withLock { $0.processDueWork(now: now) }
     }
 
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
 
 extension WebPushGateway: SimulatorGateway {

@@ -1,5 +1,6 @@
 import Foundation
 import OpenSSLCrypto
+import SimulatorSupport
 
 /// Mozilla's WebSocket push protocol: browsers (by uaid), their channels, notifications and acknowledgements.
 extension WebPushGatewayState {
@@ -58,7 +59,7 @@ extension WebPushGatewayState {
             guard let sequence = users[uaid]?.recentVersions[version] else { break }
             metrics.clientErrors += 1
             log.update(
-                sequence, .clientError, at: WebPushGateway.milliseconds(now),
+                sequence, .clientError, at: millisecondsSince1970(now),
                 detail: "nack code \(code.map(String.init) ?? "none"): the service worker's push handler failed")
         case .broadcastSubscribe, .hello, .ping:
             break
@@ -88,7 +89,7 @@ extension WebPushGatewayState {
         _ = transport.send(connection, MozillaServerMessage.hello(uaid: uaid).text)
         let resend = users[uaid]?.unacknowledged ?? []
         users[uaid]?.unacknowledged = []
-        let timestamp = WebPushGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         for pending in resend {
             guard subscriptions[pending.subscriptionID]?.deleted == false else { continue }
             if pending.message.expiresAt <= now {
@@ -144,7 +145,7 @@ extension WebPushGatewayState {
     }
 
     private mutating func acknowledge(uaid: String, updates: [MozillaClientMessage.Update], now: Date) {
-        let timestamp = WebPushGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         for update in updates {
             guard
                 let index = users[uaid]?.unacknowledged.firstIndex(where: {

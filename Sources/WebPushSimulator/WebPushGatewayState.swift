@@ -112,7 +112,7 @@ struct WebPushGatewayState: Sendable {
     mutating func push(
         _ request: SimulatorProviderRequest, subscriptionID: String?, now: Date
     ) -> SimulatorProviderResponse {
-        let timestamp = WebPushGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         var entry = WebPushLogEntry(
             sequence: 0, timestamp: timestamp, httpVersion: request.httpVersion, method: request.method,
             path: String(request.path.prefix(200)), subscription: subscriptionID.map { String($0.prefix(64)) },
@@ -270,7 +270,7 @@ struct WebPushGatewayState: Sendable {
 
     /// Carries out a queue's events for subscription `id`: delivers, counts, logs.
     mutating func apply(_ events: [QueueEvent], subscriptionID id: String, now: Date) {
-        let timestamp = WebPushGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         for event in events {
             switch event {
             case .deliver(let message):
@@ -375,7 +375,7 @@ struct WebPushGatewayState: Sendable {
         record.deleted = true
         let sinks = Array(record.sinks.values)
         record.sinks = [:]
-        let timestamp = WebPushGateway.milliseconds(now)
+        let timestamp = millisecondsSince1970(now)
         for message in record.queue.removeAll() {
             metrics.dropped += 1
             log.update(message.logSequence, .dropped, at: timestamp, detail: "subscription deleted")

@@ -83,17 +83,13 @@ func withStartupRetries<T: Sendable>(
         } catch let error as MailSyncError where error.isRetryable && attempt < attempts {
             var wait = delay
             if case .server(_, _, let retryAfter?) = error { wait = max(wait, retryAfter) }
-            EventOutput.error(errorCode(error), "\(what): \(error)", [("retryInMs", .int(milliseconds(wait)))])
+            EventOutput.error(errorCode(error), "\(what): \(error)", [("retryInMs", .int(Int(wait.wholeMilliseconds)))])
             try await Task.sleep(for: wait)
         } catch let error as SimulatorDevice.Failure where error.status == nil && attempt < attempts {
-            EventOutput.error("simulator", "\(what): \(error)", [("retryInMs", .int(milliseconds(delay)))])
+            EventOutput.error("simulator", "\(what): \(error)", [("retryInMs", .int(Int(delay.wholeMilliseconds)))])
             try await Task.sleep(for: delay)
         }
         delay = min(delay * 2, .seconds(5))
     }
     fatalError("unreachable")
-}
-
-func milliseconds(_ duration: Duration) -> Int {
-    Int(duration.wholeMilliseconds)
 }

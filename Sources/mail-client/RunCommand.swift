@@ -1,4 +1,5 @@
 import CommandLineSupport
+import Durations
 import Foundation
 import HTTPClient
 import MailSync
@@ -323,14 +324,14 @@ actor DeviceClient {
             case .retrying(let attempt, let delay, let error):
                 EventOutput.error(
                     errorCode(error), error.description,
-                    [("attempt", .int(attempt)), ("retryInMs", .int(milliseconds(delay)))])
+                    [("attempt", .int(attempt)), ("retryInMs", .int(Int(delay.wholeMilliseconds)))])
             case .syncFinished(let report, let count, let duration):
                 EventOutput.emit(
                     "sync-done",
                     [
                         ("state", report.state.map(JSONValue.string) ?? .null), ("messages", .int(count)),
                         ("created", .int(report.created)), ("updated", .int(report.updated)),
-                        ("destroyed", .int(report.destroyed)), ("ms", .int(milliseconds(duration))),
+                        ("destroyed", .int(report.destroyed)), ("ms", .int(Int(duration.wholeMilliseconds))),
                         ("trigger", .string(currentTrigger)), ("full", .bool(report.fullResync)),
                         ("pages", .int(report.pages)), ("result", .string(report.fetchResult.rawValue)),
                         ("outcome", .string(Self.outcomeName(report.outcome))),

@@ -65,13 +65,9 @@ enum WebPushBenchmarks {
                 plaintext, receiverKey: receiverPublic, authSecret: auth, bodyLength: 256
             ).count
         }
-        let seconds = Self.seconds(ContinuousClock.now - start)
+        let seconds = (ContinuousClock.now - start).seconds
         TransportBenchmarks.emit(
             #"{"benchmark":"webpush-encrypt","messages":\#(count),"bodyBytes":\#(bytes / max(count, 1)),"#
                 + #""microseconds":\#(String(format: "%.1f", seconds * 1e6 / Double(max(count, 1))))}"#)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        duration.seconds
     }
 }
