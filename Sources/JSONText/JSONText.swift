@@ -40,6 +40,17 @@ extension JSONText {
     }
 }
 
+/// A value that writes itself as JSON text (``JSONObjectText`` usually), so a list of them is one JSON array.
+public protocol JSONTextRepresentable {
+    /// The value as JSON text.
+    var json: String { get }
+}
+
+extension Sequence where Element: JSONTextRepresentable {
+    /// The elements as one JSON array.
+    public var json: String { JSONText.array(lazy.map(\.json)) }
+}
+
 /// A JSON object written member by member, in the order they are added, for a body written on every request:
 /// what Codable's synthesized encoding gives (a nil optional left out), without an encoder and its boxes.
 public struct JSONObjectText: Sendable {

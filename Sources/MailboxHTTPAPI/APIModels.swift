@@ -8,7 +8,7 @@ import SignalDispatch
 /// A message as the API returns it. `body` is inline when the message is small (see `inlineBodyLimit`);
 /// larger bodies are fetched on demand with `GET /v1/messages/{id}`. Written by hand (`json`): a page of changes
 /// holds up to 5,000 of them, and an encoder's boxes were a tenth of a sync's CPU.
-struct MessageJSON {
+struct MessageJSON: JSONTextRepresentable {
     var record: MessageRecord
     var includeBody: Bool
     var includeHTML = false
@@ -28,8 +28,8 @@ struct MessageJSON {
         object.add("from", record.from)
         // Messages stored before MIME support name only the account they were delivered to.
         let to = record.recipients.isEmpty ? [MailAddress(name: "", address: record.to)] : record.recipients
-        object.add("to", json: Self.addresses(to))
-        object.add("cc", json: Self.addresses(record.cc))
+        object.add("to", json: to.json)
+        object.add("cc", json: record.cc.json)
         object.add("subject", record.subject)
         object.add("preview", record.preview)
         object.add("size", record.size)
@@ -40,13 +40,11 @@ struct MessageJSON {
         object.add("seen", record.seen)
         object.add("flagged", record.flagged)
         object.add("hasAttachment", record.hasAttachment)
-        object.add("attachments", json: JSONText.array(record.attachments.lazy.map(\.json)))
+        object.add("attachments", json: record.attachments.json)
         object.add("body", includeBody ? record.body : nil)
         object.add("htmlBody", includeHTML ? record.htmlBody : nil)
         return object.json
     }
-
-    static func addresses(_ list: [MailAddress]) -> String { JSONText.array(list.lazy.map(\.json)) }
 }
 
 struct SessionRequest: Decodable {
@@ -130,7 +128,7 @@ struct MessageListResponse {
 
     var json: String {
         var object = JSONObjectText()
-        object.add("messages", json: JSONText.array(messages.lazy.map(\.json)))
+        object.add("messages", json: messages.json)
         object.add("state", state)
         object.add("nextCursor", nextCursor)
         return object.json
@@ -151,8 +149,8 @@ struct ChangesResponse {
         object.add("oldState", oldState)
         object.add("newState", newState)
         object.add("hasMore", hasMore)
-        object.add("created", json: JSONText.array(created.lazy.map(\.json)))
-        object.add("updated", json: JSONText.array(updated.lazy.map(\.json)))
+        object.add("created", json: created.json)
+        object.add("updated", json: updated.json)
         object.add("destroyed", json: JSONText.array(destroyed.lazy.map(JSONText.quoted)))
         return object.json
     }

@@ -30,11 +30,6 @@ extension MailboxStore {
         return (try? JSONDecoder().decode([T].self, from: Data(text.utf8))) ?? []
     }
 
-    /// A list as its JSON column holds it, written by hand (one is written for every delivery).
-    static func encodeList(_ list: [MailAddress]) -> String { JSONText.array(list.lazy.map(\.json)) }
-
-    static func encodeList(_ list: [AttachmentRecord]) -> String { JSONText.array(list.lazy.map(\.json)) }
-
     /// The usernames mail to `address` (already lowercased) may be for, in the order they are tried: the address
     /// itself, then the part before its domain (`alice@example.com` → `alice`: an account's address is its username
     /// at any domain).
@@ -154,8 +149,8 @@ extension MailboxStore {
                 arguments: [
                     id, target.account, target.inbox, message.from, recipient, message.subject, preview,
                     message.body, message.body.utf8.count, received, modseq, modseq, message.messageID,
-                    message.inReplyTo, Self.encodeList(message.recipients), Self.encodeList(message.cc), message.sentAt,
-                    Self.encodeList(message.attachments), message.htmlBody, blobHash, ingestKey,
+                    message.inReplyTo, message.recipients.json, message.cc.json, message.sentAt,
+                    message.attachments.json, message.htmlBody, blobHash, ingestKey,
                 ])
             ledger.use(modseq, account: target.account)
             return (target.account, id, modseq)

@@ -84,7 +84,7 @@ public struct MailAddress: Sendable, Equatable, Codable {
     }
 }
 
-extension MailAddress {
+extension MailAddress: JSONTextRepresentable {
     /// `{"name","address"}`: the form the store keeps in its JSON columns and the API returns.
     public var json: String {
         var object = JSONObjectText()
@@ -114,7 +114,7 @@ public struct AttachmentRecord: Sendable, Equatable, Codable {
     }
 }
 
-extension AttachmentRecord {
+extension AttachmentRecord: JSONTextRepresentable {
     /// `{"partId","filename","type","size"}` (no `filename` when it has none): the store's and the API's form.
     public var json: String {
         var object = JSONObjectText()
