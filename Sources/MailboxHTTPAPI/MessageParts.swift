@@ -6,7 +6,8 @@ import ServiceMetrics
 import SignalDispatch
 
 /// The mailbox's side of MIME: a parsed message as the store keeps it, a delivery's fields as an RFC 5322
-/// message (made when asked for), and a stored message's parts as downloads. MailMIME (GMime) does the parsing and the composing.
+/// message (made when asked for), and a stored message's parts as downloads. MailMIME (GMime) does the parsing
+/// and the composing.
 package enum MessageParts {
     /// How deep and how wide parsing goes (the size limit is the LMTP listener's and the request body's).
     static let limits = MIMELimits()

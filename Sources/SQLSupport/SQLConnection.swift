@@ -86,7 +86,7 @@ public struct SQLDialect: Sendable, Equatable {
     /// Appended to a `SELECT` that claims rows of `table`: it locks them and skips the rows another transaction
     /// holds, so concurrent claimers take different rows (empty with a single writer).
     public func claimRows(of table: String) -> String {
-        hasConcurrentWriters ? " FOR UPDATE OF \(table) SKIP LOCKED" : ""
+        hasConcurrentWriters ? lockRows(of: table) + " SKIP LOCKED" : ""
     }
 
     /// Dialects are equal when they are the same engine's.

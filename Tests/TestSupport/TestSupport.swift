@@ -150,8 +150,9 @@ private func loopbackAddress(port: UInt16) -> sockaddr_in {
 }
 
 /// The ports tests hand to the servers they start: below the kernel's ephemeral range, so no outgoing
-/// connection's source port takes one between the check and the server's bind, and never one handed out before in
-/// this process, so two calls cannot return the same port (binding port 0 and releasing it could do both).
+/// connection's source port takes one between the check and the server's bind, and handed out in turn, so no port
+/// is given twice until the whole range (about 22,000 here) has been (binding port 0 and releasing it could do
+/// both).
 private let portAllocator = LockedValue(PortAllocator())
 
 private struct PortAllocator {
@@ -168,7 +169,7 @@ private struct PortAllocator {
         next = range.lowerBound + Int(getpid()) * 97 % range.count
     }
 
-    /// The first of `length` consecutive ports, each free now and none handed out before.
+    /// The first of `length` consecutive ports, each free now, after the last run handed out.
     mutating func take(_ length: Int) -> UInt16? {
         for _ in 0..<range.count {
             if next + length > range.upperBound { next = range.lowerBound }
@@ -184,12 +185,12 @@ private struct PortAllocator {
     }
 }
 
-/// A free TCP port on 127.0.0.1 that no other call in this process returns (see `portAllocator`).
+/// A free TCP port on 127.0.0.1 that no other recent call in this process returned (see `portAllocator`).
 public func freeLocalPort() -> UInt16 {
     freeLocalPorts(length: 1)
 }
 
-/// The first of `length` consecutive free TCP ports on 127.0.0.1, none handed out before in this process.
+/// The first of `length` consecutive free TCP ports on 127.0.0.1, none handed out recently in this process.
 public func freeLocalPorts(length: Int) -> UInt16 {
     guard let first = portAllocator.withLock({ $0.take(length) }) else {
         preconditionFailure("no run of \(length) free loopback ports below the ephemeral range")
