@@ -79,10 +79,12 @@ let package = Package(
         .target(name: "ServiceMetrics", dependencies: ["Locking"]),
         .target(
             name: "SignalDispatch", dependencies: ["Durations", "MailboxStore", "Push", "ServiceMetrics", "Locking"]),
+        // JMAP (RFC 8620, RFC 8621) over the store: the Session, method calls, blobs, per-type states.
+        .target(name: "JMAP", dependencies: ["MailboxStore", "MailMIME", "JSONText", "Locking"]),
         .target(
             name: "MailboxHTTPAPI",
             dependencies: [
-                "Durations",
+                "Durations", "JMAP", "Locking",
                 "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
                 "WebClient", "Console", "JSONText",
             ]),

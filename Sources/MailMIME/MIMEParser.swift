@@ -8,7 +8,7 @@ let gmimeInitialised: Bool = {
 }()
 
 /// A GObject reference released at the end of a scope.
-private struct Owned: ~Copyable {
+struct Owned: ~Copyable {
     let pointer: UnsafeMutableRawPointer
     init?(_ pointer: UnsafeMutableRawPointer?) {
         guard let pointer else { return nil }
@@ -18,16 +18,16 @@ private struct Owned: ~Copyable {
 }
 
 /// Typed views of GMime's objects: GObject casts go through `OpaquePointer`.
-private func cast<T>(_ pointer: UnsafeMutableRawPointer, to: T.Type) -> UnsafeMutablePointer<T> {
+func cast<T>(_ pointer: UnsafeMutableRawPointer, to: T.Type) -> UnsafeMutablePointer<T> {
     UnsafeMutablePointer<T>(OpaquePointer(pointer))
 }
 
-private func string(_ text: UnsafePointer<CChar>?) -> String? {
+func string(_ text: UnsafePointer<CChar>?) -> String? {
     text.map { String(cString: $0) }
 }
 
 /// Takes a string GMime allocated, freeing it.
-private func takeString(_ text: UnsafeMutablePointer<CChar>?) -> String? {
+func takeString(_ text: UnsafeMutablePointer<CChar>?) -> String? {
     guard let text else { return nil }
     defer { g_free(text) }
     return String(cString: text)
@@ -50,7 +50,7 @@ private func lfString(_ text: UnsafePointer<CChar>) -> String {
 }
 
 /// ``lfString(_:)`` of a string GMime allocated, freeing it.
-private func takeLFString(_ text: UnsafeMutablePointer<CChar>?) -> String? {
+func takeLFString(_ text: UnsafeMutablePointer<CChar>?) -> String? {
     guard let text else { return nil }
     defer { g_free(text) }
     return lfString(text)
@@ -86,7 +86,7 @@ extension MIMEMessage {
     }
 
     /// Runs `body` with the message GMime built from `bytes` (`nil` when it could not build one).
-    private static func withParsedMessage<T>(
+    static func withParsedMessage<T>(
         _ bytes: [UInt8], _ body: (UnsafeMutablePointer<GMimeMessage>?) -> T
     ) -> T {
         precondition(gmimeInitialised)
@@ -224,7 +224,7 @@ extension MIMEMessage {
         addresses(list.map { UnsafeMutablePointer<InternetAddressList>($0) })
     }
 
-    private static func addresses(_ list: UnsafeMutablePointer<InternetAddressList>?) -> [MIMEAddress] {
+    static func addresses(_ list: UnsafeMutablePointer<InternetAddressList>?) -> [MIMEAddress] {
         guard let list else { return [] }
         var result: [MIMEAddress] = []
         for index in 0..<max(0, internet_address_list_length(list)) {
@@ -244,12 +244,12 @@ extension MIMEMessage {
     }
 
     /// `type/subtype`, lowercased.
-    private static func mediaType(_ object: UnsafeMutablePointer<GMimeObject>) -> String {
+    static func mediaType(_ object: UnsafeMutablePointer<GMimeObject>) -> String {
         guard let type = g_mime_object_get_content_type(object) else { return "application/octet-stream" }
         return takeString(g_mime_content_type_get_mime_type(type))?.lowercased() ?? "application/octet-stream"
     }
 
-    private static func filename(_ object: UnsafeMutablePointer<GMimeObject>) -> String? {
+    static func filename(_ object: UnsafeMutablePointer<GMimeObject>) -> String? {
         if sf_gmime_is_part(object) != 0 {
             return string(g_mime_part_get_filename(cast(UnsafeMutableRawPointer(object), to: GMimePart.self)))
         }
@@ -258,7 +258,7 @@ extension MIMEMessage {
     }
 
     /// A leaf's content with its transfer encoding undone; an attached message's bytes as they are.
-    private static func decodedContent(_ object: UnsafeMutablePointer<GMimeObject>) -> [UInt8] {
+    static func decodedContent(_ object: UnsafeMutablePointer<GMimeObject>) -> [UInt8] {
         guard let sink = Owned(UnsafeMutableRawPointer(g_mime_stream_mem_new())) else { return [] }
         let stream = cast(sink.pointer, to: GMimeStream.self)
         let raw = UnsafeMutableRawPointer(object)

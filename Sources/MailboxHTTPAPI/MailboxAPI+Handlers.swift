@@ -13,7 +13,20 @@ extension MailboxAPI {
         guard body.username.utf8.count <= 254, body.password.utf8.count <= 1024 else {
             throw HTTPError(.badRequest, code: "invalidArgument", message: "Username or password too long.")
         }
-        switch try await throttle.decide(username: body.username, address: request.remoteAddress) {
+        let accountID = try await signIn(username: body.username, password: body.password, request: request)
+        let token = SecureRandom.base64URL(32)
+        _ = try await store.createSession(
+            accountID: accountID, tokenHash: SHA256.hash(token), deviceName: body.deviceName ?? "unnamed device")
+        // The answer holds the token: no cache (a browser's, a proxy's) may keep it.
+        var response = try HTTPResponse.json(
+            SessionResponse(accessToken: token, accountId: String(accountID)), status: .created)
+        response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+        return response
+    }
+
+    /// Checks a username and password through the sign-in throttle: the account id, or the 401 or 429 to answer.
+    func signIn(username: String, password: String, request: HTTPRequest) async throws -> Int64 {
+        switch try await throttle.decide(username: username, address: request.remoteAddress) {
         case .refuse(let wait):
             metrics.increment(
                 "mailboxd_login_throttled_total", labels: "outcome=\"refused\"",
@@ -29,19 +42,12 @@ extension MailboxAPI {
         case .proceed:
             break
         }
-        guard let accountID = try await store.authenticate(username: body.username, password: body.password) else {
-            try await throttle.recordFailure(username: body.username, address: request.remoteAddress)
+        guard let accountID = try await store.authenticate(username: username, password: password) else {
+            try await throttle.recordFailure(username: username, address: request.remoteAddress)
             throw HTTPError(.unauthorized, code: "invalidCredentials", message: "Unknown username or wrong password.")
         }
-        try await throttle.recordSuccess(username: body.username, address: request.remoteAddress)
-        let token = SecureRandom.base64URL(32)
-        _ = try await store.createSession(
-            accountID: accountID, tokenHash: SHA256.hash(token), deviceName: body.deviceName ?? "unnamed device")
-        // The answer holds the token: no cache (a browser's, a proxy's) may keep it.
-        var response = try HTTPResponse.json(
-            SessionResponse(accessToken: token, accountId: String(accountID)), status: .created)
-        response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
-        return response
+        try await throttle.recordSuccess(username: username, address: request.remoteAddress)
+        return accountID
     }
 
     func deleteSession(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {

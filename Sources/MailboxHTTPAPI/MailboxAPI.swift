@@ -2,6 +2,7 @@ import Console
 import Durations
 import Foundation
 import HTTPServer
+import JMAP
 import MailboxStore
 import OpenSSLCrypto
 import Push
@@ -25,6 +26,12 @@ package struct MailboxAPI: Sendable {
         package var webPushPublicKey: String?
         /// The console token (`/console` is served only with one).
         package var consoleToken: String?
+        /// Whether the listener serves TLS: the JMAP Session's URLs are `https://` then.
+        package var servesTLS = false
+        /// The JMAP Session's URL prefix (`https://mail.example.com`); `nil`: the scheme and the request's `Host`.
+        package var jmapBaseURL: String?
+        /// What JMAP advertises and enforces.
+        package var jmapLimits = JMAPLimits()
 
         /// Settings with the defaults.
         package init(deliveryToken: String) { self.deliveryToken = deliveryToken }
@@ -42,6 +49,10 @@ package struct MailboxAPI: Sendable {
     let console: ConsoleFeed?
     /// Who may open the console.
     let consoleAccess: ConsoleAccess?
+    /// JMAP's methods over the store.
+    let jmap: JMAPServer
+    /// Wakes JMAP event streams after this process's commits.
+    let jmapWakeups: AccountWakeups
 
     package init(
         store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter, console: ConsoleFeed? = nil
@@ -54,6 +65,8 @@ package struct MailboxAPI: Sendable {
         self.push = push
         deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
         throttle = LoginThrottle(store: store, limits: configuration.signIn)
+        jmap = JMAPServer(store: store, limits: configuration.jmapLimits)
+        jmapWakeups = AccountWakeups(store: store)
     }
 
     package var router: Router {
@@ -80,6 +93,7 @@ package struct MailboxAPI: Sendable {
         router.get("/web/:file", handler: instrument("/web/{file}", webFile))
         router.get("/healthz", handler: instrument("/healthz", health))
         addConsoleRoutes(to: &router)
+        addJMAPRoutes(to: &router)
         return router
     }
 

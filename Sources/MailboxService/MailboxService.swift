@@ -51,6 +51,10 @@ public final class MailboxService: Sendable {
         settings.deviceRegistrationsPerHour = configuration.deviceRegistrationsPerHour
         settings.webPushPublicKey = configuration.webPushPublicKey
         settings.consoleToken = configuration.consoleToken
+        settings.servesTLS = configuration.tlsCertificatePath != nil
+        settings.jmapBaseURL = configuration.jmapBaseURL
+        // Bodies past half the listener's limit get JMAP's own `limit` error; past the whole, the listener's 413.
+        settings.jmapLimits.maxSizeRequest = min(settings.jmapLimits.maxSizeRequest, configuration.maxBodySize / 2)
         let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
         let serverConfiguration = Self.apiServerConfiguration(configuration, log: log)
         let lmtp = try configuration.lmtp.map { lmtpConfiguration in

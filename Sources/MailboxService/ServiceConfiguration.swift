@@ -28,6 +28,8 @@ public struct ServiceConfiguration: Sendable {
     public var connectionLimit = 16_000
     /// The largest accepted request body.
     public var maxBodySize = 1 << 20
+    /// The JMAP Session's URL prefix (`--jmap-base-url`); `nil`: the scheme and the request's `Host` header.
+    public var jmapBaseURL: String?
     /// Bodies up to this size are included in listings and changes; larger ones are fetched on demand.
     public var inlineBodyLimit = 16_384
     /// Store settings (durability, per-device signal pacing, retention).

@@ -62,6 +62,13 @@ extension MailboxStore {
         }
     }
 
+    /// The account with this id, if any.
+    public func account(id: Int64) async throws -> Account? {
+        try await read { db in
+            try db.queryOne("SELECT id, username, modseq FROM accounts WHERE id = ?", id).map(Self.account(from:))
+        }
+    }
+
     /// Checks a username and password. Returns the account id, or `nil` — in the same time whether the username
     /// does not exist or the password is wrong (an unknown username is checked against a decoy hash).
     public func authenticate(username: String, password: String) async throws -> Int64? {

@@ -21,6 +21,7 @@ enum Serve {
         "tls-min-version", "max-devices-per-account", "webpush-vapid-key", "webpush-subject", "webpush-ca",
         "webpush-allow-host", "webpush-signal-kind", "metrics-listen", "session-idle-timeout", "session-lifetime",
         "max-sessions-per-account", "device-registrations-per-hour", "console-token-file",
+        "jmap-base-url",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -232,6 +233,14 @@ enum Serve {
                 throw UsageError("the console token in \(consoleFile) must be 16 to 256 characters")
             }
             configuration.consoleToken = token
+        }
+        if let base = args.string("jmap-base-url") {
+            // The prefix clients reach this listener at, behind a proxy: `https://host[:port]`, no path.
+            guard let url = URLComponents(string: base), url.scheme == "https" || url.scheme == "http",
+                let host = url.host, !host.isEmpty, url.path.isEmpty, url.query == nil, url.fragment == nil,
+                url.user == nil
+            else { throw UsageError("--jmap-base-url must be http(s)://host[:port] with no path, as clients reach it") }
+            configuration.jmapBaseURL = base
         }
         if args.flag("access-log") {
             configuration.accessLog = { line in printError(line) }

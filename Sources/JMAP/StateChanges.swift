@@ -1,0 +1,126 @@
+import Locking
+import MailMIME
+import MailboxStore
+
+/// The per-type states of one account at one moment (RFC 8620 §7.1), all made from the store's counters.
+public struct TypeStates: Sendable, Equatable {
+    /// The account's modseq: also the event id of a StateChange (`Last-Event-ID` replays from it).
+    public var modseq: Int64
+    /// Type name → state string, for every type this server has.
+    public var states: [String: String]
+
+    /// The types a StateChange may name.
+    public static let types = ["Email", "Mailbox", "Thread", "EmailDelivery"]
+}
+
+extension JMAPServer {
+    /// The account's current per-type states.
+    public func typeStates(accountID: Int64) async throws -> TypeStates {
+        let counters = try await store.changeCounters(accountID: accountID)
+        func state(_ modseq: Int64) -> String { SyncState(epoch: store.epoch, modseq: modseq).description }
+        return TypeStates(
+            modseq: counters.modseq,
+            states: [
+                "Email": state(counters.modseq), "Mailbox": state(counters.modseq),
+                "Thread": state(counters.membershipModseq), "EmailDelivery": state(counters.deliveryModseq),
+            ])
+    }
+
+    /// The account's modseq alone: one row, read before anything heavier to learn whether anything changed.
+    public func modseq(accountID: Int64) async throws -> Int64 {
+        try await store.currentState(accountID: accountID).modseq
+    }
+
+    /// A StateChange object (RFC 8620 §7.1) for `account` naming `states` (those of `types` only, `nil`: all).
+    public static func stateChange(
+        _ states: [String: String], account: JMAPAccount, types: Set<String>?
+    ) -> JSONValue? {
+        let named = states.filter { types?.contains($0.key) ?? true }
+        guard !named.isEmpty else { return nil }
+        return [
+            "@type": "StateChange", "changed": [account.jmapID: .object(named.mapValues(JSONValue.string))],
+        ]
+    }
+
+    /// A blob's bytes and media type: a message's raw form (`M…`) or one of its parts (`P…_2_1`), `nil` when the
+    /// account has no such blob (another account's blob is as absent as one that never existed).
+    public func blob(_ blobID: String, accountID: Int64) async throws -> (bytes: [UInt8], type: String)? {
+        let messageID: String
+        var partID: String?
+        if blobID.hasPrefix("M") {
+            messageID = String(blobID.dropFirst())
+        } else if blobID.hasPrefix("P"), let split = blobID.dropFirst().firstIndex(of: "_") {
+            messageID = String(blobID[blobID.index(after: blobID.startIndex)..<split])
+            partID = blobID[blobID.index(after: split)...].replacingOccurrences(of: "_", with: ".")
+        } else {
+            return nil
+        }
+        guard !messageID.isEmpty, messageID.utf8.count <= 64,
+            let source = try await store.messageSource(id: messageID, accountID: accountID)
+        else { return nil }
+        let raw: [UInt8]
+        switch source {
+        case .stored(let bytes): raw = bytes
+        case .fields(let fields):
+            raw = MIMEMessage.compose(
+                from: fields.from, to: fields.to, subject: fields.subject, body: fields.body, date: fields.sentAt,
+                messageID: fields.messageID)
+        }
+        guard let partID else { return (raw, "message/rfc822") }
+        guard let part = MIMEMessage.part(partID, of: raw) else { return nil }
+        return (part.bytes, part.contentType)
+    }
+}
+
+/// Wakes the event streams of an account when this process commits a change to it. Streams also look every
+/// second, for commits of other instances sharing a PostgreSQL store.
+public final class AccountWakeups: Sendable {
+    private struct Subscribers {
+        var next = 0
+        var byAccount: [Int64: [Int: AsyncStream<Void>.Continuation]] = [:]
+    }
+
+    private let subscribers = LockedValue(Subscribers())
+
+    /// Watches `store`'s commits.
+    public init(store: MailboxStore) {
+        store.observeCommittedChanges { [weak self] changes in self?.tell(changes) }
+    }
+
+    private func tell(_ changes: [CommittedChange]) {
+        let woken = subscribers.withLock { state in
+            Set(changes.map(\.accountID)).flatMap { state.byAccount[$0].map { Array($0.values) } ?? [] }
+        }
+        for continuation in woken { continuation.yield() }
+    }
+
+    /// A stream that yields once after each commit to `accountID` (a burst may yield once); it ends when
+    /// ``unsubscribe(_:accountID:)`` is called with the returned id.
+    public func subscribe(accountID: Int64) -> (id: Int, wakeups: AsyncStream<Void>) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let id = subscribers.withLock { state in
+            state.next += 1
+            state.byAccount[accountID, default: [:]][state.next] = continuation
+            return state.next
+        }
+        return (id, stream)
+    }
+
+    /// Wakes one subscription (its poll).
+    public func poke(_ id: Int, accountID: Int64) {
+        subscribers.withLock { $0.byAccount[accountID]?[id] }?.yield()
+    }
+
+    /// Ends a subscription.
+    public func unsubscribe(_ id: Int, accountID: Int64) {
+        let continuation = subscribers.withLock { state -> AsyncStream<Void>.Continuation? in
+            let removed = state.byAccount[accountID]?.removeValue(forKey: id)
+            if state.byAccount[accountID]?.isEmpty == true { state.byAccount[accountID] = nil }
+            return removed
+        }
+        continuation?.finish()
+    }
+
+    /// How many streams are subscribed (for tests and metrics).
+    public var count: Int { subscribers.withLock { $0.byAccount.values.reduce(0) { $0 + $1.count } } }
+}
