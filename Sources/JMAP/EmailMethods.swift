@@ -25,7 +25,9 @@ extension MethodContext {
         let requested = try getIDs(arguments)
         let properties = try properties(arguments, known: Self.isEmailProperty) ?? Self.defaultEmailProperties
         let bodyProperties =
-            try self.properties(arguments, key: "bodyProperties") { BodyPartProperty.known.contains($0) || HeaderProperty($0) != nil }
+            try self.properties(arguments, key: "bodyProperties") {
+                BodyPartProperty.known.contains($0) || HeaderProperty($0) != nil
+            }
             ?? BodyPartProperty.defaults
         let values = BodyValueOptions(
             text: try arguments.bool("fetchTextBodyValues", default: false),
@@ -53,7 +55,9 @@ extension MethodContext {
         for id in ids {
             guard let record = byID[id] else { continue }
             var parsed: ParsedEmail?
-            if needsParse, let source = try await storeCall({ try await store.messageSource(id: id, accountID: account.id) }) {
+            if needsParse,
+                let source = try await storeCall({ try await store.messageSource(id: id, accountID: account.id) })
+            {
                 parsed = ParsedEmail(source)
             }
             list.append(
@@ -71,7 +75,9 @@ extension MethodContext {
     func emailChanges(_ arguments: Arguments) async throws -> JSONValue {
         let since = try sinceModseq(arguments)
         let limit = try maxChanges(arguments)
-        let changes = try await storeCall { try await store.changes(accountID: account.id, since: since, maxChanges: limit) }
+        let changes = try await storeCall {
+            try await store.changes(accountID: account.id, since: since, maxChanges: limit)
+        }
         return [
             "accountId": .string(account.jmapID), "oldState": .string(state(changes.oldState.modseq)),
             "newState": .string(state(changes.newState.modseq)), "hasMoreChanges": .bool(changes.hasMore),
@@ -94,7 +100,8 @@ extension MethodContext {
             if let first = comparators.first {
                 guard let property = first["property"]?.string, let chosen = MessageOrder(rawValue: property) else {
                     throw MethodError(
-                        "unsupportedSort", "Email/query sorts by " + MessageOrder.allCases.map(\.rawValue).joined(separator: ", ") + ".")
+                        "unsupportedSort",
+                        "Email/query sorts by " + MessageOrder.allCases.map(\.rawValue).joined(separator: ", ") + ".")
                 }
                 order = chosen
                 ascending = first["isAscending"]?.bool ?? true
@@ -112,11 +119,14 @@ extension MethodContext {
         if anchor != nil || position < 0 {
             // The window depends on where the anchor (or the end) is: read every id, then cut.
             let page = try await storeCall {
-                try await store.queryMessageIDs(accountID: account.id, filter: filter, order: order, ascending: ascending)
+                try await store.queryMessageIDs(
+                    accountID: account.id, filter: filter, order: order, ascending: ascending)
             }
             var windowArguments = arguments.values
             windowArguments["limit"] = .int(limit)
-            let window = try QueryWindow(Arguments(windowArguments), total: page.ids.count) { page.ids.firstIndex(of: $0) }
+            let window = try QueryWindow(Arguments(windowArguments), total: page.ids.count) {
+                page.ids.firstIndex(of: $0)
+            }
             result["queryState"] = .string(state(page.state.modseq))
             result["position"] = .int(window.position)
             result["ids"] = .strings(Array(page.ids[window.range]))
@@ -188,7 +198,9 @@ extension MethodContext {
             case "minSize": conditions.append(.minSize(try size()))
             case "maxSize": conditions.append(.maxSize(try size()))
             case "hasAttachment":
-                guard let flag = value.bool else { throw MethodError.invalidArguments("'hasAttachment' must be a boolean.") }
+                guard let flag = value.bool else {
+                    throw MethodError.invalidArguments("'hasAttachment' must be a boolean.")
+                }
                 conditions.append(.hasAttachment(flag))
             case "hasKeyword", "notKeyword", "allInThreadHaveKeyword", "someInThreadHaveKeyword",
                 "noneInThreadHaveKeyword":

@@ -194,7 +194,9 @@ struct EmailObject {
 
     func json(properties: [String], bodyProperties: [String], values: BodyValueOptions) -> JSONValue {
         var object: [String: JSONValue] = ["id": .string(record.id)]
-        for property in properties { object[property] = value(of: property, bodyProperties: bodyProperties, values: values) }
+        for property in properties {
+            object[property] = value(of: property, bodyProperties: bodyProperties, values: values)
+        }
         return .object(object)
     }
 
@@ -257,7 +259,10 @@ struct EmailObject {
             case "cid": object[property] = .string(part.cid)
             case "language": object[property] = part.language.map(JSONValue.strings) ?? .null
             case "location": object[property] = .string(part.location)
-            case "subParts": object[property] = part.isMultipart ? .array(part.subParts.map { self.part($0, properties, structure: structure) }) : .null
+            case "subParts":
+                object[property] =
+                    part.isMultipart
+                    ? .array(part.subParts.map { self.part($0, properties, structure: structure) }) : .null
             default: object[property] = HeaderProperty(property)?.value(in: part.headers) ?? .null
             }
         }

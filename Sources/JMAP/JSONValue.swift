@@ -122,6 +122,7 @@ public enum JSONValue: Sendable, Equatable {
 }
 
 extension JSONValue: Decodable {
+    /// Decodes any JSON value.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
@@ -145,13 +146,19 @@ extension JSONValue: Decodable {
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
 {
+    /// The value this literal writes.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// The value this literal writes.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// The value this literal writes.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// The value this literal writes.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// The value this literal writes.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
+    /// The value this literal writes.
     public init(nilLiteral: ()) { self = .null }
 }
 

@@ -122,8 +122,10 @@ extension MethodContext {
         return [
             "accountId": .string(account.jmapID), "oldState": .string(current), "newState": .string(current),
             "created": .null, "updated": .null, "destroyed": .null,
-            "notCreated": create.isEmpty ? .null : .object(create.mapValues { _ in Self.setError("forbidden", refused) }),
-            "notUpdated": update.isEmpty ? .null : .object(update.mapValues { _ in Self.setError("forbidden", refused) }),
+            "notCreated": create.isEmpty
+                ? .null : .object(create.mapValues { _ in Self.setError("forbidden", refused) }),
+            "notUpdated": update.isEmpty
+                ? .null : .object(update.mapValues { _ in Self.setError("forbidden", refused) }),
             "notDestroyed": destroy.isEmpty
                 ? .null : .object(Dictionary(destroy.map { ($0, Self.setError("forbidden", refused)) }) { a, _ in a }),
         ]
@@ -141,7 +143,8 @@ extension MethodContext {
         }
         let counters = try await storeCall { try await store.changeCounters(accountID: account.id) }
         let emailIDs = ids.compactMap { $0.hasPrefix("T") ? String($0.dropFirst()) : nil }
-        let found = Set(try await storeCall { try await store.messages(ids: emailIDs, accountID: account.id) }.map(\.id))
+        let found = Set(
+            try await storeCall { try await store.messages(ids: emailIDs, accountID: account.id) }.map(\.id))
         var list: [JSONValue] = []
         var notFound: [String] = []
         for id in ids {
@@ -162,7 +165,9 @@ extension MethodContext {
         let since = try sinceModseq(arguments)
         let limit = try maxChanges(arguments)
         let counters = try await storeCall { try await store.changeCounters(accountID: account.id) }
-        let changes = try await storeCall { try await store.changes(accountID: account.id, since: since, maxChanges: limit) }
+        let changes = try await storeCall {
+            try await store.changes(accountID: account.id, since: since, maxChanges: limit)
+        }
         // A thread changes when its email arrives or goes; a flag or a move is no change to the thread.
         let newState = changes.hasMore ? changes.newState.modseq : max(counters.membershipModseq, since.modseq)
         return [

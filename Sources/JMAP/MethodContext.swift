@@ -141,14 +141,17 @@ struct MethodContext {
     }
 
     /// The objects of a `/set`, counted against `maxObjectsInSet`.
-    func setCounts(_ arguments: Arguments) throws -> (
+    func setCounts(
+        _ arguments: Arguments
+    ) throws -> (
         create: [String: JSONValue], update: [String: JSONValue], destroy: [String]
     ) {
         let create = try arguments.object("create") ?? [:]
         let update = try arguments.object("update") ?? [:]
         let destroy = try arguments.strings("destroy") ?? []
         guard create.count + update.count + destroy.count <= limits.maxObjectsInSet else {
-            throw MethodError("requestTooLarge", "At most \(limits.maxObjectsInSet) objects per /set (maxObjectsInSet).")
+            throw MethodError(
+                "requestTooLarge", "At most \(limits.maxObjectsInSet) objects per /set (maxObjectsInSet).")
         }
         return (create, update, destroy)
     }

@@ -149,7 +149,8 @@ extension MIMEMessage {
                 else { break }
                 let childPath = path.isEmpty ? String(index + 1) : "\(path).\(index + 1)"
                 part.subParts.append(
-                    node(UnsafeMutableRawPointer(child), path: childPath, depth: depth + 1, visited: &visited,
+                    node(
+                        UnsafeMutableRawPointer(child), path: childPath, depth: depth + 1, visited: &visited,
                         limits: limits))
             }
             return part

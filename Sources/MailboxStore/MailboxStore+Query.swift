@@ -101,7 +101,9 @@ extension MailboxStore {
                 "SELECT m.public_id \(from) ORDER BY \(column) \(direction), m.id \(direction) LIMIT ? OFFSET ?",
                 arguments: pageArguments
             ).map { try $0.string("public_id") }
-            let total = countTotal ? try db.query("SELECT count(*) AS n \(from)", arguments: countArguments).first?.int("n") : nil
+            let total =
+                countTotal
+                ? try db.query("SELECT count(*) AS n \(from)", arguments: countArguments).first?.int("n") : nil
             return MessageQueryPage(ids: ids, total: total, state: self.state(modseq))
         }
     }
