@@ -1,6 +1,20 @@
 import MailMIME
 import MailboxStore
 
+extension MessageSource {
+    /// The message's RFC 5322 bytes: as they arrived, or composed from a delivery's fields (the same bytes each
+    /// time).
+    var rfc5322: [UInt8] {
+        switch self {
+        case .stored(let bytes): bytes
+        case .fields(let fields):
+            MIMEMessage.compose(
+                from: fields.from, to: fields.to, subject: fields.subject, body: fields.body, date: fields.sentAt,
+                messageID: fields.messageID)
+        }
+    }
+}
+
 /// A `header:{name}[:as{Form}][:all]` property (RFC 8621 §4.1.2–4.1.3).
 struct HeaderProperty: Equatable {
     enum Form: String {
@@ -81,15 +95,7 @@ struct ParsedEmail {
     var attachments: [MIMEBodyPart] = []
 
     init?(_ source: MessageSource) {
-        let raw: [UInt8]
-        switch source {
-        case .stored(let bytes): raw = bytes
-        case .fields(let fields):
-            raw = MIMEMessage.compose(
-                from: fields.from, to: fields.to, subject: fields.subject, body: fields.body, date: fields.sentAt,
-                messageID: fields.messageID)
-        }
-        guard let structure = MIMEMessage.structure(raw) else { return nil }
+        guard let structure = MIMEMessage.structure(source.rfc5322) else { return nil }
         headers = structure.headers
         root = structure.root
         let text = PartList()

@@ -58,14 +58,7 @@ extension JMAPServer {
         guard !messageID.isEmpty, messageID.utf8.count <= 64,
             let source = try await store.messageSource(id: messageID, accountID: accountID)
         else { return nil }
-        let raw: [UInt8]
-        switch source {
-        case .stored(let bytes): raw = bytes
-        case .fields(let fields):
-            raw = MIMEMessage.compose(
-                from: fields.from, to: fields.to, subject: fields.subject, body: fields.body, date: fields.sentAt,
-                messageID: fields.messageID)
-        }
+        let raw = source.rfc5322
         guard let partID else { return (raw, "message/rfc822") }
         guard let part = MIMEMessage.part(partID, of: raw) else { return nil }
         return (part.bytes, part.contentType)
