@@ -3,8 +3,8 @@ import MailboxStore
 
 extension MessageSource {
     /// The message's RFC 5322 bytes: as they arrived, or composed from a delivery's fields (the same bytes each
-    /// time).
-    var rfc5322: [UInt8] {
+    /// time). The `/v1` raw and part downloads and JMAP's Email parse and blobs all read it.
+    package var rfc5322: [UInt8] {
         switch self {
         case .stored(let bytes): bytes
         case .fields(let fields):

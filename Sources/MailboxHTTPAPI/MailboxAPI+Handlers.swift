@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import JMAP
 import MailMIME
 import MailboxStore
 import OpenSSLCrypto
@@ -100,7 +101,7 @@ extension MailboxAPI {
         guard let id = request.parameter("id"),
             let source = try await store.messageSource(id: id, accountID: session.accountID)
         else { throw HTTPError.notFound("No such message, or it has no raw form.") }
-        let raw = MessageParts.raw(of: source)
+        let raw = source.rfc5322
         var response = HTTPResponse(body: Data(raw))
         response.headers.replaceOrAdd(name: "Content-Type", value: "message/rfc822")
         // A download, never a page: some browsers render message/rfc822 (MHTML) in the mailbox's origin.
@@ -121,7 +122,7 @@ extension MailboxAPI {
         else { throw HTTPError.notFound("No such message or part.") }
         // Parsing a large message takes a while: on a thread of its own, not the cooperative pool's.
         let found = await withCheckedContinuation { (done: CheckedContinuation<MIMEPartContent?, Never>) in
-            let thread = Thread { done.resume(returning: MessageParts.part(partID, of: MessageParts.raw(of: source))) }
+            let thread = Thread { done.resume(returning: MessageParts.part(partID, of: source.rfc5322)) }
             thread.stackSize = 8 << 20
             thread.start()
         }

@@ -48,7 +48,7 @@ package enum MessageParts {
     }
 
     /// A `POST /v1/deliveries` message: its fields as given, with a Message-ID and a date. Its RFC 5322 form is
-    /// not made here: `raw(of:)` composes it from the stored fields when a client asks for it, so a delivery costs
+    /// not made here: `MessageSource.rfc5322` composes it from the stored fields when a client asks for it, so a delivery costs
     /// no MIME work and no blob.
     package static func composed(to: String, from: String, subject: String, body: String) -> NewMessage {
         var message = NewMessage(to: to, from: from, subject: subject, body: body)
@@ -56,17 +56,6 @@ package enum MessageParts {
         message.sentAt = Date().timeIntervalSince1970.rounded(.down)
         message.recipients = [MailAddress(name: "", address: to)]
         return message
-    }
-
-    /// A message's RFC 5322 bytes: as they arrived, or composed from a delivery's fields (the same bytes each time).
-    package static func raw(of source: MessageSource) -> [UInt8] {
-        switch source {
-        case .stored(let bytes): bytes
-        case .fields(let fields):
-            MIMEMessage.compose(
-                from: fields.from, to: fields.to, subject: fields.subject, body: fields.body, date: fields.sentAt,
-                messageID: fields.messageID)
-        }
     }
 
     /// `1`, `2.1`, …: dot-separated numbers without leading zeros, at most 16 levels.
