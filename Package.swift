@@ -80,7 +80,7 @@ let package = Package(
         .target(
             name: "SignalDispatch", dependencies: ["Durations", "MailboxStore", "Push", "ServiceMetrics", "Locking"]),
         // JMAP (RFC 8620, RFC 8621) over the store: the Session, method calls, blobs, per-type states.
-        .target(name: "JMAP", dependencies: ["MailboxStore", "MailMIME", "JSONText", "Locking"]),
+        .target(name: "JMAP", dependencies: ["MailboxStore", "MailMIME", "JSONText", "Locking", "Push", "OpenSSLCrypto"]),
         .target(
             name: "MailboxHTTPAPI",
             dependencies: [
@@ -99,7 +99,7 @@ let package = Package(
             name: "MailboxService",
             dependencies: [
                 "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
-                "MailIngest", "Console",
+                "MailIngest", "Console", "JMAP",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
         .target(name: "MailSync"),
@@ -236,6 +236,11 @@ let package = Package(
         .testTarget(
             name: "WebPushSimulatorTests",
             dependencies: ["WebPushSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport"]),
+        .testTarget(
+            name: "JMAPTests",
+            dependencies: [
+                "JMAP", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch", "HTTPClient", "TestSupport",
+            ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
         .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),

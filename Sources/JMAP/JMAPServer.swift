@@ -7,6 +7,8 @@ public enum JMAPCapability {
     public static let core = "urn:ietf:params:jmap:core"
     /// RFC 8621: mail.
     public static let mail = "urn:ietf:params:jmap:mail"
+    /// RFC 9749: the VAPID key push subscriptions are signed with.
+    public static let webPushVAPID = "urn:ietf:params:jmap:webpush-vapid"
 }
 
 /// The limits the Session advertises and the API enforces (RFC 8620 §2, RFC 8621 §1.3.1).
@@ -112,11 +114,20 @@ public struct JMAPServer: Sendable {
     let store: MailboxStore
     /// The advertised and enforced limits.
     public let limits: JMAPLimits
+    /// What tells push subscriptions of changes; `nil`: push subscriptions cannot be made.
+    public let push: JMAPPushNotifier?
+    /// The VAPID public key pushes are signed with (base64url), advertised as RFC 9749's `applicationServerKey`.
+    public let applicationServerKey: String?
 
     /// Creates the API over `store`.
-    public init(store: MailboxStore, limits: JMAPLimits = JMAPLimits()) {
+    public init(
+        store: MailboxStore, limits: JMAPLimits = JMAPLimits(), push: JMAPPushNotifier? = nil,
+        applicationServerKey: String? = nil
+    ) {
         self.store = store
         self.limits = limits
+        self.push = push
+        self.applicationServerKey = applicationServerKey
     }
 
     /// The Session resource (RFC 8620 §2) for `account`, its URLs under `baseURL` (`https://host:port`).
@@ -133,8 +144,12 @@ public struct JMAPServer: Sendable {
             "mayCreateTopLevelMailbox": false,
         ]
         let accountID = account.jmapID
+        var capabilities: [String: JSONValue] = [JMAPCapability.core: core, JMAPCapability.mail: [:]]
+        if push != nil, let applicationServerKey {
+            capabilities[JMAPCapability.webPushVAPID] = ["applicationServerKey": .string(applicationServerKey)]
+        }
         return [
-            "capabilities": [JMAPCapability.core: core, JMAPCapability.mail: [:]],
+            "capabilities": .object(capabilities),
             "accounts": [
                 accountID: [
                     "name": .string(account.username), "isPersonal": true, "isReadOnly": false,
@@ -148,15 +163,16 @@ public struct JMAPServer: Sendable {
             "uploadUrl": .string(baseURL + "/jmap/upload/{accountId}/"),
             "eventSourceUrl": .string(
                 baseURL + "/jmap/eventsource?types={types}&closeafter={closeafter}&ping={ping}"),
-            "state": .string(Self.sessionState(account: account, baseURL: baseURL)),
+            "state": .string(sessionState(account: account, baseURL: baseURL)),
         ]
     }
 
     /// The Session's state: it changes only when what the Session says changes (its account, its URLs, this build's
     /// limits).
-    static func sessionState(account: JMAPAccount, baseURL: String) -> String {
+    func sessionState(account: JMAPAccount, baseURL: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in "\(account.id) \(account.username) \(baseURL) 1".utf8 {
+        let key = push == nil ? "" : applicationServerKey ?? ""
+        for byte in "\(account.id) \(account.username) \(baseURL) \(key) 1".utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
         }
         return String(hash, radix: 16)
@@ -181,7 +197,8 @@ public struct JMAPServer: Sendable {
         case .success(let parsed): request = parsed
         case .failure(let error): return .failure(error)
         }
-        if let unknown = request.using.first(where: { $0 != JMAPCapability.core && $0 != JMAPCapability.mail }) {
+        let known = [JMAPCapability.core, JMAPCapability.mail, JMAPCapability.webPushVAPID]
+        if let unknown = request.using.first(where: { !known.contains($0) }) {
             return .failure(
                 JMAPRequestError(
                     type: "unknownCapability", detail: "The server does not support the capability '\(unknown)'."))
@@ -207,7 +224,7 @@ public struct JMAPServer: Sendable {
         var response: [String: JSONValue] = [
             "methodResponses": .array(
                 responses.map { .array([.string($0.name), $0.arguments, .string($0.callID)]) }),
-            "sessionState": .string(Self.sessionState(account: account, baseURL: baseURL)),
+            "sessionState": .string(sessionState(account: account, baseURL: baseURL)),
         ]
         if let created = request.createdIDs { response["createdIds"] = .object(created) }
         return .success(.object(response))

@@ -69,11 +69,13 @@ struct MethodContext {
     /// The responses one call makes (one, except where the RFC asks for an implicit second).
     func run(_ name: String, _ values: [String: JSONValue]) async throws -> [(String, JSONValue)] {
         let arguments = Arguments(values)
-        let capability = name == "Core/echo" ? JMAPCapability.core : JMAPCapability.mail
+        // Core's methods act on no account: a push subscription belongs to the credentials that made it.
+        let isCore = name == "Core/echo" || name.hasPrefix("PushSubscription/")
+        let capability = isCore ? JMAPCapability.core : JMAPCapability.mail
         guard using.contains(capability) else {
             throw MethodError("unknownMethod", "'\(name)' needs '\(capability)' in 'using'.")
         }
-        if name != "Core/echo" {
+        if !isCore {
             let accountID = try arguments.requiredString("accountId")
             guard accountID == account.jmapID else { throw MethodError("accountNotFound") }
         }
@@ -92,6 +94,8 @@ struct MethodContext {
         case "Email/set": result = try await emailSet(arguments)
         case "Thread/get": result = try await threadGet(arguments)
         case "Thread/changes": result = try await threadChanges(arguments)
+        case "PushSubscription/get": result = try await pushSubscriptionGet(arguments)
+        case "PushSubscription/set": result = try await pushSubscriptionSet(arguments)
         default: throw MethodError("unknownMethod", "The server has no method '\(name)'.")
         }
         return [(name, result)]

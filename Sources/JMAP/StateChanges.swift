@@ -11,19 +11,32 @@ public struct TypeStates: Sendable, Equatable {
 
     /// The types a StateChange may name.
     public static let types = ["Email", "Mailbox", "Thread", "EmailDelivery"]
+
+    /// The states the store's counters make: `Email` and `Mailbox` change with every change, `Thread` when an
+    /// email arrives or is destroyed, `EmailDelivery` when one arrives.
+    public init(_ counters: ChangeCounters, epoch: String) {
+        func state(_ modseq: Int64) -> String { SyncState(epoch: epoch, modseq: modseq).description }
+        modseq = counters.modseq
+        states = [
+            "Email": state(counters.modseq), "Mailbox": state(counters.modseq),
+            "Thread": state(counters.membershipModseq), "EmailDelivery": state(counters.deliveryModseq),
+        ]
+    }
+
+    /// The states of the types that changed after the account's modseq `since`.
+    func changed(since: Int64, of counters: ChangeCounters) -> [String: String] {
+        let last = [
+            "Email": counters.modseq, "Mailbox": counters.modseq, "Thread": counters.membershipModseq,
+            "EmailDelivery": counters.deliveryModseq,
+        ]
+        return states.filter { name, _ in (last[name] ?? 0) > since }
+    }
 }
 
 extension JMAPServer {
     /// The account's current per-type states.
     public func typeStates(accountID: Int64) async throws -> TypeStates {
-        let counters = try await store.changeCounters(accountID: accountID)
-        func state(_ modseq: Int64) -> String { SyncState(epoch: store.epoch, modseq: modseq).description }
-        return TypeStates(
-            modseq: counters.modseq,
-            states: [
-                "Email": state(counters.modseq), "Mailbox": state(counters.modseq),
-                "Thread": state(counters.membershipModseq), "EmailDelivery": state(counters.deliveryModseq),
-            ])
+        TypeStates(try await store.changeCounters(accountID: accountID), epoch: store.epoch)
     }
 
     /// The account's modseq alone: one row, read before anything heavier to learn whether anything changed.

@@ -32,6 +32,8 @@ package struct MailboxAPI: Sendable {
         package var jmapBaseURL: String?
         /// What JMAP advertises and enforces.
         package var jmapLimits = JMAPLimits()
+        /// What tells JMAP push subscriptions of changes; `nil`: they cannot be made.
+        package var jmapPush: JMAPPushNotifier?
 
         /// Settings with the defaults.
         package init(deliveryToken: String) { self.deliveryToken = deliveryToken }
@@ -65,7 +67,9 @@ package struct MailboxAPI: Sendable {
         self.push = push
         deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
         throttle = LoginThrottle(store: store, limits: configuration.signIn)
-        jmap = JMAPServer(store: store, limits: configuration.jmapLimits)
+        jmap = JMAPServer(
+            store: store, limits: configuration.jmapLimits, push: configuration.jmapPush,
+            applicationServerKey: configuration.webPushPublicKey)
         jmapWakeups = AccountWakeups(store: store)
     }
 

@@ -1,6 +1,7 @@
 import Console
 import Foundation
 import HTTPServer
+import JMAP
 import MailIngest
 import MailboxHTTPAPI
 import MailboxStore
@@ -22,6 +23,8 @@ public final class MailboxService: Sendable {
     private let maintenance: Task<Void, Never>
     /// Wakes the dispatcher after any commit that queued signals (this process's or, on PostgreSQL, another's).
     private let queuedSignals: QueuedSignalWatch
+    /// Tells JMAP push subscriptions of this process's commits, when a push service can carry them (Web Push).
+    private let jmapPush: JMAPPushNotifier?
 
     /// The port the API listens on.
     public var port: UInt16 { server.port }
@@ -53,6 +56,12 @@ public final class MailboxService: Sendable {
         settings.consoleToken = configuration.consoleToken
         settings.servesTLS = configuration.tlsCertificatePath != nil
         settings.jmapBaseURL = configuration.jmapBaseURL
+        var pushConfiguration = JMAPPushNotifier.Configuration()
+        pushConfiguration.allowsUnencrypted = configuration.jmapPushAllowsUnencrypted
+        let jmapPush = (router.service(.webpush) as? any SubscriptionPushService).map { service in
+            JMAPPushNotifier(store: store, service: service, configuration: pushConfiguration, log: log)
+        }
+        settings.jmapPush = jmapPush
         // Bodies past half the listener's limit get JMAP's own `limit` error; past the whole, the listener's 413.
         settings.jmapLimits.maxSizeRequest = min(settings.jmapLimits.maxSizeRequest, configuration.maxBodySize / 2)
         let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
@@ -80,6 +89,7 @@ public final class MailboxService: Sendable {
         }
         self.metricsServer = metricsServer
         self.lmtp = lmtp
+        self.jmapPush = jmapPush
         lmtp?.start()
         self.store = store
         self.metrics = metrics
@@ -91,6 +101,7 @@ public final class MailboxService: Sendable {
                 _ = try? await store.purgeTombstones()
                 _ = try? await store.purgeEvents(olderThan: 86_400)
                 _ = try? await store.purgeSessions(olderThan: 86_400)
+                _ = try? await store.purgePushSubscriptions()
                 try? await Task.sleep(for: .seconds(3600))
             }
         }
@@ -174,5 +185,6 @@ public final class MailboxService: Sendable {
         await dispatcher.stop()
         maintenance.cancel()
         queuedSignals.cancel()
+        jmapPush?.shutdown()
     }
 }

@@ -47,6 +47,9 @@ public struct ServiceConfiguration: Sendable {
     public var lmtp: LMTPServer.Configuration?
     /// The VAPID public key the API publishes (`GET /v1/webpush/vapid-public-key`), when Web Push is on.
     public var webPushPublicKey: String?
+    /// Whether JMAP push subscriptions without `keys` are accepted (`--jmap-push-allow-unencrypted`): their pushes
+    /// are plain JSON, readable by whoever runs the URL's server.
+    public var jmapPushAllowsUnencrypted = false
     /// The console token: `/console` is served (to whoever signs in with it) only when there is one.
     public var consoleToken: String?
     /// Where to log one line per request; `nil` for none.

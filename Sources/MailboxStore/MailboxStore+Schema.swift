@@ -390,5 +390,39 @@ extension MailboxStore {
                     signals_failed BIGINT NOT NULL DEFAULT 0
                 );
                 """),
+        // JMAP push subscriptions (RFC 8620 §7.2): a push-service URL an account's client chose, the keys its
+        // messages are encrypted to, the verification code sent to it, and which types it wants.
+        StoreMigration(
+            name: "011-push-subscriptions",
+            sqlite: """
+                CREATE TABLE push_subscriptions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    device_client_id TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    push_keys TEXT NOT NULL DEFAULT '',
+                    verification_code TEXT NOT NULL,
+                    verified INTEGER NOT NULL DEFAULT 0,
+                    types TEXT,
+                    expires_at REAL NOT NULL,
+                    created_at REAL NOT NULL
+                );
+                CREATE INDEX push_subscriptions_by_account ON push_subscriptions (account_id);
+                """,
+            postgres: """
+                CREATE TABLE push_subscriptions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    account_id BIGINT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    device_client_id TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    push_keys TEXT NOT NULL DEFAULT '',
+                    verification_code TEXT NOT NULL,
+                    verified BIGINT NOT NULL DEFAULT 0,
+                    types TEXT,
+                    expires_at DOUBLE PRECISION NOT NULL,
+                    created_at DOUBLE PRECISION NOT NULL
+                );
+                CREATE INDEX push_subscriptions_by_account ON push_subscriptions (account_id);
+                """),
     ]
 }

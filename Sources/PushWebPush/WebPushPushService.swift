@@ -24,7 +24,7 @@ import Push
 public final class WebPushPushService: PushService {
     /// The configuration the service was created with.
     public let configuration: WebPushConfiguration
-    private let vapid: VAPIDTokens
+    let vapid: VAPIDTokens
     private let clients = LockedValue<[String: HTTP2Client]>([:])
     private let log: @Sendable (String) -> Void
 
@@ -103,19 +103,31 @@ public final class WebPushPushService: PushService {
         } catch {
             return .defect(reason: "encryption")
         }
+        return await post(
+            body, to: endpoint, topic: WebPushMessage.topic(for: signal.alias), authorization: authorization,
+            contentType: nil)
+    }
+
+    /// POSTs one body to `endpoint` with the RFC 8030 headers (`TTL` ``WebPushMessage/timeToLive``, `Urgency:
+    /// normal`, `topic`) and classifies the answer. An `aes128gcm` body when `contentType` is `nil`; otherwise an
+    /// unencrypted one of that type.
+    func post(
+        _ body: [UInt8], to endpoint: WebPushEndpointPolicy.Endpoint, topic: String, authorization: String,
+        contentType: String?
+    ) async -> PushOutcome {
+        var headers: [HTTP2Client.Header] = [
+            .init("ttl", String(WebPushMessage.timeToLive)), .init("urgency", "normal"), .init("topic", topic),
+        ]
+        if let contentType {
+            headers.append(.init("content-type", contentType))
+        } else {
+            headers += [.init("content-encoding", "aes128gcm"), .init("content-type", "application/octet-stream")]
+        }
+        headers.append(.init("authorization", authorization))
         let response: HTTP2Client.Response
         do {
             response = try await client(for: endpoint).execute(
-                .init(
-                    method: "POST", path: endpoint.path,
-                    headers: [
-                        .init("ttl", String(WebPushMessage.timeToLive)),
-                        .init("urgency", "normal"),
-                        .init("topic", WebPushMessage.topic(for: signal.alias)),
-                        .init("content-encoding", "aes128gcm"),
-                        .init("content-type", "application/octet-stream"),
-                        .init("authorization", authorization),
-                    ], body: body))
+                .init(method: "POST", path: endpoint.path, headers: headers, body: body))
         } catch .connectionFailed(let why) where why.hasPrefix("no address") {
             return .defect(reason: "endpointRefused")
         } catch {

@@ -21,7 +21,7 @@ enum Serve {
         "tls-min-version", "max-devices-per-account", "webpush-vapid-key", "webpush-subject", "webpush-ca",
         "webpush-allow-host", "webpush-signal-kind", "metrics-listen", "session-idle-timeout", "session-lifetime",
         "max-sessions-per-account", "device-registrations-per-hour", "console-token-file",
-        "jmap-base-url",
+        "jmap-base-url", "jmap-push-allow-unencrypted",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -242,6 +242,8 @@ enum Serve {
             else { throw UsageError("--jmap-base-url must be http(s)://host[:port] with no path, as clients reach it") }
             configuration.jmapBaseURL = base
         }
+        // A JMAP push subscription without keys gets plain JSON: readable by whoever runs the URL's server.
+        configuration.jmapPushAllowsUnencrypted = args.flag("jmap-push-allow-unencrypted")
         if args.flag("access-log") {
             configuration.accessLog = { line in printError(line) }
         }

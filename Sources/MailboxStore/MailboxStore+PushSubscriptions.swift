@@ -1,0 +1,135 @@
+import OpenSSLCrypto
+import SQLSupport
+
+/// A JMAP push subscription (RFC 8620 §7.2) as the store keeps it: a push-service URL an account's client chose,
+/// the keys its messages are encrypted to (`p256dh.auth`; empty for none), the code sent to the URL to prove it
+/// reaches the client, whether the client has sent that code back, the types it wants and when it expires.
+public struct PushSubscriptionRecord: Sendable, Equatable {
+    /// The subscription's id: 22 random base64url characters.
+    public var id: String
+    /// The account whose changes it is told of.
+    public var accountID: Int64
+    /// The client's own id for the device (at most 255 characters).
+    public var deviceClientID: String
+    /// The push-service URL.
+    public var url: String
+    /// The message-encryption keys in the push service's stored form; empty: messages go unencrypted.
+    public var keys: String
+    /// The code the PushVerification carried.
+    public var verificationCode: String
+    /// Whether the client has sent the code back: only verified subscriptions are told of changes.
+    public var isVerified: Bool
+    /// The type names it wants (`nil`: every type).
+    public var types: [String]?
+    /// When it expires, in seconds since 1970.
+    public var expiresAt: Double
+}
+
+extension MailboxStore {
+    static let pushSubscriptionColumns =
+        "id, account_id, device_client_id, url, push_keys, verification_code, verified, types, expires_at"
+
+    static func pushSubscription(from row: Row) throws -> PushSubscriptionRecord {
+        PushSubscriptionRecord(
+            id: try row.string("id"), accountID: try row.int64("account_id"),
+            deviceClientID: try row.string("device_client_id"), url: try row.string("url"),
+            keys: try row.string("push_keys"), verificationCode: try row.string("verification_code"),
+            isVerified: try row.int64("verified") != 0,
+            types: row["types"].string.map { $0.isEmpty ? [] : $0.split(separator: ",").map(String.init) },
+            expiresAt: try row.double("expires_at"))
+    }
+
+    /// The most push subscriptions one account may hold; past it a creation is refused with `.tooManyDevices`.
+    public static let maximumPushSubscriptionsPerAccount = 16
+
+    /// Records a new, unverified push subscription with a fresh id and verification code. The URL and keys are
+    /// the push service's to check before this is called.
+    public func createPushSubscription(
+        accountID: Int64, deviceClientID: String, url: String, keys: String, types: [String]?, expiresAt: Double
+    ) async throws -> PushSubscriptionRecord {
+        guard (1...255).contains(deviceClientID.utf8.count) else {
+            throw MailboxStoreError.invalidArgument("deviceClientId")
+        }
+        guard (1...2048).contains(url.utf8.count), keys.utf8.count <= 255 else {
+            throw MailboxStoreError.invalidArgument("url")
+        }
+        let record = PushSubscriptionRecord(
+            id: SecureRandom.base64URL(16), accountID: accountID, deviceClientID: deviceClientID, url: url,
+            keys: keys, verificationCode: SecureRandom.base64URL(16), isVerified: false, types: types,
+            expiresAt: expiresAt)
+        let created = now()
+        return try await write { db, _ in
+            try db.run("DELETE FROM push_subscriptions WHERE account_id = ? AND expires_at <= ?", accountID, created)
+            guard
+                let count = try db.scalar("SELECT COUNT(*) FROM push_subscriptions WHERE account_id = ?", accountID)
+                    .int64, count < Self.maximumPushSubscriptionsPerAccount
+            else { throw MailboxStoreError.tooManyDevices }
+            try db.run(
+                """
+                INSERT INTO push_subscriptions (id, account_id, device_client_id, url, push_keys, verification_code,
+                                                verified, types, expires_at, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+                """,
+                arguments: [
+                    record.id, accountID, deviceClientID, url, keys, record.verificationCode,
+                    types?.joined(separator: ","), expiresAt, created,
+                ])
+            return record
+        }
+    }
+
+    /// The account's push subscriptions that have not expired, oldest first.
+    public func pushSubscriptions(accountID: Int64) async throws -> [PushSubscriptionRecord] {
+        let at = now()
+        return try await read { db in
+            try db.query(
+                """
+                SELECT \(Self.pushSubscriptionColumns) FROM push_subscriptions
+                WHERE account_id = ? AND expires_at > ? ORDER BY created_at, id
+                """, accountID, at
+            ).map(Self.pushSubscription(from:))
+        }
+    }
+
+    /// Changes what a client may change of its subscription: marks it verified (`verified`), its expiry, its
+    /// types (`.some(nil)`: every type). Returns the record as it now is, or `nil` when the account has no such
+    /// subscription.
+    public func updatePushSubscription(
+        id: String, accountID: Int64, verified: Bool? = nil, expiresAt: Double? = nil, types: [String]?? = nil
+    ) async throws -> PushSubscriptionRecord? {
+        try await write { db, _ in
+            guard
+                try db.queryOne(
+                    "SELECT id FROM push_subscriptions WHERE id = ? AND account_id = ?", id, accountID) != nil
+            else { return nil }
+            if let verified {
+                _ = try db.run("UPDATE push_subscriptions SET verified = ? WHERE id = ?", verified ? 1 : 0, id)
+            }
+            if let expiresAt {
+                _ = try db.run("UPDATE push_subscriptions SET expires_at = ? WHERE id = ?", expiresAt, id)
+            }
+            if let types {
+                _ = try db.run(
+                    "UPDATE push_subscriptions SET types = ? WHERE id = ?", types?.joined(separator: ","), id)
+            }
+            return try db.queryOne(
+                "SELECT \(Self.pushSubscriptionColumns) FROM push_subscriptions WHERE id = ?", id
+            ).map(Self.pushSubscription(from:))
+        }
+    }
+
+    /// Deletes the account's subscription `id` (its URL and keys go with it). Returns whether it existed.
+    @discardableResult
+    public func deletePushSubscription(id: String, accountID: Int64) async throws -> Bool {
+        try await write { db, _ in
+            try db.run("DELETE FROM push_subscriptions WHERE id = ? AND account_id = ?", id, accountID) == 1
+        }
+    }
+
+    /// Deletes every subscription that has expired; returns how many.
+    @discardableResult
+    public func purgePushSubscriptions() async throws -> Int {
+        let at = now()
+        return try await write { db, _ in try db.run("DELETE FROM push_subscriptions WHERE expires_at <= ?", at) }
+    }
+}
