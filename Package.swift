@@ -179,7 +179,7 @@ let package = Package(
             dependencies: [
                 "Durations",
                 "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "PushWebPush", "CommandLineSupport", "APNs",
-                "HTTPServer",
+                "HTTPServer", "JMAP", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
                 "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",
             ]),
 

@@ -51,15 +51,14 @@ extension MethodContext {
         let records = try await storeCall { try await store.messages(ids: ids, accountID: account.id) }
         let byID = Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let needsParse = properties.contains { Self.parsedEmailProperties.contains($0) || $0.hasPrefix("header:") }
+        let sources =
+            needsParse
+            ? try await storeCall { try await store.messageSources(ids: records.map(\.id), accountID: account.id) }
+            : [:]
         var list: [JSONValue] = []
         for id in ids {
             guard let record = byID[id] else { continue }
-            var parsed: ParsedEmail?
-            if needsParse,
-                let source = try await storeCall({ try await store.messageSource(id: id, accountID: account.id) })
-            {
-                parsed = ParsedEmail(source)
-            }
+            let parsed = sources[id].flatMap(ParsedEmail.init)
             list.append(
                 EmailObject(record: record, parsed: parsed).json(
                     properties: properties, bodyProperties: bodyProperties, values: values))
@@ -290,6 +289,11 @@ struct EmailPatch {
     var flagged: Bool?
     var mailbox: MailboxRole?
 
+    /// `text` as one JSON Pointer reference token (RFC 6901): `~` written `~0`, `/` written `~1`.
+    static func pointerToken(_ text: String) -> String {
+        text.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+    }
+
     static func apply(_ patch: JSONValue, to record: MessageRecord) -> Result<EmailPatch, SetError> {
         func invalid(_ property: String, _ description: String) -> Result<EmailPatch, SetError> {
             .failure(SetError(MethodContext.setError("invalidProperties", description, properties: [property])))
@@ -298,6 +302,8 @@ struct EmailPatch {
             return .failure(SetError(MethodContext.setError("invalidPatch", "An update must be a PatchObject.")))
         }
         var keywords: [String: Bool] = ["$seen": record.seen, "$flagged": record.flagged]
+        // The patch path that set each keyword, to name it back as the client wrote it (escapes and case kept).
+        var keywordPaths: [String: String] = [:]
         var mailboxes: Set<String> = [record.mailbox.rawValue]
         for (path, value) in members {
             let tokens = path.split(separator: "/", omittingEmptySubsequences: false).map {
@@ -309,12 +315,16 @@ struct EmailPatch {
                     return invalid(path, "'keywords' must map keywords to true.")
                 }
                 keywords = ["$seen": false, "$flagged": false]
-                for keyword in object.keys { keywords[keyword.lowercased()] = true }
+                for keyword in object.keys {
+                    keywords[keyword.lowercased()] = true
+                    keywordPaths[keyword.lowercased()] = "keywords/" + pointerToken(keyword)
+                }
             case ("keywords", 2):
                 guard value == .bool(true) || value.isNull else {
                     return invalid(path, "A keyword patch sets true or null.")
                 }
                 keywords[tokens[1].lowercased()] = !value.isNull
+                keywordPaths[tokens[1].lowercased()] = path
             case ("mailboxIds", 1):
                 guard let object = value.object, object.values.allSatisfy({ $0 == .bool(true) }) else {
                     return invalid(path, "'mailboxIds' must map mailbox ids to true.")
@@ -330,7 +340,9 @@ struct EmailPatch {
             }
         }
         if let other = keywords.first(where: { $0.value && $0.key != "$seen" && $0.key != "$flagged" }) {
-            return invalid("keywords/\(other.key)", "This server keeps the keywords $seen and $flagged only.")
+            return invalid(
+                keywordPaths[other.key] ?? "keywords/" + pointerToken(other.key),
+                "This server keeps the keywords $seen and $flagged only.")
         }
         guard mailboxes.count == 1, let role = mailboxes.first.flatMap(MailboxRole.init(rawValue:)) else {
             return invalid("mailboxIds", "An email is in exactly one mailbox of this account (maxMailboxesPerEmail 1).")

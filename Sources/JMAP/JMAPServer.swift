@@ -36,11 +36,15 @@ public struct JMAPAccount: Sendable, Equatable {
     public var id: Int64
     /// The username.
     public var username: String
+    /// The session whose access token authenticated the request; `nil` when the password did. Push subscriptions
+    /// belong to the credentials that made them.
+    public var sessionID: Int64?
 
     /// Creates an account reference.
-    public init(id: Int64, username: String) {
+    public init(id: Int64, username: String, sessionID: Int64? = nil) {
         self.id = id
         self.username = username
+        self.sessionID = sessionID
     }
 
     /// The account's id as JMAP spells it.

@@ -16,39 +16,9 @@ public enum JSONValue: Sendable, Equatable {
     /// hostile depth recursively would run out of stack.
     public static let maximumDepth = 64
 
-    /// Parses UTF-8 JSON text; `nil` when it is not JSON or nests deeper than ``maximumDepth``.
+    /// Parses UTF-8 JSON text (RFC 8259); `nil` when it is not JSON or nests deeper than ``maximumDepth``.
     public static func parse(_ data: Data) -> JSONValue? {
-        guard depth(of: data) <= maximumDepth else { return nil }
-        return try? JSONDecoder().decode(JSONValue.self, from: data)
-    }
-
-    /// The deepest nesting of arrays and objects in `data`, brackets inside strings not counted.
-    static func depth(of data: Data) -> Int {
-        var depth = 0
-        var deepest = 0
-        var inString = false
-        var escaped = false
-        for byte in data {
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                deepest = max(deepest, depth)
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
-            default: break
-            }
-        }
-        return deepest
+        JSONReader.read(Array(data), maximumDepth: maximumDepth)
     }
 
     /// Compact JSON text, object members in key order (so the same value writes the same bytes).
@@ -207,5 +177,202 @@ enum JSONPointer {
         default:
             return nil
         }
+    }
+}
+
+/// A strict reader of JSON text (RFC 8259) into ``JSONValue``, in one pass over the bytes: a request is read
+/// without the cost of a failed decode per value, and nesting past the limit stops it before the stack can grow.
+struct JSONReader {
+    private let bytes: [UInt8]
+    private let maximumDepth: Int
+    private var index = 0
+
+    private init(_ bytes: [UInt8], maximumDepth: Int) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+    }
+
+    /// The value `bytes` hold, with nothing but white space around it; `nil` when they are not JSON or nest
+    /// deeper than `maximumDepth` arrays and objects.
+    static func read(_ bytes: [UInt8], maximumDepth: Int) -> JSONValue? {
+        var reader = JSONReader(bytes, maximumDepth: maximumDepth)
+        guard let value = reader.value(depth: 0) else { return nil }
+        reader.skipWhitespace()
+        return reader.index == bytes.count ? value : nil
+    }
+
+    private var next: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func skipWhitespace() {
+        while let byte = next, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
+    }
+
+    /// The value at the cursor, `depth` arrays and objects in.
+    private mutating func value(depth: Int) -> JSONValue? {
+        skipWhitespace()
+        switch next {
+        case UInt8(ascii: "{"): return depth < maximumDepth ? object(depth: depth) : nil
+        case UInt8(ascii: "["): return depth < maximumDepth ? array(depth: depth) : nil
+        case UInt8(ascii: "\""): return string().map(JSONValue.string)
+        case UInt8(ascii: "t"): return literal("true", .bool(true))
+        case UInt8(ascii: "f"): return literal("false", .bool(false))
+        case UInt8(ascii: "n"): return literal("null", .null)
+        case .some: return number()
+        case nil: return nil
+        }
+    }
+
+    private mutating func literal(_ text: StaticString, _ value: JSONValue) -> JSONValue? {
+        let count = text.utf8CodeUnitCount
+        guard bytes.count - index >= count else { return nil }
+        for offset in 0..<count where bytes[index + offset] != text.utf8Start[offset] { return nil }
+        index += count
+        return value
+    }
+
+    private mutating func object(depth: Int) -> JSONValue? {
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if next == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard next == UInt8(ascii: "\""), let key = string() else { return nil }
+            skipWhitespace()
+            guard next == UInt8(ascii: ":") else { return nil }
+            index += 1
+            guard let member = value(depth: depth + 1) else { return nil }
+            members[key] = member
+            skipWhitespace()
+            switch next {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "}"):
+                index += 1
+                return .object(members)
+            default: return nil
+            }
+        }
+    }
+
+    private mutating func array(depth: Int) -> JSONValue? {
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if next == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            guard let element = value(depth: depth + 1) else { return nil }
+            elements.append(element)
+            skipWhitespace()
+            switch next {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "]"):
+                index += 1
+                return .array(elements)
+            default: return nil
+            }
+        }
+    }
+
+    /// A string at the cursor (its opening quote): escapes undone; `nil` for a control character, a bad escape, a
+    /// lone surrogate or bytes that are not UTF-8.
+    private mutating func string() -> String? {
+        index += 1
+        var text: [UInt8] = []
+        while let byte = next {
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""): return String(validating: text, as: UTF8.self)
+            case ..<0x20: return nil
+            case UInt8(ascii: "\\"):
+                guard let escape = next else { return nil }
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): text.append(escape)
+                case UInt8(ascii: "b"): text.append(0x08)
+                case UInt8(ascii: "f"): text.append(0x0C)
+                case UInt8(ascii: "n"): text.append(0x0A)
+                case UInt8(ascii: "r"): text.append(0x0D)
+                case UInt8(ascii: "t"): text.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard let scalar = unicodeEscape() else { return nil }
+                    text.append(contentsOf: String(Character(scalar)).utf8)
+                default: return nil
+                }
+            default: text.append(byte)
+            }
+        }
+        return nil
+    }
+
+    /// The scalar of a `\uXXXX` escape (the cursor after its `u`), a surrogate pair read as one.
+    private mutating func unicodeEscape() -> Unicode.Scalar? {
+        guard let unit = hex4() else { return nil }
+        switch unit {
+        case 0xD800...0xDBFF:
+            guard next == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u") else {
+                return nil
+            }
+            index += 2
+            guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+            return Unicode.Scalar(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))
+        case 0xDC00...0xDFFF: return nil
+        default: return Unicode.Scalar(unit)
+        }
+    }
+
+    private mutating func hex4() -> UInt32? {
+        guard bytes.count - index >= 4 else { return nil }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt32(digit)
+            index += 1
+        }
+        return value
+    }
+
+    /// A number at the cursor: an integer within Int64 as `.int`, anything else finite as `.double`.
+    private mutating func number() -> JSONValue? {
+        let start = index
+        func digits() -> Bool {
+            let first = index
+            while let byte = next, byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") { index += 1 }
+            return index > first
+        }
+        if next == UInt8(ascii: "-") { index += 1 }
+        if next == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            guard digits() else { return nil }
+        }
+        var isInteger = true
+        if next == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard digits() else { return nil }
+        }
+        if next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if next == UInt8(ascii: "+") || next == UInt8(ascii: "-") { index += 1 }
+            guard digits() else { return nil }
+        }
+        let text = String(decoding: bytes[start..<index], as: UTF8.self)
+        if isInteger, let value = Int64(text) { return .int(value) }
+        guard let value = Double(text), value.isFinite else { return nil }
+        return .double(value)
     }
 }

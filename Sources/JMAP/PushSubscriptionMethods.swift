@@ -3,7 +3,8 @@ import MailboxStore
 import Push
 
 /// `PushSubscription/get` and `/set` (RFC 8620 §7.2): no account id, no state; a subscription belongs to the
-/// account whose credentials made it. `url` and `keys` are never returned (they may be private to the device), and
+/// credentials that made it (the session of a bearer token, or the password) and is seen and changed only with
+/// them. `url` and `keys` are never returned (they may be private to the device), and
 /// a new subscription hears nothing but its PushVerification until the client sends the code back.
 extension MethodContext {
     /// The properties `/get` returns by default: all but `url` and `keys`.
@@ -17,7 +18,7 @@ extension MethodContext {
             throw MethodError("forbidden", "'url' and 'keys' are never returned.")
         }
         let ids = try getIDs(arguments)
-        let all = try await storeCall { try await store.pushSubscriptions(accountID: account.id) }
+        let all = try await ownSubscriptions()
         let byID = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let listed = ids.map { $0.compactMap { byID[$0] } } ?? all
         let notFound = ids?.filter { byID[$0] == nil } ?? []
@@ -25,6 +26,12 @@ extension MethodContext {
             "list": .array(listed.map { Self.pushSubscriptionObject($0, properties: properties) }),
             "notFound": .strings(notFound),
         ]
+    }
+
+    /// The subscriptions made with this request's credentials.
+    func ownSubscriptions() async throws -> [PushSubscriptionRecord] {
+        try await storeCall { try await store.pushSubscriptions(accountID: account.id) }
+            .filter { $0.sessionID == account.sessionID }
     }
 
     static func pushSubscriptionObject(_ record: PushSubscriptionRecord, properties: [String]) -> JSONValue {
@@ -61,8 +68,11 @@ extension MethodContext {
         }
         var destroyed: [String] = []
         var notDestroyed: [String: JSONValue] = [:]
+        let own = Set(try await ownSubscriptions().map(\.id))
         for id in destroy {
-            if try await storeCall({ try await store.deletePushSubscription(id: id, accountID: account.id) }) {
+            if own.contains(id),
+                try await storeCall({ try await store.deletePushSubscription(id: id, accountID: account.id) })
+            {
                 destroyed.append(id)
             } else {
                 notDestroyed[id] = Self.setError("notFound", "No such push subscription.")
@@ -134,7 +144,8 @@ extension MethodContext {
         }
         do {
             let record = try await store.createPushSubscription(
-                accountID: account.id, deviceClientID: deviceClientID, url: url, keys: storedKeys, types: types,
+                accountID: account.id, sessionID: account.sessionID, deviceClientID: deviceClientID, url: url,
+                keys: storedKeys, types: types,
                 expiresAt: expiresAt)
             push.verify(record)
             return .success(record)
@@ -189,7 +200,7 @@ extension MethodContext {
         }
         let existing: PushSubscriptionRecord?
         do {
-            existing = try await store.pushSubscriptions(accountID: account.id).first { $0.id == id }
+            existing = try await ownSubscriptions().first { $0.id == id }
         } catch {
             return .failure(SetError(MethodError.from(error).arguments))
         }

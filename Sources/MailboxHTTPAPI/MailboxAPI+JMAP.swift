@@ -27,6 +27,7 @@ extension MailboxAPI {
         { request in
             let challenge: HTTPHeaders = ["WWW-Authenticate": "Bearer, Basic realm=\"mailboxd\", charset=\"UTF-8\""]
             let accountID: Int64
+            var sessionID: Int64?
             if let token = request.bearerToken {
                 guard !token.isEmpty, token.utf8.count <= 256,
                     let session = try await store.session(tokenHash: SHA256.hash(token))
@@ -36,6 +37,7 @@ extension MailboxAPI {
                         headers: challenge)
                 }
                 accountID = session.accountID
+                sessionID = session.id
             } else if let (username, password) = Self.basicCredentials(request) {
                 accountID = try await signIn(username: username, password: password, request: request)
             } else {
@@ -46,7 +48,8 @@ extension MailboxAPI {
             guard let account = try await store.account(id: accountID) else {
                 throw HTTPError.unauthorized("The account no longer exists.")
             }
-            var response = try await handler(request, JMAPAccount(id: account.id, username: account.username))
+            var response = try await handler(
+                request, JMAPAccount(id: account.id, username: account.username, sessionID: sessionID))
             response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
             return response
         }

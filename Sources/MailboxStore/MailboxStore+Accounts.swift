@@ -149,13 +149,15 @@ extension MailboxStore {
         return session
     }
 
-    /// Ends a session and deletes the devices registered through it. Returns whether it had not ended before.
+    /// Ends a session and deletes the devices registered and the push subscriptions made through it. Returns
+    /// whether it had not ended before.
     @discardableResult
     static func endSession(_ db: any SQLConnection, id: Int64, accountID: Int64, at time: Double) throws -> Bool {
         let changed = try db.run(
             "UPDATE sessions SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL", time, id,
             accountID)
         try db.run("DELETE FROM devices WHERE session_id = ? AND account_id = ?", id, accountID)
+        try db.run("DELETE FROM push_subscriptions WHERE session_id = ? AND account_id = ?", id, accountID)
         return changed == 1
     }
 
@@ -166,8 +168,8 @@ extension MailboxStore {
         return try await write { db, _ in try Self.endSession(db, id: id, accountID: accountID, at: revoked) }
     }
 
-    /// Signs the account out everywhere: revokes every session and deletes every device (none is signalled
-    /// again until it signs in and registers). Returns how many sessions were live.
+    /// Signs the account out everywhere: revokes every session and deletes every device and push subscription (none
+    /// is signalled again until it signs in and registers). Returns how many sessions were live.
     @discardableResult
     public func revokeAllSessions(accountID: Int64) async throws -> Int {
         let revoked = now()
@@ -175,12 +177,14 @@ extension MailboxStore {
             let ended = try db.run(
                 "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", revoked, accountID)
             try db.run("DELETE FROM devices WHERE account_id = ?", accountID)
+            try db.run("DELETE FROM push_subscriptions WHERE account_id = ?", accountID)
             return ended
         }
     }
 
     /// Deletes sessions that are over (revoked, idle or too old) since `age` seconds or more; their devices stay
-    /// (a device whose session expired is still signalled, and its app asks its user to sign in). Housekeeping.
+    /// (a device whose session expired is still signalled, and its app asks its user to sign in), their JMAP push
+    /// subscriptions go with them (RFC 8620 §7.2: they end with the credentials that made them). Housekeeping.
     @discardableResult
     public func purgeSessions(olderThan age: Double) async throws -> Int {
         let time = now()

@@ -9,6 +9,8 @@ public struct PushSubscriptionRecord: Sendable, Equatable {
     public var id: String
     /// The account whose changes it is told of.
     public var accountID: Int64
+    /// The session whose access token made it: it ends with that session. `nil`: made with the password.
+    public var sessionID: Int64?
     /// The client's own id for the device (at most 255 characters).
     public var deviceClientID: String
     /// The push-service URL.
@@ -27,11 +29,11 @@ public struct PushSubscriptionRecord: Sendable, Equatable {
 
 extension MailboxStore {
     static let pushSubscriptionColumns =
-        "id, account_id, device_client_id, url, push_keys, verification_code, verified, types, expires_at"
+        "id, account_id, session_id, device_client_id, url, push_keys, verification_code, verified, types, expires_at"
 
     static func pushSubscription(from row: Row) throws -> PushSubscriptionRecord {
         PushSubscriptionRecord(
-            id: try row.string("id"), accountID: try row.int64("account_id"),
+            id: try row.string("id"), accountID: try row.int64("account_id"), sessionID: row["session_id"].int64,
             deviceClientID: try row.string("device_client_id"), url: try row.string("url"),
             keys: try row.string("push_keys"), verificationCode: try row.string("verification_code"),
             isVerified: try row.int64("verified") != 0,
@@ -42,10 +44,12 @@ extension MailboxStore {
     /// The most push subscriptions one account may hold; past it a creation is refused with `.tooManyDevices`.
     public static let maximumPushSubscriptionsPerAccount = 16
 
-    /// Records a new, unverified push subscription with a fresh id and verification code. The URL and keys are
-    /// the push service's to check before this is called.
+    /// Records a new, unverified push subscription with a fresh id and verification code, made through the
+    /// session `sessionID` (`nil`: with the password). The URL and keys are the push service's to check before
+    /// this is called.
     public func createPushSubscription(
-        accountID: Int64, deviceClientID: String, url: String, keys: String, types: [String]?, expiresAt: Double
+        accountID: Int64, sessionID: Int64? = nil, deviceClientID: String, url: String, keys: String, types: [String]?,
+        expiresAt: Double
     ) async throws -> PushSubscriptionRecord {
         guard (1...255).contains(deviceClientID.utf8.count) else {
             throw MailboxStoreError.invalidArgument("deviceClientId")
@@ -54,7 +58,8 @@ extension MailboxStore {
             throw MailboxStoreError.invalidArgument("url")
         }
         let record = PushSubscriptionRecord(
-            id: SecureRandom.base64URL(16), accountID: accountID, deviceClientID: deviceClientID, url: url,
+            id: SecureRandom.base64URL(16), accountID: accountID, sessionID: sessionID, deviceClientID: deviceClientID,
+            url: url,
             keys: keys, verificationCode: SecureRandom.base64URL(16), isVerified: false, types: types,
             expiresAt: expiresAt)
         let created = now()
@@ -66,12 +71,12 @@ extension MailboxStore {
             else { throw MailboxStoreError.tooManyDevices }
             try db.run(
                 """
-                INSERT INTO push_subscriptions (id, account_id, device_client_id, url, push_keys, verification_code,
-                                                verified, types, expires_at, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+                INSERT INTO push_subscriptions (id, account_id, session_id, device_client_id, url, push_keys,
+                                                verification_code, verified, types, expires_at, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
                 """,
                 arguments: [
-                    record.id, accountID, deviceClientID, url, keys, record.verificationCode,
+                    record.id, accountID, sessionID, deviceClientID, url, keys, record.verificationCode,
                     types?.joined(separator: ","), expiresAt, created,
                 ])
             return record

@@ -391,13 +391,15 @@ extension MailboxStore {
                 );
                 """),
         // JMAP push subscriptions (RFC 8620 §7.2): a push-service URL an account's client chose, the keys its
-        // messages are encrypted to, the verification code sent to it, and which types it wants.
+        // messages are encrypted to, the verification code sent to it, and which types it wants; tied to the
+        // session whose token made it (gone with it), or to the password when Basic credentials made it.
         StoreMigration(
             name: "011-push-subscriptions",
             sqlite: """
                 CREATE TABLE push_subscriptions (
                     id TEXT PRIMARY KEY NOT NULL,
                     account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    session_id INTEGER REFERENCES sessions(id) ON DELETE CASCADE,
                     device_client_id TEXT NOT NULL,
                     url TEXT NOT NULL,
                     push_keys TEXT NOT NULL DEFAULT '',
@@ -413,6 +415,7 @@ extension MailboxStore {
                 CREATE TABLE push_subscriptions (
                     id TEXT PRIMARY KEY NOT NULL,
                     account_id BIGINT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    session_id BIGINT REFERENCES sessions(id) ON DELETE CASCADE,
                     device_client_id TEXT NOT NULL,
                     url TEXT NOT NULL,
                     push_keys TEXT NOT NULL DEFAULT '',
@@ -424,5 +427,11 @@ extension MailboxStore {
                 );
                 CREATE INDEX push_subscriptions_by_account ON push_subscriptions (account_id);
                 """),
+        // The last delivery to an account (JMAP's Thread and EmailDelivery states, read on every event-stream
+        // wake-up and push) in one index step, not a walk over the account's messages.
+        StoreMigration(
+            name: "012-messages-by-created",
+            sqlite: "CREATE INDEX messages_by_created ON messages (account_id, created_modseq);",
+            postgres: "CREATE INDEX messages_by_created ON messages (account_id, created_modseq);"),
     ]
 }

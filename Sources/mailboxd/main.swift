@@ -65,6 +65,11 @@ let usage = """
                                 from the MTA's own name)
       --max-message-bytes N     the largest LMTP message (default 26214400, 25 MiB)
       --lmtp-max-connections N  simultaneous LMTP sessions (default 64)
+      --jmap-base-url URL       the prefix of the JMAP Session's URLs behind a proxy (default: the scheme and the
+                                request's Host)
+      --jmap-push-allow-unencrypted
+                                accept JMAP push subscriptions without keys (their pushes are plain JSON, readable
+                                by whoever runs the URL's server; see docs/jmap.md)
     """
 
 let environmentPrefix = "MAILBOXD_"
@@ -88,7 +93,9 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 umask(0o077)
 
 await runCommand(usage: usage) {
-    let switches: Set<String> = ["help", "plain-http", "legacy-payload-limit", "access-log"]
+    let switches: Set<String> = [
+        "help", "plain-http", "legacy-payload-limit", "access-log", "jmap-push-allow-unencrypted",
+    ]
     let args = try Arguments(arguments, switches: switches, environmentPrefix: environmentPrefix)
     if args.positionals.isEmpty || args.wantsHelp {
         print(usage)

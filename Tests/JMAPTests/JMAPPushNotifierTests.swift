@@ -203,6 +203,36 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
         #expect(setup.service.sent.count == 1)  // the verification only
     }
 
+    @Test func aSubscriptionIsSeenAndChangedOnlyWithTheCredentialsThatMadeIt() async throws {
+        let setup = try await Setup(.sqlite)
+        let session = try await setup.fixture.store.createSession(
+            accountID: setup.fixture.alice.id, tokenHash: [UInt8](repeating: 9, count: 32), deviceName: "phone")
+        var withToken = setup.fixture.alice
+        withToken.sessionID = session.id
+        func call(_ name: String, _ arguments: JSONValue, as account: JMAPAccount) async throws -> JSONValue {
+            let body: JSONValue = [
+                "using": [.string(JMAPCapability.core)], "methodCalls": [[.string(name), arguments, "c0"]],
+            ]
+            let response = try await setup.server.handle(
+                Data(body.json.utf8), account: account, baseURL: JMAPFixture.baseURL
+            ).get()
+            return try #require(response["methodResponses"]?.array?.first?.array?[1])
+        }
+        let created = try await call(
+            "PushSubscription/set",
+            ["create": ["k": ["deviceClientId": "d", "url": "https://push.example.test/t", "keys": Setup.keys]]],
+            as: withToken)
+        let id = try #require(created["created"]?["k"]?["id"]?.string)
+        // With the password (no session), the token's subscription is neither listed nor destroyable.
+        #expect(try await call("PushSubscription/get", [:], as: setup.fixture.alice)["list"] == [])
+        let destroy = try await call("PushSubscription/set", ["destroy": [.string(id)]], as: setup.fixture.alice)
+        #expect(destroy["notDestroyed"]?[id]?["type"] == "notFound")
+        #expect(try await call("PushSubscription/get", [:], as: withToken)["list"]?.array?.count == 1)
+        // Signing out of that session ends the subscription.
+        #expect(try await setup.fixture.store.revokeSession(id: session.id, accountID: setup.fixture.alice.id))
+        #expect(try await call("PushSubscription/get", [:], as: withToken)["list"] == [])
+    }
+
     @Test func withTheFlagAKeylessSubscriptionIsAccepted() async throws {
         let setup = try await Setup(.sqlite, allowsUnencrypted: true)
         let created = try await setup.create(["deviceClientId": "d", "url": "https://push.example.test/plain"])

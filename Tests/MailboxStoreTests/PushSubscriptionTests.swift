@@ -70,4 +70,27 @@ import Testing
                 expiresAt: fixture.clock.now + 100)
         }
     }
+
+    @Test(arguments: StoreEngineKind.allCases) func aSubscriptionEndsWithTheSessionThatMadeIt(
+        engine: StoreEngineKind
+    ) async throws {
+        let fixture = try StoreFixture(engine: engine)
+        let alice = try await fixture.account("alice")
+        let store = fixture.store
+        let session = try await store.createSession(
+            accountID: alice.id, tokenHash: [UInt8](repeating: 7, count: 32), deviceName: "phone")
+        func make(_ sessionID: Int64?) async throws -> PushSubscriptionRecord {
+            try await store.createPushSubscription(
+                accountID: alice.id, sessionID: sessionID, deviceClientID: "d", url: "https://push.example.test/a",
+                keys: "", types: nil, expiresAt: fixture.clock.now + 100)
+        }
+        let bySession = try await make(session.id)
+        let byPassword = try await make(nil)
+        #expect(bySession.sessionID == session.id && byPassword.sessionID == nil)
+        #expect(try await store.revokeSession(id: session.id, accountID: alice.id))
+        #expect(try await store.pushSubscriptions(accountID: alice.id) == [byPassword])
+        _ = try await make(nil)
+        try await store.revokeAllSessions(accountID: alice.id)
+        #expect(try await store.pushSubscriptions(accountID: alice.id).isEmpty)
+    }
 }
