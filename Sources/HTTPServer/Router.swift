@@ -2,7 +2,31 @@
 /// anything else for a 500).
 public typealias HTTPHandler = @Sendable (HTTPRequest) async throws -> HTTPResponse
 
-/// Dispatches requests by method and path pattern.
+/// The route a request matched, as middleware sees it.
+public struct MatchedRoute: Sendable, Equatable {
+    /// The route's method (`GET` for a `HEAD` answered by a `GET` route).
+    public let method: HTTPMethod
+    /// The pattern as registered: `/v1/messages/:id`.
+    public let pattern: String
+
+    /// The pattern with each capture written `{name}` (`/v1/messages/{id}`): a label for metrics and logs that
+    /// holds nothing of the request's own path.
+    public var label: String {
+        "/"
+            + pattern.split(separator: "/", omittingEmptySubsequences: true).map { segment in
+                segment.hasPrefix(":") || segment.hasPrefix("*") ? "{\(segment.dropFirst())}" : String(segment)
+            }.joined(separator: "/")
+    }
+}
+
+/// Code that runs around the handler of every routed request, told which route it matched: metrics labelled by
+/// the route's pattern, error mapping, limits. A request that matches no route (404, 405) reaches none.
+public protocol RouterMiddleware: Sendable {
+    /// Answers `request` for `route`, calling `next` (the inner middleware, then the route's handler) or not.
+    func respond(to request: HTTPRequest, route: MatchedRoute, next: HTTPHandler) async throws -> HTTPResponse
+}
+
+/// Dispatches requests by method and path pattern, through the middleware added with ``use(_:)``.
 ///
 /// Patterns are `/`-separated; a segment `:name` captures one path segment into
 /// `HTTPRequest.pathParameters["name"]` (percent-decoded) and a final `*name` captures the rest.
@@ -23,9 +47,14 @@ public struct Router: Sendable {
     }
 
     private var routes: [Route] = []
+    /// Outermost first.
+    private var middleware: [any RouterMiddleware] = []
 
     /// Creates an empty router.
     public init() {}
+
+    /// Adds middleware around every route's handler, inside the middleware added before it.
+    public mutating func use(_ middleware: any RouterMiddleware) { self.middleware.append(middleware) }
 
     /// Adds a route for `method` and `pattern`.
     public mutating func add(_ method: HTTPMethod, _ pattern: String, handler: @escaping HTTPHandler) {
@@ -81,7 +110,14 @@ public struct Router: Sendable {
         }
         var routed = request
         routed.pathParameters = best.parameters
-        return try await best.route.handler(routed)
+        guard !middleware.isEmpty else { return try await best.route.handler(routed) }
+        let matched = MatchedRoute(method: best.route.method, pattern: best.route.pattern)
+        var next = best.route.handler
+        for layer in middleware.reversed() {
+            let inner = next
+            next = { request in try await layer.respond(to: request, route: matched, next: inner) }
+        }
+        return try await next(routed)
     }
 
     /// The router as a handler value, for `HTTPServer(configuration:handler:)`.

@@ -19,11 +19,11 @@ extension MailboxAPI {
 
     /// The console's routes, on when a console token is configured.
     func addConsoleRoutes(to router: inout Router) {
-        router.get("/console", handler: instrument("/console", consolePage))
-        router.post("/console/session", handler: instrument("/console/session", consoleSignIn))
-        router.get("/console/snapshot", handler: instrument("/console/snapshot", consoleOperator(consoleSnapshot)))
-        router.get("/console/events", handler: instrument("/console/events", consoleOperator(consoleEvents)))
-        router.get("/console/files/:file", handler: instrument("/console/files/{file}", consoleFile))
+        router.get("/console", handler: consolePage)
+        router.post("/console/session", handler: consoleSignIn)
+        router.get("/console/snapshot", handler: consoleOperator(consoleSnapshot))
+        router.get("/console/events", handler: consoleOperator(consoleEvents))
+        router.get("/console/files/:file", handler: consoleFile)
     }
 
     /// The console's feed and access, or 404 when it is off.

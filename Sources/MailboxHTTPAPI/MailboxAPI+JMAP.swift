@@ -10,14 +10,14 @@ import OpenSSLCrypto
 /// the username and password (Basic), which the sign-in throttle counts as it counts `POST /v1/session`.
 extension MailboxAPI {
     func addJMAPRoutes(to router: inout Router) {
-        router.get("/.well-known/jmap", handler: instrument("/.well-known/jmap", jmapAuthenticated(jmapSession)))
-        router.post("/jmap/api", handler: instrument("/jmap/api", jmapAuthenticated(jmapAPI)))
+        router.get("/.well-known/jmap", handler: jmapAuthenticated(jmapSession))
+        router.post("/jmap/api", handler: jmapAuthenticated(jmapAPI))
         router.get(
             "/jmap/download/:accountId/:blobId/:name",
-            handler: instrument("/jmap/download/{accountId}/{blobId}/{name}", jmapAuthenticated(jmapDownload)))
+            handler: jmapAuthenticated(jmapDownload))
         router.post(
-            "/jmap/upload/:accountId", handler: instrument("/jmap/upload/{accountId}", jmapAuthenticated(jmapUpload)))
-        router.get("/jmap/eventsource", handler: instrument("/jmap/eventsource", jmapAuthenticated(jmapEventSource)))
+            "/jmap/upload/:accountId", handler: jmapAuthenticated(jmapUpload))
+        router.get("/jmap/eventsource", handler: jmapAuthenticated(jmapEventSource))
     }
 
     typealias JMAPHandler = @Sendable (HTTPRequest, JMAPAccount) async throws -> HTTPResponse

@@ -75,27 +75,29 @@ package struct MailboxAPI: Sendable {
 
     package var router: Router {
         var router = Router()
-        router.post("/v1/session", handler: instrument("/v1/session", createSession))
-        router.delete("/v1/session", handler: instrument("/v1/session", authenticated(deleteSession)))
-        router.delete("/v1/sessions", handler: instrument("/v1/sessions", authenticated(deleteAllSessions)))
-        router.get("/v1/mailboxes", handler: instrument("/v1/mailboxes", authenticated(listMailboxes)))
-        router.get("/v1/messages", handler: instrument("/v1/messages", authenticated(listMessages)))
-        router.get("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(getMessage)))
-        router.get("/v1/messages/:id/raw", handler: instrument("/v1/messages/{id}/raw", authenticated(getRawMessage)))
+        router.use(RequestMetrics(metrics: metrics))
+        router.use(StoreErrors())
+        router.post("/v1/session", handler: createSession)
+        router.delete("/v1/session", handler: authenticated(deleteSession))
+        router.delete("/v1/sessions", handler: authenticated(deleteAllSessions))
+        router.get("/v1/mailboxes", handler: authenticated(listMailboxes))
+        router.get("/v1/messages", handler: authenticated(listMessages))
+        router.get("/v1/messages/:id", handler: authenticated(getMessage))
+        router.get("/v1/messages/:id/raw", handler: authenticated(getRawMessage))
         router.get(
             "/v1/messages/:id/parts/:partId",
-            handler: instrument("/v1/messages/{id}/parts/{partId}", authenticated(getMessagePart)))
-        router.patch("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(patchMessage)))
-        router.delete("/v1/messages/:id", handler: instrument("/v1/messages/{id}", authenticated(deleteMessage)))
-        router.get("/v1/changes", handler: instrument("/v1/changes", authenticated(changes)))
-        router.post("/v1/devices", handler: instrument("/v1/devices", authenticated(registerDevice)))
-        router.delete("/v1/devices/:id", handler: instrument("/v1/devices/{id}", authenticated(deleteDevice)))
+            handler: authenticated(getMessagePart))
+        router.patch("/v1/messages/:id", handler: authenticated(patchMessage))
+        router.delete("/v1/messages/:id", handler: authenticated(deleteMessage))
+        router.get("/v1/changes", handler: authenticated(changes))
+        router.post("/v1/devices", handler: authenticated(registerDevice))
+        router.delete("/v1/devices/:id", handler: authenticated(deleteDevice))
         router.get(
-            "/v1/webpush/vapid-public-key", handler: instrument("/v1/webpush/vapid-public-key", vapidPublicKey))
-        router.post("/v1/deliveries", handler: instrument("/v1/deliveries", deliver))
-        router.get("/web", handler: instrument("/web/", webFile))
-        router.get("/web/:file", handler: instrument("/web/{file}", webFile))
-        router.get("/healthz", handler: instrument("/healthz", health))
+            "/v1/webpush/vapid-public-key", handler: vapidPublicKey)
+        router.post("/v1/deliveries", handler: deliver)
+        router.get("/web", handler: webFile)
+        router.get("/web/:file", handler: webFile)
+        router.get("/healthz", handler: health)
         addConsoleRoutes(to: &router)
         addJMAPRoutes(to: &router)
         return router
@@ -119,36 +121,6 @@ package struct MailboxAPI: Sendable {
     }
 
     typealias AuthenticatedHandler = @Sendable (HTTPRequest, SessionRecord) async throws -> HTTPResponse
-
-    /// Counts and times each request by route and status, and maps store errors to HTTP errors.
-    func instrument(_ route: String, _ handler: @escaping HTTPHandler) -> HTTPHandler {
-        { [metrics] request in
-            let start = ContinuousClock.now
-            var status = 500
-            defer {
-                let elapsed = ContinuousClock.now - start
-                let seconds = elapsed.seconds
-                metrics.increment(
-                    "mailboxd_http_requests_total", labels: "route=\"\(route)\",status=\"\(status)\"",
-                    help: "HTTP requests by route and status.")
-                metrics.observe(
-                    "mailboxd_http_request_duration_seconds", labels: "route=\"\(route)\"", seconds: seconds,
-                    help: "HTTP request latency by route.")
-            }
-            do {
-                let response = try await handler(request)
-                status = response.status.rawValue
-                return response
-            } catch let error as HTTPError {
-                status = error.status.rawValue
-                throw error
-            } catch let error as MailboxStoreError {
-                let mapped = Self.httpError(for: error)
-                status = mapped.status.rawValue
-                throw mapped
-            }
-        }
-    }
 
     static func httpError(for error: MailboxStoreError) -> HTTPError {
         switch error {

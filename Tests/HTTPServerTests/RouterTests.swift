@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Locking
 import Testing
 
 extension HTTPServerTests {
@@ -17,6 +18,45 @@ extension HTTPServerTests {
             await #expect(throws: HTTPError.notFound("No resource at this path.")) {
                 _ = try await router.handle(HTTPRequest(method: .get, path: "/a/1/b"))
             }
+        }
+
+        /// Records each request's matched route and wraps the answer, to show the order layers run in.
+        struct Tagging: RouterMiddleware {
+            let tag: String
+            let seen: LockedValue<[String]>
+
+            func respond(
+                to request: HTTPRequest, route: MatchedRoute, next: HTTPHandler
+            ) async throws
+                -> HTTPResponse
+            {
+                seen.withLock { $0.append("\(tag) \(route.method.rawValue) \(route.label)") }
+                let inner = try await next(request)
+                return .text("\(tag)(" + String(decoding: inner.body, as: UTF8.self) + ")")
+            }
+        }
+
+        @Test("middleware runs outermost first around every route and sees its pattern, never the path")
+        func middlewareSeesTheMatchedRoute() async throws {
+            let seen = LockedValue<[String]>([])
+            var router = Router()
+            router.get("/v1/messages/:id") { request in .text(request.parameter("id") ?? "") }
+            router.get("/files/*rest") { _ in .text("file") }
+            router.use(Tagging(tag: "outer", seen: seen))
+            router.use(Tagging(tag: "inner", seen: seen))
+            let message = try await router.handle(HTTPRequest(method: .get, path: "/v1/messages/m-42"))
+            #expect(String(decoding: message.body, as: UTF8.self) == "outer(inner(m-42))")
+            _ = try await router.handle(HTTPRequest(method: .head, path: "/files/a/b"))
+            #expect(
+                seen.withLock { $0 } == [
+                    "outer GET /v1/messages/{id}", "inner GET /v1/messages/{id}", "outer GET /files/{rest}",
+                    "inner GET /files/{rest}",
+                ])
+            // A request no route matches reaches no middleware.
+            await #expect(throws: HTTPError.self) {
+                _ = try await router.handle(HTTPRequest(method: .get, path: "/nowhere"))
+            }
+            #expect(seen.withLock { $0.count } == 4)
         }
 
         @Test("headers are case-insensitive and keep order")
