@@ -57,11 +57,13 @@ let package = Package(
         .target(name: "JSONText"),
 
         // MARK: Transport
-        .target(name: "HTTPServer", dependencies: ["Durations", "CMicroHTTPD", "Locking"]),
+        // HTTPMethod and HTTPHeaders, one of each for the server and the client.
+        .target(name: "HTTPTypes"),
+        .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "COpenSSL"]),
         .target(name: "HTTP2Server", dependencies: ["Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
         .target(name: "HTTP2Client", dependencies: ["Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
-        .target(name: "HTTPClient", dependencies: ["Durations", "CCurl", "Locking"]),
+        .target(name: "HTTPClient", dependencies: ["HTTPTypes", "Durations", "CCurl", "Locking"]),
 
         // MARK: Domain
         // What every push service shares: the content-free signal, state tags, addresses, outcomes, the protocol.
@@ -80,7 +82,8 @@ let package = Package(
         .target(
             name: "SignalDispatch", dependencies: ["Durations", "MailboxStore", "Push", "ServiceMetrics", "Locking"]),
         // JMAP (RFC 8620, RFC 8621) over the store: the Session, method calls, blobs, per-type states.
-        .target(name: "JMAP", dependencies: ["MailboxStore", "MailMIME", "JSONText", "Locking", "Push", "OpenSSLCrypto"]),
+        .target(
+            name: "JMAP", dependencies: ["MailboxStore", "MailMIME", "JSONText", "Locking", "Push", "OpenSSLCrypto"]),
         .target(
             name: "MailboxHTTPAPI",
             dependencies: [
@@ -239,7 +242,8 @@ let package = Package(
         .testTarget(
             name: "JMAPTests",
             dependencies: [
-                "JMAP", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch", "HTTPClient", "TestSupport",
+                "JMAP", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch", "HTTPClient",
+                "TestSupport",
             ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
         .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),

@@ -193,7 +193,9 @@ final class Transfer: @unchecked Sendable {
 
     private func configureHeaders(_ request: HTTPRequest, userAgent: String?) throws {
         var lines: [String] = []
-        for (name, value) in request.headers {
+        for field in request.headers {
+            let name = field.name
+            let value = field.value
             guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
                 throw HTTPClientError.invalidRequest("a header name is empty or not a valid token")
             }
