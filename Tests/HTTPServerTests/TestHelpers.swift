@@ -10,13 +10,19 @@ func curl(_ arguments: [String]) async throws -> ProcessResult {
     return try await offPool { try Subprocess.run(path, ["--silent", "--show-error"] + arguments) }
 }
 
-/// Runs a Python script with the test venv's interpreter.
-func python(_ script: String, _ arguments: [String] = []) async throws -> ProcessResult {
+/// Runs the httpx peer (`Tests/Peers/http1_httpx_client.py`) with the test venv's interpreter; returns the JSON
+/// object it prints.
+func httpxClient(_ arguments: [String]) async throws -> [String: Any] {
     let interpreter = TestEnvironment.python
     try #require(
         FileManager.default.isExecutableFile(atPath: interpreter),
         "Python not found at \(interpreter); set SIGNALFETCH_PYTHON to a venv with httpx")
-    return try await offPool { try Subprocess.run(interpreter, ["-c", script] + arguments) }
+    let result = try await offPool {
+        try Subprocess.run(interpreter, [TestEnvironment.peer("http1_httpx_client.py")] + arguments)
+    }
+    try #require(result.status == 0, "\(result.stderr)")
+    return try #require(
+        try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
 }
 
 /// Splits curl `-i` output into status, headers and body.
