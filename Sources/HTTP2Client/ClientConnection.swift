@@ -139,7 +139,7 @@ final class ClientConnection {
             fd = socketFD
             state = .connecting
             interest = EPOLLOUT.rawValue
-            guard loop.watch(fd, tag: id, events: interest, add: true) else {
+            guard loop.poller.add(fd, tag: id, events: interest) else {
                 fail(.connectionFailed("epoll_ctl: \(String(cString: strerror(errno)))"))
                 return
             }
@@ -205,7 +205,7 @@ final class ClientConnection {
             _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
             if error != 0 {
                 lastConnectError = String(cString: strerror(error))
-                loop.unwatch(fd)
+                loop.poller.remove(fd)
                 Glibc.close(fd)
                 fd = -1
                 connectNextAddress()
@@ -320,7 +320,7 @@ final class ClientConnection {
             if !output.isEmpty { wanted |= EPOLLOUT.rawValue }
         }
         guard wanted != interest else { return }
-        if loop.watch(fd, tag: id, events: wanted, add: false) { interest = wanted }
+        if loop.poller.modify(fd, tag: id, events: wanted) { interest = wanted }
     }
 
     // MARK: Streams
@@ -399,7 +399,7 @@ final class ClientConnection {
 
     private func closeSocket() {
         guard fd >= 0 else { return }
-        loop.unwatch(fd)
+        loop.poller.remove(fd)
         Glibc.close(fd)
         fd = -1
     }

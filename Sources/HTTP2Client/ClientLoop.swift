@@ -8,9 +8,9 @@ import Synchronization
 /// The I/O thread of one ``HTTP2Client``: an epoll loop that owns the connections, their nghttp2 sessions and
 /// every admitted request.
 ///
-/// Thread-safety: other threads touch only `inbox` (a mutex; a post wakes the loop through `wakeFD` while
-/// holding it, and the loop closes `wakeFD` only after marking the inbox closed under the same mutex), the
-/// atomics, and `PendingRequest.cancelled`. Everything else is confined to the I/O thread.
+/// Thread-safety: other threads touch only `inbox` (a mutex; a post wakes the loop through the poller while
+/// holding it, and the loop closes the poller's wake-up only after marking the inbox closed under the same
+/// mutex), the atomics, and `PendingRequest.cancelled`. Everything else is confined to the I/O thread.
 final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinement + `inbox` mutex
     private struct Inbox {
         var submitted: [PendingRequest] = []
@@ -28,8 +28,8 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     private let exited = DispatchGroup()
     private let loopThread = LockedValue<pthread_t?>(nil)
     private let origin: Result<Origin, HTTP2ClientError>
-    private let epollFD: Int32
-    private let wakeFD: Int32
+    /// The epoll set connections register their sockets in (tagged with their ids).
+    let poller: Poller
     let callbacks: OpaquePointer
 
     /// Requests waiting for a stream, oldest first (`queueHead` marks the first live one).
@@ -50,7 +50,6 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     /// Scratch space that gathers frames before one TLS write.
     let staging: UnsafeMutableRawBufferPointer
 
-    private static let wakeTag = UInt64.max
     private static let tick: UInt64 = 50_000_000
 
     init(configuration: HTTP2Client.Configuration) {
@@ -62,14 +61,10 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
         }
         guard let callbacks = makeClientCallbacks() else { fatalError("nghttp2_session_callbacks_new: out of memory") }
         self.callbacks = callbacks
-        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard epollFD >= 0, wakeFD >= 0 else { fatalError("epoll/eventfd: \(String(cString: strerror(errno)))") }
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.u64 = ClientLoop.wakeTag
-        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0 else {
-            fatalError("epoll_ctl: \(String(cString: strerror(errno)))")
+        do {
+            poller = try Poller(capacity: 64)
+        } catch {
+            fatalError(error.reason)
         }
         now = DispatchTime.now().uptimeNanoseconds
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
@@ -78,11 +73,10 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     }
 
     deinit {
-        close(epollFD)
         inbox.withLock { inbox in
             if inbox.open {
                 inbox.open = false
-                close(wakeFD)
+                poller.closeWake()
             }
         }
         nghttp2_session_callbacks_del(callbacks)
@@ -137,30 +131,26 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     private func wake(_ inbox: inout Inbox) {
         guard !inbox.wakePending else { return }
         inbox.wakePending = true
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        poller.wake()
     }
 
     // MARK: - The loop
 
     private func run() {
-        var events = [epoll_event](repeating: epoll_event(), count: 64)
         while true {
             // Deadlines exist only for queued requests, open streams and connections still opening: an idle
             // connection costs no wake-ups.
             let busy = queueHead < queue.count || connections.values.contains { $0.isOpening || $0.streamCount > 0 }
-            let count = events.withUnsafeMutableBufferPointer {
-                epoll_wait(epollFD, $0.baseAddress, Int32($0.count), busy ? Int32(ClientLoop.tick / 1_000_000) : -1)
-            }
+            let count = poller.wait(timeoutMilliseconds: busy ? Int32(ClientLoop.tick / 1_000_000) : -1)
             now = DispatchTime.now().uptimeNanoseconds
-            if count < 0 && errno != EINTR { break }
+            guard let count else { break }
             var shuttingDown = false
-            for index in 0..<max(0, Int(count)) {
-                let event = events[index]
-                if event.data.u64 == ClientLoop.wakeTag {
+            for index in 0..<count {
+                let (tag, events) = poller.ready(index)
+                if tag == Poller.wakeTag {
                     shuttingDown = processInbox() || shuttingDown
-                } else if let connection = connections[event.data.u64] {
-                    connection.handle(events: event.events)
+                } else if let connection = connections[tag] {
+                    connection.handle(events: events)
                 }
             }
             if shuttingDown { break }
@@ -179,8 +169,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
 
     /// Takes new and cancelled requests from the inbox; returns whether shutdown was asked for.
     private func processInbox() -> Bool {
-        var value: UInt64 = 0
-        _ = read(wakeFD, &value, 8)
+        poller.consumeWake()
         let (submitted, cancelled, shuttingDown) = inbox.withLock { inbox in
             inbox.wakePending = false
             defer {
@@ -324,24 +313,10 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
         failQueue(with: .shutdown)
         let leftovers = inbox.withLock { inbox -> [PendingRequest] in
             inbox.open = false
-            close(wakeFD)
+            poller.closeWake()
             defer { inbox.submitted = [] }
             return inbox.submitted
         }
         for request in leftovers { request.finish(.failure(.shutdown)) }
-    }
-
-    // MARK: - Used by connections
-
-    /// Registers or updates `fd` in epoll for `connection`.
-    func watch(_ fd: Int32, tag: UInt64, events: UInt32, add: Bool) -> Bool {
-        var event = epoll_event()
-        event.events = events
-        event.data.u64 = tag
-        return epoll_ctl(epollFD, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &event) == 0
-    }
-
-    func unwatch(_ fd: Int32) {
-        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
     }
 }

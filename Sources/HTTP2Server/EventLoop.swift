@@ -22,8 +22,9 @@ enum LoopCommand: Sendable {
 ///
 /// Thread-safety: everything except `inbox` and `metrics` is touched only on the loop thread (after
 /// `run()` starts; before that only by the starting thread). Other threads talk to the loop through
-/// `post(_:)`, which appends to `inbox` under its mutex and wakes the loop through `wakeFD` while still
-/// holding that mutex; the loop closes `wakeFD` only after marking the inbox closed under the same mutex.
+/// `post(_:)`, which appends to `inbox` under its mutex and wakes the loop through the poller while still
+/// holding that mutex; the loop closes the poller's wake-up only after marking the inbox closed under the same
+/// mutex.
 final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinement + `inbox` mutex
     private struct Inbox {
         var commands: [LoopCommand] = []
@@ -39,8 +40,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
     let handler: HandlerKind
     private let hooks: HTTP2LoopHooks?
     private let tlsContext: TLSContext?
-    private let epollFD: Int32
-    private let wakeFD: Int32
+    private let poller: Poller
     private var listenFD: Int32
     private let callbacks: OpaquePointer
     private var connections: [UInt64: Connection] = [:]
@@ -57,7 +57,6 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
     let tlsStaging: UnsafeMutableRawBufferPointer
 
     private static let listenerTag: UInt64 = 0
-    private static let wakeTag: UInt64 = UInt64.max
     private static let tick: UInt64 = 100_000_000
     /// Set in the epoll tag of a connection's HTTP/1.1 relay socket (the rest is the connection's id).
     private static let relayTagBit: UInt64 = 1 << 62
@@ -69,24 +68,17 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         guard let callbacks = makeSessionCallbacks() else {
             throw .setupFailed(reason: "nghttp2_session_callbacks_new failed")
         }
-        let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard epollFD >= 0 else {
+        let poller: Poller
+        do {
+            poller = try Poller(capacity: 256)
+        } catch {
             nghttp2_session_callbacks_del(callbacks)
-            throw .setupFailed(reason: "epoll_create1: \(String(cString: strerror(errno)))")
+            throw .setupFailed(reason: error.reason)
         }
-        let wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else {
-            nghttp2_session_callbacks_del(callbacks)
-            close(epollFD)
-            throw .setupFailed(reason: "eventfd: \(String(cString: strerror(errno)))")
-        }
-        guard EventLoop.register(epollFD, listener.fd, tag: EventLoop.listenerTag, events: EPOLLIN.rawValue),
-            EventLoop.register(epollFD, wakeFD, tag: EventLoop.wakeTag, events: EPOLLIN.rawValue)
-        else {
+        guard poller.add(listener.fd, tag: EventLoop.listenerTag, events: EPOLLIN.rawValue) else {
             let reason = String(cString: strerror(errno))
             nghttp2_session_callbacks_del(callbacks)
-            close(epollFD)
-            close(wakeFD)
+            poller.closeWake()
             throw .setupFailed(reason: "epoll_ctl: \(reason)")
         }
         self.configuration = configuration
@@ -94,8 +86,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         self.hooks = hooks
         self.tlsContext = tlsContext
         self.callbacks = callbacks
-        self.epollFD = epollFD
-        self.wakeFD = wakeFD
+        self.poller = poller
         self.listenFD = listener.fd
         self.idleNanoseconds = configuration.idleTimeout.nanosecondsClamped
         self.now = DispatchTime.now().uptimeNanoseconds
@@ -106,11 +97,10 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
 
     deinit {
         if listenFD >= 0 { close(listenFD) }
-        close(epollFD)
         inbox.withLock { inbox in
             if inbox.open {
                 inbox.open = false
-                close(wakeFD)
+                poller.closeWake()
             }
         }
         nghttp2_session_callbacks_del(callbacks)
@@ -128,8 +118,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
             inbox.commands.append(command)
             if !inbox.wakePending {
                 inbox.wakePending = true
-                var one: UInt64 = 1
-                _ = write(wakeFD, &one, 8)
+                poller.wake()
             }
         }
     }
@@ -154,28 +143,25 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
 
     /// Runs until shutdown completes. Call on the dedicated loop thread.
     func run() {
-        var events = [epoll_event](repeating: epoll_event(), count: 256)
         var lastTimerCheck = DispatchTime.now().uptimeNanoseconds
         while true {
             let timeout: Int32 = connections.isEmpty && shutdownDeadline == nil ? -1 : Int32(EventLoop.tick / 1_000_000)
-            let count = events.withUnsafeMutableBufferPointer {
-                epoll_wait(epollFD, $0.baseAddress, Int32($0.count), timeout)
-            }
+            let count = poller.wait(timeoutMilliseconds: timeout)
             now = DispatchTime.now().uptimeNanoseconds
-            if count < 0 && errno != EINTR { break }
+            guard let count else { break }
             let hooks = count > 0 ? hooks : nil
             hooks?.willHandleEvents()
-            for index in 0..<max(0, Int(count)) {
-                let event = events[index]
-                switch event.data.u64 {
+            for index in 0..<count {
+                let (tag, events) = poller.ready(index)
+                switch tag {
                 case EventLoop.listenerTag: acceptConnections()
-                case EventLoop.wakeTag: processInbox()
+                case Poller.wakeTag: processInbox()
                 case let tag where tag & EventLoop.relayTagBit != 0:
                     if let connection = connections[tag & ~EventLoop.relayTagBit] {
-                        handleRelay(connection, events: event.events)
+                        handleRelay(connection, events: events)
                     }
                 case let tag:
-                    if let connection = connections[tag] { handle(connection, events: event.events) }
+                    if let connection = connections[tag] { handle(connection, events: events) }
                 }
             }
             if now &- lastTimerCheck >= EventLoop.tick {
@@ -197,18 +183,11 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
             inbox.open = false
             inbox.commands = []
-            close(wakeFD)
+            poller.closeWake()
             defer { inbox.waiters = [] }
             return inbox.waiters
         }
         for waiter in waiters { waiter.resume() }
-    }
-
-    private static func register(_ epollFD: Int32, _ fd: Int32, tag: UInt64, events: UInt32) -> Bool {
-        var event = epoll_event()
-        event.events = events
-        event.data.u64 = tag
-        return epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) == 0
     }
 
     private func acceptConnections() {
@@ -239,7 +218,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
                 now: now)
             nextConnectionID += 1
             guard connection.startSession(callbacks: callbacks, configuration: configuration),
-                EventLoop.register(epollFD, fd, tag: connection.id, events: EPOLLIN.rawValue)
+                poller.add(fd, tag: connection.id, events: EPOLLIN.rawValue)
             else {
                 close(fd)
                 continue
@@ -276,7 +255,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
     /// Adds a connection's new relay socket to the epoll set (called while the connection is being read).
     func registerRelay(_ connection: Connection) {
         guard let relay = connection.relay else { return }
-        if EventLoop.register(epollFD, relay.fd, tag: connection.id | EventLoop.relayTagBit, events: EPOLLIN.rawValue) {
+        if poller.add(relay.fd, tag: connection.id | EventLoop.relayTagBit, events: EPOLLIN.rawValue) {
             relay.interest = EPOLLIN.rawValue
         } else {
             connection.markClose(.socketError)
@@ -317,32 +296,26 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
     /// Closes a connection's relay socket (the connection is closing; a hung-up socket would keep waking the loop).
     private func detachRelay(_ connection: Connection) {
         guard let relay = connection.relay else { return }
-        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, relay.fd, nil)
+        poller.remove(relay.fd)
         close(relay.fd)
         connection.relay = nil
     }
 
     private func setRelayInterest(_ connection: Connection, _ wanted: UInt32) {
         guard let relay = connection.relay, wanted != relay.interest else { return }
-        var event = epoll_event()
-        event.events = wanted
-        event.data.u64 = connection.id | EventLoop.relayTagBit
-        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, relay.fd, &event)
+        poller.modify(relay.fd, tag: connection.id | EventLoop.relayTagBit, events: wanted)
         relay.interest = wanted
     }
 
     private func setInterest(_ connection: Connection, _ wanted: UInt32) {
         guard wanted != connection.interest else { return }
-        var event = epoll_event()
-        event.events = wanted
-        event.data.u64 = connection.id
-        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, connection.fd, &event)
+        poller.modify(connection.fd, tag: connection.id, events: wanted)
         connection.interest = wanted
     }
 
     private func closeConnection(_ connection: Connection) {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
-        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, connection.fd, nil)
+        poller.remove(connection.fd)
         close(connection.fd)
         detachRelay(connection)
         var unfinished = 0
@@ -360,8 +333,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
     }
 
     private func processInbox() {
-        var value: UInt64 = 0
-        _ = read(wakeFD, &value, 8)
+        poller.consumeWake()
         let commands = inbox.withLock { inbox -> [LoopCommand] in
             inbox.wakePending = false
             defer { inbox.commands = [] }
@@ -390,7 +362,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         guard shutdownDeadline == nil else { return }
         shutdownDeadline = now &+ graceNanoseconds
         if listenFD >= 0 {
-            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, listenFD, nil)
+            poller.remove(listenFD)
             close(listenFD)
             listenFD = -1
         }
