@@ -6,8 +6,7 @@ import Testing
 
 @Suite struct HTTPClientHTTP1Tests {
     @Test func getAndPostAreEchoed() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
@@ -38,8 +37,7 @@ import Testing
     }
 
     @Test func otherMethodsAndEmptyBodies() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
@@ -63,8 +61,7 @@ import Testing
     }
 
     @Test func sequentialRequestsReuseOneConnection() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         for _ in 0..<5 {

@@ -20,8 +20,7 @@ import Testing
     }
 
     @Test func totalTimeoutFires() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1, requestTimeout: .milliseconds(200)))
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
@@ -37,8 +36,7 @@ import Testing
     }
 
     @Test func cancellingTheTaskThrowsCancellationError() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         let url = "http://127.0.0.1:\(server.port)/delay?ms=10000"
@@ -60,8 +58,7 @@ import Testing
     }
 
     @Test func shutdownFailsPendingAndLaterRequests() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         let url = "http://127.0.0.1:\(server.port)/delay?ms=10000"
 
@@ -76,8 +73,7 @@ import Testing
     }
 
     @Test func releasingTheClientStopsIt() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         var client: HTTPClient? = HTTPClient(configuration: .init(httpVersion: .http1))
         let response = try await client?.execute(HTTPRequest(url: "http://127.0.0.1:\(server.port)/echo"))
         #expect(response?.status == 200)
@@ -87,8 +83,7 @@ import Testing
     }
 
     @Test func oversizedBufferedBodyFails() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1, maximumResponseBodySize: 16))
         defer { client.shutdown() }
         await #expect(throws: HTTPClientError.responseTooLarge(limit: 16)) {

@@ -6,8 +6,7 @@ import Testing
 
 @Suite struct HTTPClientStreamingTests {
     @Test func chunksArriveBeforeTheResponseEnds() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
@@ -28,8 +27,7 @@ import Testing
     }
 
     @Test func serverSentEventsAreParsedFromTheStream() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
 
@@ -46,8 +44,7 @@ import Testing
     }
 
     @Test func cancellingTheReadingTaskAbortsTheTransfer() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
@@ -67,8 +64,7 @@ import Testing
     }
 
     @Test func explicitCancelAbortsTheTransfer() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
@@ -84,8 +80,7 @@ import Testing
     }
 
     @Test func droppingTheResponseAbortsTheTransfer() async throws {
-        let directory = try TemporaryDirectory()
-        let server = try ServerProcess.echoServer(in: directory)
+        let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"

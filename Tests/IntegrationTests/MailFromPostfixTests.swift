@@ -119,23 +119,31 @@ struct MailFromPostfixTests {
 
     @Test func eightBitAndSMTPUTF8MailArrives() async throws {
         let setup = try await offPool { try Setup() }
-        let script = """
-            import smtplib, sys
-            latin1 = ("From: J\\u00f6rg <joerg@sender.test>\\r\\nTo: alice@example.test\\r\\n"
-                      "Subject: =?UTF-8?Q?8-bit_=C3=BCber_SMTP?=\\r\\nMIME-Version: 1.0\\r\\n"
-                      "Content-Type: text/plain; charset=ISO-8859-1\\r\\nContent-Transfer-Encoding: 8bit\\r\\n\\r\\n"
-                      "Gr\\u00fc\\u00dfe aus K\\u00f6ln\\r\\n").encode("iso-8859-1")
-            utf8 = ("From: R\\u00e9mi <r\\u00e9mi@exp\\u00e9diteur.test>\\r\\nTo: j\\u00fcrgen@example.test\\r\\n"
-                    "Subject: Caf\\u00e9 \\u2615\\r\\nMIME-Version: 1.0\\r\\n"
-                    "Content-Type: text/plain; charset=utf-8\\r\\nContent-Transfer-Encoding: 8bit\\r\\n\\r\\n"
-                    "Un caf\\u00e9 ?\\r\\n").encode("utf-8")
-            with smtplib.SMTP("127.0.0.1", int(sys.argv[1])) as s:
-                s.sendmail("joerg@sender.test", ["alice@example.test"], latin1, mail_options=["BODY=8BITMIME"])
-                s.sendmail("r\\u00e9mi@exp\\u00e9diteur.test", ["j\\u00fcrgen@example.test"], utf8,
-                           mail_options=["SMTPUTF8", "BODY=8BITMIME"])
-            """
+        struct Mail: Encodable {
+            let from: String
+            let to: [String]
+            let mailOptions: [String]
+            let charset: String
+            let message: String
+        }
+        let latin1 = Mail(
+            from: "joerg@sender.test", to: ["alice@example.test"], mailOptions: ["BODY=8BITMIME"],
+            charset: "iso-8859-1",
+            message: "From: Jörg <joerg@sender.test>\r\nTo: alice@example.test\r\n"
+                + "Subject: =?UTF-8?Q?8-bit_=C3=BCber_SMTP?=\r\nMIME-Version: 1.0\r\n"
+                + "Content-Type: text/plain; charset=ISO-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+                + "Grüße aus Köln\r\n")
+        let utf8 = Mail(
+            from: "rémi@expéditeur.test", to: ["jürgen@example.test"], mailOptions: ["SMTPUTF8", "BODY=8BITMIME"],
+            charset: "utf-8",
+            message: "From: Rémi <rémi@expéditeur.test>\r\nTo: jürgen@example.test\r\n"
+                + "Subject: Café ☕\r\nMIME-Version: 1.0\r\n"
+                + "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+                + "Un café ?\r\n")
+        let input = String(decoding: try JSONEncoder().encode([latin1, utf8]), as: UTF8.self)
         let sent = try await offPool {
-            try Subprocess.run("/usr/bin/python3", ["-c", script, String(setup.smtpPort)])
+            try Subprocess.run(
+                TestEnvironment.python, [TestEnvironment.peer("smtp_send.py"), String(setup.smtpPort)], input: input)
         }
         #expect(sent.status == 0, "smtplib: \(sent.stderr)")
         let outcomes = await Task.detached { setup.outcomes(["alice@example.test", "jürgen@example.test"]) }.value

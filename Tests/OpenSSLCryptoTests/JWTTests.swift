@@ -62,40 +62,7 @@ import Testing
         try key.publicKey.pemRepresentation.write(toFile: dir.path("ours.pub.pem"), atomically: true, encoding: .utf8)
         let ours = try JWT.makeES256(
             claims: JWTClaims(keyID: "KEY1234567", issuer: "TEAM123456", issuedAt: 1_700_000_000), key: key)
-        let script = """
-            import base64, json, sys
-            from cryptography.hazmat.primitives import hashes, serialization
-            from cryptography.hazmat.primitives.asymmetric import ec
-            from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature, decode_dss_signature
-            from cryptography.exceptions import InvalidSignature
-            d = sys.argv[1]
-            def b64d(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-            def b64e(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-            def verify(tok, pub):
-                h, p, s = tok.split(".")
-                raw = b64d(s)
-                sig = encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
-                try:
-                    pub.verify(sig, (h + "." + p).encode(), ec.ECDSA(hashes.SHA256()))
-                    return True
-                except InvalidSignature:
-                    return False
-            pub = serialization.load_pem_public_key(open(d + "/ours.pub.pem", "rb").read())
-            tok = sys.argv[2]
-            tampered = tok[:-3] + ("AAA" if tok[-3:] != "AAA" else "BBB")
-            priv = ec.generate_private_key(ec.SECP256R1())
-            open(d + "/theirs.p8", "wb").write(priv.private_bytes(serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-            open(d + "/theirs.pub.pem", "wb").write(priv.public_key().public_bytes(serialization.Encoding.PEM,
-                serialization.PublicFormat.SubjectPublicKeyInfo))
-            h = b64e(json.dumps({"alg": "ES256", "kid": "THEIRKEY01"}).encode())
-            p = b64e(json.dumps({"iss": "THEIRTEAM1", "iat": 1700000123}).encode())
-            r, s = decode_dss_signature(priv.sign((h + "." + p).encode(), ec.ECDSA(hashes.SHA256())))
-            theirs = h + "." + p + "." + b64e(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
-            print(json.dumps({"ours": verify(tok, pub), "tampered": verify(tampered, pub), "theirs": theirs}))
-            """
-        try script.write(toFile: dir.path("jwt.py"), atomically: true, encoding: .utf8)
-        let result = try Subprocess.run(python, [dir.path("jwt.py"), dir.url.path, ours])
+        let result = try Subprocess.run(python, [TestEnvironment.peer("jwt_verify.py"), dir.url.path, ours])
         try #require(result.status == 0, "python failed: \(result.stderr)")
         let output = try #require(
             try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])

@@ -24,17 +24,15 @@ final class ServerProcess {
         }
     }
 
-    /// Starts the Python echo server of ``echoServerScript`` and reads the port it prints.
-    static func echoServer(in directory: TemporaryDirectory) throws -> ServerProcess {
+    /// Starts the Python echo server (`Tests/Peers/http_echo_server.py`) and reads the port it prints.
+    static func echoServer() throws -> ServerProcess {
         let python = TestEnvironment.python
         guard FileManager.default.isExecutableFile(atPath: python) else {
             throw TestSetupError(description: "Python not found at \(python); set SIGNALFETCH_PYTHON")
         }
-        let script = directory.path("echo_server.py")
-        try echoServerScript.write(toFile: script, atomically: true, encoding: .utf8)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-u", script]
+        process.arguments = ["-u", TestEnvironment.peer("http_echo_server.py")]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
