@@ -198,7 +198,9 @@ struct JSONReader {
         var reader = JSONReader(bytes, maximumDepth: maximumDepth)
         guard let value = reader.value(depth: 0) else { return nil }
         reader.skipWhitespace()
-        return reader.index == bytes.count ? value : nil
+        // Not a ternary: there a `nil` would be read as the JSON `null` (JSONValue is ExpressibleByNilLiteral).
+        guard reader.index == bytes.count else { return nil }
+        return value
     }
 
     private var next: UInt8? { index < bytes.count ? bytes[index] : nil }
@@ -210,9 +212,11 @@ struct JSONReader {
     /// The value at the cursor, `depth` arrays and objects in.
     private mutating func value(depth: Int) -> JSONValue? {
         skipWhitespace()
+        if next == UInt8(ascii: "{") || next == UInt8(ascii: "[") {
+            guard depth < maximumDepth else { return nil }
+            return next == UInt8(ascii: "{") ? object(depth: depth) : array(depth: depth)
+        }
         switch next {
-        case UInt8(ascii: "{"): return depth < maximumDepth ? object(depth: depth) : nil
-        case UInt8(ascii: "["): return depth < maximumDepth ? array(depth: depth) : nil
         case UInt8(ascii: "\""): return string().map(JSONValue.string)
         case UInt8(ascii: "t"): return literal("true", .bool(true))
         case UInt8(ascii: "f"): return literal("false", .bool(false))

@@ -39,7 +39,13 @@ extension MailboxAPI {
                 accountID = session.accountID
                 sessionID = session.id
             } else if let (username, password) = Self.basicCredentials(request) {
-                accountID = try await signIn(username: username, password: password, request: request)
+                do {
+                    accountID = try await signIn(username: username, password: password, request: request)
+                } catch var error as HTTPError where error.status == .unauthorized {
+                    // A wrong password is challenged as a missing one is (RFC 9110 §11.6.1).
+                    error.headers.replaceOrAdd(name: "WWW-Authenticate", value: challenge["WWW-Authenticate"] ?? "")
+                    throw error
+                }
             } else {
                 throw HTTPError(
                     .unauthorized, code: "unauthorized", message: "A bearer token or Basic credentials are required.",
