@@ -173,7 +173,7 @@ let package = Package(
             dependencies: [
                 "APNs", "APNsSimulator", "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
                 "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
-                "HTTPServer",
+                "HTTPServer", "JMAP",
                 "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking",
             ]),
         .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),

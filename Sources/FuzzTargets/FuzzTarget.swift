@@ -30,6 +30,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case mime = "mime"
     /// LMTP sessions, whole and cut into pieces.
     case lmtp = "lmtp"
+    /// JMAP request bodies: JSON read with the depth cap, never laxer than `JSONSerialization`, written back the
+    /// same.
+    case jmapJSON = "jmap-json"
 
     /// Runs the target on one input.
     public func run(_ input: UnsafeRawBufferPointer) {
@@ -47,6 +50,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .http1Requests: ServerFuzz.http1.send(bytes)
         case .mime: MailFuzz.mime(bytes)
         case .lmtp: MailFuzz.lmtp(bytes)
+        case .jmapJSON: TextFuzz.jmapJSON(bytes)
         }
     }
 }

@@ -2,6 +2,7 @@ import APNs
 import APNsSimulator
 import Foundation
 import HTTPClient
+import JMAP
 import MailboxStore
 import OpenSSLCrypto
 import Push
@@ -19,6 +20,20 @@ enum TextFuzz {
         guard (try? ContentFreeSignal(alias: nil, tag: tag.rawValue)) != nil else {
             violated("a state's tag is refused by the APNs signal")
         }
+    }
+
+    // MARK: JMAP request JSON
+
+    /// What JMAP's reader accepts, Foundation's reads too (it is never laxer than JSON); and what it reads, it
+    /// writes as text it reads back to the same text.
+    static func jmapJSON(_ bytes: Data) {
+        guard let value = JSONValue.parse(bytes) else { return }
+        if (try? JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed])) == nil {
+            violated("JMAP's JSON reader accepted what JSONSerialization refuses")
+        }
+        let text = value.json
+        guard let again = JSONValue.parse(Data(text.utf8)) else { violated("JSON written by JSONValue does not read") }
+        guard again.json == text else { violated("JSONValue's JSON does not read back to the same text") }
     }
 
     // MARK: JWTs
