@@ -9,6 +9,7 @@ let usage = """
       signalfetch-bench sqlite [--rows N] [--batch N] [--dir DIR]   SQLiteKit vs direct sqlite3 inserts (JSON)
       signalfetch-bench sqlite-crash-writer --db PATH               insert forever, print committed ids
       signalfetch-bench store [--count N] [--large N] [--dir DIR] [--changes-only]   group commit vs single transactions, changes and JMAP sync cost
+      signalfetch-bench signin [--count N] [--rate N] [--dir DIR]   sign-in latency alone and while N deliveries/s run
       signalfetch-bench store-crash-writer --db PATH                deliver forever, print acknowledged ids
       signalfetch-bench serve-http [--port N] [--tls-cert F --tls-key F] [--threads N]
                                               HTTPServer serving a tiny JSON document; prints {"port":N}
@@ -178,6 +179,27 @@ await runCommand(usage: usage) {
         fields.append(#""v1_sync_ms_1k":\#(String(format: "%.3f", sync.v1Small))"#)
         fields.append(#""jmap_vs_v1":\#(String(format: "%.2f", sync.v1Small / sync.jmapSmall))"#)
         print("{" + fields.joined(separator: ",") + "}")
+    case "signin":
+        let dir = arguments.string("dir") ?? NSTemporaryDirectory()
+        let path = "\(dir)/bench-signin-\(UUID().uuidString.prefix(8)).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let rate = Double(try arguments.int("rate", default: 50))
+        let result = try await SignInBenchmarks.run(
+            path: path, signIns: try arguments.int("count", default: 20), deliveriesPerSecond: rate)
+        func percentile(_ values: [Double], _ p: Double) -> Double {
+            let sorted = values.sorted()
+            return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+        let idle50 = percentile(result.idle, 0.5)
+        let loaded50 = percentile(result.loaded, 0.5)
+        print(
+            #"{"benchmark":"signin-under-load","deliveries_per_s_target":\#(Int(rate)),"#
+                + #""deliveries_per_s":\#(String(format: "%.1f", Double(result.deliveries) / result.seconds)),"#
+                + #""signin_ms_idle_p50":\#(String(format: "%.2f", idle50)),"#
+                + #""signin_ms_idle_p90":\#(String(format: "%.2f", percentile(result.idle, 0.9))),"#
+                + #""signin_ms_loaded_p50":\#(String(format: "%.2f", loaded50)),"#
+                + #""signin_ms_loaded_p90":\#(String(format: "%.2f", percentile(result.loaded, 0.9))),"#
+                + #""ratio":\#(String(format: "%.2f", loaded50 / idle50))}"#)
     case "store-crash-writer":
         try await StoreBenchmarks.crashWriter(path: try arguments.required("db"))
     case "sqlite-crash-writer":
