@@ -2,7 +2,7 @@
 """SignalFetch component benchmarks, each against a baseline measured in the same run.
 
 Usage: bench-suite.py BENCHMARK --mode quick|full --out DIR
-BENCHMARK: transport | apns | apns-sim | fcm | webpush | console | e2e | ingest | scale. Prints one JSON object per figure on standard output."""
+BENCHMARK: transport | apns | apns-sim | fcm | webpush | console | e2e | live | ingest | scale. Prints one JSON object per figure on standard output."""
 import argparse, concurrent.futures, http.client, importlib.machinery, json, os, random, re, resource, shutil, signal
 import base64, subprocess, sys
 import ssl, tempfile, threading, urllib.parse
@@ -978,6 +978,16 @@ def e2e_burst(cluster, clients, users, user, deliveries=1000, senders=8, burst=2
     return record
 
 
+# MARK: - live
+
+def live(env):
+    """Freshness for devices that follow the server's event stream (`mail-client --live`) against push-only devices in
+    the same run: one device flooded, and 100 devices at 50 deliveries/s (Scripts/bench-live.py)."""
+    rows = importlib.machinery.SourceFileLoader("bench_live", os.path.join(SCRIPTS, "bench-live.py")).load_module()
+    for record in rows.run(env, figure=figure, freshness=freshness, deliver_poisson=deliver_poisson):
+        emit(record)
+
+
 # MARK: - ingest
 
 def ingest(env):
@@ -1371,8 +1381,8 @@ def failover(env):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "fcm", "webpush", "console", "e2e", "ingest",
-                                              "scale", "failover"])
+    parser.add_argument("benchmark", choices=["transport", "apns", "apns-sim", "fcm", "webpush", "console", "e2e", "live",
+                                              "ingest", "scale", "failover"])
     parser.add_argument("--mode", default="quick", choices=["quick", "full"])
     parser.add_argument("--out", default="bench-results")
     args = parser.parse_args()
@@ -1381,7 +1391,7 @@ def main():
     env.out = os.path.abspath(args.out)
     try:
         {"transport": transport, "apns": apns, "apns-sim": apns_sim, "fcm": fcm, "webpush": webpush, "console": console,
-         "e2e": e2e,
+         "e2e": e2e, "live": live,
          "ingest": ingest,
          "scale": scale, "failover": failover}[args.benchmark](env)
     finally:

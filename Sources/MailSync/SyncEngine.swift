@@ -122,25 +122,42 @@ public actor SyncEngine {
     /// made while a run is in progress is served by the one follow-up run after it.
     @discardableResult
     public func sync(_ trigger: SyncTrigger) async -> SyncReport {
-        switch machine.trigger(trigger) {
-        case .skip:
-            eventSink.yield(.skipped(trigger))
-            return SyncReport(state: machine.localState, outcome: .skipped)
+        // No suspension between admitting the trigger and registering the waiter: the run cannot end in between.
+        switch admit(trigger) {
         case .rejected(let error):
             return SyncReport(state: machine.localState, outcome: .failed(error))
         case .joinedFollowUp:
-            followUp.add(trigger, deadline: configuration.signalDeadline)
             return await withCheckedContinuation { followUp.waiters.append($0) }
-        case .startSync(let step):
-            current = Batch()
-            current.add(trigger, deadline: configuration.signalDeadline)
-            return await withCheckedContinuation { continuation in
-                current.waiters.append(continuation)
-                driver = Task { await self.drive(.startSync(step)) }
-            }
+        case .startSync:
+            return await withCheckedContinuation { current.waiters.append($0) }
         default:
             return SyncReport(state: machine.localState, outcome: .skipped)
         }
+    }
+
+    /// Asks for a sync without waiting for it, as the server's event stream does for each change: a run starts,
+    /// or the one follow-up after the running run is kept, so however often it is called nothing queues.
+    public func request(_ trigger: SyncTrigger) {
+        admit(trigger)
+    }
+
+    /// Feeds `trigger` to the machine and starts the run or joins the follow-up it decides on.
+    @discardableResult
+    private func admit(_ trigger: SyncTrigger) -> SyncStateMachine.Action {
+        let action = machine.trigger(trigger)
+        switch action {
+        case .skip:
+            eventSink.yield(.skipped(trigger))
+        case .joinedFollowUp:
+            followUp.add(trigger, deadline: configuration.signalDeadline)
+        case .startSync(let step):
+            current = Batch()
+            current.add(trigger, deadline: configuration.signalDeadline)
+            driver = Task { await self.drive(.startSync(step)) }
+        default:
+            break
+        }
+        return action
     }
 
     /// Convenience for a push handler: syncs for a signal carrying `state` and returns the result to hand

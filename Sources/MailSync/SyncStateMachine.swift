@@ -2,9 +2,11 @@
 ///
 /// Rules:
 /// - a signal whose `st` matches the local state is skipped (with a ``SignalTagger``, `st` is the tag of a state
-///   and is compared with the tag of the local state; without one, with the state itself);
+///   and is compared with the tag of the local state; without one, with the state itself); so is a change
+///   announced by the server's event stream whose state is the local state;
 /// - triggers arriving while a sync runs collapse into one follow-up run (skipped at the end if every
-///   trigger was a signal whose state has been reached meanwhile);
+///   trigger was a signal or an announced change whose state has been reached meanwhile); however many arrive,
+///   the follow-up remembers at most the signals' distinct states and the newest announced state;
 /// - the first run, or a server that cannot calculate changes from the local state, means a full resync;
 ///   otherwise changes are paged until `hasMore` is false, each page applied on its own;
 /// - network errors, 429 and 5xx are retried with backoff, resuming from the last applied state;
@@ -57,6 +59,8 @@ public struct SyncStateMachine: Sendable, Equatable {
 
     struct FollowUp: Sendable, Equatable {
         var signalStates: Set<String> = []
+        /// The newest state the event stream announced (events arrive in order, so it covers the earlier ones).
+        var announcedState: String?
         var unconditional = false
     }
 
@@ -106,23 +110,32 @@ public struct SyncStateMachine: Sendable, Equatable {
         return mark == (tagger?.tag(of: localState) ?? localState)
     }
 
+    /// Whether `trigger` names the local state: a signal by its `st`, an announced change by its state.
+    private func isReached(_ trigger: SyncTrigger) -> Bool {
+        switch trigger {
+        case .signal(let mark?): matchesLocalState(mark)
+        case .change(let state?): localState != nil && state == localState
+        default: false
+        }
+    }
+
     /// Something asks for a sync.
     public mutating func trigger(_ trigger: SyncTrigger) -> Action {
         switch phase {
         case .stopped(let error):
             return .rejected(error)
         case .idle:
-            if case .signal(let state?) = trigger, matchesLocalState(state) { return .skip }
+            if isReached(trigger) { return .skip }
             let step = firstStep
             phase = .running(Run(step: step))
             return .startSync(step)
         case .running(var run):
-            if case .signal(let state?) = trigger, matchesLocalState(state) { return .skip }
+            if isReached(trigger) { return .skip }
             var followUp = run.followUp ?? FollowUp()
-            if case .signal(let state?) = trigger {
-                followUp.signalStates.insert(state)
-            } else {
-                followUp.unconditional = true
+            switch trigger {
+            case .signal(let state?): followUp.signalStates.insert(state)
+            case .change(let state?): followUp.announcedState = state
+            default: followUp.unconditional = true
             }
             run.followUp = followUp
             phase = .running(run)
@@ -220,6 +233,7 @@ public struct SyncStateMachine: Sendable, Equatable {
         report.outcome = outcome
         if let followUp = run.followUp,
             followUp.unconditional || followUp.signalStates.contains(where: { !matchesLocalState($0) })
+                || followUp.announcedState.map({ $0 != localState }) == true
         {
             let step = firstStep
             phase = .running(Run(step: step))

@@ -9,14 +9,18 @@ public enum SyncTrigger: Sendable, Equatable, CustomStringConvertible {
     case timer
     /// The user or the app asked explicitly.
     case manual
+    /// The server's event stream announced a change while the app is awake (see ``LiveSync``); `state` is the
+    /// event's id, the account's state after the change, compared with the local state itself.
+    case change(state: String?)
 
-    /// `signal`, `launch`, `timer` or `manual`.
+    /// `signal`, `launch`, `timer`, `manual` or `change`.
     public var description: String {
         switch self {
         case .signal: "signal"
         case .launch: "launch"
         case .timer: "timer"
         case .manual: "manual"
+        case .change: "change"
         }
     }
 

@@ -30,17 +30,20 @@ enum FleetCommand {
           --fallback-interval S   seconds between timer syncs (default: 300; 0 disables)
           --signal-deadline S     seconds a signal-started sync may take (default: 25)
           --page-size N           max changes per page (default: 100)
+          --live                  every device holds the server's event stream while running and syncs on each
+                                  change at once (pushes still wake it when the stream is down)
           --start-concurrency N   devices starting at once (default: 16)
         SIGTERM or SIGINT unregisters every device, logs out and exits 0.
         """
 
     static let flags: Set<String> = ServerOptions.flags.union([
         "sim", "sim-ca", "state-dir", "topic", "environment", "fallback-interval", "signal-deadline", "page-size",
-        "start-concurrency", "fcm-sim", "webpush-sim", "service", "app", "fcm-project",
+        "start-concurrency", "fcm-sim", "webpush-sim", "service", "app", "fcm-project", "live",
     ])
 
     static func main(_ argv: [String]) async throws {
-        let arguments = try parse(argv, usage: usage, known: flags)
+        let arguments = try parse(argv, usage: usage, known: flags, switches: ["live"])
+        let live = arguments.flag("live")
         let server = try ServerOptions(arguments)
         let stateDirectory = try arguments.required("state-dir")
         let defaultService = arguments.string("service", default: "apns")
@@ -77,12 +80,13 @@ enum FleetCommand {
         }
         guard !devices.isEmpty else { throw UsageError("no devices on standard input") }
 
-        // HTTP/1.1 keeps one request per connection: room for every device's sync at once, and on the simulator's
-        // side for every device's notification stream (held for good) plus its registrations.
+        // HTTP/1.1 keeps one request per connection: room for every device's sync at once (and with --live its
+        // event stream, held for good), and on the simulator's side for every device's notification stream plus its
+        // registrations.
         let api = HTTPClient(
             configuration: .init(
                 httpVersion: .http1, tls: TLSConfiguration(caFile: server.ca, pinnedPublicKeys: server.pins),
-                requestTimeout: .seconds(30), maximumConnectionsPerHost: devices.count + 8))
+                requestTimeout: .seconds(30), maximumConnectionsPerHost: devices.count * (live ? 2 : 1) + 8))
         let simulator = HTTPClient(
             configuration: .init(
                 httpVersion: .http1, tls: TLSConfiguration(caFile: arguments.string("sim-ca") ?? server.ca),
@@ -96,7 +100,7 @@ enum FleetCommand {
                 environment: environment, deviceName: device.name,
                 fallbackInterval: try arguments.double("fallback-interval", default: 300),
                 signalDeadline: try arguments.double("signal-deadline", default: 25),
-                pageSize: try arguments.int("page-size", default: 100), once: false, untilMessages: nil,
+                pageSize: try arguments.int("page-size", default: 100), once: false, live: live, untilMessages: nil,
                 untilState: nil, timeout: nil, service: device.service,
                 app: arguments.string("app", default: "com.example.signalfetch"),
                 fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))

@@ -14,15 +14,18 @@ enum RunCommand {
         A simulated device: registers with apns-sim (fcm-sim with --service fcm, webpush-sim with --service
         webpush), logs in to mailboxd (password on standard input),
         registers its device token, holds the notification stream and syncs on launch, on each signal and on
-        a fallback timer. Prints one JSON object per line, each with an "event" key:
+        a fallback timer. With --live it also holds the server's event stream while running and syncs on each
+        change at once (pushes still wake it when that stream is down). Prints one JSON object per line, each
+        with an "event" key:
           registered {deviceToken, service, alias, signalKey}
           signal {apnsId, pushType, priority, collapseId, payload} (fcm: {service, messageId, priority,
                   collapseKey, payload}; webpush: {service, bodyBytes, ttl, urgency, topic, payload}, the
                   payload decrypted with the device's own subscription keys)
           badge {badge}                     sync-start {trigger, full}
           sync-done {state, messages, created, updated, destroyed, ms, trigger, full, pages, result, outcome}
-          sync-skipped {trigger, state}     stream {state: connected}
+          sync-skipped {trigger, state}     stream {state: connected} (the server's: {state, source: server})
           error {code, message}             exit {reason}
+        A trigger is launch, signal, timer, manual or (with --live) change.
 
         \(ServerOptions.usage)
           --service S             apns (default), fcm or webpush: the push service the device is reached
@@ -39,6 +42,8 @@ enum RunCommand {
           --fallback-interval S   seconds between timer syncs (default: 300; 0 disables)
           --signal-deadline S     seconds a signal-started sync may take (default: 25)
           --page-size N           max changes per page (default: 100)
+          --live                  while running, hold the server's event stream (JMAP event source) and sync on
+                                  each change at once; pushes still wake the device when the stream is down
           --once                  no push: sync once, print the events and exit (status 0 when complete)
           --until-messages N      exit 0 after a complete sync leaves N messages in the cache
           --until-state STATE     exit 0 after a complete sync reaches STATE
@@ -51,7 +56,7 @@ enum RunCommand {
     static let flags: Set<String> = ServerOptions.flags.union([
         "sim", "sim-ca", "username", "state-dir", "topic", "environment", "device-name", "fallback-interval",
         "signal-deadline", "page-size", "until-messages", "until-state", "timeout", "once", "service", "app",
-        "fcm-project",
+        "fcm-project", "live",
     ])
 
     static func cachePath(_ stateDirectory: String) -> String {
@@ -59,7 +64,7 @@ enum RunCommand {
     }
 
     static func main(_ argv: [String]) async throws {
-        let arguments = try parse(argv, usage: usage, known: flags, switches: ["once"])
+        let arguments = try parse(argv, usage: usage, known: flags, switches: ["once", "live"])
         let server = try ServerOptions(arguments)
         let once = arguments.flag("once")
         let options = Options(
@@ -74,6 +79,7 @@ enum RunCommand {
             signalDeadline: try arguments.double("signal-deadline", default: 25),
             pageSize: try arguments.int("page-size", default: 100),
             once: once,
+            live: arguments.flag("live"),
             untilMessages: try arguments.string("until-messages").map { _ in
                 try arguments.int("until-messages", default: 0)
             },
@@ -87,6 +93,9 @@ enum RunCommand {
         }
         guard ["sandbox", "production"].contains(options.environment) else {
             throw UsageError("--environment must be sandbox or production")
+        }
+        guard !(options.once && options.live) else {
+            throw UsageError("--live holds a stream: it cannot go with --once")
         }
         guard options.pageSize > 0, options.signalDeadline > 0, options.fallbackInterval >= 0 else {
             throw UsageError("--page-size and --signal-deadline must be positive, --fallback-interval not negative")
@@ -122,6 +131,8 @@ enum RunCommand {
         var signalDeadline: Double
         var pageSize: Int
         var once: Bool
+        /// Holds the server's event stream while running and syncs on each change at once.
+        var live: Bool
         var untilMessages: Int?
         var untilState: String?
         var timeout: Double?
@@ -151,6 +162,11 @@ actor DeviceClient {
     let transport: HTTPMailTransport
     let device: SimulatorDevice?
     private var engine: SyncEngine?
+    /// The server's event stream, followed with --live.
+    private var live: LiveSync?
+    /// How many times a stream refused with 401 was reopened while syncing still worked (bounded: see
+    /// `streamUnauthorized`).
+    private var streamRenewals = 0
     private var deviceToken: String?
     /// The simulator's registration (its token, and a Web Push subscription's endpoint).
     private var simulatorRegistration: SimulatorDevice.Registration?
@@ -171,8 +187,9 @@ actor DeviceClient {
         self.device = device
     }
 
-    /// Registers, logs in and syncs, then holds the notification stream. `started` is called once the device is
-    /// registered and its engine running (before the stream is held).
+    /// Registers, logs in and syncs, then holds the notification stream (and with --live the server's event
+    /// stream). `started` is called once the device is registered and its engine running (before the streams are
+    /// held).
     func run(started: @Sendable () async -> Void = {}) async throws {
         if let timeout = options.timeout { startTimeout(timeout) }
         if let device, !options.once {
@@ -198,6 +215,12 @@ actor DeviceClient {
             exit(report.outcome == .completed ? 0 : 1)
         }
         await engine.start()
+        if options.live {
+            let live = LiveSync(transport: transport, engine: engine)
+            self.live = live
+            Task { await self.printEvents(live) }
+            await live.start()
+        }
         await started()
         if let device {
             await holdSignalStream(device)
@@ -300,7 +323,42 @@ actor DeviceClient {
         if let badge = notification.badge { EventOutput.emit("badge", [("badge", .int(badge))]) }
         guard let engine else { return }
         let state = notification.state
-        Task { await engine.sync(.signal(state: state)) }
+        Task { await engine.request(.signal(state: state)) }
+    }
+
+    // MARK: - The server's event stream
+
+    private func printEvents(_ live: LiveSync) async {
+        for await event in live.events {
+            switch event {
+            case .connected:
+                EventOutput.emit("stream", [("state", .string("connected")), ("source", .string("server"))])
+            case .lost(let error, let attempt, let retryIn):
+                EventOutput.error(
+                    "changeStreamLost", "the server's event stream is down (\(error)); reconnecting",
+                    [("attempt", .int(attempt)), ("retryInMs", .int(Int(retryIn.wholeMilliseconds)))])
+            case .stopped(.unauthorized):
+                await streamUnauthorized(live)
+            case .stopped(let error):
+                EventOutput.error(
+                    "changeStreamStopped", "the server's event stream is refused (\(error)); signals alone drive sync")
+            }
+        }
+    }
+
+    /// The stream was refused with 401: a sync finds out whether the session is gone (its 401 logs in again, which
+    /// reopens the stream) or the refusal was stale (the stream is reopened, a few times at most).
+    private func streamUnauthorized(_ live: LiveSync) async {
+        guard let engine else { return }
+        let report = await engine.sync(.manual)
+        guard report.outcome != .failed(.unauthorized) else { return }
+        guard streamRenewals < 3 else {
+            EventOutput.error(
+                "changeStreamStopped", "the server's event stream keeps refusing the session; signals alone drive sync")
+            return
+        }
+        streamRenewals += 1
+        await live.credentialsRenewed()
     }
 
     // MARK: - Events
@@ -384,6 +442,7 @@ actor DeviceClient {
         do {
             try await transport.login(username: options.username, password: password, deviceName: options.deviceName)
             await engine.credentialsRenewed()
+            await live?.credentialsRenewed()
             Task { await engine.sync(.manual) }
         } catch {
             EventOutput.error("unauthorized", "logging in again failed: \(error)")
@@ -414,6 +473,7 @@ actor DeviceClient {
     /// Best-effort cleanup: unregisters the device from mailboxd and ends the session.
     func shutDown() async {
         if let engine { await engine.stopFallbackTimer() }
+        if let live { await live.stop() }
         if let id = deviceID ?? deviceToken { try? await transport.unregisterDevice(token: id) }
         try? await transport.logout()
     }

@@ -12,7 +12,8 @@ enum FakeBackend {
         EPOCH = "00000000000000aa"
         LOCK = threading.Condition()
         S = {"messages": {}, "created": {}, "log": [], "modseq": 0, "floor": 0, "next": 1,
-             "tokens": {}, "devices": {}, "sim": {}, "faults": [], "drop_signals": False, "requests": []}
+             "tokens": {}, "devices": {}, "sim": {}, "faults": [], "drop_signals": False, "requests": [],
+             "stream_epoch": 0}
         USERS = {"alice": "secret"}
         DELIVERY = "delivery-secret"
 
@@ -27,6 +28,7 @@ enum FakeBackend {
 
         def signal_all():
             if S["drop_signals"]:
+                LOCK.notify_all()  # event streams still hear of the change
                 return
             unread = sum(1 for m in S["messages"].values() if not m["seen"] and m["mailbox"] == "inbox")
             for token in S["devices"]:
@@ -74,7 +76,8 @@ enum FakeBackend {
                 path, q = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
                 with LOCK:
                     S["requests"].append({"method": method, "path": path, "query": q,
-                                          "authorized": self.bearer() is not None})
+                                          "authorized": self.bearer() is not None,
+                                          "lastEventID": self.headers.get("Last-Event-ID")})
                     for f in S["faults"]:
                         if path.startswith(f["path"]) and f["times"] > 0:
                             f["times"] -= 1
@@ -154,6 +157,8 @@ enum FakeBackend {
                             bump(mid)
                             signal_all()
                             return self.reply(204)
+                if path == "/jmap/eventsource" and method == "GET":
+                    return self.event_source(q)
                 if path == "/v1/changes" and method == "GET":
                     since = q.get("since", "")
                     parts = since.split("-")
@@ -193,6 +198,9 @@ enum FakeBackend {
                         S["floor"] = S["modseq"]
                     elif path == "/test/revoke":
                         S["tokens"].clear()
+                    elif path == "/test/drop-streams":
+                        S["stream_epoch"] += 1
+                        LOCK.notify_all()
                     elif path == "/test/drop-signals":
                         S["drop_signals"] = bool(b.get("on"))
                     elif path == "/test/requests":
@@ -201,6 +209,39 @@ enum FakeBackend {
                         return self.reply(200, {"state": state(), "messages": [S["messages"][i] for i in sorted(S["messages"])],
                                                 "devices": sorted(S["devices"])})
                 return self.reply(200, {})
+
+            def event_source(self, q):
+                # JMAP's event source: a `state` event (id: the state) per change, a `ping` after each quiet interval,
+                # and with Last-Event-ID naming another state the current one at once.
+                ping = max(1, int(q.get("ping", "0") or "0"))
+                last = self.headers.get("Last-Event-ID")
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                def change():
+                    body = {"@type": "StateChange", "changed": {"acct-1": {"Email": state(), "Mailbox": state()}}}
+                    return ("event: state\nid: %s\ndata: %s\n\n" % (state(), json.dumps(body))).encode()
+                try:
+                    with LOCK:
+                        sent, epoch = S["modseq"], S["stream_epoch"]
+                        first = change() if last is not None and last != state() else b": open\n\n"
+                    self.wfile.write(first)
+                    self.wfile.flush()
+                    while True:
+                        with LOCK:
+                            changed = LOCK.wait_for(
+                                lambda: S["modseq"] != sent or S["stream_epoch"] != epoch, timeout=ping)
+                            if S["stream_epoch"] != epoch:
+                                return
+                            sent = S["modseq"]
+                            data = change() if changed else b"event: ping\ndata: {\"interval\":%d}\n\n" % ping
+                        self.wfile.write(data)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
 
             def sim(self, method, path):
                 if path == "/sim/devices" and method == "POST":

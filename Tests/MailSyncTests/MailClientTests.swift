@@ -113,6 +113,43 @@ struct MailClientTests {
         #expect(!client.output.contains("secret") && !client.errorOutput.contains("secret"))
     }
 
+    @Test("--live: syncs on the server's events without signals; a stream refused after revocation logs in again")
+    func liveMode() throws {
+        let backend = try FakeBackend.Process()
+        let state = try TemporaryDirectory()
+        let client = try startClient(
+            backend, stateDir: state.path("client"), extra: ["--live", "--fallback-interval", "0"])
+        defer { client.stop() }
+        func serverStreams(_ output: String) -> Int {
+            Self.events(output).filter { $0["event"] as? String == "stream" && $0["source"] as? String == "server" }
+                .count
+        }
+        func synced(_ output: String, messages: Int) -> [String: Any]? {
+            Self.events(output).first {
+                $0["event"] as? String == "sync-done" && $0["messages"] as? Int == messages
+                    && $0["outcome"] as? String == "completed"
+            }
+        }
+        #expect(client.waitForOutput { serverStreams($0) == 1 && synced($0, messages: 0) != nil })
+        try backend.control("/test/drop-signals", #"{"on":true}"#)
+        _ = try Self.send(backend, subject: "no push for this one", body: "one")
+        #expect(client.waitForOutput { synced($0, messages: 1) != nil })
+        #expect(synced(client.output, messages: 1)?["trigger"] as? String == "change")
+
+        // The session is revoked and the stream dropped: reopening it gets 401, a sync finds the session gone and
+        // logs in again, and the stream is reopened with the new token.
+        try backend.control("/test/revoke")
+        try backend.control("/test/drop-streams")
+        #expect(client.waitForOutput(timeout: 20) { serverStreams($0) == 2 }, "\(client.output)")
+        #expect(Self.events(client, named: "error").contains { $0["code"] as? String == "unauthorized" })
+        _ = try Self.send(backend, subject: "on the reopened stream", body: "two")
+        #expect(client.waitForOutput { synced($0, messages: 2) != nil })
+        #expect(synced(client.output, messages: 2)?["trigger"] as? String == "change")
+        let opened = try backend.requests().filter { $0["path"] as? String == "/jmap/eventsource" }
+        #expect(opened.count >= 3 && opened.last?["lastEventID"] as? String != nil)
+        #expect(client.isRunning)
+    }
+
     @Test("lost signals: the fallback timer converges, and --until-messages exits 0")
     func fallbackTimer() throws {
         let backend = try FakeBackend.Process()

@@ -208,4 +208,47 @@ struct SyncStateMachineTests {
         #expect(machine.fullResyncApplied(state: "s2", counts: .init()) == .none)
         #expect(machine.localState == "s1")
     }
+
+    @Test("a change announced with the local state is skipped; with another state it syncs")
+    func announcedChanges() {
+        var machine = Machine(localState: "s1")
+        machine.tagger = SignalTagger(key: [1, 2, 3]) { _, message in message }
+        #expect(machine.trigger(.change(state: "s1")) == .skip, "compared with the state itself, not its tag")
+        #expect(machine.trigger(.change(state: "s2")) == .startSync(.fetchChanges(since: "s1")))
+        #expect(machine.trigger(.change(state: "s1")) == .skip)
+        var empty = Machine(localState: nil)
+        #expect(empty.trigger(.change(state: "s1")) == .startSync(.fullResync))
+        var anonymous = Machine(localState: "s1")
+        #expect(anonymous.trigger(.change(state: nil)) == .startSync(.fetchChanges(since: "s1")))
+    }
+
+    @Test("a flood of changes during a run leaves one follow-up, dropped when the run reached the newest")
+    func announcedChangesCollapse() {
+        var machine = Machine(localState: "s1")
+        _ = machine.trigger(.change(state: "s2"))
+        for modseq in 3...500 { #expect(machine.trigger(.change(state: "s\(modseq)")) == .joinedFollowUp) }
+        guard case .finish(_, let followUp) = machine.changesApplied(newState: "s500", hasMore: false, counts: .init())
+        else {
+            Issue.record("expected finish")
+            return
+        }
+        #expect(followUp == nil, "the run reached the newest announced state")
+        #expect(!machine.isSyncing)
+
+        _ = machine.trigger(.change(state: "s501"))
+        _ = machine.trigger(.change(state: "s502"))
+        _ = machine.trigger(.change(state: "s503"))
+        let action = machine.changesApplied(newState: "s502", hasMore: false, counts: .init())
+        #expect(action == .finish(SyncReport(pages: 1, state: "s502"), followUp: .fetchChanges(since: "s502")))
+        #expect(!machine.hasFollowUp, "one follow-up, with nothing queued behind it")
+    }
+
+    @Test("a change without a state during a run always means a follow-up")
+    func anonymousChangeFollowsUp() {
+        var machine = Machine(localState: "s1")
+        _ = machine.trigger(.change(state: "s2"))
+        #expect(machine.trigger(.change(state: nil)) == .joinedFollowUp)
+        let action = machine.changesApplied(newState: "s2", hasMore: false, counts: .init())
+        #expect(action == .finish(SyncReport(pages: 1, state: "s2"), followUp: .fetchChanges(since: "s2")))
+    }
 }
