@@ -209,9 +209,9 @@ public final class MailboxStore: Sendable {
     }
 
     /// ``enqueueSignals(_:_:account:modseq:)`` at `time`. The pacing rule is Swift (`SignalPacing`), not SQL, so
-    /// every engine applies the same one. Returns whether a row can be claimed now, so dispatchers elsewhere need
-    /// waking: a row waiting for a pacing token or a retry is not (the dispatcher that will send it wakes for it by
-    /// its own timer).
+    /// every engine applies the same one. Returns whether dispatchers need waking: a row that can be claimed now,
+    /// or a new row, whose due time (now, or when a pacing token returns) no dispatcher's timer knows yet. A row
+    /// already pending keeps its due time, which the dispatcher that set it, or read it, waits for.
     ///
     /// With `settingModseq`, the account's modseq is set to `modseq` first (a batch of deliveries settling): where
     /// the engine writes and reads in one statement, the UPDATE is a `WITH` of the devices' read, one round trip.
@@ -239,16 +239,16 @@ public final class MailboxStore: Sendable {
                 SELECT \(columns) FROM devices d LEFT JOIN signal_outbox o ON o.device_id = d.id WHERE d.account_id = ?
                 """, account)
         }
-        var claimable = false
+        var wakes = false
         for device in devices {
             let tokens = pacing.tokens(
                 stored: device["pace_tokens"].double, at: device["pace_at"].double ?? 0, now: time)
             let due = pacing.dueTime(tokens: tokens, now: time)
             // A pending row keeps its due time; a new one is due as pacing allows.
-            if (device["claimable_at"].double ?? due) <= time { claimable = true }
+            if device["claimable_at"].double.map({ $0 <= time }) ?? true { wakes = true }
             try queueSignal(db, deviceID: try device.int64("id"), modseq: modseq, dueAt: due)
         }
-        return claimable
+        return wakes
     }
 }
 

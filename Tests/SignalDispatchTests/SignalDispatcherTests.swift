@@ -21,13 +21,15 @@ struct SignalDispatcherTests {
 
         init(
             kind: PushSignal.Kind = .badge, throttles: Bool = false, backgroundBudget: Int = 3,
-            instanceID: String = "dispatcher-test", outcomes: [PushOutcome] = []
+            instanceID: String = "dispatcher-test", outcomes: [PushOutcome] = [],
+            pacing: SignalPacing = .standard, idleCheckInterval: Double = 0.05
         ) async throws {
             directory = try TemporaryDirectory(prefix: "dispatcher")
             var configuration = MailboxStore.Configuration()
             configuration.synchronous = .normal
             configuration.passwordParameters = .testing
             configuration.instanceID = instanceID
+            configuration.pacing = pacing
             store = try MailboxStore(path: directory.path("mail.sqlite"), configuration: configuration) {
                 [clock] in clock.now
             }
@@ -35,7 +37,7 @@ struct SignalDispatcherTests {
             service.script(outcomes)
             var dispatch = SignalDispatcher.Configuration()
             dispatch.backgroundBudget = backgroundBudget
-            dispatch.idleCheckInterval = 0.05
+            dispatch.idleCheckInterval = idleCheckInterval
             dispatcher = SignalDispatcher(
                 store: store, router: PushRouter([service]), metrics: Metrics(), configuration: dispatch)
             accountID = try await store.createAccount(username: "alice", password: "password-alice").id
@@ -80,6 +82,28 @@ struct SignalDispatcherTests {
         #expect(sent.signal.badge == 1)
         #expect(sent.address == device.address)
         #expect(f.service.sent.count == 1, "the registration and the delivery coalesced into one signal")
+    }
+
+    /// A change that must wait for the device's pacing token is sent when the token returns, not at the next idle
+    /// check: its commit wakes the dispatcher, which then sleeps until the row is due.
+    @Test func aPacedSignalGoesOutWhenItsTokenReturnsNotAtTheIdleCheck() async throws {
+        let f = try await Fixture(pacing: SignalPacing(burst: 1, refillPerSecond: 1), idleCheckInterval: 60)
+        let watch = f.store.watchQueuedSignals { [dispatcher = f.dispatcher] in dispatcher.wake() }
+        defer { watch.cancel() }
+        _ = try await f.device()
+        f.dispatcher.start()
+        #expect(
+            try await f.waitFor {
+                let depth = try await f.store.outboxStats().depth
+                return f.service.sent.count == 1 && depth == 0
+            })
+        // The token is spent: the next change is due in a second (on the store's clock), and the outbox was empty
+        // when the dispatcher went to sleep for its idle check.
+        try await Task.sleep(for: .milliseconds(100))
+        _ = try await f.deliver()
+        f.clock.advance(1)
+        #expect(try await f.waitFor { f.service.sent.count == 2 }, "the paced signal waited for the idle check")
+        await f.stop()
     }
 
     @Test func backgroundSignalsCarryNoBadge() async throws {
