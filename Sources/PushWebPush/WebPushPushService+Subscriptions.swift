@@ -21,31 +21,11 @@ extension WebPushPushService: SubscriptionPushService {
     public func push(
         _ message: SubscriptionPushMessage, url: String, keys: String, topic: String
     ) async -> PushOutcome {
-        let endpoint: WebPushEndpointPolicy.Endpoint
-        do {
-            endpoint = try configuration.endpointPolicy.check(url)
-        } catch {
-            return .defect(reason: "endpointRefused")
-        }
-        let body: [UInt8]
-        let authorization: String
-        do {
+        await send(toEndpoint: url, keys: keys, topic: topic) { keys in
             let plaintext = try SubscriptionPushBody.plaintext(of: message)
-            if keys.isEmpty {
-                body = plaintext
-            } else {
-                guard let keys = WebPushSubscriptionKeys(stored: keys) else { return .defect(reason: "keys") }
-                body = try SubscriptionPushBody.encrypt(plaintext, to: keys)
-            }
-            authorization = try vapid.authorization(for: endpoint.origin)
-        } catch is WebPushPayloadGuard.Violation {
-            return .defect(reason: "payloadGuard")
-        } catch {
-            return .defect(reason: "encryption")
+            guard let keys else { return plaintext }
+            return try SubscriptionPushBody.encrypt(plaintext, to: keys)
         }
-        return await post(
-            body, to: endpoint, topic: topic, authorization: authorization,
-            contentType: keys.isEmpty ? "application/json; charset=utf-8" : nil)
     }
 }
 

@@ -86,26 +86,50 @@ public final class WebPushPushService: PushService {
 
     /// Encrypts `signal` to the subscription, signs for its origin, sends it and classifies the answer.
     public func send(_ signal: PushSignal, to address: PushAddress) async -> PushOutcome {
+        await send(toEndpoint: address.token, keys: address.keys, topic: WebPushMessage.topic(for: signal.alias)) {
+            keys in
+            // A signal is never sent unencrypted: a browser subscription always has keys.
+            guard let keys else { throw MissingKeys() }
+            return try WebPushMessage(signal: signal).body(for: keys)
+        }
+    }
+
+    /// A body that must be encrypted has no keys to encrypt to.
+    struct MissingKeys: Error {}
+
+    /// Checks `url` with the endpoint policy again (it was chosen by a client), makes the body with the stored
+    /// `keys` (`nil` when there are none), signs for the endpoint's origin and posts it; every failure is an
+    /// outcome. Without keys the body goes as `application/json`.
+    func send(
+        toEndpoint url: String, keys stored: String, topic: String,
+        body makeBody: (WebPushSubscriptionKeys?) throws -> [UInt8]
+    ) async -> PushOutcome {
         let endpoint: WebPushEndpointPolicy.Endpoint
         do {
-            endpoint = try configuration.endpointPolicy.check(address.token)
+            endpoint = try configuration.endpointPolicy.check(url)
         } catch {
             return .defect(reason: "endpointRefused")
         }
-        guard let keys = WebPushSubscriptionKeys(stored: address.keys) else { return .defect(reason: "keys") }
+        var keys: WebPushSubscriptionKeys?
+        if !stored.isEmpty {
+            guard let parsed = WebPushSubscriptionKeys(stored: stored) else { return .defect(reason: "keys") }
+            keys = parsed
+        }
         let body: [UInt8]
         let authorization: String
         do {
-            body = try WebPushMessage(signal: signal).body(for: keys)
+            body = try makeBody(keys)
             authorization = try vapid.authorization(for: endpoint.origin)
         } catch is WebPushPayloadGuard.Violation {
             return .defect(reason: "payloadGuard")
+        } catch is MissingKeys {
+            return .defect(reason: "keys")
         } catch {
             return .defect(reason: "encryption")
         }
         return await post(
-            body, to: endpoint, topic: WebPushMessage.topic(for: signal.alias), authorization: authorization,
-            contentType: nil)
+            body, to: endpoint, topic: topic, authorization: authorization,
+            contentType: keys == nil ? "application/json; charset=utf-8" : nil)
     }
 
     /// POSTs one body to `endpoint` with the RFC 8030 headers (`TTL` ``WebPushMessage/timeToLive``, `Urgency:
