@@ -13,7 +13,9 @@ let package = Package(
         .library(name: "MailSync", targets: ["MailSync"]),
     ],
     targets: [
-        // MARK: C libraries (module maps and C wrappers; each is imported by one Swift module)
+        // MARK: C libraries (module maps and C wrappers). Each is imported by the one Swift module over it, except
+        // COpenSSL (OpenSSLCrypto; HTTP2Support, HTTP2Server and HTTP2Client for TLS) and CNGHTTP2 (HTTP2Support,
+        // HTTP2Server, HTTP2Client); signalfetch-bench also imports CSQLite (its raw-C baseline) and CNGHTTP2 (epoll).
         .systemLibrary(
             name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
