@@ -1,7 +1,7 @@
 """Saves a screenshot of mailboxd's console: headless Chromium signs in with the console token and waits for the
 page to go live. Used by Scripts/demo (in the .venv-console venv, which has selenium).
 
-Usage: console-screenshot.py --url https://127.0.0.1:PORT/console --token-file F --out PNG
+Usage: console_screenshot.py --url https://127.0.0.1:PORT/console --token-file F --out PNG
 Chromium does not check the dev certificate here (a picture, not a test: the tests trust the dev CA).
 """
 import argparse

@@ -1,14 +1,13 @@
-#!/usr/bin/env python3
 """SignalFetch failure drills: real release binaries, real faults, invariants checked at the end.
 
-Usage: bench-drills.py [--short] [crash] [gateway-faults] [gateway-down] [storage] [hostile] [scale] [failover]
+Usage: python3 -m signalfetch.drills [--short] [--rounds N] [crash] [gateway-faults] [gateway-down] [storage] [hostile]
+       [scale] [failover]
 Exits non-zero when a drill's invariant fails; prints one summary line per drill."""
-import argparse, asyncio, importlib.machinery, json, os, random, signal, socket, ssl, subprocess, sys, threading
-import time
+import argparse, asyncio, json, os, random, re, signal, socket, ssl, subprocess, sys, threading, time
 
-common = importlib.machinery.SourceFileLoader(
-    "bench_common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-common.py")).load_module()
-log, percentile, modseq = common.log, common.percentile, common.modseq
+from . import data_path, harness, log
+from .harness import server_states, wait_converged
+from .measure import percentile
 
 
 class DrillFailure(Exception):
@@ -81,7 +80,7 @@ class Loader:
                     user = rng.choice(self.users)
                     status, body = api.call("POST", "/v1/deliveries", token=self.cluster.delivery_token, body={
                         "to": user, "from": f"drill{index}@example.com", "subject": f"Drill {index}-{n}",
-                        "body": common.deliver_body(n, 300)})
+                        "body": harness.deliver_body(n, 300)})
                     self._answered(status)
                     if status == 201:
                         with self.lock:
@@ -163,9 +162,9 @@ class Loader:
 def device_order_violations(cluster, clients, users):
     """Per device token, states of the signals apns-sim received must never go backwards. A signal carries the tag
     of its state under the device's key; the drill reads it back with the keys the devices printed."""
-    states = common.server_states(cluster, users)
+    states = server_states(cluster, users)
     epoch = next(d.last_sync["state"].rsplit("-", 1)[0] for d in clients.devices if d.last_sync)
-    reader = common.TagReader({d.token: d.signal_keys for d in clients.devices if d.token},
+    reader = harness.TagReader({d.token: d.signal_keys for d in clients.devices if d.token},
                               epoch, max(s[0] for s in states.values()))
     last, violations, requests = {}, [], 0
     for entry in sorted(cluster.sim_log(), key=lambda e: e["sequence"]):
@@ -198,19 +197,14 @@ def gateway_outcomes(cluster, last=None):
 
 
 def start_devices(cluster, users, per_user=2, fallback=0):
-    clients = common.MailClients(cluster, fallback=fallback)
-    for user in users:
-        for n in range(per_user):
-            clients.add(f"{user}-d{n}", user)
-    clients.wait_ready(timeout=120)
-    return clients
+    return harness.start_devices(cluster, users, per_user, fallback=fallback, timeout=120)
 
 
 # MARK: - Drills
 
 def drill_crash(bin_path, short, rounds=None):
     rounds = rounds or (2 if short else 10)
-    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-crash-")
+    cluster = harness.Cluster(bin_path, prefix="signalfetch-drill-crash-")
     users = ["ann", "ben", "cat"]
     try:
         cluster.add_accounts(users)
@@ -232,7 +226,7 @@ def drill_crash(bin_path, short, rounds=None):
         loader.stop()
         integrity.append(cluster.integrity())
         lost, wrong, checked = loader.verify()
-        ok, detail = common.wait_converged(cluster, clients, users, timeout=30)
+        ok, detail = wait_converged(cluster, clients, users, timeout=30)
         if not ok:
             detail += (f"; gateway answers (last 200): {gateway_outcomes(cluster, 200)}; outbox "
                        f"{cluster.healthz()}; mailboxd log: {cluster.mailboxd.stderr_tail(300)!r}")
@@ -251,7 +245,7 @@ def drill_crash(bin_path, short, rounds=None):
 
 def drill_gateway_faults(bin_path, short):
     seconds = 15 if short else 60
-    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-faults-")
+    cluster = harness.Cluster(bin_path, prefix="signalfetch-drill-faults-")
     users = ["dan", "eve", "fay", "gus"]
     try:
         cluster.add_accounts(users)
@@ -264,7 +258,7 @@ def drill_gateway_faults(bin_path, short):
         time.sleep(seconds)
         loader.stop()
         lost, wrong, checked = loader.verify()
-        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        ok, detail = wait_converged(cluster, clients, users, timeout=60)
         retries = cluster.metric("mailboxd_signal_retries_total")
         sent = cluster.metric("mailboxd_signals_sent_total")
         violations, requests = device_order_violations(cluster, clients, users)
@@ -286,7 +280,7 @@ class GatewayProxy:
 
     def __init__(self, target_port):
         self.target = target_port
-        self.port = common.free_port()
+        self.port = harness.free_port()
         self.loop = asyncio.new_event_loop()
         self.server = None
         self.transports = set()
@@ -332,7 +326,7 @@ class GatewayProxy:
 
 def drill_gateway_down(bin_path, short):
     down_seconds = 5 if short else 30
-    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-down-")
+    cluster = harness.Cluster(bin_path, prefix="signalfetch-drill-down-")
     users = ["hal", "ivy"]
     try:
         cluster.add_accounts(users)
@@ -363,7 +357,7 @@ def drill_gateway_down(bin_path, short):
                 drained = time.monotonic() - t_up
                 break
             time.sleep(0.2)
-        ok, detail = common.wait_converged(cluster, clients, users, timeout=30)
+        ok, detail = wait_converged(cluster, clients, users, timeout=30)
         summary = (f"gateway down {down_seconds} s with {depth_down} outbox rows: mailboxd CPU {cpu_percent:.2f}% "
                    f"over {wall:.1f} s ({int(retries)} retries), outbox drained "
                    f"{'in %.1f s' % drained if drained is not None else 'NEVER'} after the gateway came back; {detail}")
@@ -380,58 +374,62 @@ def mount(*args):
     return subprocess.run(["mount", *args], capture_output=True, text=True)
 
 
-def drill_storage(bin_path, short):
-    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-storage-")
-    users = ["jon", "kim"]
-    notes = []
-    problems = []
-    mounted = []
-    try:
-        cluster.add_accounts(users)
-        cluster.start_apns_sim()
-        # Disk full: the data folder on a small tmpfs, filled up while mailboxd runs.
+class Storage:
+    """mailboxd's data folder put through storage faults (disk full on a small tmpfs, then read-only), with every
+    acknowledged delivery remembered."""
+
+    def __init__(self, cluster, users):
+        self.cluster, self.users = cluster, users
+        self.notes, self.problems, self.mounted, self.acked = [], [], [], []
+        self.api = None
+
+    def deliver(self, i):
+        try:
+            status, body = self.api.call("POST", "/v1/deliveries", token=self.cluster.delivery_token, body={
+                "to": self.users[i % 2], "from": "disk@example.com", "subject": f"Disk {i}", "body": "y" * 2000})
+        except Exception as error:  # a dropped connection is recorded as the exception's name
+            return type(error).__name__, None
+        if status == 201:
+            self.acked.append(body["id"])
+        return status, body
+
+    def move_to_tmpfs(self):
+        """The data folder on a small tmpfs, mailboxd started on it."""
+        cluster = self.cluster
         tmpfs = os.path.join(cluster.work, "small")
         os.makedirs(tmpfs)
         r = mount("-t", "tmpfs", "-o", "size=24m", "tmpfs", tmpfs)
         check(r.returncode == 0, f"cannot mount a tmpfs for the disk-full drill (needs root): {r.stderr.strip()}")
-        mounted.append(tmpfs)
+        self.mounted.append(tmpfs)
         subprocess.run(["cp", "-a", cluster.data, tmpfs], check=True)
         cluster.data = os.path.join(tmpfs, "data")
         cluster.db = os.path.join(cluster.data, "mailbox.sqlite")
         cluster.start_mailboxd(extra=["--data-dir", cluster.data])
-        api = cluster.api()
-        acked = []
+        self.api = cluster.api()
+        return tmpfs
 
-        def deliver(i):
-            try:
-                status, body = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
-                    "to": users[i % 2], "from": "disk@example.com", "subject": f"Disk {i}", "body": "y" * 2000})
-            except Exception as error:  # a dropped connection is recorded as the exception's name
-                return type(error).__name__, None
-            if status == 201:
-                acked.append(body["id"])
-            return status, body
-
+    def disk_full(self):
+        """Disk full: the tmpfs filled up while mailboxd runs, then freed."""
+        cluster = self.cluster
+        tmpfs = self.move_to_tmpfs()
         for i in range(50):
-            check(deliver(i)[0] == 201, "delivery before the disk filled up failed")
+            check(self.deliver(i)[0] == 201, "delivery before the disk filled up failed")
         filler = os.path.join(tmpfs, "filler")
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
-        statuses = {}
-        codes = set()
-        first_failure = None
+        statuses, codes, first_failure = {}, set(), None
         for i in range(50, 250):
-            status, body = deliver(i)
+            status, body = self.deliver(i)
             statuses[status] = statuses.get(status, 0) + 1
             if status != 201:
                 codes.add((body or {}).get("error"))
                 first_failure = first_failure or i
-        status, _ = api.call("GET", "/healthz")
-        healthz_full = status
+        healthz_full, _ = self.api.call("GET", "/healthz")
         os.remove(filler)
         time.sleep(0.5)
-        after = [deliver(i)[0] for i in range(250, 270)]
-        notes.append(f"disk full: deliveries answered {statuses} (first refusal at #{first_failure}) with errors {sorted(codes - {None})}, "
-                     f"/healthz {healthz_full}; after freeing space {after.count(201)}/20 succeeded")
+        after = [self.deliver(i)[0] for i in range(250, 270)]
+        self.notes.append(f"disk full: deliveries answered {statuses} (first refusal at #{first_failure}) with errors "
+                          f"{sorted(codes - {None})}, /healthz {healthz_full}; after freeing space "
+                          f"{after.count(201)}/20 succeeded")
         check(all(isinstance(s, int) and (400 <= s < 500 or s in (201, 503, 507)) for s in statuses),
               f"unclear errors while the disk was full: {statuses} (mailboxd: {cluster.mailboxd.stderr_tail(300)!r})")
         check(any(s != 201 for s in statuses), f"the disk never filled up: {statuses}")
@@ -441,225 +439,265 @@ def drill_storage(bin_path, short):
         integrity_full = cluster.integrity()
         check(integrity_full == "ok", f"integrity_check after disk full: {integrity_full}")
 
-        # Read-only: the data folder bind-mounted read-only before mailboxd starts. (A read-only remount cannot
-        # be forced under a running process that holds the database open for writing: the kernel says EBUSY.)
+    def read_only_answer(self, proc):
+        """What mailboxd does on a read-only data folder: serves (with clear errors on writes) or exits."""
+        cluster = self.cluster
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                first = open(proc.err_path, errors="replace").read().strip().splitlines()[:3]
+                result = f"mailboxd exited with status {proc.returncode}: {' | '.join(first)!r}"
+                if proc.returncode <= 0:
+                    self.problems.append(f"mailboxd crashed (signal {-proc.returncode}) on a read-only data folder "
+                                         f"instead of exiting with a clear error: {result}")
+                return result
+            try:
+                socket.create_connection(("127.0.0.1", cluster.api_port), timeout=0.2).close()
+                status_r, _ = self.api.call("GET", "/healthz")
+                status_w, body_w = self.deliver(999)
+                result = f"served: /healthz {status_r}, delivery {status_w} {(body_w or {}).get('error')}"
+                check(status_w in (503, 507) or 400 <= status_w < 500, f"unclear error on a read-only disk: {result}")
+                return result
+            except OSError:
+                time.sleep(0.1)
+        return None
+
+    def read_only(self):
+        """Read-only: the data folder bind-mounted read-only before mailboxd starts. (A read-only remount cannot be
+        forced under a running process that holds the database open for writing: the kernel says EBUSY.)"""
+        cluster = self.cluster
         r1 = mount("--bind", cluster.data, cluster.data)
         r2 = mount("-o", "remount,bind,ro", cluster.data) if r1.returncode == 0 else r1
         check(r2.returncode == 0, f"cannot make the data folder read-only: {r2.stderr.strip()}")
-        mounted.append(cluster.data)
-        proc = cluster.start("mailboxd-ro", [
-            cluster.exe("mailboxd"), "serve", "--data-dir", cluster.data, "--listen", f"127.0.0.1:{cluster.api_port}",
-            "--apns-url", f"https://127.0.0.1:{cluster.sim_port}", "--apns-sandbox-url",
-            f"https://127.0.0.1:{cluster.sim_port}", "--apns-ca", cluster.ca, "--apns-topic",
-            common.TOPIC])
-        ro_result = None
-        api.reset()
-        deadline = time.time() + 15
-        while time.time() < deadline and ro_result is None:
-            if proc.poll() is not None:
-                first = open(proc.err_path, errors="replace").read().strip().splitlines()[:3]
-                ro_result = f"mailboxd exited with status {proc.returncode}: {' | '.join(first)!r}"
-                if proc.returncode <= 0:
-                    problems.append(f"mailboxd crashed (signal {-proc.returncode}) on a read-only data folder "
-                                    f"instead of exiting with a clear error: {ro_result}")
-                break
-            try:
-                socket.create_connection(("127.0.0.1", cluster.api_port), timeout=0.2).close()
-                status_r, _ = api.call("GET", "/healthz")
-                status_w, body_w = deliver(999)
-                ro_result = f"served: /healthz {status_r}, delivery {status_w} {(body_w or {}).get('error')}"
-                check(status_w in (503, 507) or 400 <= status_w < 500, f"unclear error on a read-only disk: {ro_result}")
-            except OSError:
-                time.sleep(0.1)
-        check(ro_result is not None, "mailboxd neither served nor exited on a read-only data folder")
-        notes.append("read-only: " + ro_result)
+        self.mounted.append(cluster.data)
+        proc = cluster.start("mailboxd-ro", cluster.serve_args(cluster.api_port))
+        self.api.reset()
+        result = self.read_only_answer(proc)
+        check(result is not None, "mailboxd neither served nor exited on a read-only data folder")
+        self.notes.append("read-only: " + result)
         proc.stop()
         cluster.procs.remove(proc)
-        mount_out = subprocess.run(["umount", cluster.data], capture_output=True, text=True)
-        check(mount_out.returncode == 0, f"umount: {mount_out.stderr}")
-        mounted.remove(cluster.data)
+        unmounted = subprocess.run(["umount", cluster.data], capture_output=True, text=True)
+        check(unmounted.returncode == 0, f"umount: {unmounted.stderr}")
+        self.mounted.remove(cluster.data)
         integrity_ro = cluster.integrity()
         check(integrity_ro == "ok", f"integrity_check after read-only: {integrity_ro}")
+
+    def afterwards(self):
+        """mailboxd back on a healthy folder: every acknowledged delivery present, deliveries accepted."""
+        cluster = self.cluster
         cluster.start_mailboxd(extra=["--data-dir", cluster.data])
-        listed = common.server_states(cluster, users)
+        listed = server_states(cluster, self.users)
         present = set().union(*(v[2] for v in listed.values()))
-        missing = [m for m in acked if m not in present]
+        missing = [m for m in self.acked if m not in present]
         check(not missing, f"{len(missing)} acknowledged deliveries missing after the storage faults")
-        api.reset()
-        status, _ = deliver(1000)
+        self.api.reset()
+        status, _ = self.deliver(1000)
         check(status == 201, f"delivery after the storage faults: HTTP {status}")
-        notes.append(f"afterwards: integrity ok, all {len(acked)} acknowledged deliveries present")
-        check(not problems, " ".join(problems) + " — " + "; ".join(notes))
-        return "; ".join(notes)
-    finally:
-        for proc in list(cluster.procs):
+        self.notes.append(f"afterwards: integrity ok, all {len(self.acked)} acknowledged deliveries present")
+
+    def unmount(self):
+        for proc in list(self.cluster.procs):
             proc.stop()
-        cluster.procs.clear()
-        for path in reversed(mounted):
+        self.cluster.procs.clear()
+        for path in reversed(self.mounted):
             subprocess.run(["umount", "-l", path], capture_output=True)
+
+
+def drill_storage(bin_path, short):
+    cluster = harness.Cluster(bin_path, prefix="signalfetch-drill-storage-")
+    users = ["jon", "kim"]
+    storage = Storage(cluster, users)
+    try:
+        cluster.add_accounts(users)
+        cluster.start_apns_sim()
+        storage.disk_full()
+        storage.read_only()
+        storage.afterwards()
+        check(not storage.problems, " ".join(storage.problems) + " — " + "; ".join(storage.notes))
+        return "; ".join(storage.notes)
+    finally:
+        storage.unmount()
         cluster.close()
 
 
+class Attack:
+    """Hostile clients against one mailboxd, on threads until `stop`: 10,000 idle TCP connections, slowloris,
+    oversize and malformed requests; and a legitimate client whose answers are timed."""
+
+    def __init__(self, cluster, token, idle_target=10000):
+        self.cluster, self.token, self.idle_target = cluster, token, idle_target
+        self.ctx = ssl.create_default_context(cafile=cluster.ca)
+        self.stop = threading.Event()
+        self.hold = []
+        self.failures = []
+        self.stats = {"oversize": {}, "utf8": {}, "headers": {}, "slowloris_open": 0, "idle_open": 0}
+        self.started = time.monotonic()
+
+    def legit_once(self):
+        """One legitimate request on a fresh TLS connection; (ok, ms)."""
+        t0 = time.perf_counter()
+        try:
+            api = harness.API(self.cluster.api_port, self.cluster.ca, timeout=3)
+            status, _ = api.raw("GET", "/v1/mailboxes", token=self.token)
+            api.reset()
+            if status != 200:
+                self.failures.append(f"HTTP {status} at +{time.monotonic() - self.started:.1f} s")
+            return status == 200, (time.perf_counter() - t0) * 1000
+        except Exception as error:
+            self.failures.append(f"{type(error).__name__} at +{time.monotonic() - self.started:.1f} s "
+                                 f"({self.stats['idle_open']} idle open)")
+            return False, (time.perf_counter() - t0) * 1000
+
+    def legit_series(self, seconds):
+        results = []
+        end = time.time() + seconds
+        while time.time() < end:
+            results.append(self.legit_once())
+            time.sleep(0.05)
+        return results
+
+    def idle(self):
+        """10,000 idle TCP connections."""
+        for _ in range(self.idle_target):
+            if self.stop.is_set():
+                break
+            try:
+                s = socket.create_connection(("127.0.0.1", self.cluster.api_port), timeout=2)
+                self.hold.append(s)
+                self.stats["idle_open"] += 1
+            except OSError:
+                time.sleep(0.01)
+
+    def slowloris(self):
+        """200 connections sending a header line every 2 s and never finishing."""
+        socks = []
+        for _ in range(200):
+            try:
+                s = self.ctx.wrap_socket(socket.create_connection(("127.0.0.1", self.cluster.api_port), timeout=5),
+                                         server_hostname="127.0.0.1")
+                s.sendall(b"GET /v1/mailboxes HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                socks.append(s)
+            except OSError:
+                pass
+        self.stats["slowloris_open"] = len(socks)
+        i = 0
+        while not self.stop.is_set():
+            i += 1
+            for s in list(socks):
+                try:
+                    s.sendall(f"X-Slow-{i}: a\r\n".encode())
+                except OSError:
+                    socks.remove(s)
+            self.stop.wait(2)
+        self.stats["slowloris_alive_at_end"] = len(socks)
+        for s in socks:
+            s.close()
+
+    def malformed(self):
+        """Bodies over the cap, invalid UTF-8, huge headers, in turn; each answer tallied."""
+        api = harness.API(self.cluster.api_port, self.cluster.ca, timeout=10)
+        delivery = self.cluster.delivery_token
+        big = b'{"to":"lee","from":"a@b.c","subject":"s","body":"' + b"z" * (2 << 20) + b'"}'
+        bad = b'{"to":"lee","from":"a@b.c","subject":"\xff\xfe\xc3","body":"x"}'
+        calls = (("oversize", lambda: api.raw("POST", "/v1/deliveries", delivery, big)),
+                 ("utf8", lambda: api.raw("POST", "/v1/deliveries", delivery, bad)),
+                 ("headers", lambda: api.raw("GET", "/v1/mailboxes", self.token, headers={"X-Huge": "h" * 65536})))
+        while not self.stop.is_set():
+            for key, call in calls:
+                try:
+                    answer = call()[0]
+                except Exception as error:
+                    answer = type(error).__name__
+                    api.reset()
+                self.stats[key][answer] = self.stats[key].get(answer, 0) + 1
+            self.stop.wait(0.1)
+
+    def bad_tokens(self, seconds):
+        """wrk with a made-up token at ~1,000 requests/s (data/paced.lua); stopped with SIGINT."""
+        return subprocess.Popen(["wrk", "-t1", "-c10", f"-d{seconds + 60}s", "-s", data_path("paced.lua"), "-H",
+                                 "Authorization: Bearer not-a-valid-token-0123456789",
+                                 f"{self.cluster.api_url}/v1/mailboxes"], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def close(self):
+        for s in self.hold:
+            s.close()
+
+
+def describe_series(series):
+    oks = [ms for ok, ms in series if ok]
+    return f"{len(oks)}/{len(series)} ok, p50 {percentile(oks, 50) or 0:.1f} ms, p99 {percentile(oks, 99) or 0:.1f} ms"
+
+
+def run_attack(attack, attack_seconds):
+    """Starts every attacker, times the legitimate client while the idle connections open and once they all are;
+    (ramp, saturated, seconds until saturated, wrk's output)."""
+    attack.started = time.monotonic()
+    wrk = attack.bad_tokens(attack_seconds)
+    workers = [threading.Thread(target=f, daemon=True) for f in (attack.slowloris, attack.malformed)]
+    for w in workers:
+        w.start()
+    time.sleep(1)
+    opener = threading.Thread(target=attack.idle, daemon=True)
+    opener.start()
+    workers.append(opener)
+    ramp = []
+    while opener.is_alive() and time.monotonic() - attack.started < 90:
+        ramp += attack.legit_series(1)
+    t_saturated = time.monotonic() - attack.started
+    saturated = attack.legit_series(attack_seconds)
+    wrk.send_signal(signal.SIGINT)  # wrk prints its summary on SIGINT
+    wrk_out = wrk.communicate(timeout=60)[0]
+    attack.stop.set()
+    for w in workers:
+        w.join(30)
+    return ramp, saturated, t_saturated, wrk_out
+
+
+def check_hostile(stats, served, summary):
+    closed = ("ConnectionResetError", "BrokenPipeError", "RemoteDisconnected", "SSLEOFError", "SSLError")
+    check(413 in stats["oversize"] and all(k == 413 or k in closed or k == "TimeoutError" for k in stats["oversize"]),
+          f"bodies over the cap not refused with 413 (or the connection closed) — {summary}")
+    check(stats["utf8"] and all(not isinstance(k, int) or 400 <= k < 500 for k in stats["utf8"]),
+          f"invalid UTF-8 not a 4xx — {summary}")
+    check(all(not isinstance(k, int) or 400 <= k < 500 for k in stats["headers"]),
+          f"huge headers not refused with a 4xx — {summary}")
+    check(served >= 0.95, f"legitimate clients were not served during the attack — {summary}")
+
+
 def drill_hostile(bin_path, short):
-    idle_target = 10000
     attack_seconds = 10 if short else 45  # held after the 10,000 idle connections are open
-    cluster = common.Cluster(bin_path, prefix="signalfetch-drill-hostile-")
-    users = ["lee"]
-    hold = []
+    cluster = harness.Cluster(bin_path, prefix="signalfetch-drill-hostile-")
+    attack = None
     try:
-        common.raise_fd_limit()
-        cluster.add_accounts(users)
+        harness.raise_fd_limit()
+        cluster.add_accounts(["lee"])
         cluster.start_apns_sim()
         cluster.start_mailboxd()
-        token = cluster.api().login("lee", "password-lee", "legit")
-        failures = []
-        t_attack = time.monotonic()
-        ctx = ssl.create_default_context(cafile=cluster.ca)
-
-        def legit_once():
-            """One legitimate request on a fresh TLS connection; (ok, ms)."""
-            t0 = time.perf_counter()
-            try:
-                api = common.API(cluster.api_port, cluster.ca, timeout=3)
-                status, _ = api.raw("GET", "/v1/mailboxes", token=token)
-                api.reset()
-                if status != 200:
-                    failures.append(f"HTTP {status} at +{time.monotonic() - t_attack:.1f} s")
-                return status == 200, (time.perf_counter() - t0) * 1000
-            except Exception as error:
-                failures.append(f"{type(error).__name__} at +{time.monotonic() - t_attack:.1f} s "
-                                f"({stats['idle_open']} idle open)")
-                return False, (time.perf_counter() - t0) * 1000
-
-        def legit_series(seconds):
-            results = []
-            end = time.time() + seconds
-            while time.time() < end:
-                results.append(legit_once())
-                time.sleep(0.05)
-            return results
-
-        stats = {"oversize": {}, "utf8": {}, "headers": {}, "slowloris_open": 0, "idle_open": 0}
-        base = legit_series(3)
-        failures.clear()
-        stop = threading.Event()
-
-        # 10,000 idle TCP connections.
-        def idle():
-            for _ in range(idle_target):
-                if stop.is_set():
-                    break
-                try:
-                    s = socket.create_connection(("127.0.0.1", cluster.api_port), timeout=2)
-                    hold.append(s)
-                    stats["idle_open"] += 1
-                except OSError:
-                    time.sleep(0.01)
-
-        # Slowloris: 200 connections sending a header line every 2 s and never finishing.
-        def slowloris():
-            socks = []
-            for _ in range(200):
-                try:
-                    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", cluster.api_port), timeout=5),
-                                        server_hostname="127.0.0.1")
-                    s.sendall(b"GET /v1/mailboxes HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-                    socks.append(s)
-                except OSError:
-                    pass
-            stats["slowloris_open"] = len(socks)
-            i = 0
-            while not stop.is_set():
-                i += 1
-                for s in list(socks):
-                    try:
-                        s.sendall(f"X-Slow-{i}: a\r\n".encode())
-                    except OSError:
-                        socks.remove(s)
-                stop.wait(2)
-            stats["slowloris_alive_at_end"] = len(socks)
-            for s in socks:
-                s.close()
-
-        def tally(key, status):
-            stats[key][status] = stats[key].get(status, 0) + 1
-
-        def malformed():
-            api = common.API(cluster.api_port, cluster.ca, timeout=10)
-            big = b'{"to":"lee","from":"a@b.c","subject":"s","body":"' + b"z" * (2 << 20) + b'"}'
-            bad = b'{"to":"lee","from":"a@b.c","subject":"\xff\xfe\xc3","body":"x"}'
-            while not stop.is_set():
-                for key, call in (("oversize", lambda: api.raw("POST", "/v1/deliveries", cluster.delivery_token, big)),
-                                  ("utf8", lambda: api.raw("POST", "/v1/deliveries", cluster.delivery_token, bad)),
-                                  ("headers", lambda: api.raw("GET", "/v1/mailboxes", token,
-                                                              headers={"X-Huge": "h" * 65536}))):
-                    try:
-                        tally(key, call()[0])
-                    except Exception as error:
-                        tally(key, type(error).__name__)
-                        api.reset()
-                stop.wait(0.1)
-
-        lua = os.path.join(cluster.work, "paced.lua")
-        with open(lua, "w") as f:
-            f.write("function delay() return 9 end\n")  # 10 connections, ~100/s each: ~1,000 requests/s
-        t_attack = time.monotonic()
-        wrk = subprocess.Popen(["wrk", "-t1", "-c10", f"-d{attack_seconds + 60}s", "-s", lua, "-H",
-                                "Authorization: Bearer not-a-valid-token-0123456789",
-                                f"{cluster.api_url}/v1/mailboxes"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-        workers = [threading.Thread(target=f, daemon=True) for f in (slowloris, malformed)]
-        for w in workers:
-            w.start()
-        time.sleep(1)
-        opener = threading.Thread(target=idle, daemon=True)
-        opener.start()
-        workers.append(opener)
-        ramp = []
-        while opener.is_alive() and time.monotonic() - t_attack < 90:
-            ramp += legit_series(1)
-        t_saturated = time.monotonic() - t_attack
-        saturated = legit_series(attack_seconds)
-        during = ramp + saturated
-        wrk.send_signal(signal.SIGINT)  # wrk prints its summary on SIGINT
-        wrk_out = wrk.communicate(timeout=60)[0]
-        stop.set()
-        for w in workers:
-            w.join(30)
-        import re
+        attack = Attack(cluster, cluster.api().login("lee", "password-lee", "legit"))
+        base = attack.legit_series(3)
+        attack.failures.clear()
+        ramp, saturated, t_saturated, wrk_out = run_attack(attack, attack_seconds)
         m = re.search(r"(\d+) requests in ([\d.]+)s", wrk_out)
         bad_rate = int(m.group(1)) / float(m.group(2)) if m else 0
         non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", wrk_out)
-        still_alive = cluster.mailboxd.poll() is None
-
-        def describe(series):
-            oks = [ms for ok, ms in series if ok]
-            return (f"{len(oks)}/{len(series)} ok, p50 {percentile(oks, 50) or 0:.1f} ms, "
-                    f"p99 {percentile(oks, 99) or 0:.1f} ms")
-
+        stats = attack.stats
         served = sum(1 for ok, _ in saturated if ok) / max(1, len(saturated))
         summary = (f"{stats['idle_open']} idle connections, {stats['slowloris_open']} slowloris, "
                    f"{bad_rate:.0f} bad-token req/s ({non2xx.group(1) if non2xx else 0} non-2xx), oversize bodies "
                    f"{stats['oversize']}, invalid UTF-8 {stats['utf8']}, huge headers {stats['headers']}; legitimate "
-                   f"client before: {describe(base)}; while connecting the idle ones: {describe(ramp)}; with all "
-                   f"{stats['idle_open']} open (from +{t_saturated:.0f} s, {attack_seconds} s): {describe(saturated)}"
-                   + (f"; legitimate failures: {failures[:6]}" if failures else ""))
-        check(still_alive, f"mailboxd died — {summary}")
-        closed = ("ConnectionResetError", "BrokenPipeError", "RemoteDisconnected", "SSLEOFError", "SSLError")
-        check(413 in stats["oversize"] and all(k == 413 or k in closed or k == "TimeoutError"
-                                               for k in stats["oversize"]),
-              f"bodies over the cap not refused with 413 (or the connection closed) — {summary}")
-        check(stats["utf8"] and all(not isinstance(k, int) or 400 <= k < 500 for k in stats["utf8"]),
-              f"invalid UTF-8 not a 4xx — {summary}")
-        check(all(not isinstance(k, int) or 400 <= k < 500 for k in stats["headers"]),
-              f"huge headers not refused with a 4xx — {summary}")
-        check(served >= 0.95, f"legitimate clients were not served during the attack — {summary}")
+                   f"client before: {describe_series(base)}; while connecting the idle ones: {describe_series(ramp)}; "
+                   f"with all {stats['idle_open']} open (from +{t_saturated:.0f} s, {attack_seconds} s): "
+                   f"{describe_series(saturated)}" + (f"; legitimate failures: {attack.failures[:6]}"
+                                                      if attack.failures else ""))
+        check(cluster.mailboxd.poll() is None, f"mailboxd died — {summary}")
+        check_hostile(stats, served, summary)
         return summary
     finally:
-        for s in hold:
-            s.close()
+        if attack:
+            attack.close()
         cluster.close()
-
 
 
 def check_cluster_invariants(loader, lost, wrong, violations, integrity, summary):
@@ -685,7 +723,7 @@ def signals_per_device(cluster):
 
 def drill_scale(bin_path, short):
     kills = 3 if short else 12
-    cluster = common.ScaleCluster(bin_path)
+    cluster = harness.ScaleCluster(bin_path)
     users = ["kim", "lou", "max", "ned"]
     try:
         cluster.add_accounts(users)
@@ -714,10 +752,10 @@ def drill_scale(bin_path, short):
         time.sleep(1.5)
         loader.stop()
         lost, wrong, checked = loader.verify()
-        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        ok, detail = wait_converged(cluster, clients, users, timeout=60)
         violations, requests = device_order_violations(cluster, clients, users)
         outcomes = gateway_outcomes(cluster)
-        states = common.server_states(cluster, users)
+        states = server_states(cluster, users)
         per_device = signals_per_device(cluster)
         over = [(d.name, per_device.get(d.token, 0), states[d.user][0] + 1) for d in clients.devices
                 if per_device.get(d.token, 0) > states[d.user][0] + 1]
@@ -740,6 +778,38 @@ def drill_scale(bin_path, short):
 
 # MARK: - Failover: the database's primary killed under three mailboxd
 
+def failover_round(cluster, loader, round_):
+    """Kills the primary under load, waits for the loaders to be answered again and for the standby's promotion,
+    and brings the old primary back as a standby; (unavailability window in s, the new primary)."""
+    time.sleep(3.0)
+    before = loader.counts["deliveries"]
+    killed_at = time.monotonic()
+    killed = cluster.postgres("kill-primary")
+    check(killed.returncode == 0, f"kill-primary failed: {killed.stderr}")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        window = loader.unavailability(killed_at)
+        if window is not None and window != float("inf"):
+            break
+        if window is None and loader.counts["deliveries"] > before + 50 and time.monotonic() - killed_at > 15:
+            break  # no request fell in the gap
+        time.sleep(0.2)
+    time.sleep(2.5)  # past the outage's gap: a later 503 would still belong to it
+    window = loader.unavailability(killed_at)
+    check(window != float("inf"), f"failover {round_ + 1}: no success within 90 s of the kill")
+    deadline = time.monotonic() + 30  # the monitor's record settles after the node already takes writes
+    while True:
+        status = cluster.status()
+        if status["primary"] and status["primary"] != killed.stdout.strip() or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    check(status["primary"] and status["primary"] != killed.stdout.strip(),
+          f"failover {round_ + 1}: the standby was not promoted: {status}")
+    rejoined = cluster.postgres("rejoin")
+    check(rejoined.returncode == 0, f"failover {round_ + 1}: rejoin failed: {rejoined.stderr}")
+    return window or 0.0, status["primary"]
+
+
 def drill_failover(bin_path, short):
     """Three mailboxd under load on a pg_auto_failover cluster (primary + synchronous standby). The primary is
     SIGKILLed with its keeper; the monitor promotes the standby; the old primary rejoins as a standby; then the new
@@ -747,7 +817,7 @@ def drill_failover(bin_path, short):
     never go backwards; each failover's unavailability window (the loaders' first 503 to the first success after
     the last 503 of that run, see Loader.unavailability) is reported."""
     failovers = 2 if short else 4
-    cluster = common.FailoverCluster(bin_path)
+    cluster = harness.FailoverCluster(bin_path)
     users = ["kim", "lou", "max", "ned"]
     try:
         check(cluster.status()["synchronous"], f"the standby is not synchronous at start: {cluster.status()}")
@@ -760,39 +830,13 @@ def drill_failover(bin_path, short):
         loader.start()
         windows, promoted = [], []
         for round_ in range(failovers):
-            time.sleep(3.0)
-            before = loader.counts["deliveries"]
-            killed_at = time.monotonic()
-            killed = cluster.postgres("kill-primary")
-            check(killed.returncode == 0, f"kill-primary failed: {killed.stderr}")
-            # Wait until the loader is answered again, then bring the old primary back as a standby.
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                window = loader.unavailability(killed_at)
-                if window is not None and window != float("inf"):
-                    break
-                if window is None and loader.counts["deliveries"] > before + 50 and time.monotonic() - killed_at > 15:
-                    break  # no request fell in the gap
-                time.sleep(0.2)
-            time.sleep(2.5)  # past the outage's gap: a later 503 would still belong to it
-            window = loader.unavailability(killed_at)
-            check(window != float("inf"), f"failover {round_ + 1}: no success within 90 s of the kill")
-            windows.append(window or 0.0)
-            deadline = time.monotonic() + 30  # the monitor's record settles after the node already takes writes
-            while True:
-                status = cluster.status()
-                if status["primary"] and status["primary"] != killed.stdout.strip() or time.monotonic() > deadline:
-                    break
-                time.sleep(0.5)
-            check(status["primary"] and status["primary"] != killed.stdout.strip(),
-                  f"failover {round_ + 1}: the standby was not promoted: {status}")
-            promoted.append(status["primary"])
-            rejoined = cluster.postgres("rejoin")
-            check(rejoined.returncode == 0, f"failover {round_ + 1}: rejoin failed: {rejoined.stderr}")
+            window, primary = failover_round(cluster, loader, round_)
+            windows.append(window)
+            promoted.append(primary)
         time.sleep(1.5)
         loader.stop()
         lost, wrong, checked = loader.verify()
-        ok, detail = common.wait_converged(cluster, clients, users, timeout=60)
+        ok, detail = wait_converged(cluster, clients, users, timeout=60)
         violations, requests = device_order_violations(cluster, clients, users)
         integrity = cluster.integrity()
         final = cluster.status()
@@ -824,8 +868,8 @@ def main():
     parser.add_argument("drills", nargs="*", choices=[[]] + list(DRILLS), default=[])
     args = parser.parse_args()
     names = args.drills or list(DRILLS)
-    bin_path = common.bin_dir()
-    common.raise_fd_limit()
+    bin_path = harness.bin_dir()
+    harness.raise_fd_limit()
     failed = []
     lines = []
     for name in names:

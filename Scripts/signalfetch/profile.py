@@ -1,12 +1,12 @@
-#!/usr/bin/env python3
 """Where a message's CPU goes: a CPU profile of the release mailboxd under load on one path, with the CPU per
 message from /proc.
 
-Usage: bench-profile.py PATH [--seconds S] [--out DIR] [--postgres] [--console]
+Usage: python3 -m signalfetch.profile PATH [--seconds S] [--out DIR] [--postgres] [--console]
 PATH: delivery (POST /v1/deliveries over TLS, 16 connections, no devices), changes (GET /v1/changes over TLS, one
 new message each), signal (deliveries to accounts with two apns-sim devices each: the dispatcher and the HTTP/2
 client too), ingest (LMTP from Postfix's smtp-source, 20 sessions). The store is SQLite at FULL, or with --postgres
-a throwaway PostgreSQL (Scripts/postgres-instance) the one mailboxd talks to over loopback.
+a throwaway PostgreSQL (Scripts/postgres-instance) the one mailboxd talks to over loopback. The load
+is wrk with data/deliveries.lua or data/changes.lua, or smtp-source.
 
 Records with `perf record -g` (frame pointers) at 999 Hz on mailboxd only, demangles Swift symbols with
 `swift demangle`, and writes into DIR (default bench-results):
@@ -19,7 +19,6 @@ and prints one JSON line with the figures. NAME is PATH, with -postgres and -con
 import argparse
 import collections
 import html
-import importlib.machinery
 import json
 import os
 import re
@@ -28,16 +27,8 @@ import subprocess
 import sys
 import time
 
-common = importlib.machinery.SourceFileLoader(
-    "bench_common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-common.py")).load_module()
-
-TOPIC = common.TOPIC
-DELIVERY_LUA = common.DELIVERY_LUA
-CHANGES_LUA = """
-wrk.method = "GET"
-wrk.headers["Authorization"] = "Bearer " .. os.getenv("SCALE_TOKEN")
-wrk.path = "/v1/changes?since=" .. os.getenv("PROFILE_SINCE")
-"""
+from . import data_path, harness
+from .measure import process_cpu
 
 # Components by shared object (or, for our binary and Foundation, by symbol).
 COMPONENTS = [
@@ -62,11 +53,6 @@ def component(dso):
     if dso.endswith("mailboxd"):
         return "mailboxd's own code"
     return "other: " + os.path.basename(dso)
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / common.CLK_TCK
 
 
 def parse_perf(script_text):
@@ -145,129 +131,90 @@ def flame_svg(folded, path, title):
         f.write("\n".join(parts))
 
 
-def open_console(cluster):
-    """Signs in to the console and reads its event stream on a thread, in chunks (as a browser elsewhere costs)."""
-    import http.client
-    import ssl
-    import threading
-    import urllib.parse
-    context = ssl.create_default_context(cafile=cluster.ca)
-    token = open(os.path.join(cluster.data, "console-token")).read().strip()
-    conn = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=30)
-    conn.request("POST", "/console/session", body=urllib.parse.urlencode({"token": token}),
-                 headers={"Content-Type": "application/x-www-form-urlencoded"})
-    answer = conn.getresponse()
-    answer.read()
-    cookie = answer.getheader("Set-Cookie").split(";")[0]
-    stream = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=300)
-    stream.request("GET", "/console/events?after=0", headers={"Cookie": cookie})
-    response = stream.getresponse()
+class Target:
+    """mailboxd (SQLite at FULL, or on a throwaway PostgreSQL) with 16 accounts, ready for load on one path."""
 
-    def read():
-        try:
-            while response.fp.read1(65536):
-                pass
-        except (OSError, AttributeError, ValueError):
-            pass
+    def __init__(self, args, label):
+        self.path, self.postgres = args.path, args.postgres
+        bin_dir = harness.bin_dir()
+        self.cluster = (harness.ScaleCluster(bin_dir, instances=1, prefix=f"signalfetch-profile-{label}-")
+                        if args.postgres else harness.Cluster(bin_dir, prefix=f"signalfetch-profile-{label}-"))
+        self.users = [f"user{i:03d}" for i in range(16)]
+        self.lmtp_port = harness.free_port()
 
-    threading.Thread(target=read, daemon=True).start()
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("path", choices=["delivery", "changes", "signal", "ingest"])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--out", default="bench-results")
-    parser.add_argument("--console", action="store_true", help="with a console open (reading /console/events)")
-    parser.add_argument("--postgres", action="store_true",
-                        help="the store on a throwaway PostgreSQL (Scripts/postgres-instance) instead of SQLite")
-    args = parser.parse_args()
-    if not shutil.which("perf"):
-        raise SystemExit("profile: perf is missing (Debian linux-perf; Scripts/bootstrap --bench installs it)")
-    bin_dir = os.environ.get("SIGNALFETCH_BIN") or subprocess.run(
-        ["swift", "build", "-c", "release", "--show-bin-path"], capture_output=True, text=True).stdout.strip()
-    os.makedirs(args.out, exist_ok=True)
-    label = args.path + ("-postgres" if args.postgres else "") + ("-console" if args.console else "")
-    if args.postgres:
-        cluster = common.ScaleCluster(bin_dir, instances=1, prefix=f"signalfetch-profile-{label}-")
-    else:
-        cluster = common.Cluster(bin_dir, prefix=f"signalfetch-profile-{label}-")
-    users = [f"user{i:03d}" for i in range(16)]
-    try:
-        cluster.add_accounts(users)
-        lmtp_port = common.free_port()
-        extra = [] if args.postgres else ["--synchronous", "FULL"]
-        if args.path == "ingest":
-            extra += ["--lmtp-listen", f"127.0.0.1:{lmtp_port}"]
-        if args.path == "signal":
+    def start(self):
+        cluster = self.cluster
+        cluster.add_accounts(self.users)
+        extra = [] if self.postgres else ["--synchronous", "FULL"]
+        if self.path == "ingest":
+            extra += ["--lmtp-listen", f"127.0.0.1:{self.lmtp_port}"]
+        if self.path == "signal":
             cluster.start_apns_sim()
         else:
             cluster.sim_port = 9  # no gateway: no device is registered, so no signal is sent
-        if args.postgres:
+        if self.postgres:
             cluster.start_instance(0, extra=extra)
         else:
             cluster.start_mailboxd(extra=extra)
-        api = cluster.api()
-        if args.path == "signal":
-            clients = common.MailClients(cluster, fallback=0)
-            for user in users:
-                for n in range(2):
-                    clients.add(f"{user}-d{n}", user)
-            clients.wait_ready(timeout=120)
-        env = dict(os.environ, SCALE_USERS=str(len(users)), SCALE_TOKEN=cluster.delivery_token)
-        script = os.path.join(cluster.work, "load.lua")
-        if args.path == "changes":
-            token = api.login(users[0], f"password-{users[0]}", "profile")
-            receipt = None
-            for i in range(50):
-                _, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token,
-                                      body={"to": users[0], "from": "a@example.com", "subject": f"m{i}", "body": "x"})
-            epoch, modseq = receipt["state"].rsplit("-", 1)
-            env.update(SCALE_TOKEN=token, PROFILE_SINCE=f"{epoch}-{int(modseq) - 1}")
-        with open(script, "w") as f:
-            f.write(CHANGES_LUA if args.path == "changes" else DELIVERY_LUA)
-        url = f"https://127.0.0.1:{cluster.api_port}"
+        if self.path == "signal":
+            harness.start_devices(cluster, self.users, 2, timeout=120)
+        self.env = cluster.delivery_load_env(self.users)
+        self.script = data_path("deliveries.lua")
+        if self.path == "changes":
+            self.prepare_changes()
 
-        def load(seconds):
-            if args.path == "ingest":
-                count = int(seconds * 3000)  # about as long as the other paths run
-                started = time.monotonic()
-                done = subprocess.run(
-                    ["smtp-source", "-L", "-s", "20", "-m", str(count), "-l", "4096", "-d", "-f", "sender@sender.test",
-                     "-t", "user000@example.test", "-M", "client.test", f"127.0.0.1:{lmtp_port}"],
-                    capture_output=True, text=True, timeout=600)
-                if done.returncode != 0:
-                    raise RuntimeError(f"smtp-source failed: {done.stderr[-300:]}")
-                return count, time.monotonic() - started
-            connections = 8 if args.path == "signal" else 16
-            out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", script, url],
-                                 capture_output=True, text=True, timeout=seconds + 60, env=env)
-            requests = re.search(r"(\d+) requests in ([\d.]+)s", out.stdout)
-            if not requests or "Non-2xx" in out.stdout:
-                raise RuntimeError(f"wrk failed: {out.stdout[-400:]}")
-            return int(requests.group(1)), float(requests.group(2))
+    def prepare_changes(self):
+        """50 messages for user000, and wrk's environment for data/changes.lua: its token and the state before the
+        newest."""
+        api, user = self.cluster.api(), self.users[0]
+        token = api.login(user, f"password-{user}", "profile")
+        receipt = None
+        for i in range(50):
+            _, receipt = api.call("POST", "/v1/deliveries", token=self.cluster.delivery_token,
+                                  body={"to": user, "from": "a@example.com", "subject": f"m{i}", "body": "x"})
+        epoch, top = receipt["state"].rsplit("-", 1)
+        self.env.update(SCALE_TOKEN=token, PROFILE_SINCE=f"{epoch}-{int(top) - 1}")
+        self.script = data_path("changes.lua")
 
-        if args.console:
-            open_console(cluster)
-        load(2)  # warm-up
-        pid = cluster.mailboxd.pid
-        data = os.path.join(cluster.work, "perf.data")
+    def load(self, seconds):
+        """Load on the path for about `seconds`; (messages, elapsed seconds)."""
+        if self.path == "ingest":
+            count = int(seconds * 3000)  # about as long as the other paths run
+            started = time.monotonic()
+            done = subprocess.run(
+                ["smtp-source", "-L", "-s", "20", "-m", str(count), "-l", "4096", "-d", "-f", "sender@sender.test",
+                 "-t", "user000@example.test", "-M", "client.test", f"127.0.0.1:{self.lmtp_port}"],
+                capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                raise RuntimeError(f"smtp-source failed: {done.stderr[-300:]}")
+            return count, time.monotonic() - started
+        connections = 8 if self.path == "signal" else 16
+        out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", self.script,
+                              self.cluster.api_url], capture_output=True, text=True, timeout=seconds + 60, env=self.env)
+        requests = re.search(r"(\d+) requests in ([\d.]+)s", out.stdout)
+        if not requests or "Non-2xx" in out.stdout:
+            raise RuntimeError(f"wrk failed: {out.stdout[-400:]}")
+        return int(requests.group(1)), float(requests.group(2))
+
+    def record(self, seconds):
+        """perf record on mailboxd while the load runs; (perf script text, messages, elapsed, mailboxd CPU s)."""
+        pid = self.cluster.mailboxd.pid
+        data = os.path.join(self.cluster.work, "perf.data")
         perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(0.3)
-        cpu0 = cpu_seconds(pid)
-        count, elapsed = load(args.seconds)
-        cpu = cpu_seconds(pid) - cpu0
+        cpu0 = process_cpu(pid)
+        count, elapsed = self.load(seconds)
+        cpu = process_cpu(pid) - cpu0
         perf.send_signal(2)
         perf.wait(timeout=60)
         text = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym,dso"], capture_output=True, text=True,
                               errors="replace").stdout
-    finally:
-        cluster.close()
+        return text, count, elapsed, cpu
 
-    samples = parse_perf(text)
-    if not samples:
-        raise SystemExit("profile: perf recorded no samples")
+
+def tally(samples):
+    """Samples by component (the leaf's library), by self and total time per frame, and folded stacks."""
     names = demangle({symbol for stack in samples for symbol, _ in stack})
     by_component, self_time, total_time = collections.Counter(), collections.Counter(), collections.Counter()
     folded = collections.Counter()
@@ -278,6 +225,11 @@ def main():
         for frame in {names.get(symbol, symbol) for symbol, _ in stack}:
             total_time[frame] += 1
         folded[";".join(names.get(symbol, symbol).replace(";", ",") for symbol, _ in reversed(stack))] += 1
+    return by_component, self_time, total_time, folded
+
+
+def write_profile(args, label, samples, count, elapsed, cpu):
+    by_component, self_time, total_time, folded = tally(samples)
     n = len(samples)
     per_message_ms = cpu / count * 1000
     store = "PostgreSQL" if args.postgres else "SQLite"
@@ -294,7 +246,7 @@ def main():
     with open(base + ".txt", "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(base + ".folded", "w") as f:
-        f.write("\n".join(f"{stack} {count}" for stack, count in folded.most_common()) + "\n")
+        f.write("\n".join(f"{stack} {c}" for stack, c in folded.most_common()) + "\n")
     flame_svg(folded, base + ".svg", f"mailboxd, {args.path} ({store}): {per_message_ms:.3f} ms CPU per message")
     print("\n".join(lines[:2 + len(by_component) + 2]), file=sys.stderr)
     print(json.dumps({"benchmark": f"profile-{label}", "title": f"CPU per message on the {args.path} path ({store})",
@@ -302,6 +254,34 @@ def main():
                       "cpu_ms_per_message": round(per_message_ms, 3), "samples": n,
                       "by_component": {name: round(100 * v / n, 1) for name, v in by_component.most_common()},
                       "top_self": [[name, round(100 * v / n, 1)] for name, v in self_time.most_common(10)]}))
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="signalfetch.profile")
+    parser.add_argument("path", choices=["delivery", "changes", "signal", "ingest"])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--out", default="bench-results")
+    parser.add_argument("--console", action="store_true", help="with a console open (reading /console/events)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="the store on a throwaway PostgreSQL (Scripts/postgres-instance) instead of SQLite")
+    args = parser.parse_args()
+    if not shutil.which("perf"):
+        raise SystemExit("profile: perf is missing (Debian linux-perf; Scripts/bootstrap --bench installs it)")
+    os.makedirs(args.out, exist_ok=True)
+    label = args.path + ("-postgres" if args.postgres else "") + ("-console" if args.console else "")
+    target = Target(args, label)
+    try:
+        target.start()
+        if args.console:
+            harness.ConsoleReader(target.cluster, timing=False, timeout=300)
+        target.load(2)  # warm-up
+        text, count, elapsed, cpu = target.record(args.seconds)
+    finally:
+        target.cluster.close()
+    samples = parse_perf(text)
+    if not samples:
+        raise SystemExit("profile: perf recorded no samples")
+    write_profile(args, label, samples, count, elapsed, cpu)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,13 @@
-"""Shared pieces of Scripts/bench and Scripts/drills: processes, ports, the SignalFetch cluster, an HTTPS client,
-simulated devices (mail-client processes) and small statistics. Standard library only."""
-import base64, hashlib, hmac, http.client, json, os, random, re, resource, selectors, shutil, signal, socket, ssl, subprocess, sys
-import tempfile, threading, time, urllib.request
+"""The local topology and what runs it: processes (output in files, stopped by pid only), ports, the dev TLS
+material, and `Cluster`, the one launcher of dev-setup, accounts, apns-sim, fcm-sim, webpush-sim and mailboxd (on
+SQLite, or on PostgreSQL: `ScaleCluster`, `FailoverCluster`), with simulated devices (`MailClients`: mail-client
+processes), an HTTPS JSON client and the console's event stream. Scripts/bench, Scripts/drills, Scripts/demo and
+the profile all start the topology here. Standard library only."""
+import base64, hashlib, hmac, http.client, json, os, random, re, resource, selectors, shutil, signal, socket, ssl
+import subprocess, tempfile, threading, time, urllib.parse, urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOPIC = "com.example.signalfetch"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def log(text):
-    print(text, file=sys.stderr, flush=True)
+from . import ROOT, TOPIC, SCRIPTS
+from . import measure
 
 
 def raise_fd_limit():
@@ -22,6 +20,25 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_run(length):
+    """A port p such that p … p + length - 1 are all free on loopback."""
+    for _ in range(50):
+        first = free_port()
+        if first + length >= 65535:
+            continue
+        ok = True
+        for port in range(first + 1, first + length):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return first
+    raise RuntimeError(f"no run of {length} free loopback ports")
 
 
 def wait_port(port, timeout=30, proc=None):
@@ -37,34 +54,14 @@ def wait_port(port, timeout=30, proc=None):
     raise RuntimeError(f"nothing listening on port {port} after {timeout} s")
 
 
-# wrk's deliveries: POST /v1/deliveries to user000…user{SCALE_USERS-1} in turn, with the delivery token SCALE_TOKEN.
-DELIVERY_LUA = """
-local users = tonumber(os.getenv("SCALE_USERS"))
-local token = os.getenv("SCALE_TOKEN")
-local n = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer " .. token
-request = function()
-  n = n + 1
-  local body = string.format(
-    '{"to":"user%03d","from":"bench@example.com","subject":"Scale %d","body":"A short body for message %d."}',
-    n % users, n, n)
-  return wrk.format(nil, "/v1/deliveries", nil, body)
-end
-"""
-
-def percentile(values, p):
-    if not values:
-        return None
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+def bin_dir():
+    return os.environ.get("SIGNALFETCH_BIN") or subprocess.run(
+        ["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True,
+        check=True).stdout.strip()
 
 
 def modseq(state):
-    """The modseq of an opaque `<epoch>-<modseq>` state (the bench knows the format; clients must not)."""
+    """The modseq of an opaque `<epoch>-<modseq>` state (the harness knows the format; clients must not)."""
     return int(str(state).rsplit("-", 1)[1])
 
 
@@ -92,6 +89,8 @@ class TagReader:
             self.tables[token] = table
         return table.get(tag)
 
+
+# MARK: - Processes
 
 class Proc:
     """A child process with its output in files (or a pipe), stopped by pid only."""
@@ -151,6 +150,16 @@ class Proc:
             time.sleep(0.05)
         raise RuntimeError(f"{self.name} printed nothing in {timeout} s")
 
+    def output(self):
+        """Everything the process wrote to its output and error files."""
+        text = ""
+        for path in (self.out_path, self.err_path):
+            try:
+                text += open(path, errors="replace").read()
+            except OSError:
+                pass
+        return text
+
     def stderr_tail(self, n=600):
         try:
             return open(self.err_path, errors="replace").read()[-n:]
@@ -158,23 +167,14 @@ class Proc:
             return ""
 
     def rss_kb(self):
-        for line in open(f"/proc/{self.pid}/status"):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return None
+        return measure.rss_kb(self.pid)
 
     def cpu_seconds(self):
         """utime + stime of the process (all threads), in seconds, from /proc/PID/stat."""
-        text = open(f"/proc/{self.pid}/stat").read()
-        fields = text[text.rindex(")") + 2:].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return measure.process_cpu(self.pid)
 
 
-def bin_dir():
-    return os.environ.get("SIGNALFETCH_BIN") or subprocess.run(
-        ["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True,
-        check=True).stdout.strip()
-
+# MARK: - HTTPS
 
 class API:
     """A small HTTPS JSON client with one keep-alive connection per thread."""
@@ -232,13 +232,15 @@ class API:
 
 
 def http_get(url, timeout=10, ctx=None):
-    import urllib.request
     with urllib.request.urlopen(url, timeout=timeout, context=ctx) as r:
         return r.read()
 
 
+# MARK: - The topology
+
 class Cluster:
-    """dev-setup, accounts, apns-sim and mailboxd (release binaries) in one temporary folder."""
+    """dev-setup, accounts, apns-sim, fcm-sim, webpush-sim and mailboxd (release binaries) in one temporary
+    folder; `keep` leaves the folder behind."""
 
     def __init__(self, bin_path, prefix="signalfetch-bench-", keep=False):
         self.bin = bin_path
@@ -255,18 +257,27 @@ class Cluster:
         self.cert = os.path.join(self.data, "tls/server.pem")
         self.key = os.path.join(self.data, "tls/server.key")
         self.p8 = os.path.join(self.data, "apns/key.p8")
-        self.key_id = open(os.path.join(self.data, "apns/key-id")).read().strip()
-        self.team_id = open(os.path.join(self.data, "apns/team-id")).read().strip()
-        self.delivery_token = open(os.path.join(self.data, "delivery-token")).read().strip()
+        self.key_id = self.read("apns/key-id")
+        self.team_id = self.read("apns/team-id")
+        self.delivery_token = self.read("delivery-token")
+        self.console_token_file = os.path.join(self.data, "console-token")
         self.db = os.path.join(self.data, "mailbox.sqlite")
-        self.sim_port = self.device_port = self.api_port = None
+        self.sim_port = self.device_port = self.api_port = self.sandbox_port = None
+        self.tls_flags = ["--tls-cert", self.cert, "--tls-key", self.key]
 
     def exe(self, name):
         return os.path.join(self.bin, name)
 
+    def read(self, name):
+        """A dev-setup file of the data folder, stripped."""
+        return open(os.path.join(self.data, name)).read().strip()
+
+    def account_flags(self):
+        return ["--data-dir", self.data]
+
     def add_accounts(self, users):
         for user in users:
-            subprocess.run([self.exe("mailboxd"), "account", "add", user, "--data-dir", self.data],
+            subprocess.run([self.exe("mailboxd"), "account", "add", user, *self.account_flags()],
                            input=f"password-{user}\n", text=True, check=True, stdout=subprocess.DEVNULL)
 
     def start(self, name, args, **kw):
@@ -274,16 +285,25 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
-    def start_apns_sim(self, extra=(), provider_port=None, device_port=None):
+    def start_sim(self, name, provider_port, device_port, extra):
+        """A simulator on TLS with the dev certificate: its provider API on `provider_port`, devices on
+        `device_port`; returns once both listen."""
+        proc = self.start(name, [self.exe(name), "--listen", f"127.0.0.1:{provider_port}", "--device-listen",
+                                 f"127.0.0.1:{device_port}", *self.tls_flags, *extra])
+        wait_port(device_port, proc=proc)
+        wait_port(provider_port, proc=proc)
+        return proc
+
+    def start_apns_sim(self, extra=(), provider_port=None, device_port=None, sandbox=False):
+        """apns-sim trusting the dev provider key; with `sandbox`, a second provider listener for sandbox tokens."""
         self.sim_port = provider_port or self.sim_port or free_port()
         self.device_port = device_port or self.device_port or free_port()
-        self.apns_sim = self.start("apns-sim", [
-            self.exe("apns-sim"), "--listen", f"127.0.0.1:{self.sim_port}", "--device-listen",
-            f"127.0.0.1:{self.device_port}", "--tls-cert", self.cert, "--tls-key", self.key, "--provider-key",
-            f"{self.key_id}:{self.team_id}:{os.path.join(self.data, 'apns/key.pub.pem')}", "--topic", TOPIC,
-            *extra])
-        wait_port(self.device_port, proc=self.apns_sim)
-        wait_port(self.sim_port, proc=self.apns_sim)
+        if sandbox:
+            self.sandbox_port = self.sandbox_port or free_port()
+            extra = ["--sandbox-listen", f"127.0.0.1:{self.sandbox_port}", *extra]
+        self.apns_sim = self.start_sim("apns-sim", self.sim_port, self.device_port, [
+            "--provider-key", f"{self.key_id}:{self.team_id}:{os.path.join(self.data, 'apns/key.pub.pem')}",
+            "--topic", TOPIC, *extra])
         return self.apns_sim
 
     @property
@@ -294,12 +314,8 @@ class Cluster:
         """fcm-sim trusting the dev service account, and the --fcm-config that points mailboxd at it."""
         self.fcm_port, self.fcm_device_port = free_port(), free_port()
         self.service_account = os.path.join(self.data, "fcm/service-account.json")
-        self.fcm_sim = self.start("fcm-sim", [
-            self.exe("fcm-sim"), "--listen", f"127.0.0.1:{self.fcm_port}", "--device-listen",
-            f"127.0.0.1:{self.fcm_device_port}", "--tls-cert", self.cert, "--tls-key", self.key,
-            "--service-account", self.service_account, *extra])
-        wait_port(self.fcm_device_port, proc=self.fcm_sim)
-        wait_port(self.fcm_port, proc=self.fcm_sim)
+        self.fcm_sim = self.start_sim("fcm-sim", self.fcm_port, self.fcm_device_port,
+                                      ["--service-account", self.service_account, *extra])
         self.fcm_config = os.path.join(self.work, "fcm-config.json")
         with open(self.fcm_config, "w") as f:
             json.dump({"endpoint": f"https://127.0.0.1:{self.fcm_port}",
@@ -311,33 +327,34 @@ class Cluster:
     def fcm_sim_url(self):
         return f"http://127.0.0.1:{self.fcm_device_port}"
 
-    def start_webpush_sim(self, extra=()):
+    def start_webpush_sim(self, extra=(), subject="mailto:bench@example.com"):
         """webpush-sim on TLS with the dev certificate (push resources, device side, Mozilla protocol), and the
         mailboxd flags that trust it and allow its loopback endpoints."""
         self.webpush_port, self.webpush_device_port = free_port(), free_port()
-        self.webpush_sim = self.start("webpush-sim", [
-            self.exe("webpush-sim"), "--listen", f"127.0.0.1:{self.webpush_port}", "--device-listen",
-            f"127.0.0.1:{self.webpush_device_port}", "--tls-cert", self.cert, "--tls-key", self.key, *extra])
-        wait_port(self.webpush_device_port, proc=self.webpush_sim)
-        wait_port(self.webpush_port, proc=self.webpush_sim)
+        self.webpush_sim = self.start_sim("webpush-sim", self.webpush_port, self.webpush_device_port, list(extra))
         self.vapid_key = os.path.join(self.data, "webpush/vapid.pem")
         self.webpush_flags = ["--webpush-ca", self.ca, "--webpush-allow-host", f"127.0.0.1:{self.webpush_port}",
-                              "--webpush-subject", "mailto:bench@example.com"]
+                              "--webpush-subject", subject]
         return self.webpush_sim
 
     @property
     def webpush_sim_url(self):
         return f"http://127.0.0.1:{self.webpush_device_port}"
 
+    def serve_args(self, listen_port, apns_port=None, extra=()):
+        """`mailboxd serve` on `listen_port`, its gateway apns-sim (or `apns_port`: a proxy in front of it, or 9
+        for none), trusting the dev CA."""
+        provider = apns_port or self.sim_port
+        sandbox = self.sandbox_port if apns_port is None and self.sandbox_port else provider
+        return [self.exe("mailboxd"), "serve", "--data-dir", self.data, "--listen", f"127.0.0.1:{listen_port}",
+                "--apns-url", f"https://127.0.0.1:{provider}", "--apns-sandbox-url", f"https://127.0.0.1:{sandbox}",
+                "--apns-ca", self.ca, "--apns-topic", TOPIC, *extra]
+
     def start_mailboxd(self, apns_port=None, extra=()):
         self.api_port = self.api_port or free_port()
         self.metrics_port = getattr(self, "metrics_port", None) or free_port()
-        self.mailboxd = self.start("mailboxd", [
-            self.exe("mailboxd"), "serve", "--data-dir", self.data, "--listen", f"127.0.0.1:{self.api_port}",
-            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-            "--apns-url", f"https://127.0.0.1:{apns_port or self.sim_port}",
-            "--apns-sandbox-url", f"https://127.0.0.1:{apns_port or self.sim_port}", "--apns-ca", self.ca,
-            "--apns-topic", TOPIC, *extra])
+        self.mailboxd = self.start("mailboxd", self.serve_args(
+            self.api_port, apns_port, ["--metrics-listen", f"127.0.0.1:{self.metrics_port}", *extra]))
         wait_port(self.api_port, proc=self.mailboxd)
         return self.mailboxd
 
@@ -354,8 +371,7 @@ class Cluster:
 
     def metric(self, name):
         # /metrics is on mailboxd's own metrics listener (plain HTTP on loopback), not the API's.
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as answer:
-            raw = answer.read()
+        raw = http_get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5)
         total = 0.0
         for line in raw.decode().splitlines():
             if line.startswith(name) and not line.startswith("#"):
@@ -366,6 +382,23 @@ class Cluster:
 
     def sim_log(self):
         return json.loads(http_get(self.sim_url + "/sim/log", timeout=30))
+
+    def register_devices(self, users, per_account, label, seed=""):
+        """`per_account` production APNs devices per account registered through the API (made-up tokens: with no
+        gateway their signals wait in the outbox, so every delivery upserts their rows)."""
+        api = self.api()
+        for user in users:
+            token = api.login(user, f"password-{user}", "bench")
+            for n in range(per_account):
+                device = f"{abs(hash((seed, user, n))) % (1 << 64):016x}" * 4
+                status, _ = api.call("POST", "/v1/devices", token=token,
+                                     body={"token": device, "topic": TOPIC, "environment": "production"})
+                if status != 201:
+                    raise RuntimeError(f"{label}: device registration: HTTP {status}")
+
+    def delivery_load_env(self, users):
+        """The environment data/deliveries.lua reads (the accounts user000… and the delivery token)."""
+        return dict(os.environ, SCALE_USERS=str(len(users)), SCALE_TOKEN=self.delivery_token)
 
     def integrity(self):
         out = subprocess.run(["sqlite3", self.db, "PRAGMA integrity_check"], capture_output=True, text=True)
@@ -381,9 +414,11 @@ class Cluster:
 
 
 class ScaleCluster(Cluster):
-    """The common cluster with its store on a throwaway PostgreSQL (Scripts/postgres-instance) and several mailboxd
+    """The cluster with its store on a throwaway PostgreSQL (Scripts/postgres-instance) and several mailboxd
     instances sharing it, each on its own port. `api_port` (and so `api()`, `api_url`) takes the instances in turn,
     so loaders and devices spread over all of them."""
+
+    server_script = "postgres-instance"
 
     def __init__(self, bin_path, instances=3, prefix="signalfetch-scale-", fast=False):
         super().__init__(bin_path, prefix=prefix)
@@ -403,19 +438,13 @@ class ScaleCluster(Cluster):
     def api_port(self, value):
         pass
 
-    def add_accounts(self, users):
-        for user in users:
-            subprocess.run([self.exe("mailboxd"), "account", "add", user, "--data-dir", self.data, "--database",
-                            self.database], input=f"password-{user}\n", text=True, check=True,
-                           stdout=subprocess.DEVNULL)
+    def account_flags(self):
+        return ["--data-dir", self.data, "--database", self.database]
 
     def start_instance(self, index, extra=()):
         port = self.ports[index]
-        proc = self.start(f"mailboxd-{index}", [
-            self.exe("mailboxd"), "serve", "--data-dir", self.data, "--database", self.database, "--instance-id",
-            f"m{index}", "--listen", f"127.0.0.1:{port}", "--apns-url", f"https://127.0.0.1:{self.sim_port}",
-            "--apns-sandbox-url", f"https://127.0.0.1:{self.sim_port}", "--apns-ca", self.ca, "--apns-topic",
-            TOPIC, *extra])
+        proc = self.start(f"mailboxd-{index}", self.serve_args(
+            port, extra=["--database", self.database, "--instance-id", f"m{index}", *extra]))
         wait_port(port, proc=proc)
         self.instances[index] = proc
         self.mailboxd = proc
@@ -427,10 +456,13 @@ class ScaleCluster(Cluster):
         self.procs.remove(proc)
         self.instances[index] = None
 
+    def postmaster_pid(self):
+        return int(open(os.path.join(self.pg_dir, "data", "postmaster.pid")).readline())
+
     def start_database(self, fast):
         """Starts the store's PostgreSQL; returns its URL."""
         self.pg_port = free_port()
-        started = subprocess.run([os.path.join(ROOT, "Scripts/postgres-instance"), "start", self.pg_dir,
+        started = subprocess.run([os.path.join(SCRIPTS, self.server_script), "start", self.pg_dir,
                                   "--port", str(self.pg_port), *(["--fast"] if fast else [])],
                                  capture_output=True, text=True)
         if started.returncode != 0:
@@ -438,7 +470,7 @@ class ScaleCluster(Cluster):
         return started.stdout.strip()
 
     def postgres(self, *args):
-        return subprocess.run([os.path.join(ROOT, "Scripts/postgres-instance"), *args, self.pg_dir],
+        return subprocess.run([os.path.join(SCRIPTS, self.server_script), *args, self.pg_dir],
                               capture_output=True, text=True)
 
     def integrity(self):
@@ -460,9 +492,11 @@ class FailoverCluster(ScaleCluster):
     """ScaleCluster on a highly available PostgreSQL (Scripts/postgres-cluster: a pg_auto_failover monitor, a primary
     and a synchronous standby), reached through the multi-host URL."""
 
+    server_script = "postgres-cluster"
+
     def start_database(self, fast):
         base = free_port_run(3)
-        started = subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), "start", self.pg_dir,
+        started = subprocess.run([os.path.join(SCRIPTS, self.server_script), "start", self.pg_dir,
                                   "--port-base", str(base)], capture_output=True, text=True)
         if started.returncode != 0:
             self.postgres("stop")
@@ -470,7 +504,7 @@ class FailoverCluster(ScaleCluster):
         return started.stdout.strip()
 
     def postgres(self, command, *args):
-        return subprocess.run([os.path.join(ROOT, "Scripts/postgres-cluster"), command, self.pg_dir, *args],
+        return subprocess.run([os.path.join(SCRIPTS, self.server_script), command, self.pg_dir, *args],
                               capture_output=True, text=True)
 
     def status(self):
@@ -480,24 +514,7 @@ class FailoverCluster(ScaleCluster):
         return json.loads(out.stdout)
 
 
-def free_port_run(length):
-    """A port p such that p … p + length - 1 are all free on loopback."""
-    for _ in range(50):
-        first = free_port()
-        if first + length >= 65535:
-            continue
-        ok = True
-        for port in range(first + 1, first + length):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return first
-    raise RuntimeError(f"no run of {length} free loopback ports")
-
+# MARK: - Simulated devices
 
 class Device:
     def __init__(self, name, user):
@@ -510,7 +527,13 @@ class Device:
         self.signals = 0
         self.signal_times = []  # monotonic time of each signal received
         self.errors = []
+        self.badge = None
+        self.live = False
+        self.server_streams = 0  # times the device opened the server's event stream (--live)
+        self.state_dir = None
+        self.service, self.environment = "apns", None
         self.proc = None
+        self.buffer = b""
 
 
 class Fleet:
@@ -524,9 +547,10 @@ class Fleet:
 
 class MailClients:
     """`mail-client run` processes (one per simulated device), or `mail-client fleet` processes (many devices
-    each); one thread reads every event line."""
+    each); one thread reads every event line. `on_sync(device, (time, modseq, messages))` and
+    `on_event(device, event)` are called on that thread."""
 
-    def __init__(self, cluster, fallback=0, on_sync=None):
+    def __init__(self, cluster, fallback=0, on_sync=None, on_event=None):
         self.cluster = cluster
         self.fallback = fallback
         self.devices = []
@@ -534,52 +558,59 @@ class MailClients:
         self.selector = selectors.DefaultSelector()
         self.lock = threading.Lock()
         self.on_sync = on_sync
+        self.on_event = on_event
         self.running = True
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
         cluster.clients = self
 
-    def add(self, name, user, service="apns"):
+    def push_flags(self, service, environment=None):
+        c = self.cluster
+        if service == "fcm":
+            return ["--service", "fcm", "--sim", c.fcm_sim_url, "--app", TOPIC]
+        if service == "webpush":
+            return ["--service", "webpush", "--sim", c.webpush_sim_url]
+        return ["--sim", c.sim_url, "--topic", TOPIC, *(["--environment", environment] if environment else [])]
+
+    def add(self, name, user, service="apns", live=False, environment=None):
+        """One device in its own `mail-client run`; `live` holds the server's event stream too."""
         c = self.cluster
         device = Device(name, user)
-        state_dir = os.path.join(c.work, "devices", name)
-        if service == "fcm":
-            push = ["--service", "fcm", "--sim", c.fcm_sim_url, "--app", TOPIC]
-        elif service == "webpush":
-            push = ["--service", "webpush", "--sim", c.webpush_sim_url]
-        else:
-            push = ["--sim", c.sim_url, "--topic", TOPIC]
+        device.live, device.service, device.environment = live, service, environment
+        device.state_dir = os.path.join(c.work, "devices", name)
         device.proc = Proc(f"client-{name}", [
-            c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, *push, "--username",
-            user, "--state-dir", state_dir, "--device-name", name, "--fallback-interval",
-            str(self.fallback)], c.work, stdin_text=f"password-{user}\n", stdout_pipe=True)
-        os.set_blocking(device.proc.popen.stdout.fileno(), False)
-        with self.lock:
-            self.devices.append(device)
-            device.buffer = b""
-            self.by_fd[device.proc.popen.stdout.fileno()] = device
-            self.selector.register(device.proc.popen.stdout, selectors.EVENT_READ, device)
+            c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, *self.push_flags(service, environment),
+            "--username", user, "--state-dir", device.state_dir, "--device-name", name, "--fallback-interval",
+            str(self.fallback), *(["--live"] if live else [])], c.work, stdin_text=f"password-{user}\n",
+            stdout_pipe=True)
+        self._watch(device.proc, device, [device])
         return device
 
-    def add_fleet(self, pairs, start_concurrency=16):
+    def add_fleet(self, pairs, start_concurrency=16, live=False):
         """Devices [(name, user)] in one `mail-client fleet` process."""
         c = self.cluster
         lines = "".join(f"{name} {user} password-{user}\n" for name, user in pairs)
         proc = Proc(f"fleet-{pairs[0][0]}", [
             c.exe("mail-client"), "fleet", "--server", c.api_url, "--ca", c.ca, "--sim", c.sim_url, "--state-dir",
             os.path.join(c.work, "fleet"), "--topic", TOPIC, "--fallback-interval", str(self.fallback),
-            "--start-concurrency", str(start_concurrency)], c.work, stdin_text=lines, stdout_pipe=True)
-        os.set_blocking(proc.popen.stdout.fileno(), False)
+            "--start-concurrency", str(start_concurrency), *(["--live"] if live else [])], c.work,
+            stdin_text=lines, stdout_pipe=True)
         fleet = Fleet(proc)
-        with self.lock:
-            for name, user in pairs:
-                device = Device(name, user)
-                device.proc = proc
-                fleet.by_name[name] = device
-                self.devices.append(device)
-            self.by_fd[proc.popen.stdout.fileno()] = fleet
-            self.selector.register(proc.popen.stdout, selectors.EVENT_READ, fleet)
+        devices = []
+        for name, user in pairs:
+            device = Device(name, user)
+            device.proc, device.live = proc, live
+            fleet.by_name[name] = device
+            devices.append(device)
+        self._watch(proc, fleet, devices)
         return fleet
+
+    def _watch(self, proc, reader, devices):
+        os.set_blocking(proc.popen.stdout.fileno(), False)
+        with self.lock:
+            self.devices.extend(devices)
+            self.by_fd[proc.popen.stdout.fileno()] = reader
+            self.selector.register(proc.popen.stdout, selectors.EVENT_READ, reader)
 
     def _read(self):
         while self.running:
@@ -589,29 +620,32 @@ class MailClients:
                 time.sleep(0.05)
                 continue
             for key, _ in self.selector.select(timeout=0.1):
-                device = key.data
-                now = time.monotonic()
-                try:
-                    chunk = os.read(key.fd, 65536)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    chunk = b""
-                if not chunk:
-                    with self.lock:
-                        self.selector.unregister(key.fileobj)
-                        self.by_fd.pop(key.fd, None)
-                    continue
-                device.buffer += chunk
-                *lines, device.buffer = device.buffer.split(b"\n")
-                for line in lines:
-                    if isinstance(device, Fleet):
-                        match = re.search(rb'"device":"([^"]+)"', line)
-                        target = device.by_name.get(match.group(1).decode()) if match else None
-                        if target:
-                            self._event(target, line, now)
-                    else:
-                        self._event(device, line, now)
+                self._read_ready(key)
+
+    def _read_ready(self, key):
+        reader = key.data
+        now = time.monotonic()
+        try:
+            chunk = os.read(key.fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            with self.lock:
+                self.selector.unregister(key.fileobj)
+                self.by_fd.pop(key.fd, None)
+            return
+        reader.buffer += chunk
+        *lines, reader.buffer = reader.buffer.split(b"\n")
+        for line in lines:
+            if isinstance(reader, Fleet):
+                match = re.search(rb'"device":"([^"]+)"', line)
+                target = reader.by_name.get(match.group(1).decode()) if match else None
+                if target:
+                    self._event(target, line, now)
+            else:
+                self._event(reader, line, now)
 
     def _event(self, device, line, now):
         try:
@@ -633,8 +667,14 @@ class MailClients:
             device.syncs.append(entry)
             if self.on_sync:
                 self.on_sync(device, entry)
+        elif kind == "badge":
+            device.badge = event.get("badge")
+        elif kind == "stream" and event.get("source") == "server":
+            device.server_streams += 1
         elif kind == "error":
             device.errors.append(event.get("code"))
+        if self.on_event:
+            self.on_event(device, event)
 
     def wait_ready(self, timeout=120):
         deadline = time.time() + timeout
@@ -648,14 +688,65 @@ class MailClients:
         missing = [d.name for d in self.devices if not (d.token and d.last_sync)]
         raise RuntimeError(f"{len(missing)} devices never registered and synced, e.g. {missing[:3]}")
 
+    def wait_following(self, timeout=60):
+        """Waits until every live device holds the server's event stream."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if all(d.server_streams for d in self.devices if d.live):
+                return
+            time.sleep(0.05)
+        missing = [d.name for d in self.devices if d.live and not d.server_streams]
+        raise RuntimeError(f"{len(missing)} live devices never opened the server's event stream, e.g. {missing[:3]}")
+
     def stop(self):
         self.running = False
         for device in self.devices:
             device.proc.stop(signal.SIGKILL)
 
 
+def start_devices(cluster, users, per_account=2, fallback=0, service="apns", timeout=300, letter="d"):
+    """`per_account` devices per account (`USER-dN`), each its own mail-client, registered and synced."""
+    clients = MailClients(cluster, fallback=fallback)
+    for user in users:
+        for n in range(per_account):
+            clients.add(f"{user}-{letter}{n}", user, service=service)
+    clients.wait_ready(timeout=timeout)
+    return clients
+
+
+# MARK: - Mail and convergence
+
+def deliver_body(i, size=600):
+    words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
+    rng = random.Random(i)
+    return " ".join(rng.choice(words) for _ in range(size // 6))[:size]
+
+
+def deliver(api, cluster, to, i, sender="sender", subject="Message", size=600):
+    """One delivery; returns (user, modseq, t201)."""
+    status, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body={
+        "to": to, "from": f"{sender}{i}@example.com", "subject": f"{subject} {i}", "body": deliver_body(i, size)})
+    if status != 201:
+        raise RuntimeError(f"delivery {i}: HTTP {status} {receipt}")
+    return to, modseq(receipt["state"]), time.monotonic()
+
+
+def deliver_poisson(api, cluster, users, deliveries, rate, seed):
+    """Deliveries at `rate` per second (Poisson arrivals) to random users; [(user, modseq, t201)]."""
+    rng = random.Random(seed)
+    sent = []
+    next_at = time.monotonic()
+    for i in range(deliveries):
+        next_at += rng.expovariate(rate)
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        sent.append(deliver(api, cluster, rng.choice(users), i))
+    return sent
+
+
 def server_states(cluster, users):
-    """{user: (modseq, message count)} read from the server."""
+    """{user: (modseq, message count, message ids, token)} read from the server."""
     api = cluster.api()
     result = {}
     for user in users:
@@ -697,7 +788,75 @@ def wait_converged(cluster, clients, users, timeout):
         time.sleep(0.25)
 
 
-def deliver_body(i, size=600):
-    words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
-    rng = random.Random(i)
-    return " ".join(rng.choice(words) for _ in range(size // 6))[:size]
+def converge(cluster, clients, users, timeout, label):
+    """wait_converged, raising when the devices do not converge."""
+    ok, detail = wait_converged(cluster, clients, users, timeout)
+    if not ok:
+        raise RuntimeError(f"{label}: {detail}")
+    return detail
+
+
+# MARK: - The console
+
+class ConsoleReader:
+    """An open console: signs in with the console token and reads /console/events on a thread, noting for each
+    event how long after its `at` (the store's clock, the same machine's) it arrived; without `timing` it only
+    counts events, reading in large chunks (as lightly as a browser elsewhere would)."""
+
+    def __init__(self, cluster, timing=True, timeout=120):
+        self.timing = timing
+        context = ssl.create_default_context(cafile=cluster.ca)
+        cookie = self._sign_in(cluster, context)
+        self.stream = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=timeout)
+        self.stream.request("GET", "/console/events?after=0", headers={"Cookie": cookie})
+        self.response = self.stream.getresponse()
+        if self.response.status != 200:
+            raise RuntimeError(f"console: events answered {self.response.status}")
+        self.lags = {"change": [], "signal": [], "fetch": []}
+        self.events = 0
+        self.running = True
+        threading.Thread(target=self._read, daemon=True).start()
+
+    @staticmethod
+    def _sign_in(cluster, context):
+        token = cluster.read("console-token")
+        conn = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=context, timeout=30)
+        conn.request("POST", "/console/session", body=urllib.parse.urlencode({"token": token}),
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        answer = conn.getresponse()
+        answer.read()
+        if answer.status != 303:
+            raise RuntimeError(f"console: sign-in answered {answer.status}")
+        return answer.getheader("Set-Cookie").split(";")[0]
+
+    def _read(self):
+        try:
+            self._count() if not self.timing else self._time()
+        except (OSError, ValueError, AttributeError):  # AttributeError: the connection was closed under readline
+            return
+
+    def _count(self):
+        raw = self.response.fp
+        while self.running:
+            chunk = raw.read1(65536)
+            if not chunk:
+                return
+            self.events += chunk.count(b"\nid: ")
+
+    def _time(self):
+        kind = None
+        while self.running:
+            line = self.response.readline()
+            if not line:
+                return
+            line = line.decode().rstrip("\n")
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: ") and kind in self.lags:
+                event = json.loads(line[6:])
+                self.lags[kind].append(time.time() * 1000 - event["at"])
+                self.events += 1
+
+    def close(self):
+        self.running = False
+        self.stream.close()

@@ -1,0 +1,35 @@
+"""The Python behind Scripts/bench, Scripts/drills and Scripts/demo. Standard library only (the reference clients in
+peers/ run in their own venvs).
+
+  harness   processes, ports, TLS material and the local topology (dev-setup, accounts, apns-sim, fcm-sim,
+            webpush-sim, mailboxd on SQLite or PostgreSQL, simulated devices): the one launcher every caller uses
+  measure   percentiles, CPU from /proc, the load tools' figures (wrk, h2load), freshness
+  report    the figure rows written to bench-results/results.jsonl and the report made from them
+  bench     one module per benchmark section (python3 -m signalfetch.bench SECTION)
+  drills    failure drills (python3 -m signalfetch.drills)
+  demo      the signal-then-fetch loop on one machine (python3 -m signalfetch.demo)
+  profile   a CPU profile of mailboxd under load (python3 -m signalfetch.profile)
+
+The shell entry points (Scripts/bench, Scripts/drills, Scripts/demo) put Scripts/ on PYTHONPATH."""
+import os
+import sys
+
+SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(SCRIPTS)
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
+TOPIC = "com.example.signalfetch"
+
+
+def data_path(name):
+    """A file of data/ (wrk's Lua scripts, pgbench's and psql's SQL), by path."""
+    return os.path.join(DATA, name)
+
+
+def peer_path(name):
+    """A script of peers/ (run by another interpreter: the reference clients, the console screenshot)."""
+    return os.path.join(PEERS, name)
+
+
+def log(text):
+    print(text, file=sys.stderr, flush=True)
