@@ -214,6 +214,7 @@ let package = Package(
             dependencies: [
                 "Locking",
                 "MailSync", "MailSyncSQLite", "MailSyncHTTP", "HTTPClient", "SQLiteKit", "OpenSSLCrypto", "TestSupport",
+                "MailboxService", "MailboxStore", "SignalDispatch", "PushAPNs", "APNsSimulator",
             ]),
         .testTarget(
             name: "MailboxServiceTests",

@@ -5,7 +5,7 @@ import MailSyncHTTP
 import TestSupport
 import Testing
 
-@Suite("HTTPMailTransport's event stream against a real HTTP server")
+@Suite("HTTPMailTransport's event stream against mailboxd in process")
 struct HTTPMailTransportChangeStreamTests {
     func makeTransport(_ baseURL: String) throws -> HTTPMailTransport {
         try HTTPMailTransport(
@@ -16,7 +16,7 @@ struct HTTPMailTransportChangeStreamTests {
     func deliver(_ transport: HTTPMailTransport) async throws -> DeliveryReceipt {
         try await transport.deliver(
             OutgoingMessage(to: "alice", from: "bob@example.com", subject: "s", body: "b"),
-            deliveryToken: "delivery-secret")
+            deliveryToken: InProcessMailboxd.deliveryToken)
     }
 
     /// The next change the stream announces, skipping pings (up to 10 s).
@@ -34,9 +34,9 @@ struct HTTPMailTransportChangeStreamTests {
 
     @Test("state events with their ids, pings, Last-Event-ID and the bearer token")
     func stateEvents() async throws {
-        let backend = try FakeBackend.Process()
+        let backend = try await InProcessMailboxd()
         let transport = try makeTransport(backend.baseURL)
-        try await transport.login(username: "alice", password: "secret", deviceName: "test")
+        try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
         let stream = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(1))
         var iterator = stream.makeAsyncIterator()
         var pings = 0
@@ -44,8 +44,8 @@ struct HTTPMailTransportChangeStreamTests {
         #expect(try await nextChange(&iterator, pings: &pings) == first.state)
         let second = try await deliver(transport)
         #expect(try await nextChange(&iterator, pings: &pings) == second.state)
-        // A quiet stream sends pings.
-        try await Task.sleep(for: .milliseconds(1500))
+        // A quiet stream sends pings (the server raises the interval asked for to at least 5 s).
+        try await Task.sleep(for: .milliseconds(6500))
         let third = try await deliver(transport)
         #expect(try await nextChange(&iterator, pings: &pings) == third.state)
         #expect(pings >= 1)
@@ -54,35 +54,49 @@ struct HTTPMailTransportChangeStreamTests {
         let again = try await transport.openChangeStream(lastEventID: first.state, pingInterval: .seconds(5))
         var replay = again.makeAsyncIterator()
         #expect(try await nextChange(&replay, pings: &pings) == third.state)
-        let opened = try backend.requests().filter { $0["path"] as? String == "/jmap/eventsource" }
-        #expect(opened.count == 2)
-        #expect(opened.allSatisfy { $0["authorized"] as? Bool == true })
-        #expect(opened.map { $0["lastEventID"] as? String } == [nil, first.state])
-        let query = opened.first?["query"] as? [String: String]
-        #expect(query == ["types": "*", "closeafter": "no", "ping": "1"])
+        // The server answers 401 without the bearer token; both openings were accepted. Without Last-Event-ID the
+        // first stream announced nothing before the first delivery; naming `first` the second announced at once.
+        let anonymous = try makeTransport(backend.baseURL)
+        await #expect(throws: MailSyncError.unauthorized) {
+            _ = try await anonymous.openChangeStream(lastEventID: nil, pingInterval: .seconds(1))
+        }
+        // The access log has a stream once it ends: the service stops, ending both.
+        await backend.stop()
+        let opened = backend.requests.filter { $0.path == "/jmap/eventsource" }
+        #expect(opened.count == 3)
+        #expect(opened.filter { $0.method == "GET" && $0.status == 200 }.count == 2)
+        #expect(opened.filter { $0.status == 401 }.count == 1)
     }
 
     @Test("refusals map to typed errors: 401 without a session, 404 where there is no stream, 503 retryable")
     func refusals() async throws {
-        let backend = try FakeBackend.Process()
+        let backend = try await InProcessMailboxd()
         let transport = try makeTransport(backend.baseURL)
         await #expect(throws: MailSyncError.unauthorized) {
             _ = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
         }
-        try await transport.login(username: "alice", password: "secret", deviceName: "test")
-        try backend.fault("/jmap/eventsource", status: 404, body: #"{"error":"notFound","message":"no such route"}"#)
+        try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
+        // mailboxd's metrics listener serves no event stream.
+        let metrics = try makeTransport(backend.metricsURL)
+        metrics.accessToken = transport.accessToken
         await #expect(throws: MailSyncError.notFound) {
-            _ = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
+            _ = try await metrics.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
         }
-        try backend.fault(
-            "/jmap/eventsource", status: 503, body: #"{"error":"unavailable","message":"busy"}"#,
-            headers: #"{"Retry-After":"2"}"#)
-        await #expect(throws: MailSyncError.server(status: 503, code: "unavailable", retryAfter: .seconds(2))) {
-            _ = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
+        // The database cannot take a write (another connection holds its lock): 503 with Retry-After.
+        try await backend.withWritesHeld {
+            await #expect(
+                throws: MailSyncError.server(status: 503, code: "storageUnavailable", retryAfter: .seconds(5))
+            ) {
+                _ = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
+            }
         }
-        try backend.fault("/jmap/eventsource", status: 200, body: #"{"not":"a stream"}"#)
+        #expect(MailSyncError.server(status: 503, code: "storageUnavailable", retryAfter: .seconds(5)).isRetryable)
+        // A 200 that is not an event stream (the server's health answer, reached through a base URL that turns the
+        // stream's path into a query).
+        let elsewhere = try makeTransport(backend.baseURL + "/healthz?path=")
+        elsewhere.accessToken = transport.accessToken
         await #expect(throws: MailSyncError.invalidResponse("the event stream is not text/event-stream")) {
-            _ = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
+            _ = try await elsewhere.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
         }
         let dead = try makeTransport("http://127.0.0.1:\(freeLocalPort())")
         do {
@@ -98,11 +112,11 @@ struct HTTPMailTransportChangeStreamTests {
 
     @Test("a stream the server drops ends the sequence with a network error or its end")
     func serverDrop() async throws {
-        let backend = try FakeBackend.Process()
+        let backend = try await InProcessMailboxd()
         let transport = try makeTransport(backend.baseURL)
-        try await transport.login(username: "alice", password: "secret", deviceName: "test")
+        try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
         let stream = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(1))
-        backend.child.stop(signal: SIGKILL)
+        await backend.stop()
         do {
             for try await _ in stream {}
         } catch let error as MailSyncError {

@@ -7,9 +7,9 @@ import OpenSSLCrypto
 import TestSupport
 import Testing
 
-@Suite("HTTPMailTransport against a real HTTP server")
+@Suite("HTTPMailTransport against mailboxd in process")
 struct HTTPMailTransportTests {
-    static let delivery = "delivery-secret"
+    static let delivery = InProcessMailboxd.deliveryToken
 
     func makeTransport(_ baseURL: String, tls: TLSConfiguration = TLSConfiguration()) throws -> HTTPMailTransport {
         try HTTPMailTransport(
@@ -32,12 +32,13 @@ struct HTTPMailTransportTests {
 
     @Test("login, listing, changes, message, update and delete over plain HTTP")
     func happyPath() async throws {
-        let backend = try FakeBackend.Process()
+        let backend = try await InProcessMailboxd()
         let transport = try makeTransport(backend.baseURL + "/")
         let receipts = try await deliver(transport, 3)
         let large = try await deliver(transport, 1, bodySize: 20_000)[0]
-        let session = try await transport.login(username: "alice", password: "secret", deviceName: "test")
-        #expect(session.accountId == "acct-1" && transport.accessToken == session.accessToken)
+        let session = try await transport.login(
+            username: "alice", password: InProcessMailboxd.password, deviceName: "test")
+        #expect(session.accountId == String(backend.accountID) && transport.accessToken == session.accessToken)
 
         let first = try await transport.fetchAllMessages(cursor: nil, limit: 3)
         #expect(first.messages.count == 3 && first.nextCursor != nil && first.state == large.state)
@@ -62,54 +63,65 @@ struct HTTPMailTransportTests {
         #expect(after.updated.map(\.id) == [receipts[0].id] && after.destroyed == [receipts[1].id])
         await #expect(throws: MailSyncError.notFound) { try await transport.fetchMessage(id: receipts[1].id) }
 
-        try await transport.registerDevice(token: String(repeating: "a", count: 64), topic: "t", environment: "sandbox")
+        try await transport.registerDevice(
+            token: String(repeating: "a", count: 64), topic: InProcessMailboxd.topic, environment: "sandbox")
         try await transport.logout()
         #expect(transport.accessToken == nil)
-        let requests = try backend.requests()
-        let changesRequest = try #require(requests.first { $0["path"] as? String == "/v1/changes" })
-        #expect((changesRequest["query"] as? [String: String])?["max"] == "2")
-        #expect(changesRequest["authorized"] as? Bool == true)
+        // The server answered every changes call (each needs the bearer token); `max=2` is what cut the first page
+        // after two messages with `hasMore` (the server's default page is 500).
+        let changesRequests = backend.requests.filter { $0.path == "/v1/changes" }
+        #expect(changesRequests.count == 3 && changesRequests.allSatisfy { $0.status == 200 })
+        await #expect(throws: MailSyncError.unauthorized) {
+            try await transport.fetchChanges(since: large.state, max: 2)
+        }
     }
 
     @Test("401, 400 cannotCalculateChanges, 400 invalidState, 503 with Retry-After and a dead port map to typed errors")
     func errorMapping() async throws {
-        let backend = try FakeBackend.Process()
+        let backend = try await InProcessMailboxd()
         let transport = try makeTransport(backend.baseURL)
         await #expect(throws: MailSyncError.server(status: 401, code: "invalidCredentials", retryAfter: nil)) {
             try await transport.login(username: "alice", password: "wrong", deviceName: "test")
         }
+        // Compaction: a message came and went and its tombstone was discarded, so states before it are too old.
+        try await backend.discardTombstones()
         let receipt = try await deliver(transport, 1)[0]
-        try await transport.login(username: "alice", password: "secret", deviceName: "test")
+        try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
 
         await #expect(throws: MailSyncError.invalidState) { try await transport.fetchChanges(since: "garbage", max: 5) }
-        try backend.control("/test/compact")
         await #expect(throws: MailSyncError.cannotCalculateChanges) {
-            try await transport.fetchChanges(since: "00000000000000aa-0", max: 5)
+            try await transport.fetchChanges(since: "\(backend.store.epoch)-0", max: 5)
         }
+        let foreignEpoch = backend.store.epoch == "ffffffffffffffff" ? "eeeeeeeeeeeeeeee" : "ffffffffffffffff"
         await #expect(throws: MailSyncError.cannotCalculateChanges) {
-            try await transport.fetchChanges(since: "ffffffffffffffff-1", max: 5)
+            try await transport.fetchChanges(since: "\(foreignEpoch)-1", max: 5)
         }
-        try backend.fault(
-            "/v1/changes", status: 503, body: #"{"error":"unavailable","message":"busy"}"#,
-            headers: #"{"Retry-After":"7"}"#)
-        do {
-            _ = try await transport.fetchChanges(since: receipt.state, max: 5)
-            Issue.record("expected a 503")
-        } catch let error as MailSyncError {
-            #expect(error == .server(status: 503, code: "unavailable", retryAfter: .seconds(7)))
-            #expect(error.isRetryable)
+        // The database cannot take a write (another connection holds its lock): 503 with Retry-After.
+        try await backend.withWritesHeld {
+            do {
+                _ = try await transport.fetchChanges(since: receipt.state, max: 5)
+                Issue.record("expected a 503")
+            } catch let error as MailSyncError {
+                #expect(error == .server(status: 503, code: "storageUnavailable", retryAfter: .seconds(5)))
+                #expect(error.isRetryable)
+            }
         }
-        try backend.fault("/v1/messages", status: 500, body: "null")
-        await #expect(throws: MailSyncError.server(status: 500, code: nil, retryAfter: nil)) {
-            try await transport.fetchAllMessages(cursor: nil, limit: 5)
+        // The database fails the read: 500 with the server's code.
+        try await backend.withMessagesTableAside {
+            await #expect(throws: MailSyncError.server(status: 500, code: "internalError", retryAfter: nil)) {
+                try await transport.fetchAllMessages(cursor: nil, limit: 5)
+            }
         }
-        try backend.fault("/v1/changes", status: 200, body: #"{"unexpected":true}"#)
+        // A 200 whose JSON is not a changes response (the server's health answer, reached through a base URL that
+        // turns the changes path into a query).
+        let elsewhere = try makeTransport(backend.baseURL + "/healthz?path=")
+        elsewhere.accessToken = transport.accessToken
         await #expect(throws: MailSyncError.invalidResponse("malformed JSON in the changes response")) {
-            try await transport.fetchChanges(since: receipt.state, max: 5)
+            try await elsewhere.fetchChanges(since: receipt.state, max: 5)
         }
         #expect(try await transport.fetchChanges(since: receipt.state, max: 5).created.isEmpty)
 
-        try backend.control("/test/revoke")
+        try await backend.revokeSession(accessToken: try #require(transport.accessToken))
         await #expect(throws: MailSyncError.unauthorized) {
             try await transport.fetchChanges(since: receipt.state, max: 5)
         }
@@ -128,26 +140,32 @@ struct HTTPMailTransportTests {
 
     @Test("the engine over HTTP and SQLite converges, resyncs fully after compaction and fetches large bodies")
     func engineOverHTTP() async throws {
-        let backend = try FakeBackend.Process()
+        let backend = try await InProcessMailboxd()
         let directory = try TemporaryDirectory()
         let transport = try makeTransport(backend.baseURL)
         _ = try await deliver(transport, 5)
         let large = try await deliver(transport, 1, bodySize: 40_000)[0]
-        try await transport.login(username: "alice", password: "secret", deviceName: "test")
+        try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
         let cache = try SQLiteMailCache(path: directory.path("cache.sqlite"))
         let engine = try SyncEngine(
             transport: transport, cache: cache, configuration: .init(changesPageSize: 2, listingPageSize: 4))
         #expect(await engine.sync(.launch).fullResync)
         let more = try await deliver(transport, 3)
-        try backend.fault("/v1/changes", status: 503, times: 1)
-        let delta = await engine.sync(.signal(state: more.last!.state))
+        // The first changes call meets a database that cannot take a write (503): the engine retries.
+        let sync = try await backend.withWritesHeld {
+            let sync = Task { await engine.sync(.signal(state: more.last!.state)) }
+            #expect(await backend.waitForRequest { $0.path == "/v1/changes" && $0.status == 503 })
+            return sync
+        }
+        let delta = await sync.value
         #expect(delta.outcome == .completed && delta.created == 3 && delta.pages == 2 && !delta.fullResync)
-        try backend.control("/test/compact")
+        try await backend.discardTombstones()
         _ = try await deliver(transport, 1)
-        #expect(await engine.sync(.timer).outcome == .completed)
-        let mailbox = try backend.mailbox()
+        let timer = await engine.sync(.timer)
+        #expect(timer.outcome == .completed && timer.fullResync)
+        let mailbox = try await backend.mailbox()
         let cached = try cache.messages(in: nil).sorted { $0.id < $1.id }
-        #expect(cached.map(\.id) == mailbox.messages.map { $0["id"] as? String ?? "" })
+        #expect(cached.map(\.id) == mailbox.messageIDs)
         #expect(try cache.state() == mailbox.state)
         #expect(try await engine.body(ofMessage: large.id).count == 40_000)
     }
@@ -156,24 +174,25 @@ struct HTTPMailTransportTests {
     func tls() async throws {
         let authority = try DevCertificates.makeCertificateAuthority(commonName: "MailSync Test CA")
         let server = try DevCertificates.makeServerCertificate(hosts: ["127.0.0.1", "localhost"], signedBy: authority)
-        let backend = try FakeBackend.Process(tls: (server.certificatePEM, server.privateKeyPEM))
+        let backend = try await InProcessMailboxd(tls: (server.certificatePEM, server.privateKeyPEM))
         let caPath = backend.directory.path("ca.pem")
         try authority.certificatePEM.write(toFile: caPath, atomically: true, encoding: .utf8)
         let pin = try DevCertificates.spkiSHA256Base64(certificatePEM: server.certificatePEM)
 
         let trusted = try makeTransport(backend.baseURL, tls: TLSConfiguration(caFile: caPath, pinnedPublicKeys: [pin]))
-        let session = try await trusted.login(username: "alice", password: "secret", deviceName: "tls")
+        let session = try await trusted.login(
+            username: "alice", password: InProcessMailboxd.password, deviceName: "tls")
         #expect(!session.accessToken.isEmpty)
 
         let untrusted = try makeTransport(backend.baseURL)
         await #expect(throws: MailSyncError.self) {
-            try await untrusted.login(username: "alice", password: "secret", deviceName: "tls")
+            try await untrusted.login(username: "alice", password: InProcessMailboxd.password, deviceName: "tls")
         }
         let wrongPin = try DevCertificates.spkiSHA256Base64(certificatePEM: authority.certificatePEM)
         let pinned = try makeTransport(
             backend.baseURL, tls: TLSConfiguration(caFile: caPath, pinnedPublicKeys: [wrongPin]))
         do {
-            try await pinned.login(username: "alice", password: "secret", deviceName: "tls")
+            try await pinned.login(username: "alice", password: InProcessMailboxd.password, deviceName: "tls")
             Issue.record("a wrong pin must fail")
         } catch let error as MailSyncError {
             #expect(error.description.contains("pinned") || error.code == "network")
