@@ -33,6 +33,12 @@ public final class JMAPPushNotifier: Sendable {
     }
 
     private struct State {
+        /// The accounts with a verified subscription, as last read (and those this process just changed): a commit
+        /// to any other account costs a set lookup and nothing more.
+        var subscribed: Set<Int64> = []
+        /// Accounts whose subscriptions this process changed, and when: kept in `subscribed` through the next
+        /// refresh, whose read may have begun before the change.
+        var changedHere: [Int64: ContinuousClock.Instant] = [:]
         /// The account's subscriptions, as read at `at`.
         var cache: [Int64: (subscriptions: [PushSubscriptionRecord], at: ContinuousClock.Instant)] = [:]
         /// The account modseq each subscription was last told of.
@@ -51,6 +57,7 @@ public final class JMAPPushNotifier: Sendable {
     private let state = LockedValue(State())
     private let wakeup: AsyncStream<Void>.Continuation
     private let worker: LockedValue<Task<Void, Never>?> = LockedValue(nil)
+    private let refresher: LockedValue<Task<Void, Never>?> = LockedValue(nil)
     private let log: @Sendable (String) -> Void
 
     /// Watches `store`'s commits and pushes through `service`. `log` gets one line per subscription removed or
@@ -66,6 +73,22 @@ public final class JMAPPushNotifier: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         wakeup = continuation
         store.observeCommittedChanges { [weak self] changes in self?.note(changes) }
+        let lifetime = configuration.cacheLifetime
+        refresher.withLock { task in
+            task = Task { [weak self] in
+                while !Task.isCancelled {
+                    guard let self else { return }
+                    let started = ContinuousClock.now
+                    if let accounts = try? await self.store.accountsWithVerifiedPushSubscriptions() {
+                        self.state.withLock { state in
+                            state.changedHere = state.changedHere.filter { $0.value >= started }
+                            state.subscribed = accounts.union(state.changedHere.keys)
+                        }
+                    }
+                    try? await Task.sleep(for: max(lifetime, .milliseconds(100)))
+                }
+            }
+        }
         worker.withLock { task in
             task = Task { [weak self] in
                 for await _ in stream {
@@ -80,22 +103,31 @@ public final class JMAPPushNotifier: Sendable {
     public func shutdown() {
         wakeup.finish()
         worker.withLock { $0?.cancel() }
+        refresher.withLock { $0?.cancel() }
     }
 
     deinit { shutdown() }
 
     private func note(_ changes: [CommittedChange]) {
-        state.withLock { state in
-            for change in changes {
+        let relevant = state.withLock { state -> Bool in
+            var relevant = false
+            for change in changes where state.subscribed.contains(change.accountID) {
                 state.changed[change.accountID] = min(state.changed[change.accountID] ?? .max, change.modseq)
+                relevant = true
             }
+            return relevant
         }
-        wakeup.yield()
+        if relevant { wakeup.yield() }
     }
 
-    /// Drops what this process remembers of the account's subscriptions, after it changed them.
+    /// Drops what this process remembers of the account's subscriptions, after it changed them, and looks at the
+    /// account's commits again from now on.
     func forget(accountID: Int64) {
-        state.withLock { _ = $0.cache.removeValue(forKey: accountID) }
+        state.withLock { state in
+            state.cache.removeValue(forKey: accountID)
+            state.subscribed.insert(accountID)
+            state.changedHere[accountID] = ContinuousClock.now
+        }
     }
 
     /// Remembers that `subscription` has been told of the account up to `modseq` (at verification: it starts

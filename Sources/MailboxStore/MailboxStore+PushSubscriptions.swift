@@ -131,6 +131,17 @@ extension MailboxStore {
         }
     }
 
+    /// The accounts that have a verified subscription that has not expired: who a commit may need to be pushed to.
+    public func accountsWithVerifiedPushSubscriptions() async throws -> Set<Int64> {
+        let at = now()
+        return try await read { db in
+            Set(
+                try db.query(
+                    "SELECT DISTINCT account_id FROM push_subscriptions WHERE verified = 1 AND expires_at > ?", at
+                ).map { try $0.int64("account_id") })
+        }
+    }
+
     /// Deletes every subscription that has expired; returns how many.
     @discardableResult
     public func purgePushSubscriptions() async throws -> Int {
