@@ -2,6 +2,7 @@ import CommandLineSupport
 import Foundation
 import MailboxService
 import MailboxStore
+import OpenSSLCrypto
 
 let usage = """
     mailboxd — the SignalFetch mailbox service
@@ -87,6 +88,8 @@ func storeDatabase(_ args: Arguments, dataDir: String) throws -> StoreDatabase {
         throw UsageError("--database: invalid \(what)")
     }
 }
+// Before anything uses OpenSSL: no exit-time cleanup under threads still using it.
+OpenSSLProcess.keepUntilExit()
 let arguments = Array(CommandLine.arguments.dropFirst())
 // Everything mailboxd creates (the data folder, the database and its -wal and -shm, keys, tokens) is its own from
 // the first byte: folders 0700, files 0600.
