@@ -58,7 +58,7 @@ public final class MailboxService: Sendable {
         settings.jmapBaseURL = configuration.jmapBaseURL
         var pushConfiguration = JMAPPushNotifier.Configuration()
         pushConfiguration.allowsUnencrypted = configuration.jmapPushAllowsUnencrypted
-        let jmapPush = (router.service(.webpush) as? any SubscriptionPushService).map { service in
+        let jmapPush = router.subscriptionService.map { service in
             JMAPPushNotifier(store: store, service: service, configuration: pushConfiguration, log: log)
         }
         settings.jmapPush = jmapPush

@@ -15,6 +15,12 @@ public struct PushRouter: Sendable {
     /// The service named `name`, when this server sends through it.
     public func service(_ name: PushServiceName) -> (any PushService)? { services[name] }
 
+    /// The service that also carries standard push subscriptions' messages (JMAP's, over Web Push), when one is
+    /// configured.
+    public var subscriptionService: (any SubscriptionPushService)? {
+        names.lazy.compactMap { services[$0] as? any SubscriptionPushService }.first
+    }
+
     /// The services configured, by name.
     public var names: [PushServiceName] { services.keys.sorted { $0.rawValue < $1.rawValue } }
 
