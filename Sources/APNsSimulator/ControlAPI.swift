@@ -30,7 +30,7 @@ enum ControlAPI {
         }
         router.put("/sim/devices/:token/online") { request in
             let token = request.parameter("token") ?? ""
-            let body = try request.decodeJSON(OnlineJSON.self, allowedFields: ["online"])
+            let body = try request.decodeJSON(DeviceOnlineJSON.self, allowedFields: DeviceOnlineJSON.fields)
             guard gateway.setOnline(body.online, for: token) else {
                 throw DeviceAPI.unknownDevice(token, gateway: gateway)
             }
@@ -41,51 +41,47 @@ enum ControlAPI {
             encoder.outputFormatting = [.sortedKeys]
             return try .json(["devices": gateway.devices()], encoder: encoder)
         }
-        router.delete("/sim/log") { _ in
+        router.addLogRoutes {
+            gateway.logEntries(after: $0, limit: $1)
+        } clear: {
             gateway.clearLog()
-            return .empty()
         }
     }
 
-    /// `PUT /sim/faults`: every field optional, an absent one meaning no such fault.
+    /// `PUT /sim/faults`: the fields every simulator shares (``SimulatorFaultsJSON``) and `goawayAfter`, each
+    /// optional, an absent one meaning no such fault; answers show every field.
     struct FaultsJSON: Codable {
-        static let fields: Set<String> = ["drop", "status429", "status503", "latencyMs", "goawayAfter", "seed"]
-        var drop: Double?
-        var status429: Double?
-        var status503: Double?
-        var latencyMs: Int?
+        static let fields = SimulatorFaultsJSON.fields.union(["goawayAfter"])
+        var common: SimulatorFaultsJSON
         var goawayAfter: Int?
-        var seed: UInt64?
 
-        init(_ faults: FaultConfiguration) {
-            drop = faults.dropProbability
-            status429 = faults.tooManyRequestsProbability
-            status503 = faults.serviceUnavailableProbability
-            latencyMs = Int(faults.latency.wholeMilliseconds)
+        private enum CodingKeys: String, CodingKey {
+            case goawayAfter
+        }
+
+        init(_ faults: APNsFaults) {
+            common = SimulatorFaultsJSON(faults.common)
             goawayAfter = faults.goAwayAfterStreams ?? 0
-            seed = faults.seed
         }
 
-        /// Every field always appears in answers (`seed` as `null` when none was set).
+        init(from decoder: any Decoder) throws {
+            common = try SimulatorFaultsJSON(from: decoder)
+            goawayAfter = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(
+                Int.self, forKey: .goawayAfter)
+        }
+
         func encode(to encoder: any Encoder) throws {
+            try common.encode(to: encoder)
             var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(drop ?? 0, forKey: .drop)
-            try container.encode(status429 ?? 0, forKey: .status429)
-            try container.encode(status503 ?? 0, forKey: .status503)
-            try container.encode(latencyMs ?? 0, forKey: .latencyMs)
             try container.encode(goawayAfter ?? 0, forKey: .goawayAfter)
-            try container.encode(seed, forKey: .seed)
         }
 
-        func configuration() throws(HTTPError) -> FaultConfiguration {
-            try FaultRequest.check(drop: drop, status429: status429, status503: status503, latencyMs: latencyMs)
+        func configuration() throws(HTTPError) -> APNsFaults {
+            let common = try common.faults()
             if let goawayAfter, goawayAfter < 0 {
                 throw .invalidRequest("'goawayAfter' must be 0 (never) or a positive number of streams.")
             }
-            return FaultConfiguration(
-                dropProbability: drop ?? 0, tooManyRequestsProbability: status429 ?? 0,
-                serviceUnavailableProbability: status503 ?? 0, seed: seed,
-                goAwayAfterStreams: (goawayAfter ?? 0) > 0 ? goawayAfter : nil, latency: .milliseconds(latencyMs ?? 0))
+            return APNsFaults(common, goAwayAfterStreams: (goawayAfter ?? 0) > 0 ? goawayAfter : nil)
         }
     }
 
@@ -108,10 +104,5 @@ enum ControlAPI {
             }
             return reason
         }
-    }
-
-    /// `PUT /sim/devices/{token}/online`.
-    struct OnlineJSON: Codable {
-        var online: Bool
     }
 }

@@ -17,13 +17,6 @@ enum DeviceAPI {
             guard gateway.unregisterDevice(token) else { throw unknownDevice(token, gateway: gateway) }
             return .empty()
         }
-        router.get("/sim/log") { request in
-            let after = request.query("after").flatMap { Int($0) } ?? 0
-            let limit = request.query("limit").flatMap { Int($0) } ?? .max
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
-        }
         ControlAPI.add(to: &router, gateway: gateway)
         router.addHealthRoutes { gateway.metrics.prometheusText }
         return router

@@ -39,7 +39,7 @@ public final class Gateway: Sendable {
             var response: ProviderResponse
             var outcome = NotificationOutcome.refused
             var detail: String?
-            var accepted: (ParsedPush, FaultDecision, GatewayState.DeviceIndex)?
+            var accepted: (ParsedPush, SimulatorFaults.Draw, GatewayState.DeviceIndex)?
             var scripted = false
             do throws(RejectionReason) {
                 tokenText = try PushRequestParser.checkTarget(request)
@@ -50,8 +50,8 @@ public final class Gateway: Sendable {
                 let device = try state.checkDevice(for: push, environment: request.environment, scripted: &scripted)
                 let decision = state.faults.nextDecision()
                 switch decision {
-                case .serviceUnavailable: throw .serviceUnavailable
-                case .tooManyRequests: throw .tooManyRequests
+                case .status503: throw .serviceUnavailable
+                case .status429: throw .tooManyRequests
                 case .none, .drop: break
                 }
                 accepted = (push, decision, device)
@@ -68,7 +68,7 @@ public final class Gateway: Sendable {
                 response = ProviderResponse(status: error.status, apnsID: apnsID, reason: error, timestamp: timestamp)
             }
             response.goAway = goAway
-            response.delay = state.faults.configuration.latency
+            response.delay = state.faults.configuration.common.latency
             state.countResponse(status: response.status, reason: response.reason)
 
             if let (push, decision, _) = accepted {
@@ -169,10 +169,10 @@ public final class Gateway: Sendable {
     // MARK: Control (for tests that script the gateway)
 
     /// The faults in force.
-    public var faults: FaultConfiguration { state.withLock { $0.faults.configuration } }
+    public var faults: APNsFaults { state.withLock { $0.faults.configuration } }
 
     /// Replaces the faults in force, from the next provider request on (a new seed restarts the sequence).
-    public func setFaults(_ faults: FaultConfiguration) {
+    public func setFaults(_ faults: APNsFaults) {
         state.withLock { $0.faults = FaultInjector(configuration: faults) }
     }
 

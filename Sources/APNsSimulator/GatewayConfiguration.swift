@@ -16,7 +16,7 @@ public struct GatewayConfiguration: Sendable {
     /// The window in which a signing key's token may be replaced only once, in seconds.
     public var providerTokenUpdateInterval: TimeInterval
     /// Injected failures.
-    public var faults: FaultConfiguration
+    public var faults: APNsFaults
     /// The most entries the capture log keeps; older ones are forgotten.
     public var logCapacity: Int
     /// The most payload bytes copied into a capture-log entry.
@@ -27,7 +27,7 @@ public struct GatewayConfiguration: Sendable {
     public init(
         providerKeys: [ProviderKey] = [], allowedTopics: Set<String> = [], backgroundBudget: Int = 3,
         backgroundWindow: TimeInterval = 3600, providerTokenLifetime: TimeInterval = 3600,
-        providerTokenUpdateInterval: TimeInterval = 1200, faults: FaultConfiguration = FaultConfiguration(),
+        providerTokenUpdateInterval: TimeInterval = 1200, faults: APNsFaults = APNsFaults(),
         logCapacity: Int = 100_000, logPayloadLimit: Int = 8192
     ) {
         self.providerKeys = providerKeys

@@ -146,3 +146,4 @@ extension HTTP2Response {
             delay: response.delay)
     }
 }
+extension SimulatorServer: SimulatorProcess {}

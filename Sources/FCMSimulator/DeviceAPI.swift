@@ -37,7 +37,7 @@ enum DeviceAPI {
         }
         router.put("/sim/devices/:token/online") { request in
             let token = request.parameter("token") ?? ""
-            let body = try request.decodeJSON(OnlineJSON.self, allowedFields: ["online"])
+            let body = try request.decodeJSON(DeviceOnlineJSON.self, allowedFields: DeviceOnlineJSON.fields)
             guard gateway.setOnline(body.online, for: token) else { throw unknownDevice(token, gateway: gateway) }
             return try .json(body)
         }
@@ -94,11 +94,6 @@ enum DeviceAPI {
     private struct Registration: Decodable {
         var app: String?
         var project: String?
-    }
-
-    /// `PUT /sim/devices/{token}/online`.
-    struct OnlineJSON: Codable {
-        var online: Bool
     }
 
     /// `PUT /sim/devices/{token}/error`.

@@ -53,3 +53,4 @@ public final class FCMSimulatorServer: Sendable {
 }
 
 extension FCMSimulatorConfiguration: SimulatorListenerConfiguration {}
+extension FCMSimulatorServer: SimulatorProcess {}

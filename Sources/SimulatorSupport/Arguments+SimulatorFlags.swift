@@ -26,13 +26,19 @@ extension Arguments {
         return value
     }
 
-    /// The faults `--fault-seed`, `--fault-drop`, `--fault-429` and `--fault-503` ask for (checked in that
-    /// order), with `latency` before every provider response.
-    public func simulatorFaults(latency: Duration) throws -> SimulatorFaults {
+    /// The faults `--fault-seed`, `--fault-drop`, `--fault-429`, `--fault-503` and `--fault-latency-ms` ask for
+    /// (checked in that order): the three probabilities add up to at most 1, the latency is not negative.
+    public func simulatorFaults() throws -> SimulatorFaults {
         let seed = try faultSeed()
-        return SimulatorFaults(
+        let faults = SimulatorFaults(
             dropProbability: try faultProbability("fault-drop"),
             status429Probability: try faultProbability("fault-429"),
-            status503Probability: try faultProbability("fault-503"), latency: latency, seed: seed)
+            status503Probability: try faultProbability("fault-503"),
+            latency: .milliseconds(try int("fault-latency-ms", default: 0)), seed: seed)
+        guard faults.dropProbability + faults.status429Probability + faults.status503Probability <= 1 else {
+            throw UsageError("--fault-drop, --fault-429 and --fault-503 must add up to at most 1")
+        }
+        guard faults.latency >= .zero else { throw UsageError("--fault-latency-ms must not be negative") }
+        return faults
     }
 }

@@ -23,18 +23,38 @@ extension Router {
             gateway.setFaults(faults)
             return try .json(SimulatorFaultsJSON(faults))
         }
+        addLogRoutes {
+            gateway.logEntries(after: $0, limit: $1)
+        } clear: {
+            gateway.clearLog()
+        }
+        addHealthRoutes { gateway.prometheusText }
+    }
+
+    /// `GET /sim/log?after=&limit=` (non-negative integers; a bad one is a 400 and reads nothing), the capture
+    /// log's entries after sequence `after`, oldest first, at most `limit`; and `DELETE /sim/log`, which clears it.
+    package mutating func addLogRoutes<Entry: Encodable & SendableMetatype>(
+        entries: @escaping @Sendable (_ after: Int, _ limit: Int) -> [Entry], clear: @escaping @Sendable () -> Void
+    ) {
         get("/sim/log") { request in
             guard let after = Int(request.query("after") ?? "0"), after >= 0,
                 let limit = Int(request.query("limit") ?? String(Int.max)), limit >= 0
             else { throw HTTPError.invalidRequest("'after' and 'limit' must be non-negative integers.") }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return try .json(gateway.logEntries(after: after, limit: limit), encoder: encoder)
+            return try .json(entries(after, limit), encoder: encoder)
         }
         delete("/sim/log") { _ in
-            gateway.clearLog()
+            clear()
             return .empty()
         }
-        addHealthRoutes { gateway.prometheusText }
     }
+}
+
+/// The body of `PUT /sim/devices/{id}/online` on every simulator: whether the device is reachable.
+package struct DeviceOnlineJSON: Codable, Sendable {
+    /// The fields the request may hold.
+    package static let fields: Set<String> = ["online"]
+    /// `true` to bring the device online (what was kept for it is delivered), `false` to hold it offline.
+    package var online: Bool
 }

@@ -3,7 +3,7 @@
 /// capture log and the counters.
 package protocol SimulatorGateway: Sendable {
     /// One capture-log entry as `GET /sim/log` lists it.
-    associatedtype LogEntry: Encodable
+    associatedtype LogEntry: Encodable & SendableMetatype
 
     /// Answers one provider request, for either transport of the provider listener.
     func handle(_ request: SimulatorProviderRequest) -> SimulatorProviderResponse

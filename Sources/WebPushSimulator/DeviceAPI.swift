@@ -66,7 +66,7 @@ enum DeviceAPI {
         }
         router.put("/sim/subscriptions/:id/online") { request in
             let id = request.parameter("id") ?? ""
-            let body = try request.decodeJSON(OnlineJSON.self, allowedFields: ["online"])
+            let body = try request.decodeJSON(DeviceOnlineJSON.self, allowedFields: DeviceOnlineJSON.fields)
             guard gateway.setOnline(body.online, for: id) else { throw unknownSubscription(id, gateway: gateway) }
             return try .json(body)
         }
@@ -113,11 +113,6 @@ enum DeviceAPI {
         var applicationServerKey: String?
         /// A device's own `p256dh` and `auth` (it holds the private key); absent, the sim makes the keys.
         var keys: [String: String]?
-    }
-
-    /// `PUT /sim/subscriptions/{id}/online`.
-    struct OnlineJSON: Codable {
-        var online: Bool
     }
 
     /// `PUT /sim/subscriptions/{id}/error`.

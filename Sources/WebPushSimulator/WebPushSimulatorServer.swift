@@ -95,3 +95,4 @@ public final class WebPushSimulatorServer: Sendable {
 }
 
 extension WebPushSimulatorConfiguration: SimulatorListenerConfiguration {}
+extension WebPushSimulatorServer: SimulatorProcess {}

@@ -50,20 +50,13 @@ func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
     let keys = try arguments.all("provider-key").map { spec in
         do { return try ProviderKey(specification: spec) } catch { throw UsageError("\(error)") }
     }
-    let seed = try arguments.faultSeed()
     let goAwayAfter = try arguments.int("fault-goaway-after", default: 0)
-    let latency = try arguments.int("fault-latency-ms", default: 0)
     let budget = try arguments.int("background-budget", default: 3)
     let window = try arguments.double("background-window", default: 3600)
-    guard goAwayAfter >= 0, latency >= 0, budget >= 0, window > 0 else {
-        throw UsageError("fault counts, latency and the background budget must not be negative")
+    guard goAwayAfter >= 0, budget >= 0, window > 0 else {
+        throw UsageError("--fault-goaway-after and --background-budget must not be negative; the window positive")
     }
-    let faults = FaultConfiguration(
-        dropProbability: try arguments.faultProbability("fault-drop"),
-        tooManyRequestsProbability: try arguments.faultProbability("fault-429"),
-        serviceUnavailableProbability: try arguments.faultProbability("fault-503"),
-        seed: seed, goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil,
-        latency: .milliseconds(latency))
+    let faults = APNsFaults(try arguments.simulatorFaults(), goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil)
     return SimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls,
         sandboxHost: sandboxListen?.host ?? "127.0.0.1", sandboxPort: sandboxListen.map { Int($0.port) },
@@ -75,31 +68,17 @@ func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
             backgroundWindow: window, faults: faults))
 }
 
-await runCommand(usage: usage) {
-    let arguments = try Arguments(
-        Array(CommandLine.arguments.dropFirst()), switches: ["h2c", "help"], environmentPrefix: "APNS_SIM_")
-    if arguments.wantsHelp {
-        print(usage)
-        return
-    }
-    try arguments.rejectUnknownFlags(known: knownFlags)
-    let configuration = try configuration(from: arguments)
-    let (stopRequested, signals) = AsyncStream.makeStream(of: Int32.self)
-    let sources = TerminationSignals.install { signals.yield($0) }
-    ProcessResources.raiseOpenFileLimit()
+await runSimulator(name: "apns-sim", usage: usage, environmentPrefix: "APNS_SIM_", knownFlags: knownFlags) {
+    let configuration = try configuration(from: $0)
     let server = SimulatorServer(configuration: configuration)
     try server.start()
     if configuration.gateway.providerKeys.isEmpty {
         printError("apns-sim: no --provider-key given: every provider token will be refused")
     }
     let sandbox = configuration.sandboxPort == nil ? "" : "sandbox=\(configuration.sandboxHost):\(server.sandboxPort) "
-    printError(
-        "apns-sim listening provider=\(configuration.providerHost):\(server.providerPort) \(sandbox)"
-            + "device=\(configuration.deviceHost):\(server.devicePort)")
-    var iterator = stopRequested.makeAsyncIterator()
-    _ = await iterator.next()
-    printError("apns-sim: stopping")
-    await server.shutdown()
-    withExtendedLifetime(sources) {}
-    printError("apns-sim: stopped")
+    return (
+        server,
+        "provider=\(configuration.providerHost):\(server.providerPort) \(sandbox)"
+            + "device=\(configuration.deviceHost):\(server.devicePort)"
+    )
 }

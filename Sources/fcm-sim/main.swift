@@ -52,11 +52,10 @@ func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguratio
     let rate = try arguments.int("device-rate", default: 240)
     let burst = try arguments.int("collapsible-burst", default: 20)
     let refill = try arguments.double("collapsible-refill-seconds", default: 180)
-    let latency = try arguments.int("fault-latency-ms", default: 0)
-    guard lifetime > 0, quota >= 0, rate >= 0, burst >= 0, refill > 0, latency >= 0 else {
+    guard lifetime > 0, quota >= 0, rate >= 0, burst >= 0, refill > 0 else {
         throw UsageError("--token-lifetime and --collapsible-refill-seconds must be positive; counts not negative")
     }
-    let faults = try arguments.simulatorFaults(latency: .milliseconds(latency))
+    let faults = try arguments.simulatorFaults()
     return FCMSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port),
@@ -67,30 +66,16 @@ func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguratio
             faults: faults))
 }
 
-await runCommand(usage: usage) {
-    let arguments = try Arguments(
-        Array(CommandLine.arguments.dropFirst()), switches: ["h2c", "help"], environmentPrefix: "FCM_SIM_")
-    if arguments.wantsHelp {
-        print(usage)
-        return
-    }
-    try arguments.rejectUnknownFlags(known: knownFlags)
-    let configuration = try configuration(from: arguments)
-    let (stopRequested, signals) = AsyncStream.makeStream(of: Int32.self)
-    let sources = TerminationSignals.install { signals.yield($0) }
-    ProcessResources.raiseOpenFileLimit()
+await runSimulator(name: "fcm-sim", usage: usage, environmentPrefix: "FCM_SIM_", knownFlags: knownFlags) {
+    let configuration = try configuration(from: $0)
     let server = FCMSimulatorServer(configuration: configuration)
     try server.start()
     if configuration.gateway.serviceAccounts.isEmpty {
         printError("fcm-sim: no --service-account given: every token request will be refused")
     }
-    printError(
-        "fcm-sim listening provider=\(configuration.providerHost):\(server.providerPort) "
-            + "device=\(configuration.deviceHost):\(server.devicePort)")
-    var iterator = stopRequested.makeAsyncIterator()
-    _ = await iterator.next()
-    printError("fcm-sim: stopping")
-    await server.shutdown()
-    withExtendedLifetime(sources) {}
-    printError("fcm-sim: stopped")
+    return (
+        server,
+        "provider=\(configuration.providerHost):\(server.providerPort) "
+            + "device=\(configuration.deviceHost):\(server.devicePort)"
+    )
 }

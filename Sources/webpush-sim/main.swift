@@ -48,15 +48,11 @@ func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfigur
         endpointBase = base
     }
     let maxTTL = try arguments.int("max-ttl", default: 60 * 86_400)
-    let latency = try arguments.int("fault-latency-ms", default: 0)
     let connections = try arguments.int("device-connection-limit", default: 16_384)
-    guard maxTTL >= 0, latency >= 0, connections > 0 else {
-        throw UsageError("--max-ttl and --fault-latency-ms must not be negative; --device-connection-limit positive")
+    guard maxTTL >= 0, connections > 0 else {
+        throw UsageError("--max-ttl must not be negative; --device-connection-limit positive")
     }
-    let faults = try arguments.simulatorFaults(latency: .milliseconds(latency))
-    guard faults.dropProbability + faults.status429Probability + faults.status503Probability <= 1 else {
-        throw UsageError("--fault-drop, --fault-429 and --fault-503 must add up to at most 1")
-    }
+    let faults = try arguments.simulatorFaults()
     return WebPushSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port), mozillaHost: mozillaListen?.host,
@@ -64,29 +60,13 @@ func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfigur
         gateway: WebPushGatewayConfiguration(maxTTL: maxTTL, faults: faults))
 }
 
-await runCommand(usage: usage) {
-    let arguments = try Arguments(
-        Array(CommandLine.arguments.dropFirst()), switches: ["h2c", "help"], environmentPrefix: "WEBPUSH_SIM_")
-    if arguments.wantsHelp {
-        print(usage)
-        return
-    }
-    try arguments.rejectUnknownFlags(known: knownFlags)
-    let configuration = try configuration(from: arguments)
-    let (stopRequested, signals) = AsyncStream.makeStream(of: Int32.self)
-    let sources = TerminationSignals.install { signals.yield($0) }
-    ProcessResources.raiseOpenFileLimit()
+await runSimulator(name: "webpush-sim", usage: usage, environmentPrefix: "WEBPUSH_SIM_", knownFlags: knownFlags) {
+    let configuration = try configuration(from: $0)
     let server = WebPushSimulatorServer(configuration: configuration)
     try server.start()
     var line =
-        "webpush-sim listening provider=\(configuration.providerHost):\(server.providerPort) "
+        "provider=\(configuration.providerHost):\(server.providerPort) "
         + "device=\(configuration.deviceHost):\(server.devicePort)"
     if let host = configuration.mozillaHost { line += " mozilla=\(host):\(server.mozillaPort)" }
-    printError(line + " endpoint-base=\(server.gateway.endpointBase)")
-    var iterator = stopRequested.makeAsyncIterator()
-    _ = await iterator.next()
-    printError("webpush-sim: stopping")
-    await server.shutdown()
-    withExtendedLifetime(sources) {}
-    printError("webpush-sim: stopped")
+    return (server, line + " endpoint-base=\(server.gateway.endpointBase)")
 }

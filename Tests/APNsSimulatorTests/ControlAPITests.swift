@@ -39,7 +39,7 @@ struct ControlAPITests {
         #expect(set.status == 200 && set.json["latencyMs"] as? Int == 300 && set.json["goawayAfter"] as? Int == 5)
         #expect(slow.status == 200)
         #expect(elapsed >= .milliseconds(300))
-        #expect(faults.goAwayAfterStreams == 5 && faults.latency == .milliseconds(300))
+        #expect(faults.goAwayAfterStreams == 5 && faults.common.latency == .milliseconds(300))
     }
 
     @Test func badFaultsAreRefusedAndChangeNothing() async throws {
@@ -70,7 +70,7 @@ struct ControlAPITests {
             #expect(answer.1 == code, "\(body)")
             #expect(answer.2?.isEmpty == false, "\(body)")
         }
-        #expect(faults == FaultConfiguration(dropProbability: 0.25, seed: 1))
+        #expect(faults == APNsFaults(SimulatorFaults(dropProbability: 0.25, seed: 1)))
     }
 
     @Test func aScriptedErrorAnswersTheNextSendsThenStops() async throws {
@@ -242,5 +242,23 @@ struct ControlAPITests {
         #expect(after.first?["sequence"] as? Int == 3, "numbering goes on, so readers' 'after' cursors stay valid")
         #expect(after.first?["apnsId"] as? String == stored.apnsID)
         #expect(after.first?["outcome"] as? String == "delivered", "outcomes after the clear are still recorded")
+    }
+
+    @Test func aBadLogQueryIsRefusedAndReadsNothing() async throws {
+        let harness = try await SimulatorHarness()
+        let token = try await harness.registerDevice()
+        _ = try await harness.push(to: token)
+        var answers: [String: (Int, String?)] = [:]
+        for query in ["after=-1", "after=x", "limit=-2", "limit=1.5"] {
+            let result = try await harness.control("GET", "/sim/log?\(query)")
+            answers[query] = (result.status, result.json["error"] as? String)
+        }
+        let log = try await harness.log()
+        await harness.stop()
+        for (query, answer) in answers {
+            #expect(answer.0 == 400, "\(query)")
+            #expect(answer.1 == "invalidRequest", "\(query)")
+        }
+        #expect(log.count == 1)
     }
 }

@@ -7,7 +7,7 @@ import Testing
 @Suite("Fault injection")
 struct FaultTests {
     @Test func dropAnswers200ButNeverDelivers() async throws {
-        let harness = try await SimulatorHarness(faults: FaultConfiguration(dropProbability: 1, seed: 1))
+        let harness = try await SimulatorHarness(faults: APNsFaults(SimulatorFaults(dropProbability: 1, seed: 1)))
         let token = try await harness.registerDevice()
         let stream = try await harness.openStream(token)
         let result = try await harness.push(to: token)
@@ -24,7 +24,7 @@ struct FaultTests {
     }
 
     @Test func tooManyRequests() async throws {
-        let harness = try await SimulatorHarness(faults: FaultConfiguration(tooManyRequestsProbability: 1, seed: 1))
+        let harness = try await SimulatorHarness(faults: APNsFaults(SimulatorFaults(status429Probability: 1, seed: 1)))
         let token = try await harness.registerDevice()
         let result = try await harness.push(to: token)
         let entry = try await harness.logEntry(result.apnsID)
@@ -35,7 +35,7 @@ struct FaultTests {
     }
 
     @Test func serviceUnavailable() async throws {
-        let harness = try await SimulatorHarness(faults: FaultConfiguration(serviceUnavailableProbability: 1, seed: 1))
+        let harness = try await SimulatorHarness(faults: APNsFaults(SimulatorFaults(status503Probability: 1, seed: 1)))
         let token = try await harness.registerDevice()
         let result = try await harness.push(to: token)
         await harness.stop()
@@ -45,15 +45,15 @@ struct FaultTests {
     }
 
     @Test func faultsAreInvalidRequestsStillGetTheirOwnReason() async throws {
-        let harness = try await SimulatorHarness(faults: FaultConfiguration(serviceUnavailableProbability: 1, seed: 1))
+        let harness = try await SimulatorHarness(faults: APNsFaults(SimulatorFaults(status503Probability: 1, seed: 1)))
         let result = try await harness.push(to: "abc")
         await harness.stop()
         #expect(result.reason == "BadDeviceToken")
     }
 
     @Test func sameSeedGivesSameFaults() async throws {
-        let faults = FaultConfiguration(
-            dropProbability: 0.2, tooManyRequestsProbability: 0.3, serviceUnavailableProbability: 0.3, seed: 42)
+        let faults = APNsFaults(
+            SimulatorFaults(dropProbability: 0.2, status429Probability: 0.3, status503Probability: 0.3, seed: 42))
         var runs: [[String]] = []
         for _ in 0..<2 {
             let harness = try await SimulatorHarness(faults: faults)
@@ -77,7 +77,7 @@ struct FaultTests {
             Issue.record("Python with h2 is required: set SIGNALFETCH_PYTHON (e.g. /work/venv/bin/python3)")
             return
         }
-        let harness = try await SimulatorHarness(faults: FaultConfiguration(goAwayAfterStreams: 2))
+        let harness = try await SimulatorHarness(faults: APNsFaults(goAwayAfterStreams: 2))
         let token = try await harness.registerDevice()
         let script = TestEnvironment.peer("h2_goaway.py")
         let result = try await runTool(
@@ -97,7 +97,7 @@ struct FaultTests {
     }
 
     @Test func latencyDelaysResponses() async throws {
-        let harness = try await SimulatorHarness(faults: FaultConfiguration(latency: .milliseconds(400)))
+        let harness = try await SimulatorHarness(faults: APNsFaults(SimulatorFaults(latency: .milliseconds(400))))
         let token = try await harness.registerDevice()
         let started = ContinuousClock.now
         let result = try await harness.push(to: token)

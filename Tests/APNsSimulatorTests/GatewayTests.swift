@@ -7,7 +7,7 @@ import Testing
 @Suite("Gateway logic")
 struct GatewayTests {
     private func makeGateway(
-        logCapacity: Int = 100, faults: FaultConfiguration = FaultConfiguration()
+        logCapacity: Int = 100, faults: APNsFaults = APNsFaults()
     ) throws -> (
         Gateway, P256PrivateKey, ManualClock
     ) {
@@ -127,8 +127,8 @@ struct GatewayTests {
     }
 
     @Test func faultInjectorReplaysBySeed() {
-        let configuration = FaultConfiguration(
-            dropProbability: 0.25, tooManyRequestsProbability: 0.25, serviceUnavailableProbability: 0.25, seed: 99)
+        let configuration = APNsFaults(
+            SimulatorFaults(dropProbability: 0.25, status429Probability: 0.25, status503Probability: 0.25, seed: 99))
         var first = FaultInjector(configuration: configuration)
         var second = FaultInjector(configuration: configuration)
         let a = (0..<200).map { _ in first.nextDecision() }

@@ -19,33 +19,6 @@ struct PushResult {
     var reason: String? { json["reason"] as? String }
 }
 
-/// Runs a tool to completion off the cooperative pool (with `posix_spawn`, not `Foundation.Process`).
-func runTool(_ executable: String, _ arguments: [String]) async throws -> ProcessResult {
-    try await offPool {
-        let directory = try TemporaryDirectory(prefix: "tool")
-        let child = try ChildProcess(executable, arguments, logDirectory: directory.url.path)
-        let status = child.waitForExit()
-        let signaled = status & 0x7f != 0
-        return ProcessResult(
-            status: signaled ? status & 0x7f : (status >> 8) & 0xff, terminatedBySignal: signaled,
-            stdout: child.output, stderr: child.errorOutput)
-    }
-}
-
-/// Fails the test with a clear message when a required tool is missing.
-func requireTool(_ name: String) throws -> String {
-    guard let path = Subprocess.which(name) else {
-        Issue.record("\(name) is required on PATH for this test")
-        throw HarnessError("\(name) not found")
-    }
-    return path
-}
-
-struct HarnessError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
 /// An in-process simulator on loopback ports with a manual clock, a trusted signing key, and curl as the
 /// provider and device client.
 final class SimulatorHarness: Sendable {
@@ -61,7 +34,7 @@ final class SimulatorHarness: Sendable {
 
     init(
         allowedTopics: Set<String> = [topic, "com.example.other"], backgroundBudget: Int = 3,
-        backgroundWindow: TimeInterval = 3600, faults: FaultConfiguration = FaultConfiguration(), sandbox: Bool = false
+        backgroundWindow: TimeInterval = 3600, faults: APNsFaults = APNsFaults(), sandbox: Bool = false
     ) async throws {
         curl = try requireTool("curl")
         directory = try TemporaryDirectory(prefix: "apns-sim-test")

@@ -2,6 +2,7 @@ import FCMSimulator
 import Foundation
 import Locking
 import SimulatorSupport
+import TestSupport
 import Testing
 
 /// An in-process gateway with a manual clock and two trusted projects, driven through `handle(_:)`.

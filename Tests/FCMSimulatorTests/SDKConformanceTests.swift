@@ -210,4 +210,18 @@ struct SDKConformanceTests {
         #expect(codes.allSatisfy { $0.hasPrefix("401 ") })
         #expect(codes.dropFirst().allSatisfy { $0 == "401 0" }, "connections were not reused: \(codes)")
     }
+
+    @Test func startupMistakesExitWithUsage() async throws {
+        let executable = TestEnvironment.executable("fcm-sim").path
+        let missingTLS = try await runTool(executable, ["--listen", "127.0.0.1:0"])
+        let overOne = try await runTool(executable, ["--h2c", "--fault-drop", "0.5", "--fault-429", "0.6"])
+        let negative = try await runTool(executable, ["--h2c", "--fault-latency-ms", "-5"])
+        let unknown = try await runTool(executable, ["--h2c", "--nope", "1"])
+        let help = try await runTool(executable, ["--help"])
+        #expect(missingTLS.status == 2 && missingTLS.stderr.contains("--tls-cert"), "\(missingTLS.stderr)")
+        #expect(overOne.status == 2 && overOne.stderr.contains("add up to at most 1"), "\(overOne.stderr)")
+        #expect(negative.status == 2 && negative.stderr.contains("--fault-latency-ms"), "\(negative.stderr)")
+        #expect(unknown.status == 2 && unknown.stderr.contains("--nope"))
+        #expect(help.status == 0 && help.stdout.contains("--service-account"))
+    }
 }

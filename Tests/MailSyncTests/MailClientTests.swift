@@ -147,7 +147,7 @@ struct MailClientTests {
         }
         #expect(try await Self.wait(client) { serverStreams($0) == 1 && synced($0, messages: 0) != nil })
         // apns-sim accepts every push and delivers none.
-        backend.simulator.gateway.setFaults(FaultConfiguration(dropProbability: 1))
+        backend.simulator.gateway.setFaults(APNsFaults(SimulatorFaults(dropProbability: 1)))
         _ = try await Self.send(backend, subject: "no push for this one", body: "one")
         #expect(try await Self.wait(client) { synced($0, messages: 1) != nil })
         #expect(synced(client.output, messages: 1)?["trigger"] as? String == "change")
@@ -173,7 +173,7 @@ struct MailClientTests {
         let backend = try await InProcessMailboxd()
         let state = try TemporaryDirectory()
         // apns-sim accepts every push and delivers none.
-        backend.simulator.gateway.setFaults(FaultConfiguration(dropProbability: 1))
+        backend.simulator.gateway.setFaults(APNsFaults(SimulatorFaults(dropProbability: 1)))
         let client = try startClient(
             backend, stateDir: state.path("client"),
             extra: ["--fallback-interval", "0.2", "--until-messages", "2", "--timeout", "30"])

@@ -133,7 +133,7 @@ struct APNsPushServiceTests {
         _ = try await Self.send(sender, item)
         let recent = sender.closeIdleConnections(now: .now + .seconds(30))
         // Hold the next answer back: the connection has a send in flight however long ago it was first used.
-        f.simulator.gateway.setFaults(FaultConfiguration(latency: .milliseconds(500)))
+        f.simulator.gateway.setFaults(APNsFaults(SimulatorFaults(latency: .milliseconds(500))))
         let inFlight = Task { try await Self.send(sender, item) }
         try await Task.sleep(for: .milliseconds(150))
         let busy = sender.closeIdleConnections(now: .now + .seconds(3600))

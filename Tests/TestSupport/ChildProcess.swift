@@ -182,3 +182,30 @@ public func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) asy
         Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }
+
+/// Runs `executable` to completion off the cooperative pool, with `environment` added to this process's.
+public func runTool(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:]
+) async throws -> ProcessResult {
+    try await offPool {
+        let directory = try TemporaryDirectory(prefix: "tool")
+        let child = try ChildProcess(executable, arguments, environment: environment, logDirectory: directory.url.path)
+        let status = child.waitForExit()
+        let signaled = status & 0x7f != 0
+        return ProcessResult(
+            status: signaled ? status & 0x7f : (status >> 8) & 0xff, terminatedBySignal: signaled,
+            stdout: child.output, stderr: child.errorOutput)
+    }
+}
+
+/// The path of `name` on PATH; a missing tool fails the test with a message naming it.
+public func requireTool(_ name: String) throws -> String {
+    guard let path = Subprocess.which(name) else { throw HarnessError("\(name) is required on PATH for this test") }
+    return path
+}
+
+/// A test harness's own failure: what it needed and did not get.
+public struct HarnessError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

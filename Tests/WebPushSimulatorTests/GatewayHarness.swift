@@ -2,13 +2,9 @@ import Foundation
 import Locking
 import OpenSSLCrypto
 import SimulatorSupport
+import TestSupport
 import Testing
 import WebPushSimulator
-
-struct HarnessError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// An application server: its VAPID key pair, and the pushes it makes (RFC 8291 bodies, RFC 8292 tokens).
 struct ApplicationServer {

@@ -3,32 +3,6 @@ import OpenSSLCrypto
 import TestSupport
 import Testing
 
-/// Runs `executable` to completion off the cooperative pool.
-func runTool(
-    _ executable: String, _ arguments: [String], environment: [String: String] = [:]
-) async throws
-    -> ProcessResult
-{
-    try await offPool {
-        let directory = try TemporaryDirectory(prefix: "tool")
-        let child = try ChildProcess(executable, arguments, environment: environment, logDirectory: directory.url.path)
-        let status = child.waitForExit()
-        let signaled = status & 0x7f != 0
-        return ProcessResult(
-            status: signaled ? status & 0x7f : (status >> 8) & 0xff, terminatedBySignal: signaled,
-            stdout: child.output, stderr: child.errorOutput)
-    }
-}
-
-/// Fails the test with a clear message when a required tool is missing.
-func requireTool(_ name: String) throws -> String {
-    guard let path = Subprocess.which(name) else {
-        Issue.record("\(name) is required on PATH for this test")
-        throw HarnessError("\(name) not found")
-    }
-    return path
-}
-
 /// A running `webpush-sim` process (TLS push resources, the device API, the Mozilla protocol) on loopback.
 final class RunningWebPushSimulator: Sendable {
     let directory: TemporaryDirectory
