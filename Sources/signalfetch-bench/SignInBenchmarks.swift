@@ -16,6 +16,27 @@ enum SignInBenchmarks {
         var loaded: [Double]
         var deliveries: Int
         var seconds: Double
+
+        /// The figure: the p50 under load against the p50 alone (at most 1.5×), the p90s and the rate reached as
+        /// details.
+        func figure(deliveriesPerSecondTarget target: Double) -> Figure {
+            func percentile(_ values: [Double], _ p: Double) -> Double {
+                let sorted = values.sorted()
+                return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+            }
+            let rate = Double(deliveries) / seconds
+            return Figure(
+                "signin-under-load",
+                title: "Sign-in (POST /v1/session, scrypt) p50 while \(String(format: "%.1f", rate)) deliveries/s run "
+                    + "vs alone",
+                unit: "ms", ours: ("under load", percentile(loaded, 0.5)), baseline: ("alone", percentile(idle, 0.5)),
+                goal: 1.5, higherIsBetter: false, chart: false,
+                details: [
+                    "deliveries_per_s_target": .integer(Int(target)), "deliveries_per_s": .number(rate, decimals: 1),
+                    "p90_ms_alone": .number(percentile(idle, 0.9), decimals: 2),
+                    "p90_ms_under_load": .number(percentile(loaded, 0.9), decimals: 2),
+                ])
+        }
     }
 
     static func run(path: String, signIns: Int, deliveriesPerSecond: Double) async throws -> Latencies {

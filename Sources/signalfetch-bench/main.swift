@@ -71,10 +71,11 @@ await runCommand(usage: usage) {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             }
         }
-        let best = (kit: kit.max()!, raw: raw.max()!)
-        print(
-            #"{"benchmark":"sqlite-insert","rows":\#(rows),"batch":\#(batch),"sqlitekit_rows_per_s":\#(Int(best.kit)),"raw_c_rows_per_s":\#(Int(best.raw)),"ratio":\#(String(format: "%.3f", best.kit / best.raw))}"#
-        )
+        let figure = Figure(
+            "sqlite-insert", title: "SQLiteKit inserts vs direct sqlite3 C calls", unit: "rows/s",
+            ours: ("SQLiteKit", (kit.max() ?? 0).rounded()), baseline: ("sqlite3 C API", (raw.max() ?? 0).rounded()),
+            goal: 0.8, details: ["rows": .integer(rows), "batch": .integer(batch)])
+        print(figure.json)
     case "locks":
         let records = LockBenchmarks.run(
             operations: try arguments.int("operations", default: 2_000_000),
@@ -95,90 +96,9 @@ await runCommand(usage: usage) {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             }
         }
-        var fields: [String] = [#""benchmark":"store""#, #""deliveries":\#(count)"#, #""producers":8"#]
-        // `--changes-only`: only the sync costs (changes and JMAP), for profiling them.
-        if !arguments.flag("changes-only") {
-            for mode in [SynchronousMode.normal, .full] {
-                // Two interleaved measurements (see deliveryRates), the best of each side.
-                var single = 0.0
-                var grouped = 0.0
-                var runs: [StoreBenchmarks.DeliveryRates] = []
-                for _ in 0..<2 {
-                    let rates = try await StoreBenchmarks.deliveryRates(
-                        groupPath: fresh("group"), singlePath: fresh("single"), synchronous: mode, count: count,
-                        producers: 8)
-                    grouped = max(grouped, rates.group)
-                    single = max(single, rates.single)
-                    runs.append(rates)
-                }
-                let name = mode.rawValue.lowercased()
-                fields.append(#""\#(name)_group_commit_per_s":\#(Int(grouped))"#)
-                fields.append(#""\#(name)_single_tx_per_s":\#(Int(single))"#)
-                fields.append(#""\#(name)_ratio":\#(String(format: "%.2f", grouped / single))"#)
-                // What the commit alone allows: at most 8 deliveries share one COMMIT, so the ratio cannot pass
-                // 8 × (a whole one-message transaction) / (the store's COMMIT), whatever the rest costs.
-                let perTransaction = Double(count * runs.count) / Double(max(1, runs.map(\.batches).reduce(0, +)))
-                let groupCommit = runs.map(\.groupCommit).reduce(0, +) / Double(runs.count)
-                let singleCommit = runs.map(\.singleCommit).reduce(0, +) / Double(runs.count)
-                let bound = runs.map { 8 / $0.single / $0.groupCommit }.max() ?? 0
-                // And with the machinery's cost when nothing is written (producers' turnaround, hand-offs, one read per
-                // write) added to the commit: the ratio if inserting a message cost no more than reading one.
-                let machinery = runs.map(\.machinery).reduce(0, +) / Double(runs.count)
-                let ceiling = runs.map { 8 / $0.single / ($0.groupCommit + $0.machinery) }.max() ?? 0
-                fields.append(#""\#(name)_deliveries_per_tx":\#(String(format: "%.2f", perTransaction))"#)
-                fields.append(#""\#(name)_group_commit_us":\#(Int(groupCommit * 1e6))"#)
-                fields.append(#""\#(name)_single_commit_us":\#(Int(singleCommit * 1e6))"#)
-                fields.append(#""\#(name)_single_tx_us":\#(Int(1e6 / single))"#)
-                fields.append(#""\#(name)_ratio_bound":\#(String(format: "%.2f", bound))"#)
-                fields.append(#""\#(name)_machinery_us":\#(Int(machinery * 1e6))"#)
-                fields.append(#""\#(name)_ratio_ceiling":\#(String(format: "%.2f", ceiling))"#)
-            }
-            // 64 producers, as many as an MTA's LMTP sessions and a crowd of senders bring: at FULL against one
-            // transaction per message, and against the same producers at OFF (no fsync: the CPU-bound ceiling), the
-            // two sides interleaved as above.
-            var full64: [StoreBenchmarks.DeliveryRates] = []
-            var off64: [StoreBenchmarks.DeliveryRates] = []
-            for _ in 0..<2 {
-                full64.append(
-                    try await StoreBenchmarks.deliveryRates(
-                        groupPath: fresh("group64"), singlePath: fresh("single64"), synchronous: .full, count: count,
-                        producers: 64))
-                off64.append(
-                    try await StoreBenchmarks.deliveryRates(
-                        groupPath: fresh("group64off"), singlePath: fresh("single64off"), synchronous: .off,
-                        count: count,
-                        producers: 64))
-            }
-            let grouped64 = full64.map(\.group).max() ?? 0
-            let single64 = full64.map(\.single).max() ?? 1
-            let off64Rate = off64.map(\.group).max() ?? 1
-            fields.append(#""full64_group_commit_per_s":\#(Int(grouped64))"#)
-            fields.append(#""full64_single_tx_per_s":\#(Int(single64))"#)
-            fields.append(#""full64_ratio":\#(String(format: "%.2f", grouped64 / single64))"#)
-            fields.append(#""off64_group_commit_per_s":\#(Int(off64Rate))"#)
-            fields.append(#""full64_vs_off_ratio":\#(String(format: "%.3f", grouped64 / off64Rate))"#)
-            let batches64 = full64.map(\.batches).reduce(0, +)
-            fields.append(
-                #""full64_deliveries_per_tx":\#(String(format: "%.1f", Double(count * full64.count) / Double(max(1, batches64))))"#
-            )
-            fields.append(
-                #""full64_group_commit_us":\#(Int(full64.map(\.groupCommit).reduce(0, +) / Double(full64.count) * 1e6))"#
-            )
-        }
-        let smallMailbox = try await StoreBenchmarks.changesFixture(path: fresh("small"), size: 1_000)
-        let largeMailbox = try await StoreBenchmarks.changesFixture(path: fresh("large"), size: large)
-        let (small, big) = try await StoreBenchmarks.changesLatency(small: smallMailbox, large: largeMailbox)
-        fields.append(#""changes_ms_1k":\#(String(format: "%.3f", small))"#)
-        fields.append(#""changes_ms_large":\#(String(format: "%.3f", big))"#)
-        fields.append(#""large_mailbox":\#(large)"#)
-        fields.append(#""changes_ratio":\#(String(format: "%.2f", big / small))"#)
-        let sync = try await JMAPBenchmarks.syncLatency(small: smallMailbox, large: largeMailbox)
-        fields.append(#""jmap_sync_ms_1k":\#(String(format: "%.3f", sync.jmapSmall))"#)
-        fields.append(#""jmap_sync_ms_large":\#(String(format: "%.3f", sync.jmapLarge))"#)
-        fields.append(#""jmap_sync_ratio":\#(String(format: "%.2f", sync.jmapLarge / sync.jmapSmall))"#)
-        fields.append(#""v1_sync_ms_1k":\#(String(format: "%.3f", sync.v1Small))"#)
-        fields.append(#""jmap_vs_v1":\#(String(format: "%.2f", sync.v1Small / sync.jmapSmall))"#)
-        print("{" + fields.joined(separator: ",") + "}")
+        let figures = try await StoreBenchmarks.figures(
+            count: count, large: large, changesOnly: arguments.flag("changes-only"), fresh: fresh)
+        for figure in figures { print(figure.json) }
     case "signin":
         let dir = arguments.string("dir") ?? NSTemporaryDirectory()
         let path = "\(dir)/bench-signin-\(UUID().uuidString.prefix(8)).sqlite"
@@ -186,20 +106,7 @@ await runCommand(usage: usage) {
         let rate = Double(try arguments.int("rate", default: 50))
         let result = try await SignInBenchmarks.run(
             path: path, signIns: try arguments.int("count", default: 20), deliveriesPerSecond: rate)
-        func percentile(_ values: [Double], _ p: Double) -> Double {
-            let sorted = values.sorted()
-            return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-        }
-        let idle50 = percentile(result.idle, 0.5)
-        let loaded50 = percentile(result.loaded, 0.5)
-        print(
-            #"{"benchmark":"signin-under-load","deliveries_per_s_target":\#(Int(rate)),"#
-                + #""deliveries_per_s":\#(String(format: "%.1f", Double(result.deliveries) / result.seconds)),"#
-                + #""signin_ms_idle_p50":\#(String(format: "%.2f", idle50)),"#
-                + #""signin_ms_idle_p90":\#(String(format: "%.2f", percentile(result.idle, 0.9))),"#
-                + #""signin_ms_loaded_p50":\#(String(format: "%.2f", loaded50)),"#
-                + #""signin_ms_loaded_p90":\#(String(format: "%.2f", percentile(result.loaded, 0.9))),"#
-                + #""ratio":\#(String(format: "%.2f", loaded50 / idle50))}"#)
+        print(result.figure(deliveriesPerSecondTarget: rate).json)
     case "store-crash-writer":
         try await StoreBenchmarks.crashWriter(path: try arguments.required("db"))
     case "sqlite-crash-writer":
