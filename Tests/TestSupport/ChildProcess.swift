@@ -206,6 +206,8 @@ public func requireTool(_ name: String) throws -> String {
 
 /// A test harness's own failure: what it needed and did not get.
 public struct HarnessError: Error, CustomStringConvertible {
+    /// What went wrong, for the test's failure message.
     public var description: String
+    /// An error saying `description`.
     public init(_ description: String) { self.description = description }
 }
