@@ -54,33 +54,10 @@ struct ClientInteropTests {
             fullEnvironment["APNS_SIM_TLS_KEY"] = directory.path("server.key")
             process = try ChildProcess(
                 executable, arguments, environment: fullEnvironment, logDirectory: directory.url.path)
-            var ports: (Int, Int, Int?)?
-            let deadline = Date().addingTimeInterval(20)
-            while ports == nil, Date() < deadline, process.isRunning {
-                ports = Self.parsePorts(process.errorOutput)
-                if ports == nil { usleep(20_000) }
-            }
-            guard let ports else {
-                throw HarnessError("apns-sim did not start: \(process.errorOutput)")
-            }
-            (providerPort, devicePort, sandboxPort) = ports
-        }
-
-        static func parsePorts(_ text: String) -> (Int, Int, Int?)? {
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("apns-sim listening ") }) else {
-                return nil
-            }
-            var provider: Int?
-            var device: Int?
-            var sandbox: Int?
-            for field in line.split(separator: " ") {
-                let port = field.split(separator: ":").last.flatMap { Int($0) }
-                if field.hasPrefix("provider=") { provider = port }
-                if field.hasPrefix("device=") { device = port }
-                if field.hasPrefix("sandbox=") { sandbox = port }
-            }
-            guard let provider, let device else { return nil }
-            return (provider, device, sandbox)
+            let ports = try process.listeningPorts(prefix: "apns-sim listening ")
+            guard let provider = ports["provider"], let device = ports["device"]
+            else { throw HarnessError("apns-sim did not name its ports: \(process.errorOutput)") }
+            (providerPort, devicePort, sandboxPort) = (Int(provider), Int(device), ports["sandbox"].map(Int.init))
         }
 
         var deviceURL: String { "http://127.0.0.1:\(devicePort)" }

@@ -95,30 +95,10 @@ final class RunningFCMSimulator: Sendable {
         fullEnvironment["FCM_SIM_TLS_KEY"] = directory.path("server.key")
         process = try ChildProcess(
             executable, arguments + extraArguments, environment: fullEnvironment, logDirectory: directory.url.path)
-        var ports: (Int, Int)?
-        let deadline = Date().addingTimeInterval(20)
-        while ports == nil, Date() < deadline, process.isRunning {
-            ports = Self.parsePorts(process.errorOutput)
-            if ports == nil { usleep(20_000) }
-        }
-        guard let ports else { throw HarnessError("fcm-sim did not start: \(process.errorOutput)") }
-        (providerPort, devicePort) = ports
-    }
-
-    /// The ports of `fcm-sim listening provider=HOST:PORT device=HOST:PORT`.
-    static func parsePorts(_ text: String) -> (Int, Int)? {
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("fcm-sim listening ") }) else {
-            return nil
-        }
-        var provider: Int?
-        var device: Int?
-        for field in line.split(separator: " ") {
-            let port = field.split(separator: ":").last.flatMap { Int($0) }
-            if field.hasPrefix("provider=") { provider = port }
-            if field.hasPrefix("device=") { device = port }
-        }
-        guard let provider, let device else { return nil }
-        return (provider, device)
+        let ports = try process.listeningPorts(prefix: "fcm-sim listening ")
+        guard let provider = ports["provider"], let device = ports["device"]
+        else { throw HarnessError("fcm-sim did not name its ports: \(process.errorOutput)") }
+        (providerPort, devicePort) = (Int(provider), Int(device))
     }
 
     static func start(

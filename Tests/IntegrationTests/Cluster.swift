@@ -24,6 +24,8 @@ final class Cluster: Sendable {
     private let mailboxdCommand: [String]
     var mailboxd: ChildProcess { mailboxdProcess.current }
     let apiPort: UInt16
+    /// mailboxd's LMTP port, when `mailboxdArguments` ask for an LMTP listener (`--lmtp-listen 127.0.0.1:0`).
+    let lmtpPort: UInt16?
     /// The port mailboxd serves `/metrics` on (its own listener, plain HTTP on loopback).
     let metricsPort: UInt16
     let providerPort: UInt16
@@ -76,18 +78,17 @@ final class Cluster: Sendable {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         deliveryToken = try String(contentsOfFile: data + "/delivery-token", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        providerPort = freeLocalPort()
-        sandboxPort = freeLocalPort()
-        devicePort = freeLocalPort()
-        apiPort = freeLocalPort()
-        metricsPort = freeLocalPort()
         apnsSim = try ChildProcess(
             TestEnvironment.executable("apns-sim").path,
             [
-                "--listen", "127.0.0.1:\(providerPort)", "--sandbox-listen", "127.0.0.1:\(sandboxPort)",
-                "--device-listen", "127.0.0.1:\(devicePort)", "--tls-cert", data + "/tls/server.pem", "--tls-key",
-                data + "/tls/server.key", "--provider-key", "\(keyID):\(teamID):\(data)/apns/key.pub.pem",
+                "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
+                "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key", "--provider-key",
+                "\(keyID):\(teamID):\(data)/apns/key.pub.pem",
             ] + (apnsConfig == nil ? ["--topic", Self.topic] : []) + simArguments, logDirectory: directory.url.path)
+        let apnsPorts = try apnsSim.listeningPorts(prefix: "apns-sim listening ")
+        (providerPort, sandboxPort, devicePort) = (
+            try #require(apnsPorts["provider"]), try #require(apnsPorts["sandbox"]), try #require(apnsPorts["device"])
+        )
         let production = "https://127.0.0.1:\(providerPort)"
         let sandbox = "https://127.0.0.1:\(sandboxPort)"
         var apnsFlags = [
@@ -101,15 +102,15 @@ final class Cluster: Sendable {
         }
         if fcm {
             // fcm-sim trusts the service account dev-setup wrote; mailboxd's --fcm-config points at fcm-sim.
-            let ports = (provider: freeLocalPort(), device: freeLocalPort())
-            fcmPorts = ports
-            fcmSim = try ChildProcess(
+            let sim = try ChildProcess(
                 TestEnvironment.executable("fcm-sim").path,
                 [
-                    "--listen", "127.0.0.1:\(ports.provider)", "--device-listen", "127.0.0.1:\(ports.device)",
-                    "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key",
-                    "--service-account", data + "/fcm/service-account.json",
+                    "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--tls-cert", data + "/tls/server.pem",
+                    "--tls-key", data + "/tls/server.key", "--service-account", data + "/fcm/service-account.json",
                 ] + fcmSimArguments, logDirectory: directory.url.path)
+            let listening = try sim.listeningPorts(prefix: "fcm-sim listening ")
+            let ports = (provider: try #require(listening["provider"]), device: try #require(listening["device"]))
+            (fcmSim, fcmPorts) = (sim, ports)
             let file = directory.path("fcm-config.json")
             let config: [String: Any] = [
                 "endpoint": "https://127.0.0.1:\(ports.provider)",
@@ -126,15 +127,18 @@ final class Cluster: Sendable {
         if webpush {
             // webpush-sim serves TLS with dev-setup's certificate; mailboxd trusts its CA and allows its loopback
             // endpoint host (the only way an endpoint on loopback is accepted).
-            let ports = (provider: freeLocalPort(), device: freeLocalPort(), mozilla: freeLocalPort())
-            webPushPorts = ports
-            webPushSim = try ChildProcess(
+            let sim = try ChildProcess(
                 TestEnvironment.executable("webpush-sim").path,
                 [
-                    "--listen", "127.0.0.1:\(ports.provider)", "--device-listen", "127.0.0.1:\(ports.device)",
-                    "--mozilla-listen", "127.0.0.1:\(ports.mozilla)", "--tls-cert", data + "/tls/server.pem",
-                    "--tls-key", data + "/tls/server.key",
+                    "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--mozilla-listen", "127.0.0.1:0",
+                    "--tls-cert", data + "/tls/server.pem", "--tls-key", data + "/tls/server.key",
                 ] + webPushSimArguments, logDirectory: directory.url.path)
+            let listening = try sim.listeningPorts(prefix: "webpush-sim listening ")
+            let ports = (
+                provider: try #require(listening["provider"]), device: try #require(listening["device"]),
+                mozilla: try #require(listening["mozilla"])
+            )
+            (webPushSim, webPushPorts) = (sim, ports)
             apnsFlags += [
                 "--webpush-ca", data + "/tls/ca.pem", "--webpush-allow-host", "127.0.0.1:\(ports.provider)",
                 "--webpush-subject", "mailto:ops@example.com",
@@ -146,23 +150,31 @@ final class Cluster: Sendable {
         }
         // A fixed instance name: `crashAndRestartMailboxd` starts the same instance again, which ends the outbox
         // leases its killed predecessor held (a process under another name would wait for them to run out).
-        mailboxdCommand =
+        let command =
             [mailboxdPath]
-            + ["serve", "--data-dir", data, "--listen", "127.0.0.1:\(apiPort)", "--instance-id", "cluster-mailboxd"]
-            + ["--metrics-listen", "127.0.0.1:\(metricsPort)"]
-            + apnsFlags + mailboxdArguments
-        mailboxdProcess = ProcessBox(
-            try ChildProcess(
-                mailboxdCommand[0], Array(mailboxdCommand.dropFirst()), logDirectory: directory.url.path))
+            + ["serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--instance-id", "cluster-mailboxd"]
+            + ["--metrics-listen", "127.0.0.1:0"] + apnsFlags + mailboxdArguments
+        let mailboxd = try ChildProcess(command[0], Array(command.dropFirst()), logDirectory: directory.url.path)
+        mailboxdProcess = ProcessBox(mailboxd)
+        apiPort = try #require(mailboxd.listeningPorts(prefix: "mailboxd listening on ")["url"])
+        metricsPort = try #require(mailboxd.listeningPorts(prefix: "mailboxd: metrics on ")["url"])
+        lmtpPort =
+            mailboxdArguments.contains("--lmtp-listen")
+            ? try mailboxd.listeningPorts(prefix: "mailboxd: LMTP on ")["address"] : nil
+        // A restart binds the same ports again.
+        mailboxdCommand = Self.replacing(
+            ["--listen": "127.0.0.1:\(apiPort)", "--metrics-listen": "127.0.0.1:\(metricsPort)"]
+                .merging(lmtpPort.map { ["--lmtp-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }, in: command)
         client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
-        try #require(waitForPort(devicePort), "apns-sim did not start: \(apnsSim.errorOutput)")
-        if let fcmPorts, let fcmSim {
-            try #require(waitForPort(fcmPorts.device), "fcm-sim did not start: \(fcmSim.errorOutput)")
+    }
+
+    /// `command` with each flag in `values` given its new value.
+    static func replacing(_ values: [String: String], in command: [String]) -> [String] {
+        var command = command
+        for (flag, value) in values {
+            if let index = command.firstIndex(of: flag) { command[index + 1] = value }
         }
-        if let webPushPorts, let webPushSim {
-            try #require(waitForPort(webPushPorts.device), "webpush-sim did not start: \(webPushSim.errorOutput)")
-        }
-        try #require(waitForPort(apiPort), "mailboxd did not start: \(mailboxd.errorOutput)")
+        return command
     }
 
     /// Starts a cluster off the cooperative thread pool (starting processes and waiting for ports blocks).
@@ -179,16 +191,19 @@ final class Cluster: Sendable {
         }
     }
 
-    /// Another mailboxd with the same command on its own port (for a store several instances share); the caller
-    /// stops it.
-    func startAnotherMailboxd(port: UInt16, instanceID: String) throws -> ChildProcess {
-        var arguments = Array(mailboxdCommand.dropFirst())
-        if let listen = arguments.firstIndex(of: "--listen") { arguments[listen + 1] = "127.0.0.1:\(port)" }
-        if let name = arguments.firstIndex(of: "--instance-id") { arguments[name + 1] = instanceID }
-        if let metrics = arguments.firstIndex(of: "--metrics-listen") { arguments[metrics + 1] = "127.0.0.1:0" }
-        let process = try ChildProcess(mailboxdCommand[0], arguments, logDirectory: directory.url.path)
-        try #require(waitForPort(port), "the second mailboxd did not start: \(process.errorOutput)")
-        return process
+    /// Another mailboxd with the same command on `port` (0 picks one, read back), for a store several instances
+    /// share; the caller stops it.
+    func startAnotherMailboxd(port: UInt16 = 0, instanceID: String) throws -> (process: ChildProcess, port: UInt16) {
+        let command = Self.replacing(
+            [
+                "--listen": "127.0.0.1:\(port)", "--instance-id": instanceID, "--metrics-listen": "127.0.0.1:0",
+                "--lmtp-listen": "127.0.0.1:0",
+            ], in: mailboxdCommand)
+        let process = try ChildProcess(command[0], Array(command.dropFirst()), logDirectory: directory.url.path)
+        let bound = try #require(
+            try process.listeningPorts(prefix: "mailboxd listening on ")["url"],
+            "the second mailboxd did not start: \(process.errorOutput)")
+        return (process, bound)
     }
 
     /// SIGKILLs mailboxd and starts it again on the same data and port.

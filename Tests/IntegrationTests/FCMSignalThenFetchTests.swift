@@ -143,8 +143,7 @@ import Testing
         let database = try PostgresServer.shared().makeDatabase()
         let cluster = try await Cluster.start(
             accounts: [], mailboxdArguments: ["--database", database], fcm: true)
-        let otherPort = freeLocalPort()
-        let other = try await offPool { try cluster.startAnotherMailboxd(port: otherPort, instanceID: "mbx-b") }
+        let (other, otherPort) = try await offPool { try cluster.startAnotherMailboxd(instanceID: "mbx-b") }
         defer { other.stop() }
         _ = try await offPool {
             let tool = try ChildProcess(
@@ -163,7 +162,7 @@ import Testing
             if round == 0 { cluster.mailboxd.stop() } else { other.stop() }
             if round == 1 {
                 restarted = try await offPool {
-                    try cluster.startAnotherMailboxd(port: cluster.apiPort, instanceID: "mbx-a")
+                    try cluster.startAnotherMailboxd(port: cluster.apiPort, instanceID: "mbx-a").process
                 }
             }
             let api = round == 0 ? "https://127.0.0.1:\(otherPort)" : cluster.api

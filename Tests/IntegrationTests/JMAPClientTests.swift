@@ -6,44 +6,13 @@ import Testing
 /// and its attachment, marks it seen, sees the change through Email/changes and through the event stream, and the
 /// `/v1` API sees the same flag.
 @Suite(.serialized) struct JMAPClientTests {
-    static let message = """
-        From: =?UTF-8?B?UsOpbWk=?= <remi@example.test>\r
-        To: alice@example.test\r
-        Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?= with a file\r
-        Message-ID: <jmap-1@example.test>\r
-        MIME-Version: 1.0\r
-        Content-Type: multipart/mixed; boundary="outer"\r
-        \r
-        --outer\r
-        Content-Type: multipart/alternative; boundary="inner"\r
-        \r
-        --inner\r
-        Content-Type: text/plain; charset=utf-8\r
-        \r
-        Plain text body\r
-        --inner\r
-        Content-Type: text/html; charset=utf-8\r
-        \r
-        <p>HTML body</p>\r
-        --inner--\r
-        --outer\r
-        Content-Type: application/pdf; name="report.pdf"\r
-        Content-Disposition: attachment; filename="report.pdf"\r
-        Content-Transfer-Encoding: base64\r
-        \r
-        JVBERi0xLjQKJcfsj6IKdGVzdAo=\r
-        --outer--\r
-
-        """
-
     @Test func jmapcSyncsReadsAnAttachmentMarksSeenAndSeesTheChange() async throws {
-        let lmtpPort = freeLocalPort()
         let cluster = try await Cluster.start(
             accounts: ["alice"],
-            mailboxdArguments: ["--lmtp-listen", "127.0.0.1:\(lmtpPort)", "--lmtp-hostname", "mailbox.example.test"])
-        try #require(waitForPort(lmtpPort), "no LMTP listener: \(cluster.mailboxd.errorOutput)")
+            mailboxdArguments: ["--lmtp-listen", "127.0.0.1:0", "--lmtp-hostname", "mailbox.example.test"])
+        let lmtpPort = try #require(cluster.lmtpPort, "no LMTP listener: \(cluster.mailboxd.errorOutput)")
         let file = cluster.directory.path("message.eml")
-        try Self.message.write(toFile: file, atomically: true, encoding: .utf8)
+        try SampleMail.multipartWithAttachment.write(toFile: file, atomically: true, encoding: .utf8)
         let swaks = try await offPool {
             try Subprocess.run(
                 try #require(Subprocess.which("swaks"), "swaks is missing (Scripts/bootstrap)"),
@@ -72,7 +41,7 @@ import Testing
         #expect(out["total"] as? Int == 2)
         #expect(out["threads"] as? Int == 2)
         let emails = try #require(out["emails"] as? [[String: Any]])
-        let mime = try #require(emails.first { $0["subject"] as? String == "Grüße with a file" }, "\(emails)")
+        let mime = try #require(emails.first { $0["subject"] as? String == "Grüße aus Köln with a file" }, "\(emails)")
         #expect(mime["text"] as? String == "Plain text body")
         #expect(mime["from"] as? [String] == ["remi@example.test"])
         let attachment = try #require((mime["attachments"] as? [[String: Any]])?.first)

@@ -16,15 +16,15 @@ struct MailFromPostfixTests {
         static let maxMessageBytes = 262_144
 
         init() throws {
-            let lmtpPort = freeLocalPort()
             cluster = try Cluster(
                 accounts: ["alice", "bob", "jürgen"],
                 mailboxdArguments: [
-                    "--lmtp-listen", "127.0.0.1:\(lmtpPort)", "--lmtp-hostname", "mailbox.example.test",
+                    "--lmtp-listen", "127.0.0.1:0", "--lmtp-hostname", "mailbox.example.test",
                     "--max-message-bytes", String(Self.maxMessageBytes),
                 ])
-            try #require(waitForPort(lmtpPort), "no LMTP listener: \(cluster.mailboxd.errorOutput)")
+            let lmtpPort = try #require(cluster.lmtpPort, "no LMTP listener: \(cluster.mailboxd.errorOutput)")
             self.lmtpPort = lmtpPort
+            // Postfix binds its SMTP port itself from its configuration, so this one port is picked beforehand.
             smtpPort = freeLocalPort()
             postfix = try TemporaryDirectory(prefix: "pf")
             let started = try Subprocess.run(

@@ -1,6 +1,7 @@
 import Foundation
 import JMAP
 import MailboxStore
+import TestSupport
 import Testing
 
 /// The JMAP API (RFC 8620, RFC 8621) on raw requests, on each store engine: result references, request-level and
@@ -327,36 +328,6 @@ import Testing
 
     // MARK: MIME
 
-    static let encodedMessage = """
-        From: =?UTF-8?Q?R=C3=A9mi_Doe=2C_Jr=2E?= <remi@example.test>\r
-        To: alice@example.test\r
-        Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?= =?UTF-8?B?IGF1cyBLw7Zsbg==?= with a file\r
-        Message-ID: <mime-1@example.test>\r
-        MIME-Version: 1.0\r
-        Content-Type: multipart/mixed; boundary="outer"\r
-        \r
-        --outer\r
-        Content-Type: multipart/alternative; boundary="inner"\r
-        \r
-        --inner\r
-        Content-Type: text/plain; charset=utf-8\r
-        \r
-        Plain text body\r
-        --inner\r
-        Content-Type: text/html; charset=utf-8\r
-        \r
-        <p>HTML body</p>\r
-        --inner--\r
-        --outer\r
-        Content-Type: application/pdf; name="report.pdf"\r
-        Content-Disposition: attachment; filename="report.pdf"\r
-        Content-Transfer-Encoding: base64\r
-        \r
-        JVBERi0xLjQKJcfsj6IKdGVzdAo=\r
-        --outer--\r
-
-        """
-
     static let bodyParts: JSONValue = ["partId", "blobId", "type", "name", "disposition", "size"]
 
     static func parts(_ value: JSONValue?) -> [String] {
@@ -366,7 +337,7 @@ import Testing
     @Test(arguments: JMAPEngine.allCases)
     func encodedHeadersAndNestedMultipartMapToTheEmailsBodyProperties(engine: JMAPEngine) async throws {
         let f = try await JMAPFixture(engine)
-        let id = try await f.ingest(Self.encodedMessage, to: f.alice)
+        let id = try await f.ingest(SampleMail.multipartWithAttachment, to: f.alice)
         let got = try await f.call(
             "Email/get",
             [

@@ -211,3 +211,43 @@ public struct HarnessError: Error, CustomStringConvertible {
     /// An error saying `description`.
     public init(_ description: String) { self.description = description }
 }
+
+extension ChildProcess {
+    /// Waits (up to `timeout`) for the line starting with `prefix` that a server started on port 0 writes to
+    /// standard error, and returns the ports it names: `name=HOST:PORT` fields under their name, a URL
+    /// (`scheme://HOST:PORT/…`) under `"url"`. The bound ports are read back, never picked before the server binds
+    /// them (a port picked and released can be taken by another process first). A bare `HOST:PORT` field is
+    /// `"address"`.
+    public func listeningPorts(prefix: String, timeout: TimeInterval = 20) throws -> [String: UInt16] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let text = errorOutput
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
+                return Self.ports(in: line)
+            }
+            guard isRunning else { break }
+            usleep(20_000)
+        }
+        throw HarnessError("no '\(prefix)' line: \(errorOutput)")
+    }
+
+    static func ports(in line: Substring) -> [String: UInt16] {
+        var ports: [String: UInt16] = [:]
+        for field in line.split(separator: " ") {
+            if let scheme = field.range(of: "://") {
+                let authority = field[scheme.upperBound...].prefix { $0 != "/" }
+                if ports["url"] == nil, let port = authority.split(separator: ":").last.flatMap({ UInt16($0) }) {
+                    ports["url"] = port
+                }
+            } else if let equals = field.firstIndex(of: "=") {
+                let value = field[field.index(after: equals)...]
+                if let port = value.split(separator: ":").last.flatMap({ UInt16($0) }) {
+                    ports[String(field[..<equals])] = port
+                }
+            } else if field.contains(":"), let port = field.split(separator: ":").last.flatMap({ UInt16($0) }) {
+                ports["address"] = port
+            }
+        }
+        return ports
+    }
+}

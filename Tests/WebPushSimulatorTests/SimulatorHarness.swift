@@ -34,31 +34,10 @@ final class RunningWebPushSimulator: Sendable {
         process = try ChildProcess(
             executable, ["--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0"] + extraArguments,
             environment: fullEnvironment, logDirectory: directory.url.path)
-        var ports: [String: Int]?
-        let deadline = Date().addingTimeInterval(20)
-        while ports == nil, Date() < deadline, process.isRunning {
-            ports = Self.parsePorts(process.errorOutput)
-            if ports == nil { usleep(20_000) }
-        }
-        guard let ports, let provider = ports["provider"], let device = ports["device"], let mozilla = ports["mozilla"]
-        else { throw HarnessError("webpush-sim did not start: \(process.errorOutput)") }
-        (providerPort, devicePort, mozillaPort) = (provider, device, mozilla)
-    }
-
-    /// The ports of `webpush-sim listening provider=HOST:PORT device=HOST:PORT mozilla=HOST:PORT …`.
-    static func parsePorts(_ text: String) -> [String: Int]? {
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("webpush-sim listening ") }) else {
-            return nil
-        }
-        var ports: [String: Int] = [:]
-        for field in line.split(separator: " ") {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, let port = parts[1].split(separator: ":").last.flatMap({ Int($0) }) else {
-                continue
-            }
-            ports[String(parts[0])] = port
-        }
-        return ports
+        let ports = try process.listeningPorts(prefix: "webpush-sim listening ")
+        guard let provider = ports["provider"], let device = ports["device"], let mozilla = ports["mozilla"]
+        else { throw HarnessError("webpush-sim did not name its ports: \(process.errorOutput)") }
+        (providerPort, devicePort, mozillaPort) = (Int(provider), Int(device), Int(mozilla))
     }
 
     static func start(
