@@ -78,12 +78,21 @@ extension JMAPServer {
     }
 }
 
-/// Wakes the event streams of an account when this process commits a change to it. Streams also look every
-/// second, for commits of other instances sharing a PostgreSQL store.
+/// Wakes the event streams of an account when this process commits a change to it, with the account's modseq
+/// after the commit, so a stream learns of the change without reading the store first. Where several instances
+/// share a PostgreSQL store, streams also look every second (``poke(_:accountID:)``), for the others' commits.
 public final class AccountWakeups: Sendable {
+    /// Why a stream woke.
+    public enum Wakeup: Sendable, Equatable {
+        /// This process committed a change to the account; its modseq is now at least this.
+        case committed(modseq: Int64)
+        /// Its timer: time to look for other instances' commits, or to ping.
+        case tick
+    }
+
     private struct Subscribers {
         var next = 0
-        var byAccount: [Int64: [Int: AsyncStream<Void>.Continuation]] = [:]
+        var byAccount: [Int64: [Int: AsyncStream<Wakeup>.Continuation]] = [:]
     }
 
     private let subscribers = LockedValue(Subscribers())
@@ -94,16 +103,20 @@ public final class AccountWakeups: Sendable {
     }
 
     private func tell(_ changes: [CommittedChange]) {
+        var newest: [Int64: Int64] = [:]
+        for change in changes { newest[change.accountID] = max(newest[change.accountID] ?? .min, change.modseq) }
         let woken = subscribers.withLock { state in
-            Set(changes.map(\.accountID)).flatMap { state.byAccount[$0].map { Array($0.values) } ?? [] }
+            newest.flatMap { account, modseq in
+                (state.byAccount[account].map { Array($0.values) } ?? []).map { ($0, modseq) }
+            }
         }
-        for continuation in woken { continuation.yield() }
+        for (continuation, modseq) in woken { continuation.yield(.committed(modseq: modseq)) }
     }
 
-    /// A stream that yields once after each commit to `accountID` (a burst may yield once); it ends when
-    /// ``unsubscribe(_:accountID:)`` is called with the returned id.
-    public func subscribe(accountID: Int64) -> (id: Int, wakeups: AsyncStream<Void>) {
-        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    /// A stream that yields after each commit to `accountID` (a burst may yield once, with the newest modseq);
+    /// it ends when ``unsubscribe(_:accountID:)`` is called with the returned id.
+    public func subscribe(accountID: Int64) -> (id: Int, wakeups: AsyncStream<Wakeup>) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Wakeup.self, bufferingPolicy: .bufferingNewest(1))
         let id = subscribers.withLock { state in
             state.next += 1
             state.byAccount[accountID, default: [:]][state.next] = continuation
@@ -112,14 +125,14 @@ public final class AccountWakeups: Sendable {
         return (id, stream)
     }
 
-    /// Wakes one subscription (its poll).
+    /// Wakes one subscription with a ``Wakeup/tick``.
     public func poke(_ id: Int, accountID: Int64) {
-        subscribers.withLock { $0.byAccount[accountID]?[id] }?.yield()
+        subscribers.withLock { $0.byAccount[accountID]?[id] }?.yield(.tick)
     }
 
     /// Ends a subscription.
     public func unsubscribe(_ id: Int, accountID: Int64) {
-        let continuation = subscribers.withLock { state -> AsyncStream<Void>.Continuation? in
+        let continuation = subscribers.withLock { state -> AsyncStream<Wakeup>.Continuation? in
             let removed = state.byAccount[accountID]?.removeValue(forKey: id)
             if state.byAccount[accountID]?.isEmpty == true { state.byAccount[accountID] = nil }
             return removed

@@ -158,9 +158,14 @@ extension MailboxAPI {
         let epoch = store.epoch
         // An event's id is the account's state when it was sent: `Last-Event-ID` names it back.
         let eventID = { (modseq: Int64) in SyncState(epoch: epoch, modseq: modseq).description }
+        // A store several instances share is looked at every second for the others' commits; this process's own
+        // commits wake the stream at once. Alone on its store, the stream wakes by timer only to ping.
+        let shared = store.database.isShared
+        let tick: Duration? = shared ? .seconds(1) : pingInterval > 0 ? .seconds(pingInterval) : nil
         let ticker = Task {
+            guard let tick else { return }
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
+                try? await Task.sleep(for: tick)
                 wake.poke(subscription, accountID: account.id)
             }
         }
@@ -179,11 +184,18 @@ extension MailboxAPI {
                 stream.send(event: "state", id: eventID(baseline.modseq), data: change.json)
                 if closeAfter == "state" { return }
             }
-            for await _ in wakeups {
+            for await wakeup in wakeups {
                 if stream.isClosed { return }
-                if let modseq = try? await jmap.modseq(accountID: account.id), modseq != sent.modseq,
-                    let now = try? await jmap.typeStates(accountID: account.id)
-                {
+                // A commit here names its modseq; a tick reads it (one small read) where other instances commit.
+                var moved = false
+                switch wakeup {
+                case .committed(let modseq): moved = modseq > sent.modseq
+                case .tick where shared:
+                    let modseq = try? await jmap.modseq(accountID: account.id)
+                    moved = modseq.map { $0 != sent.modseq } ?? false
+                case .tick: break
+                }
+                if moved, let now = try? await jmap.typeStates(accountID: account.id), now.modseq != sent.modseq {
                     let changed = now.states.filter { sent.states[$0.key] != $0.value }
                     sent = now
                     if let change = JMAPServer.stateChange(changed, account: account, types: types) {

@@ -141,4 +141,37 @@ struct ScaleOutServiceTests {
         #expect(try await instance.call(.get, "/v1/messages", token: token).status == 200)
         await instance.shutdown()
     }
+
+    /// A JMAP event stream held on one instance hears a delivery another instance committed (its one-second look
+    /// at the shared store), and one committed through its own instance at once (the commit's wake-up).
+    @Test func anEventStreamHearsChangesCommittedThroughEitherInstance() async throws {
+        let database = try PostgresServer.shared().makeDatabase()
+        let sender = RecordingPushService()
+        let a = try Instance(database: database, name: "a", sender: sender)
+        let b = try Instance(database: database, name: "b", sender: sender)
+        _ = try await a.service.store.createAccount(username: "alice", password: "password-alice")
+        let curl = try requireTool("curl")
+        let basic = "Basic " + Data("alice:password-alice".utf8).base64EncodedString()
+        func stream(then deliver: Instance) async throws -> String {
+            let listener = try ChildProcess(
+                curl,
+                [
+                    "-sN", "-H", "Authorization: \(basic)",
+                    a.api + "/jmap/eventsource?types=Email&closeafter=state&ping=0",
+                ],
+                logDirectory: a.directory.url.path)
+            try await Task.sleep(for: .milliseconds(500))  // the stream is open and has its baseline
+            _ = try await deliver.service.store.deliver(
+                NewMessage(to: "alice", from: "x@example.com", subject: "Hello", body: "Body"))
+            _ = await Self.waitFor(10) { !listener.isRunning }
+            listener.stop()
+            return listener.output
+        }
+        let other = try await stream(then: b)
+        let own = try await stream(then: a)
+        await a.shutdown()
+        await b.shutdown()
+        #expect(other.contains("event: state") && other.contains("\"Email\""), "\(other)")
+        #expect(own.contains("event: state"), "\(own)")
+    }
 }
