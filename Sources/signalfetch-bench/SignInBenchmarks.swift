@@ -7,23 +7,25 @@ import OpenSSLCrypto
 import ServiceMetrics
 import SignalDispatch
 
-/// Sign-in latency while mail arrives: `POST /v1/session` (scrypt at the production parameters, on the store's
-/// threads) alone, and while `POST /v1/deliveries` runs at a steady rate on the same router and store. A sign-in
-/// that waited behind deliveries (or blocked them) would show here.
+/// Sign-in latency while mail arrives, and delivery latency while sign-ins run: `POST /v1/session` (scrypt at the
+/// production parameters, on the store's threads) alone, then `POST /v1/deliveries` at a steady rate on the same
+/// router and store, alone and then while sign-ins run back to back. A sign-in that waited behind deliveries, or
+/// deliveries held up behind scrypt on the cooperative pool, would show here.
 enum SignInBenchmarks {
     struct Latencies {
+        /// Sign-ins (ms) alone, and while deliveries run.
         var idle: [Double]
         var loaded: [Double]
+        /// Deliveries made at the load's rate over `seconds`.
         var deliveries: Int
         var seconds: Double
+        /// Each delivery's latency (ms) while no sign-in runs, and while sign-ins run.
+        var deliveriesAlone: [Double]
+        var deliveriesDuringSignIns: [Double]
 
-        /// The figure: the p50 under load against the p50 alone (at most 1.5×), the p90s and the rate reached as
-        /// details.
+        /// The sign-ins' side: the p50 under load against the p50 alone (at most 1.5×), the p90s and the rate
+        /// reached as details.
         func figure(deliveriesPerSecondTarget target: Double) -> Figure {
-            func percentile(_ values: [Double], _ p: Double) -> Double {
-                let sorted = values.sorted()
-                return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-            }
             let rate = Double(deliveries) / seconds
             return Figure(
                 "signin-under-load",
@@ -35,6 +37,23 @@ enum SignInBenchmarks {
                     "deliveries_per_s_target": .integer(Int(target)), "deliveries_per_s": .number(rate, decimals: 1),
                     "p90_ms_alone": .number(percentile(idle, 0.9), decimals: 2),
                     "p90_ms_under_load": .number(percentile(loaded, 0.9), decimals: 2),
+                ])
+        }
+
+        /// The deliveries' side: their p99 while sign-ins run against their p99 alone (at most 1.5×): scrypt on
+        /// threads of its own leaves the cooperative pool to the deliveries.
+        var deliveryFigure: Figure {
+            Figure(
+                "delivery-during-signins",
+                title: "Delivery (POST /v1/deliveries) p99 while sign-ins (scrypt) run back to back vs alone",
+                unit: "ms", ours: ("during sign-ins", percentile(deliveriesDuringSignIns, 0.99)),
+                baseline: ("alone", percentile(deliveriesAlone, 0.99)), goal: 1.5, higherIsBetter: false,
+                chart: false,
+                details: [
+                    "p50_ms_alone": .number(percentile(deliveriesAlone, 0.5), decimals: 2),
+                    "p50_ms_during_signins": .number(percentile(deliveriesDuringSignIns, 0.5), decimals: 2),
+                    "deliveries_alone": .integer(deliveriesAlone.count),
+                    "deliveries_during_signins": .integer(deliveriesDuringSignIns.count),
                 ])
         }
     }
@@ -64,8 +83,9 @@ enum SignInBenchmarks {
         var idle: [Double] = []
         for _ in 0..<signIns { idle.append(try await measure()) }
 
-        let delivered = LockedValue(0)
-        let interval = 1 / deliveriesPerSecond
+        // Deliveries at a steady rate, each timed; `signingIn` says which phase a delivery belongs to.
+        let latencies = LockedValue((alone: [Double](), during: [Double]()))
+        let signingIn = LockedValue(false)
         let load = Task {
             var next = ContinuousClock.now
             var n = 0
@@ -77,20 +97,37 @@ enum SignInBenchmarks {
                     body: Data(
                         #"{"to":"signin","from":"load@example.com","subject":"Load \#(n)","body":"Message \#(n)"}"#
                             .utf8))
+                let during = signingIn.withLock { $0 }
+                let start = ContinuousClock.now
                 if let response = try? await router.handle(request), response.status == .created {
-                    delivered.withLock { $0 += 1 }
+                    let milliseconds = seconds(since: start) * 1000
+                    latencies.withLock { during ? $0.during.append(milliseconds) : $0.alone.append(milliseconds) }
                 }
-                next = next.advanced(by: .seconds(interval))
+                next = next.advanced(by: .seconds(1 / deliveriesPerSecond))
                 try? await Task.sleep(until: next, clock: .continuous)
             }
         }
+        // The load reaches its pace, then runs alone about as long as the sign-ins will take, then with them.
+        try await Task.sleep(for: .milliseconds(500))
+        latencies.withLock { $0 = ([], []) }
         let loadStart = ContinuousClock.now
-        try await Task.sleep(for: .milliseconds(500))  // the load reaches its pace first
+        try await Task.sleep(for: .milliseconds(Int(idle.reduce(0, +))))
+        signingIn.withLock { $0 = true }
         var loaded: [Double] = []
         for _ in 0..<signIns { loaded.append(try await measure()) }
         load.cancel()
         _ = await load.value
+        let measured = latencies.withLock { $0 }
         return Latencies(
-            idle: idle, loaded: loaded, deliveries: delivered.withLock { $0 }, seconds: seconds(since: loadStart))
+            idle: idle, loaded: loaded, deliveries: measured.alone.count + measured.during.count,
+            seconds: seconds(since: loadStart), deliveriesAlone: measured.alone,
+            deliveriesDuringSignIns: measured.during)
     }
+}
+
+/// The value at fraction `p` of `values` in order (0 for none).
+private func percentile(_ values: [Double], _ p: Double) -> Double {
+    guard !values.isEmpty else { return 0 }
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }

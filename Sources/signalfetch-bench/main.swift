@@ -107,6 +107,7 @@ await runCommand(usage: usage) {
         let result = try await SignInBenchmarks.run(
             path: path, signIns: try arguments.int("count", default: 20), deliveriesPerSecond: rate)
         print(result.figure(deliveriesPerSecondTarget: rate).json)
+        print(result.deliveryFigure.json)
     case "store-crash-writer":
         try await StoreBenchmarks.crashWriter(path: try arguments.required("db"))
     case "sqlite-crash-writer":
