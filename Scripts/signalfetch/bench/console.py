@@ -60,12 +60,9 @@ def run(env):
 
 
 def console_reach(env, accounts=50, per_account=2, deliveries=500, rate=50.0, goal_p99=100.0):
-    cluster = env.topology("console-reach")
+    """How long after each commit (each signal's answer, each fetch) its event reaches an open console; its row."""
     users = freshness.users(accounts)
-    try:
-        cluster.add_accounts(users)
-        cluster.start_apns_sim()
-        cluster.start_mailboxd()
+    with freshness.topology(env, "console-reach", users) as cluster:
         harness.raise_fd_limit()
         clients = harness.start_devices(cluster, users, per_account)
         reader = harness.ConsoleReader(cluster)
@@ -84,5 +81,3 @@ def console_reach(env, accounts=50, per_account=2, deliveries=500, rate=50.0, go
         return latency_row("console-reach", f"Commit → event at an open console, {len(clients.devices)} devices, "
                            f"{rate:.0f} deliveries/s", changes, goal_p99, "console events",
                            devices=len(clients.devices), deliveries=deliveries, by_event=summary)
-    finally:
-        cluster.close()

@@ -74,17 +74,11 @@ def hundred_devices(env, cluster, users, accounts, deliveries, rate):
 
 def run(env):
     accounts, deliveries, rate = 50, 1000, 50.0  # deliveries per second, Poisson arrivals
-    cluster = env.topology("e2e")
     users = runs.users(accounts)
-    try:
-        cluster.add_accounts(users)
-        cluster.start_apns_sim()
-        cluster.start_mailboxd()
+    with runs.topology(env, "e2e", users) as cluster:
         harness.raise_fd_limit()
         clients = hundred_devices(env, cluster, users, accounts, deliveries, rate)
         emit(e2e_burst(cluster, clients, users, users[1]))
-    finally:
-        cluster.close()
     emit(e2e_fleet(env))
 
 
@@ -97,12 +91,8 @@ def fleet_accounts(cluster, users):
 def e2e_fleet(env, accounts=250, per_account=4, deliveries=1000, rate=50.0, per_process=500, goal_p99=100.0):
     """Freshness with 1,000 devices: simulated devices that run the real MailSync engine, `per_process` to a
     `mail-client fleet` process, at the same delivery rate as the 100-device run."""
-    cluster = env.topology("fleet")
     users = runs.users(accounts, "fleet")
-    try:
-        fleet_accounts(cluster, users)
-        cluster.start_apns_sim()
-        cluster.start_mailboxd()
+    with runs.topology(env, "fleet", users, add=fleet_accounts) as cluster:
         clients = harness.MailClients(cluster, fallback=0)
         pairs = [(f"{user}-d{n}", user) for user in users for n in range(per_account)]
         processes = len(range(0, len(pairs), per_process))
@@ -122,8 +112,6 @@ def e2e_fleet(env, accounts=250, per_account=4, deliveries=1000, rate=50.0, per_
                            f"freshness with {len(pairs):,} devices", devices=len(pairs), processes=processes,
                            accounts=accounts, deliveries=deliveries, offered_rate=rate,
                            send_seconds=round(send_seconds, 1), synced_before_201=early)
-    finally:
-        cluster.close()
 
 
 def burst_send(cluster, user, deliveries, senders):

@@ -1,13 +1,13 @@
 """webpush: mailboxd's Web Push sender vs pywebpush (webpush-sim, 1,000 subscriptions); encryption; freshness."""
 import base64
-import http.client
 import json
 import os
 import subprocess
 
-from ..measure import json_line, run_json
-from ..report import emit, figure, latency_row
+from ..measure import json_line
+from ..report import emit, figure
 from . import freshness, reference
+from .senders import all_accepted, alternate, load, register, sender_figure
 
 
 def application_server_key(cluster):
@@ -21,28 +21,14 @@ def application_server_key(cluster):
 def webpush_subscriptions(cluster, count, path):
     """Makes `count` subscriptions at webpush-sim for the cluster's VAPID key; writes their toJSON() to `path`."""
     key = application_server_key(cluster)
-    conn = http.client.HTTPConnection("127.0.0.1", cluster.webpush_device_port, timeout=30)
-    lines = []
-    for _ in range(count):
-        conn.request("POST", "/sim/subscriptions", body=json.dumps({"applicationServerKey": key}),
-                     headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        body = json.loads(response.read())
-        if response.status != 201:
-            raise RuntimeError(f"webpush-sim subscription: {response.status} {body}")
-        lines.append(json.dumps(body["subscription"]))
-    conn.close()
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    register(cluster.webpush_device_port, "/sim/subscriptions", {"applicationServerKey": key}, count, path,
+             "webpush-sim subscription", lambda answer: json.dumps(answer["subscription"]))
 
 
 def webpush_load(env, cluster, subscriptions, count):
-    result = run_json([env.bench, "webpush-load", "--subscriptions", subscriptions, "--vapid-key", cluster.vapid_key,
-                       "--ca", cluster.ca, "--allow-host", f"127.0.0.1:{cluster.webpush_port}", "--count", str(count),
-                       "--concurrency", "100"])
-    if result["succeeded"] == 0:
-        raise RuntimeError(f"webpush-load: every signal failed: {result}")
-    return result
+    """mailboxd's Web Push sender (webpush-load) to webpush-sim; its result."""
+    return load(env, "webpush-load", count, "--subscriptions", subscriptions, "--vapid-key", cluster.vapid_key,
+                "--ca", cluster.ca, "--allow-host", f"127.0.0.1:{cluster.webpush_port}")
 
 
 def pywebpush(cluster, subscriptions, *extra, count=2000):
@@ -51,21 +37,13 @@ def pywebpush(cluster, subscriptions, *extra, count=2000):
 
 
 def senders(env, cluster, subscriptions):
+    """mailboxd's Web Push sender and pywebpush to webpush-sim, rounds alternating; their figure."""
     count = env.by_mode(10000, 30000)
-    ours, theirs = [], []
-    for _ in range(env.by_mode(2, 3)):
-        ours.append(webpush_load(env, cluster, subscriptions, count))
-        result = pywebpush(cluster, subscriptions)
-        if result["succeeded"] != result["signals"]:
-            raise RuntimeError(f"pywebpush: only {result['succeeded']} of {result['signals']} accepted")
-        theirs.append(result)
-    o = max(ours, key=lambda r: r["rate"])
-    p = max(theirs, key=lambda r: r["rate"])
-    emit(figure("webpush-pywebpush", "mailboxd's Web Push sender vs pywebpush webpush_async (one aiohttp "
-                "session, 100 in flight), to webpush-sim with 1,000 subscriptions", "signals/s",
-                "WebPushPushService", o["rate"], "pywebpush", p["rate"], 10.0,
-                samples_ours=[r["rate"] for r in ours], samples_baseline=[r["rate"] for r in theirs],
-                ours_failed=sum(r["failed"] for r in ours), ours_connections=[r["connections"] for r in ours]))
+    ours, theirs = alternate(env, lambda: webpush_load(env, cluster, subscriptions, count),
+                             lambda: all_accepted("pywebpush", pywebpush(cluster, subscriptions)))
+    emit(sender_figure("webpush-pywebpush", "mailboxd's Web Push sender vs pywebpush webpush_async (one aiohttp "
+                       "session, 100 in flight), to webpush-sim with 1,000 subscriptions", "WebPushPushService", ours,
+                       "pywebpush", theirs, 10.0))
 
 
 def encryption(env, cluster, subscriptions):
@@ -94,21 +72,8 @@ def run(env):
     emit(webpush_freshness(env))
 
 
-def webpush_freshness(env, accounts=50, per_account=2, deliveries=500, rate=50.0, goal_p99=25.0):
+def webpush_freshness(env):
     """Freshness (delivery 201 → message in a browser-shaped device's cache) through webpush-sim: mail-client
     --service webpush holds its subscription's keys and decrypts each signal itself."""
-    cluster = env.topology("webpush-e2e")
-    users = freshness.users(accounts)
-    try:
-        cluster.add_accounts(users)
-        cluster.start_apns_sim()
-        cluster.start_webpush_sim()
-        cluster.start_mailboxd(extra=cluster.webpush_flags)
-        clients, _, samples, early = freshness.run(cluster, users, per_account, deliveries, rate, 13, "webpush e2e",
-                                                   service="webpush", letter="w")
-        return latency_row("webpush-e2e-freshness", "Freshness for browser-shaped devices through webpush-sim: "
-                           "delivery 201 → message in the device cache", samples, goal_p99, "Web Push freshness",
-                           devices=len(clients.devices), accounts=accounts, deliveries=deliveries, offered_rate=rate,
-                           synced_before_201=early, signals_received=sum(d.signals for d in clients.devices))
-    finally:
-        cluster.close()
+    return freshness.service_row(env, "webpush", "w", 13, "Freshness for browser-shaped devices through webpush-sim: "
+                                 "delivery 201 → message in the device cache", "Web Push freshness")
