@@ -8,8 +8,8 @@ import ServiceMetrics
 import SignalDispatch
 
 /// The mailbox behind the LMTP listener: RCPT looks the account up, DATA parses the message once and stores a
-/// copy per recipient. The copies are written concurrently, so they (and other sessions' messages) share group
-/// commits; each reply waits for its own copy's commit.
+/// copy per recipient. The copies are handed to the store together from the session's thread, so they (and other
+/// sessions' messages) share group commits; each reply waits for its own copy's commit.
 struct LMTPDelivery: LMTPBackend {
     let store: MailboxStore
     let metrics: Metrics
@@ -34,27 +34,27 @@ struct LMTPDelivery: LMTPBackend {
             copy.to = recipient
             return copy
         }
-        let store = store
-        let results = waitForTask {
-            await withTaskGroup(of: (Int, LMTPSession.DeliveryResult, Bool).self) { group in
-                for (index, copy) in copies.enumerated() {
-                    group.addTask {
-                        do {
-                            let receipt = try await store.deliver(copy)
-                            return (index, .stored, receipt.duplicate)
-                        } catch MailboxStoreError.notFound {
-                            return (index, .unknownRecipient, false)
-                        } catch {
-                            return (index, .storageUnavailable, false)
-                        }
-                    }
+        // Each copy goes to the store from this thread and the thread waits for their commits: no task, and on
+        // SQLite no hop through the cooperative pool (the writer answers this thread directly).
+        let outcomes = LockedValue(
+            [(LMTPSession.DeliveryResult, Bool)](
+                repeating: (.storageUnavailable, false), count: copies.count))
+        let committed = DispatchGroup()
+        for (index, copy) in copies.enumerated() {
+            committed.enter()
+            store.deliver(copy) { result in
+                let outcome: (LMTPSession.DeliveryResult, Bool)
+                switch result {
+                case .success(let receipt): outcome = (.stored, receipt.duplicate)
+                case .failure(MailboxStoreError.notFound): outcome = (.unknownRecipient, false)
+                case .failure: outcome = (.storageUnavailable, false)
                 }
-                var results = [(LMTPSession.DeliveryResult, Bool)](
-                    repeating: (.storageUnavailable, false), count: copies.count)
-                for await (index, result, duplicate) in group { results[index] = (result, duplicate) }
-                return results
+                outcomes.withLock { $0[index] = outcome }
+                committed.leave()
             }
         }
+        committed.wait()
+        let results = outcomes.withLock { $0 }
         for (recipient, (result, _)) in zip(envelope.recipients, results) where result == .unknownRecipient {
             known.remove(recipient)
         }

@@ -118,13 +118,39 @@ extension MailboxStore {
     /// outbox upsert for each of the account's devices. Deliveries committed together share those two steps:
     /// the batch's ledger writes each account's newest modseq and its outbox rows once (see `BatchLedger`).
     public func deliver(_ message: NewMessage) async throws -> DeliveryReceipt {
+        let delivery = delivery(of: message)
+        let stored = try await write(defers: true, delivery.write)
+        return delivery.receipt(stored)
+    }
+
+    /// ``deliver(_:)`` for a caller on a thread of its own that waits for the commit (the LMTP listener's
+    /// sessions): the message goes to the engine from where its bytes are, and `completion` gets the receipt on the
+    /// engine's thread once the transaction committed (on SQLite, with no task and no hop through the cooperative
+    /// pool). Errors are those of ``deliver(_:)``.
+    public func deliver(
+        _ message: NewMessage, completion: @escaping @Sendable (Result<DeliveryReceipt, any Error>) -> Void
+    ) {
+        let delivery = delivery(of: message)
+        engine.submitWrite(defers: true, delivery.write) { result in
+            completion(result.map(delivery.receipt).mapError(Self.storageError))
+        }
+    }
+
+    /// One delivery's transaction and the receipt made from what it stored: the store's account, message id and
+    /// modseq.
+    private func delivery(
+        of message: NewMessage
+    ) -> (
+        write: @Sendable (any SQLConnection, BatchLedger) throws -> (Int64, String, Int64),
+        receipt: @Sendable ((Int64, String, Int64)) -> DeliveryReceipt
+    ) {
         let received = now()
         let id = Self.newMessageID(time: received)
         let preview = Self.preview(of: message.body)
         let recipient = message.to.lowercased()
         let blobHash = message.raw.map { Hex.encode(SHA256.hash($0)) }
         let ingestKey = message.deduplicates ? blobHash : nil
-        let (accountID, storedID, modseq) = try await write(defers: true) { db, ledger -> (Int64, String, Int64) in
+        let write: @Sendable (any SQLConnection, BatchLedger) throws -> (Int64, String, Int64) = { db, ledger in
             guard let target = try Self.recipient(ledger, db, address: recipient) else {
                 throw MailboxStoreError.notFound
             }
@@ -155,8 +181,15 @@ extension MailboxStore {
             ledger.use(modseq, account: target.account)
             return (target.account, id, modseq)
         }
-        return DeliveryReceipt(
-            id: storedID, state: state(modseq), accountID: accountID, duplicate: storedID != id)
+        let epoch = epoch
+        return (
+            write,
+            { stored in
+                DeliveryReceipt(
+                    id: stored.1, state: SyncState(epoch: epoch, modseq: stored.2), accountID: stored.0,
+                    duplicate: stored.1 != id)
+            }
+        )
     }
 
     /// Where the message's RFC 5322 form comes from, if the account has the message and it has one: the bytes an

@@ -62,6 +62,12 @@ protocol StoreEngine: Sendable {
         defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
     ) async throws -> T
 
+    /// ``write(defers:_:)`` for a caller on a thread of its own that waits for the commit: `completion` gets the
+    /// result once the transaction committed, on the engine's thread (on SQLite, the writer's, with no task).
+    func submitWrite<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T,
+        completion: @escaping @Sendable (Result<T, any Error>) -> Void)
+
     /// Runs `body` in a read transaction that sees one consistent snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
 
@@ -187,6 +193,14 @@ final class SQLiteEngine: StoreEngine {
         return try await batcher.perform(defers: defers) { db in try body(db, ledger) }
     }
 
+    func submitWrite<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T,
+        completion: @escaping @Sendable (Result<T, any Error>) -> Void
+    ) {
+        let ledger = ledger
+        batcher.submit(defers: defers, { db in try body(db, ledger) }, completion: completion)
+    }
+
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         try await readers.run { [pool] in try pool.read { try body($0) } }
     }
@@ -266,10 +280,25 @@ final class PostgresEngine: StoreEngine {
     func write<T: Sendable>(
         defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
     ) async throws -> T {
+        try await pool.perform(transaction(body))
+    }
+
+    func submitWrite<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T,
+        completion: @escaping @Sendable (Result<T, any Error>) -> Void
+    ) {
+        pool.submit(transaction(body), completion: completion)
+    }
+
+    /// `body` as one transaction on a pool connection with its own ledger, retried on a serialization failure,
+    /// with NOTIFY for queued signals and the commit observers told after COMMIT.
+    private func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLConnection, BatchLedger) throws -> T
+    ) -> @Sendable (PostgresConnection) throws -> T {
         let makeLedger = makeLedger
         let totals = totals
         let committed = committed
-        return try await pool.perform { connection in
+        return { connection in
             var attempt = 1
             while true {
                 let ledger = makeLedger()

@@ -75,27 +75,36 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
         async throws -> T
     {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            nonisolated(unsafe) var outcome: Result<T, any Error>?
-            let job = Job(
-                defers: defers,
-                run: { db in
-                    do {
-                        outcome = .success(try db.savepoint { try body(db) })
-                        return true
-                    } catch {
-                        outcome = .failure(error)
-                        return false
-                    }
-                },
-                finish: { commitError in
-                    if let commitError, case .success = outcome {
-                        continuation.resume(throwing: commitError)
-                    } else {
-                        continuation.resume(with: outcome ?? .failure(commitError ?? CancellationError()))
-                    }
-                })
-            enqueue(job)
+            submit(defers: defers, body) { continuation.resume(with: $0) }
         }
+    }
+
+    /// ``perform(defers:_:)`` without a task: `completion` runs on the writer's thread once the transaction
+    /// committed (or failed), for a caller on a thread of its own that waits for it.
+    func submit<T: Sendable>(
+        defers: Bool, _ body: @escaping @Sendable (Database) throws -> T,
+        completion: @escaping @Sendable (Result<T, any Error>) -> Void
+    ) {
+        nonisolated(unsafe) var outcome: Result<T, any Error>?
+        let job = Job(
+            defers: defers,
+            run: { db in
+                do {
+                    outcome = .success(try db.savepoint { try body(db) })
+                    return true
+                } catch {
+                    outcome = .failure(error)
+                    return false
+                }
+            },
+            finish: { commitError in
+                if let commitError, case .success = outcome {
+                    completion(.failure(commitError))
+                } else {
+                    completion(outcome ?? .failure(commitError ?? CancellationError()))
+                }
+            })
+        enqueue(job)
     }
 
     private func enqueue(_ job: Job) {

@@ -37,13 +37,21 @@ public final class PostgresPool: Sendable {
     /// `body` leaves lost is replaced before the next call.
     public func perform<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let queued = queue.push { connection in
-                continuation.resume(with: connection.flatMap { connection in Result { try body(connection) } })
-            }
-            if !queued {
-                continuation.resume(
-                    throwing: PostgresError(sqlstate: nil, message: "the pool is closed", connectionLost: true))
-            }
+            submit(body) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// ``perform(_:)`` without a task: `completion` runs on the pool's thread with the result, for a caller on a
+    /// thread of its own that waits for it.
+    public func submit<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) throws -> T,
+        completion: @escaping @Sendable (Result<T, any Error>) -> Void
+    ) {
+        let queued = queue.push { connection in
+            completion(connection.flatMap { connection in Result { try body(connection) } })
+        }
+        if !queued {
+            completion(.failure(PostgresError(sqlstate: nil, message: "the pool is closed", connectionLost: true)))
         }
     }
 

@@ -1,6 +1,8 @@
 import Foundation
+import Locking
 import MailboxStore
 import Push
+import TestSupport
 import Testing
 
 /// Deliveries committed together share their account bookkeeping (one modseq write and one outbox upsert per
@@ -131,5 +133,42 @@ import Testing
         #expect(try await f.store.outboxStats().depth == 0, "a refused delivery signals nobody")
         let receipt = try await f.deliver(to: "alice")
         #expect(receipt.state.modseq == 1, "the refused delivery used no modseq")
+    }
+
+    /// A caller on a thread of its own (the LMTP listener's sessions) hands deliveries to the store and waits for
+    /// their commits: they share group commits with the async ones and answer alike, an unknown recipient too.
+    @Test(arguments: StoreEngineKind.allCases) func deliveriesFromAThreadOfItsOwnCommitAndAnswerAlike(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine, synchronous: true)
+        let alice = try await f.account("alice")
+        let store = f.store
+        let answers = try await offPool {
+            let results = LockedValue([Result<DeliveryReceipt, any Error>?](repeating: nil, count: 21))
+            let committed = DispatchGroup()
+            for i in 0..<21 {
+                committed.enter()
+                let to = i == 20 ? "nobody" : "alice"
+                store.deliver(NewMessage(to: to, from: "mta@example.com", subject: "LMTP \(i)", body: "Body")) {
+                    let result = $0
+                    results.withLock { $0[i] = result }
+                    committed.leave()
+                }
+            }
+            committed.wait()
+            return results.withLock { $0 }
+        }
+        let asynchronous = try await f.deliver(to: "alice", subject: "async")
+        let receipts = answers.prefix(20).compactMap { try? $0?.get() }
+        #expect(receipts.count == 20)
+        #expect(receipts.allSatisfy { $0.accountID == alice.id && !$0.duplicate })
+        #expect(Set(receipts.map(\.state.modseq)).count == 20, "each delivery has its own modseq")
+        #expect(receipts.map(\.state.modseq).max().map { $0 < asynchronous.state.modseq } == true)
+        guard case .failure(MailboxStoreError.notFound)? = answers.last else {
+            Issue.record("an unknown recipient is notFound: \(String(describing: answers.last))")
+            return
+        }
+        let listed = try await f.store.listMessages(accountID: alice.id, limit: 100)
+        #expect(listed.messages.count == 21)
     }
 }
