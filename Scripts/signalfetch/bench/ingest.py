@@ -58,8 +58,9 @@ def measure_rounds(env, full, normal, sink_port, count, rounds):
 def finding(ours_median, sink_median, normal_median):
     if ours_median / sink_median >= 0.5:
         return None
-    cause = ("the fsync is not what bounds it: the CPU per message is (parse, the protocol, the store, the hand-offs "
-             "between a session thread, the pool and the writer, on 2 cores shared with smtp-source)"
+    cause = ("the fsync is not what bounds it: the CPU per message is (parse, the protocol, the store, and the "
+             "hand-off from a session's thread to the writer and back, on 2 cores shared with smtp-source; "
+             "`Scripts/bench profile ingest` shows where)"
              if normal_median < 1.25 * ours_median else "the fsync per group commit bounds it")
     return (f"LMTP ingest reaches {ours_median / sink_median:.2f} of smtp-sink -L at FULL and "
             f"{normal_median / sink_median:.2f} without an fsync per commit (NORMAL, same run): {cause}.")
