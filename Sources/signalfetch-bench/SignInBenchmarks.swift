@@ -40,16 +40,18 @@ enum SignInBenchmarks {
                 ])
         }
 
-        /// The deliveries' side: their p99 while sign-ins run against their p99 alone (at most 1.5×): scrypt on
-        /// threads of its own leaves the cooperative pool to the deliveries.
+        /// The deliveries' side: their p99 while sign-ins run, as a share of one sign-in (the loaded p50), at most
+        /// a tenth. A delivery held behind scrypt on the cooperative pool waits a good part of a sign-in (measured on
+        /// the pool: 0.19 and 0.29 in two rounds of three); beside it on threads of its own, only for the CPU the
+        /// two share (about 0.05). The p99 alone is a detail.
         var deliveryFigure: Figure {
             Figure(
                 "delivery-during-signins",
-                title: "Delivery (POST /v1/deliveries) p99 while sign-ins (scrypt) run back to back vs alone",
-                unit: "ms", ours: ("during sign-ins", percentile(deliveriesDuringSignIns, 0.99)),
-                baseline: ("alone", percentile(deliveriesAlone, 0.99)), goal: 1.5, higherIsBetter: false,
-                chart: false,
+                title: "Delivery (POST /v1/deliveries) p99 while sign-ins run back to back vs one sign-in (p50)",
+                unit: "ms", ours: ("delivery p99", percentile(deliveriesDuringSignIns, 0.99)),
+                baseline: ("one sign-in", percentile(loaded, 0.5)), goal: 0.1, higherIsBetter: false, chart: false,
                 details: [
+                    "p99_ms_alone": .number(percentile(deliveriesAlone, 0.99), decimals: 2),
                     "p50_ms_alone": .number(percentile(deliveriesAlone, 0.5), decimals: 2),
                     "p50_ms_during_signins": .number(percentile(deliveriesDuringSignIns, 0.5), decimals: 2),
                     "deliveries_alone": .integer(deliveriesAlone.count),
