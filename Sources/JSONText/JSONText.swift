@@ -47,8 +47,18 @@ public protocol JSONTextRepresentable {
 }
 
 extension Sequence where Element: JSONTextRepresentable {
-    /// The elements as one JSON array.
-    public var json: String { JSONText.array(lazy.map(\.json)) }
+    /// The elements as one JSON array. (A closure, not a key path: a key path in this generic context is built at
+    /// run time on every call, which the delivery profile showed as 6 % of the writer's time.)
+    public var json: String {
+        var text = "["
+        var first = true
+        for element in self {
+            if !first { text += "," }
+            first = false
+            text += element.json
+        }
+        return text + "]"
+    }
 }
 
 /// A JSON object written member by member, in the order they are added, for a body written on every request:

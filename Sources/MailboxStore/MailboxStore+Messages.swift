@@ -150,6 +150,8 @@ extension MailboxStore {
         let recipient = message.to.lowercased()
         let blobHash = message.raw.map { Hex.encode(SHA256.hash($0)) }
         let ingestKey = message.deduplicates ? blobHash : nil
+        // Written before the transaction, so the writer (one thread for every delivery) spends no time on them.
+        let (to, cc, attachments) = (message.recipients.json, message.cc.json, message.attachments.json)
         let write: @Sendable (any SQLConnection, BatchLedger) throws -> (Int64, String, Int64) = { db, ledger in
             guard let target = try Self.recipient(ledger, db, address: recipient) else {
                 throw MailboxStoreError.notFound
@@ -175,8 +177,7 @@ extension MailboxStore {
                 arguments: [
                     id, target.account, target.inbox, message.from, recipient, message.subject, preview,
                     message.body, message.body.utf8.count, received, modseq, modseq, message.messageID,
-                    message.inReplyTo, message.recipients.json, message.cc.json, message.sentAt,
-                    message.attachments.json, message.htmlBody, blobHash, ingestKey,
+                    message.inReplyTo, to, cc, message.sentAt, attachments, message.htmlBody, blobHash, ingestKey,
                 ])
             ledger.use(modseq, account: target.account)
             return (target.account, id, modseq)
