@@ -118,7 +118,7 @@ let package = Package(
                 .embedInCode("console/console-signin.js"), .embedInCode("console/console.css"),
             ]),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
-        .target(name: "MailIngest", dependencies: ["Durations", "Locking"]),
+        .target(name: "MailIngest", dependencies: ["CNGHTTP2", "Durations", "HTTP2Support", "Locking"]),
         // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.
         .target(name: "MailMIME", dependencies: ["CGMime"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),

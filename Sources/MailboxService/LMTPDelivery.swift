@@ -8,57 +8,92 @@ import ServiceMetrics
 import SignalDispatch
 
 /// The mailbox behind the LMTP listener: RCPT looks the account up, DATA parses the message once and stores a
-/// copy per recipient. The copies are handed to the store together from the session's thread, so they (and other
-/// sessions' messages) share group commits; each reply waits for its own copy's commit.
+/// copy per recipient. The copies are handed to the store together from the listener's thread, so they (and other
+/// sessions' messages) share group commits; the replies go out as each message's copies are committed.
 struct LMTPDelivery: LMTPBackend {
     let store: MailboxStore
     let metrics: Metrics
     /// Addresses found to have an account in the last few seconds: an MTA names the same recipients again and
-    /// again, and each lookup is a read and two thread hops. Accounts are not removed while mailboxd runs; were
-    /// one, its delivery would still find no account and answer that recipient after DATA.
+    /// again, and each lookup is a read. Accounts are not removed while mailboxd runs; were one, its delivery would
+    /// still find no account and answer that recipient after DATA.
     let known = KnownRecipients(lifetime: 10)
+    /// Messages larger than this are parsed on a thread of their own rather than on the listener's, which serves
+    /// every session.
+    static let parseInPlaceBytes = 1 << 20
 
-    func checkRecipient(_ address: String) -> LMTPSession.RecipientCheck {
-        if known.contains(address) { return .exists }
-        let store = store
-        let exists: Bool? = waitForTask { try? await store.recipientExists(address: address) }
-        if exists == true { known.insert(address) }
-        return exists.map { $0 ? .exists : .unknown } ?? .unavailable
+    func checkRecipient(_ address: String, completion: @escaping @Sendable (LMTPSession.RecipientCheck) -> Void) {
+        if known.contains(address) { return completion(.exists) }
+        let (store, known) = (store, known)
+        Task {
+            let exists = try? await store.recipientExists(address: address)
+            if exists == true { known.insert(address) }
+            completion(exists.map { $0 ? .exists : .unknown } ?? .unavailable)
+        }
     }
 
-    func deliver(_ envelope: LMTPSession.Envelope, message: [UInt8]) -> [LMTPSession.DeliveryResult] {
-        // Parsed once; each recipient's copy differs only in its account.
+    func deliver(
+        _ envelope: LMTPSession.Envelope, message: [UInt8],
+        completion: @escaping @Sendable ([LMTPSession.DeliveryResult]) -> Void
+    ) {
+        guard message.count > Self.parseInPlaceBytes else {
+            return store(Self.copies(of: message, for: envelope), for: envelope, completion: completion)
+        }
+        let thread = Thread { [self] in
+            store(Self.copies(of: message, for: envelope), for: envelope, completion: completion)
+        }
+        // Parsing a deeply nested message recurses: room for it.
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    /// The message parsed once; each recipient's copy differs only in its account.
+    private static func copies(of message: [UInt8], for envelope: LMTPSession.Envelope) -> [NewMessage] {
         let parsed = MessageParts.ingested(message, recipient: "", envelopeSender: envelope.sender)
-        let copies = envelope.recipients.map { recipient in
+        return envelope.recipients.map { recipient in
             var copy = parsed
             copy.to = recipient
             return copy
         }
-        // Each copy goes to the store from this thread and the thread waits for their commits: no task, and on
-        // SQLite no hop through the cooperative pool (the writer answers this thread directly).
-        let outcomes = LockedValue(
-            [(LMTPSession.DeliveryResult, Bool)](
-                repeating: (.storageUnavailable, false), count: copies.count))
-        let committed = DispatchGroup()
+    }
+
+    /// Hands each copy to the store (no task, and on SQLite no hop through the cooperative pool: the writer answers
+    /// the completion directly) and answers once the last is committed.
+    private func store(
+        _ copies: [NewMessage], for envelope: LMTPSession.Envelope,
+        completion: @escaping @Sendable ([LMTPSession.DeliveryResult]) -> Void
+    ) {
+        let progress = LockedValue(
+            (
+                outcomes: [(LMTPSession.DeliveryResult, Bool)](
+                    repeating: (.storageUnavailable, false), count: copies.count),
+                remaining: copies.count
+            ))
         for (index, copy) in copies.enumerated() {
-            committed.enter()
-            store.deliver(copy) { result in
+            store.deliver(copy) { [self] result in
                 let outcome: (LMTPSession.DeliveryResult, Bool)
                 switch result {
                 case .success(let receipt): outcome = (.stored, receipt.duplicate)
                 case .failure(MailboxStoreError.notFound): outcome = (.unknownRecipient, false)
                 case .failure: outcome = (.storageUnavailable, false)
                 }
-                outcomes.withLock { $0[index] = outcome }
-                committed.leave()
+                let finished = progress.withLock { progress -> [(LMTPSession.DeliveryResult, Bool)]? in
+                    progress.outcomes[index] = outcome
+                    progress.remaining -= 1
+                    return progress.remaining == 0 ? progress.outcomes : nil
+                }
+                if let finished { completion(record(finished, for: envelope)) }
             }
         }
-        committed.wait()
-        let results = outcomes.withLock { $0 }
-        for (recipient, (result, _)) in zip(envelope.recipients, results) where result == .unknownRecipient {
+    }
+
+    /// Counts the outcomes and forgets recipients whose account went away.
+    private func record(
+        _ outcomes: [(LMTPSession.DeliveryResult, Bool)], for envelope: LMTPSession.Envelope
+    ) -> [LMTPSession.DeliveryResult] {
+        for (recipient, (result, _)) in zip(envelope.recipients, outcomes) where result == .unknownRecipient {
             known.remove(recipient)
         }
-        for (result, duplicate) in results {
+        for (result, duplicate) in outcomes {
             let label: String
             switch result {
             case .stored: label = duplicate ? "duplicate" : "stored"
@@ -69,7 +104,7 @@ struct LMTPDelivery: LMTPBackend {
                 "mailboxd_lmtp_deliveries_total", labels: "result=\"\(label)\"",
                 help: "Recipient copies of LMTP messages, by outcome.")
         }
-        return results.map(\.0)
+        return outcomes.map(\.0)
     }
 }
 

@@ -172,7 +172,8 @@ public final class MailboxService: Sendable {
     /// Stops the LMTP listener and the API (finishing in-flight requests), then the dispatcher.
     public func shutdown() async {
         if let lmtp {
-            // Its shutdown waits for the sessions' threads: off the cooperative pool, which their stores need.
+            // Its shutdown waits for the deliveries its sessions handed to the store: off the cooperative pool, which a
+            // recipient lookup needs.
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 Thread {
                     lmtp.shutdown()

@@ -123,6 +123,68 @@ struct LMTPIngestTests {
         await f.shutdown()
     }
 
+    @Test func sessionsAtOnceAreEachAnsweredAndEachStored() async throws {
+        // One event loop serves every connection: each session's replies are its own, whatever the others do.
+        let f = try await Fixture(maxConnections: 32)
+        let finals = try await withThrowingTaskGroup(of: [String].self) { group in
+            for index in 0..<24 {
+                group.addTask {
+                    let message = Array("From: s@example.org\r\nSubject: number \(index)\r\n\r\nbody \(index)\r\n".utf8)
+                    return try await f.transact(to: ["alice@example.test", "bob@example.test"], message: message).final
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(finals.count == 24)
+        for final in finals {
+            #expect(final == ["250 2.0.0 <alice@example.test> delivered", "250 2.0.0 <bob@example.test> delivered"])
+        }
+        for name in ["alice", "bob"] {
+            let subjects = Set(try await f.messages(try await f.login(name)).compactMap { $0["subject"] as? String })
+            #expect(subjects == Set((0..<24).map { "number \($0)" }), "\(name)")
+        }
+        await f.shutdown()
+    }
+
+    @Test func aMessageTooLargeToParseInPlaceIsStoredWhole() async throws {
+        // Past LMTPDelivery.parseInPlaceBytes the parse runs on a thread of its own; the message is the same.
+        let f = try await Fixture(maxMessageBytes: 8 << 20)
+        let line = Array(repeating: UInt8(ascii: "y"), count: 76) + [0x0D, 0x0A]
+        let lines = (LMTPDelivery.parseInPlaceBytes / line.count) + 100
+        let raw =
+            Array("From: s@example.org\r\nSubject: large\r\n\r\n".utf8)
+            + Array([[UInt8]](repeating: line, count: lines).joined())
+        #expect(raw.count > LMTPDelivery.parseInPlaceBytes)
+        let (_, final) = try await f.transact(to: ["alice@example.test"], message: raw)
+        #expect(final == ["250 2.0.0 <alice@example.test> delivered"])
+        let alice = try await f.login("alice")
+        let message = try #require(try await f.messages(alice).first)
+        #expect(message["subject"] as? String == "large")
+        let stored = try await f.get("/v1/messages/\(try #require(message["id"] as? String))/raw", token: alice)
+        #expect(Array(stored.body) == raw)
+        await f.shutdown()
+    }
+
+    @Test func aClientThatLeavesAfterItsMessageHasItStoredAndTheNextIsServed() async throws {
+        let f = try await Fixture()
+        let port = f.lmtpPort
+        try await offPool {
+            let client = try LineClient(port: port)
+            _ = client.reply()
+            client.send("LHLO mta\r\nMAIL FROM:<s@example.org>\r\nRCPT TO:<alice@example.test>\r\nDATA\r\n")
+            for _ in 0..<4 { _ = client.reply() }
+            // The message, then gone before any reply.
+            client.send("Subject: left\r\n\r\nbody\r\n.\r\n")
+        }
+        let (_, final) = try await f.transact(
+            to: ["alice@example.test"], message: Array("Subject: next\r\n\r\nb\r\n".utf8))
+        #expect(final == ["250 2.0.0 <alice@example.test> delivered"])
+        let alice = try await f.login("alice")
+        let subjects = Set(try await f.messages(alice).compactMap { $0["subject"] as? String })
+        #expect(subjects == ["left", "next"])
+        await f.shutdown()
+    }
+
     @Test func rawMessageRoundTripsAndPartsAreServedToTheirAccountOnly() async throws {
         let f = try await Fixture()
         let raw = try Self.corpus("mixed-nested.eml")
