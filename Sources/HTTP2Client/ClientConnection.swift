@@ -29,7 +29,12 @@ final class ClientConnection {
     private var tls: TLSEngine?
     var session: OpaquePointer?
     private var output = OutputBuffer()
-    var streams: [Int32: PendingRequest] = [:]
+    var streams: [Int32: PendingRequest] = [:] {
+        didSet { lastLookup = nil }
+    }
+    /// The stream the last callback looked up: nghttp2 calls back for one stream's headers and data in a row, so
+    /// most lookups need no hashing. Cleared whenever `streams` changes.
+    private var lastLookup: (id: Int32, request: PendingRequest)?
     private var interest: UInt32 = 0
     /// Why the connection ended, when it failed.
     private(set) var failure: HTTP2ClientError?
@@ -407,14 +412,14 @@ final class ClientConnection {
     // MARK: nghttp2 callbacks
 
     func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let request = streams[streamID] else { return 0 }
+        guard let request = stream(streamID) else { return 0 }
         request.headerBytes += name.count + value.count + 32
         if request.headerBytes > ClientConnection.maxHeaderBytes {
             request.failure = .connectionLost("response headers larger than \(ClientConnection.maxHeaderBytes) bytes")
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
         }
         if name.count == 7 && name.elementsEqual(":status".utf8) {
-            request.status = Int(String(decoding: value, as: UTF8.self)) ?? 0
+            request.status = Self.status(value)
             request.headers = []  // a final response replaces any informational (1xx) one
             return 0
         }
@@ -423,8 +428,27 @@ final class ClientConnection {
         return 0
     }
 
+    /// The open stream `id`'s request.
+    private func stream(_ id: Int32) -> PendingRequest? {
+        if let lastLookup, lastLookup.id == id { return lastLookup.request }
+        guard let request = streams[id] else { return nil }
+        lastLookup = (id, request)
+        return request
+    }
+
+    /// A `:status` value: three digits (anything else is 0, which no response completes with).
+    private static func status(_ value: UnsafeBufferPointer<UInt8>) -> Int {
+        guard value.count == 3 else { return 0 }
+        var status = 0
+        for byte in value {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return 0 }
+            status = status * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return status
+    }
+
     func onDataChunk(_ streamID: Int32, _ data: UnsafeRawBufferPointer) -> Int32 {
-        guard let request = streams[streamID], request.failure == nil else { return 0 }
+        guard let request = stream(streamID), request.failure == nil else { return 0 }
         let limit = loop.configuration.maximumResponseBodySize
         if request.body.count + data.count > limit {
             request.failure = .responseTooLarge(limit: limit)
