@@ -95,7 +95,7 @@ extension MailboxStore {
     /// Queues a signal of `modseq` for a device: one outbox row per device, holding the newest modseq queued
     /// (coalescing at commit). The one place a signal is queued.
     static func queueSignal(_ db: any SQLConnection, deviceID: Int64, modseq: Int64, dueAt: Double) throws {
-        try db.run(
+        try db.runDeferred(
             """
             INSERT INTO signal_outbox (device_id, modseq, due_at) VALUES (?, ?, ?)
             ON CONFLICT (device_id) DO UPDATE SET modseq = \(db.dialect.greatest("signal_outbox.modseq", "excluded.modseq"))

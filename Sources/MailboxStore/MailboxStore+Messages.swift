@@ -165,9 +165,11 @@ extension MailboxStore {
             }
             let modseq = try ledger.nextModseq(db, account: target.account)
             if let raw = message.raw, let blobHash {
-                try db.run("INSERT INTO blobs (hash, bytes) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING", blobHash, raw)
+                try db.runDeferred(
+                    "INSERT INTO blobs (hash, bytes) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING", blobHash, raw)
             }
-            try db.run(
+            // Deferred: on PostgreSQL these go out with the modseq's statement, in one round trip.
+            try db.runDeferred(
                 """
                 INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
                                       size, received_at, created_modseq, modseq, message_id, in_reply_to, to_json,

@@ -308,7 +308,7 @@ final class PostgresEngine: StoreEngine {
                         let result = try body(connection, ledger)
                         try ledger.settle(connection)
                         // Delivered at COMMIT, to every process listening: their dispatchers wake at once.
-                        if ledger.signalsQueued { try connection.execute("NOTIFY \(Self.outboxChannel)") }
+                        if ledger.signalsQueued { try connection.executeDeferred("NOTIFY \(Self.outboxChannel)") }
                         bodyEnd = DispatchTime.now().uptimeNanoseconds
                         return result
                     }

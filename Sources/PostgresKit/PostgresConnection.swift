@@ -8,10 +8,33 @@ import SQLSupport
 /// Statements are prepared once per connection and cached by their SQL; parameters go as text (bytes as binary),
 /// typed by the server from their context, so the SQL the store writes once runs here unchanged apart from its
 /// `?` placeholders, which become `$1`, `$2`, ….
+///
+/// Round trips are what a statement costs most here (a send, a wait, a wake-up on each side), so a transaction
+/// sends what needs no answer of its own with the next statement that does, in one pipeline (libpq's pipeline
+/// mode): its BEGIN with its first statement, statements run with ``runDeferred(_:arguments:)`` with the next
+/// query, and those left at the end with the COMMIT.
 public final class PostgresConnection: SQLConnection {
     private let handle: OpaquePointer
     /// SQL → the name of its prepared statement on this connection.
     private var prepared: [String: String] = [:]
+    /// Statements waiting to go out with the next one that needs an answer (inside a transaction only).
+    private var queued: [Queued] = []
+    /// A pipeline ended in a way libpq could not account for: the connection is not used again.
+    private var pipelineFailed = false
+
+    /// A statement in ``queued``.
+    private enum Queued {
+        /// Transaction control or NOTIFY: no parameters, one statement.
+        case plain(String)
+        /// A prepared statement with its parameters.
+        case prepared(name: String, sql: String, values: [SQLValue])
+
+        var sql: String {
+            switch self {
+            case .plain(let sql), .prepared(_, let sql, _): return sql
+            }
+        }
+    }
 
     /// PostgreSQL's dialect.
     public var dialect: SQLDialect { .postgres }
@@ -52,7 +75,7 @@ public final class PostgresConnection: SQLConnection {
 
     /// Whether the connection is still up, as far as libpq knows, and its server took writes when last asked. A
     /// connection whose server answered read-only (SQLSTATE 25006) stays unhealthy: a pool replaces it.
-    public var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK && !foundReadOnly }
+    public var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK && !foundReadOnly && !pipelineFailed }
 
     /// ``isHealthy``, and nothing arrived while the connection sat idle (asked without waiting). A server that
     /// was stopped, killed or failed over ends its connections with a last message and the socket's end, which
@@ -76,9 +99,17 @@ public final class PostgresConnection: SQLConnection {
 
     /// Runs one or more SQL statements without parameters (DDL, transaction control).
     public func execute(_ sql: String) throws(PostgresError) {
+        if !queued.isEmpty { PQclear(try pipeline(take())) }
         let result = PQexec(handle, sql)
         defer { PQclear(result) }
         try check(result, sql: sql)
+    }
+
+    /// Runs one statement without parameters whose answer nobody waits for (NOTIFY): inside a transaction it goes
+    /// out with the next statement or the COMMIT.
+    public func executeDeferred(_ sql: String) throws(PostgresError) {
+        guard isInTransaction || !queued.isEmpty else { return try execute(sql) }
+        queued.append(.plain(sql))
     }
 
     /// Runs `sql` with `arguments` and returns the number of rows it changed (or returned).
@@ -87,6 +118,13 @@ public final class PostgresConnection: SQLConnection {
         let result = try perform(sql, arguments: arguments)
         defer { PQclear(result) }
         return Int(String(cString: PQcmdTuples(result))) ?? 0
+    }
+
+    /// Inside a transaction, `sql` goes out with the next statement that needs an answer (or the COMMIT), in the
+    /// same round trip; an error in it fails that statement. Outside one it runs at once.
+    public func runDeferred(_ sql: String, arguments: [any SQLBindable]) throws {
+        guard isInTransaction || !queued.isEmpty else { return _ = try run(sql, arguments: arguments) }
+        queued.append(.prepared(name: try statementName(sql), sql: sql, values: arguments.map(\.sqlValue)))
     }
 
     /// Runs a query and returns every row.
@@ -109,14 +147,22 @@ public final class PostgresConnection: SQLConnection {
         case repeatableReadOnly = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     }
 
-    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws. The BEGIN goes out with
+    /// the first statement, and whatever is still deferred goes with the COMMIT; a body that runs nothing costs no
+    /// round trip.
     public func transaction<T>(_ kind: TransactionKind = .readWrite, _ body: () throws -> T) throws -> T {
-        try execute(kind.rawValue)
+        queued = [.plain(kind.rawValue)]
         do {
             let result = try body()
-            try execute("COMMIT")
+            if queued.count == 1, case .plain(kind.rawValue) = queued[0] {
+                queued = []
+            } else {
+                queued.append(.plain("COMMIT"))
+                PQclear(try pipeline(take()))
+            }
             return result
         } catch {
+            queued = []
             if isHealthy, isInTransaction { try? execute("ROLLBACK") }
             throw error
         }
@@ -156,6 +202,90 @@ public final class PostgresConnection: SQLConnection {
     private func perform(_ sql: String, arguments: [any SQLBindable]) throws(PostgresError) -> OpaquePointer {
         let name = try statementName(sql)
         let values = arguments.map(\.sqlValue)
+        guard queued.isEmpty else {
+            do {
+                return try pipeline(take() + [.prepared(name: name, sql: sql, values: values)])
+            } catch {
+                if error.sqlstate == "26000" { prepared = [:] }  // a statement is gone (DISCARD ALL): prepare again
+                throw error
+            }
+        }
+        let result = withParameters(values) { count, pointers, lengths, formats in
+            PQexecPrepared(handle, name, count, pointers, lengths, formats, 0)
+        }
+        do {
+            try check(result, sql: sql)
+        } catch {
+            PQclear(result)
+            if error.sqlstate == "26000" { prepared[sql] = nil }  // the statement is gone (DISCARD ALL): prepare again
+            throw error
+        }
+        return result!
+    }
+
+    private func take() -> [Queued] {
+        defer { queued = [] }
+        return queued
+    }
+
+    /// Sends `statements` in one pipeline and reads their results: the last one's result when every statement
+    /// succeeded, else the first failure (the statements after it were skipped by the server).
+    private func pipeline(_ statements: [Queued]) throws(PostgresError) -> OpaquePointer {
+        guard PQenterPipelineMode(handle) == 1 else { throw PostgresError(result: nil, connection: handle, sql: nil) }
+        for statement in statements {
+            let sent: Int32
+            switch statement {
+            case .plain(let sql):
+                sent = PQsendQueryParams(handle, sql, 0, nil, nil, nil, nil, 0)
+            case .prepared(let name, _, let values):
+                sent = withParameters(values) { count, pointers, lengths, formats in
+                    PQsendQueryPrepared(handle, name, count, pointers, lengths, formats, 0)
+                }
+            }
+            guard sent == 1 else { throw abandonPipeline(sql: statement.sql) }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw abandonPipeline(sql: nil) }
+        var failure: PostgresError?
+        var last: OpaquePointer?
+        for (index, statement) in statements.enumerated() {
+            guard let result = PQgetResult(handle) else { throw abandonPipeline(sql: statement.sql) }
+            // Each statement's results end with a null.
+            while let extra = PQgetResult(handle) { PQclear(extra) }
+            let status = PQresultStatus(result)
+            if failure == nil, status != PGRES_PIPELINE_ABORTED {
+                do {
+                    try check(result, sql: statement.sql)
+                } catch {
+                    failure = error
+                }
+            }
+            if index == statements.count - 1, failure == nil { last = result } else { PQclear(result) }
+        }
+        guard let sync = PQgetResult(handle), PQresultStatus(sync) == PGRES_PIPELINE_SYNC else {
+            throw abandonPipeline(sql: nil)
+        }
+        PQclear(sync)
+        guard PQexitPipelineMode(handle) == 1 else { throw abandonPipeline(sql: nil) }
+        if let failure {
+            if let last { PQclear(last) }
+            throw failure
+        }
+        guard let last else { throw abandonPipeline(sql: nil) }
+        return last
+    }
+
+    /// The pipeline's results could not be read to its end: the connection is unusable (``isHealthy`` says so).
+    private func abandonPipeline(sql: String?) -> PostgresError {
+        pipelineFailed = true
+        let error = PostgresError(result: nil, connection: handle, sql: sql)
+        return PostgresError(sqlstate: error.sqlstate, message: error.message, sql: sql, connectionLost: true)
+    }
+
+    /// Calls `body` with libpq's parameter arrays for `values`: text, except bytes, which go as binary.
+    private func withParameters<R>(
+        _ values: [SQLValue],
+        _ body: (Int32, [UnsafePointer<CChar>?], [Int32], [Int32]) -> R
+    ) -> R {
         var texts: [UnsafeMutablePointer<CChar>?] = []
         var lengths: [Int32] = []
         var formats: [Int32] = []
@@ -178,16 +308,7 @@ public final class PostgresConnection: SQLConnection {
             }
         }
         defer { texts.forEach { $0?.deallocate() } }
-        let pointers = texts.map { UnsafePointer($0) }
-        let result = PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 0)
-        do {
-            try check(result, sql: sql)
-        } catch {
-            PQclear(result)
-            if error.sqlstate == "26000" { prepared[sql] = nil }  // the statement is gone (DISCARD ALL): prepare again
-            throw error
-        }
-        return result!
+        return body(Int32(values.count), texts.map { UnsafePointer($0) }, lengths, formats)
     }
 
     private func appendText(

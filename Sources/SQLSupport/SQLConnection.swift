@@ -13,13 +13,28 @@ public protocol SQLConnection: AnyObject {
 
     /// Runs a query and returns every row.
     func query(_ sql: String, arguments: [any SQLBindable]) throws -> [Row]
+
+    /// Runs `sql`, whose changed-row count the caller does not need, when the engine finds it cheapest: at once,
+    /// or (PostgreSQL, inside a transaction) with the next statement that needs an answer or the COMMIT, in the same
+    /// round trip. An error in it then fails that later statement, and with it the transaction.
+    func runDeferred(_ sql: String, arguments: [any SQLBindable]) throws
 }
 
 extension SQLConnection {
+    /// Runs `sql` at once (an engine whose statements cost a round trip each defers it).
+    public func runDeferred(_ sql: String, arguments: [any SQLBindable]) throws {
+        _ = try run(sql, arguments: arguments)
+    }
+
     /// Runs `sql` with `arguments` and returns the number of rows it changed.
     @discardableResult
     public func run(_ sql: String, _ arguments: any SQLBindable...) throws -> Int {
         try run(sql, arguments: arguments)
+    }
+
+    /// ``runDeferred(_:arguments:)`` with its arguments listed.
+    public func runDeferred(_ sql: String, _ arguments: any SQLBindable...) throws {
+        try runDeferred(sql, arguments: arguments)
     }
 
     /// Runs a query and returns every row.

@@ -216,6 +216,6 @@ def scale_freshness(env, accounts=25, per_account=2, deliveries=500, rate=50.0):
             f"{lite['freshness_p99_ms']} ms; p50 {pg['freshness_p50_ms']} vs {lite['freshness_p50_ms']} ms). One "
             f"/v1/changes round trip, the device's part of the path, is p50 {pg['changes_round_trip_p50_ms']} vs "
             f"{lite['changes_round_trip_p50_ms']} ms and p99 {pg['changes_round_trip_p99_ms']} vs "
-            f"{lite['changes_round_trip_p99_ms']} ms: every store call is a network round trip per statement (a read "
-            "is BEGIN, its queries and COMMIT) instead of a function call into SQLite.")
+            f"{lite['changes_round_trip_p99_ms']} ms: every store call is network round trips (a read is its queries, "
+            "the first with the BEGIN, and the COMMIT; a delivery two) instead of a function call into SQLite.")
     return record
