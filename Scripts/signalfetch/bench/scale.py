@@ -217,5 +217,5 @@ def scale_freshness(env, accounts=25, per_account=2, deliveries=500, rate=50.0):
             f"/v1/changes round trip, the device's part of the path, is p50 {pg['changes_round_trip_p50_ms']} vs "
             f"{lite['changes_round_trip_p50_ms']} ms and p99 {pg['changes_round_trip_p99_ms']} vs "
             f"{lite['changes_round_trip_p99_ms']} ms: every store call is network round trips (a read is its queries, "
-            "the first with the BEGIN, and the COMMIT; a delivery two) instead of a function call into SQLite.")
+            "the first with the BEGIN, and the COMMIT; a delivery three) instead of a function call into SQLite.")
     return record
