@@ -203,7 +203,9 @@ extension MailboxAPI {
                         if closeAfter == "state" { return }
                     }
                 }
-                if pingInterval > 0, ContinuousClock.now - lastPing >= .seconds(pingInterval) {
+                // The ticker's clock started a moment before `lastPing` was taken: a tick that arrives that moment
+                // early is still the one due, or the pings would come at twice the interval.
+                if pingInterval > 0, ContinuousClock.now - lastPing >= .seconds(pingInterval) - .milliseconds(250) {
                     lastPing = ContinuousClock.now
                     stream.send(event: "ping", data: "{\"interval\":\(pingInterval)}")
                 }
