@@ -74,6 +74,8 @@ final class LMTPLoop: @unchecked Sendable {  // see above: loop-thread confineme
     /// Lookups and deliveries the backend has not answered yet.
     private var outstanding = 0
     private var stopping = false
+    /// Accepting stopped for want of descriptors; the next timer check listens again.
+    private var listenerPaused = false
     private var now = DispatchTime.now().uptimeNanoseconds
     private let idleNanoseconds: UInt64
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
@@ -192,8 +194,6 @@ final class LMTPLoop: @unchecked Sendable {  // see above: loop-thread confineme
             settle(connection)
         }
     }
-
-    private var listenerPaused = false
 
     private func handle(_ connection: LMTPConnection, events: UInt32) {
         if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0, connection.awaiting {
