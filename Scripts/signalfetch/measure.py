@@ -49,6 +49,30 @@ def process_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def thread_activity(pid):
+    """Per thread group of a process (threads named alike, their trailing numbers dropped): CPU seconds and context
+    switches (voluntary + involuntary), from /proc/PID/task. Threads that exited since are not counted."""
+    groups = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            fields = _stat_fields(f"{pid}/task/{tid}")
+            status = open(f"/proc/{pid}/task/{tid}/status").read()
+        except OSError:
+            continue
+        switches = sum(int(n) for n in re.findall(r"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", status, re.M))
+        group = re.sub(r"[-_.]?\d+$", "", name) or name
+        cpu, count = groups.get(group, (0.0, 0))
+        groups[group] = (cpu + (int(fields[11]) + int(fields[12])) / CLK_TCK, count + switches)
+    return groups
+
+
+def thread_activity_delta(before, after):
+    """{group: (CPU seconds, context switches)} between two `thread_activity` readings."""
+    return {group: (cpu - before.get(group, (0.0, 0))[0], switches - before.get(group, (0.0, 0))[1])
+            for group, (cpu, switches) in after.items()}
+
+
 def tree_cpu(parent):
     """CPU seconds a server has used: the parent's own and its exited children's (which it reaped: cutime, cstime),
     plus its live children's (PostgreSQL: the postmaster and its backends)."""

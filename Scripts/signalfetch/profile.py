@@ -11,7 +11,8 @@ is wrk with data/deliveries.lua or data/changes.lua, or smtp-source.
 Records with `perf record -g` (frame pointers) at 999 Hz on mailboxd only, demangles Swift symbols with
 `swift demangle`, and writes into DIR (default bench-results):
   profile-NAME.txt     CPU per message, the share by component (TLS, HTTP, JSON, SQLite, MIME, crypto, the Swift
-                       runtime, libc, the kernel, our code), and the top frames by self and by total time
+                       runtime, libc, the kernel, our code), CPU and context switches per message by thread
+                       (the hand-offs), and the top frames by self and by total time
   profile-NAME.folded  the folded stacks (for any flame-graph tool)
   profile-NAME.svg     a flame graph
 and prints one JSON line with the figures. NAME is PATH, with -postgres and -console when those are given.
@@ -28,7 +29,7 @@ import sys
 import time
 
 from . import data_path, harness
-from .measure import process_cpu
+from .measure import process_cpu, thread_activity, thread_activity_delta
 
 # Components by shared object (or, for our binary and Foundation, by symbol).
 COMPONENTS = [
@@ -197,20 +198,21 @@ class Target:
         return int(requests.group(1)), float(requests.group(2))
 
     def record(self, seconds):
-        """perf record on mailboxd while the load runs; (perf script text, messages, elapsed, mailboxd CPU s)."""
+        """perf record on mailboxd while the load runs; (perf script text, messages, elapsed, mailboxd CPU s, CPU
+        seconds and context switches by thread group)."""
         pid = self.cluster.mailboxd.pid
         data = os.path.join(self.cluster.work, "perf.data")
         perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(0.3)
-        cpu0 = process_cpu(pid)
+        cpu0, threads0 = process_cpu(pid), thread_activity(pid)
         count, elapsed = self.load(seconds)
-        cpu = process_cpu(pid) - cpu0
+        cpu, threads = process_cpu(pid) - cpu0, thread_activity_delta(threads0, thread_activity(pid))
         perf.send_signal(2)
         perf.wait(timeout=60)
         text = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym,dso"], capture_output=True, text=True,
                               errors="replace").stdout
-        return text, count, elapsed, cpu
+        return text, count, elapsed, cpu, threads
 
 
 def tally(samples):
@@ -228,7 +230,7 @@ def tally(samples):
     return by_component, self_time, total_time, folded
 
 
-def write_profile(args, label, samples, count, elapsed, cpu):
+def write_profile(args, label, samples, count, elapsed, cpu, threads):
     by_component, self_time, total_time, folded = tally(samples)
     n = len(samples)
     per_message_ms = cpu / count * 1000
@@ -238,6 +240,15 @@ def write_profile(args, label, samples, count, elapsed, cpu):
              f"{n} samples at 999 Hz", "", "CPU by component (the leaf frame's library):"]
     for name, value in by_component.most_common():
         lines.append(f"  {100 * value / n:5.1f}%  {per_message_ms * value / n:7.3f} ms/msg  {name}")
+    # The hand-offs: which threads a message wakes, and how often. A context switch is a thread going to sleep
+    # (waiting for work, the network, a lock) or being preempted; each costs the kernel's switch both ways.
+    lines += ["", "Threads (CPU and context switches per message; a switch is a sleep and a wake-up):"]
+    busy = sorted(threads.items(), key=lambda item: -item[1][0])
+    for name, (seconds, switches) in busy:
+        if seconds > 0 or switches > 0:
+            lines.append(f"  {seconds / count * 1000:7.3f} ms/msg  {switches / count:6.2f} switches/msg  {name}")
+    total_switches = sum(switches for _, switches in threads.values())
+    lines.append(f"  {'':7} {'':6}  {total_switches / count:6.2f} switches/msg  in all")
     lines += ["", "Top 30 frames by self time:"]
     lines += [f"  {100 * v / n:5.1f}%  {name}" for name, v in self_time.most_common(30)]
     lines += ["", "Top 30 frames by total time (on the stack):"]
@@ -248,10 +259,11 @@ def write_profile(args, label, samples, count, elapsed, cpu):
     with open(base + ".folded", "w") as f:
         f.write("\n".join(f"{stack} {c}" for stack, c in folded.most_common()) + "\n")
     flame_svg(folded, base + ".svg", f"mailboxd, {args.path} ({store}): {per_message_ms:.3f} ms CPU per message")
-    print("\n".join(lines[:2 + len(by_component) + 2]), file=sys.stderr)
+    print("\n".join(lines[:lines.index("Top 30 frames by self time:") - 1]), file=sys.stderr)
     print(json.dumps({"benchmark": f"profile-{label}", "title": f"CPU per message on the {args.path} path ({store})",
                       "messages": count, "rate_per_s": round(count / elapsed, 1),
                       "cpu_ms_per_message": round(per_message_ms, 3), "samples": n,
+                      "switches_per_message": round(total_switches / count, 2),
                       "by_component": {name: round(100 * v / n, 1) for name, v in by_component.most_common()},
                       "top_self": [[name, round(100 * v / n, 1)] for name, v in self_time.most_common(10)]}))
 
@@ -275,13 +287,13 @@ def main():
         if args.console:
             harness.ConsoleReader(target.cluster, timing=False, timeout=300)
         target.load(2)  # warm-up
-        text, count, elapsed, cpu = target.record(args.seconds)
+        text, count, elapsed, cpu, threads = target.record(args.seconds)
     finally:
         target.cluster.close()
     samples = parse_perf(text)
     if not samples:
         raise SystemExit("profile: perf recorded no samples")
-    write_profile(args, label, samples, count, elapsed, cpu)
+    write_profile(args, label, samples, count, elapsed, cpu, threads)
 
 
 if __name__ == "__main__":

@@ -277,7 +277,16 @@ def traffic_section(r):
 
 
 SECTIONS = {"apns-sim-rss": apns_sim_rss_section, "e2e-freshness": freshness_section, "e2e-fleet": fleet_section,
-            "e2e-burst": burst_section, "e2e-traffic": traffic_section}
+            "e2e-burst": burst_section, "e2e-traffic": traffic_section, "scale-cpu": cpu_section}
+
+
+def cpu_section(r):
+    L = [f"## {r['title']}", "",
+         f"**{r['cpu_ms_per_delivery']} ms** of mailboxd CPU per delivery (goal ≤ {r['goal_ms']} ms: "
+         f"{'met' if r['met'] else '**missed**'}), by thread:", "",
+         "| thread | CPU per delivery | context switches per delivery |", "|---|---|---|"]
+    L += [f"| {name} | {t['cpu_ms']} ms | {t['switches']} |" for name, t in r["by_thread"].items()]
+    return L + [""]
 
 
 def findings_section(rows, missed):

@@ -88,13 +88,11 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     /// Starts the I/O thread; it keeps the loop alive until shutdown.
     func start() {
         exited.enter()
-        let thread = Thread { [self] in
+        Thread.start(named: "HTTP2Client I/O") { [self] in
             loopThread.withLock { $0 = pthread_self() }
             run()
             exited.leave()
         }
-        thread.name = "HTTP2Client I/O"
-        thread.start()
     }
 
     // MARK: - Any thread

@@ -96,9 +96,7 @@ public final class HTTP2Server: Sendable {
             close(listener.fd)
             throw error
         }
-        let thread = Thread { loop.run() }
-        thread.name = "HTTP2Server:\(listener.port)"
-        thread.start()
+        Thread.start(named: "h2server-\(listener.port)") { loop.run() }
         return (loop, listener.port)
     }
 

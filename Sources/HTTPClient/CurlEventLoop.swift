@@ -44,13 +44,11 @@ final class CurlEventLoop: @unchecked Sendable {
     /// Starts the I/O thread. The thread keeps the loop alive until it ends.
     func start() {
         exited.enter()
-        let thread = Thread { [self] in
+        Thread.start(named: "HTTPClient I/O") { [self] in
             ioThread.withLock { $0 = pthread_self() }
             run()
             exited.leave()
         }
-        thread.name = "HTTPClient I/O"
-        thread.start()
     }
 
     // MARK: - Any thread

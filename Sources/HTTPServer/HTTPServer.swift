@@ -22,16 +22,28 @@ public final class HTTPServer: Sendable {
 
     /// Starts a server that answers every request with `handler`.
     /// Throws `HTTPServer.StartError` when the address cannot be bound or the TLS files are unusable.
-    public init(configuration: Configuration, handler: @escaping HTTPHandler) throws {
-        self.configuration = configuration
-        let core = ServerCore(configuration: configuration, handler: handler)
-        self.core = core
-        self.port = try core.start()
+    public convenience init(configuration: Configuration, handler: @escaping HTTPHandler) throws {
+        try self.init(configuration: configuration) { request, respond in
+            Task {
+                do {
+                    respond(.success(try await handler(request)))
+                } catch {
+                    respond(.failure(error))
+                }
+            }
+        }
     }
 
-    /// Starts a server that dispatches requests through `router`.
+    /// Starts a server that dispatches requests through `router` (its inline routes on the server's thread).
     public convenience init(configuration: Configuration, router: Router) throws {
-        try self.init(configuration: configuration, handler: router.handler)
+        try self.init(configuration: configuration, dispatch: router.dispatch)
+    }
+
+    private init(configuration: Configuration, dispatch: @escaping ServerCore.Dispatch) throws {
+        self.configuration = configuration
+        let core = ServerCore(configuration: configuration, dispatch: dispatch)
+        self.core = core
+        self.port = try core.start()
     }
 
     /// Whether the server stopped or is stopping.

@@ -2,6 +2,16 @@
 /// anything else for a 500).
 public typealias HTTPHandler = @Sendable (HTTPRequest) async throws -> HTTPResponse
 
+/// How an inline handler answers: once, from any thread, with a response or an error (`HTTPError` for a chosen
+/// status, anything else for a 500).
+public typealias HTTPResponder = @Sendable (Result<HTTPResponse, any Error>) -> Void
+
+/// A handler that runs on the server's own thread as the request arrives, and answers through its responder: at once,
+/// or later from the thread its work was handed to. For an endpoint whose work happens on a thread of its own (the
+/// store's writer, a PostgreSQL connection's thread): it saves the two hops through Swift's cooperative pool an async
+/// handler costs, there and back. It must not block or compute for long, since the thread serves other connections.
+public typealias HTTPInlineHandler = @Sendable (HTTPRequest, @escaping HTTPResponder) -> Void
+
 /// The route a request matched, as middleware sees it.
 public struct MatchedRoute: Sendable, Equatable {
     /// The route's method (`GET` for a `HEAD` answered by a `GET` route).
@@ -24,6 +34,29 @@ public struct MatchedRoute: Sendable, Equatable {
 public protocol RouterMiddleware: Sendable {
     /// Answers `request` for `route`, calling `next` (the inner middleware, then the route's handler) or not.
     func respond(to request: HTTPRequest, route: MatchedRoute, next: HTTPHandler) async throws -> HTTPResponse
+
+    /// The same around an inline route (``Router/add(_:_:inline:)``), on the server's thread: answers through
+    /// `respond`, calling `next` or not. Without it, the middleware's async form runs in a task, and the route loses
+    /// what being inline saves.
+    func respond(
+        to request: HTTPRequest, route: MatchedRoute, inline next: @escaping HTTPInlineHandler,
+        respond: @escaping HTTPResponder)
+}
+
+extension RouterMiddleware {
+    /// Runs the middleware's async form in a task, around `next` awaited.
+    public func respond(
+        to request: HTTPRequest, route: MatchedRoute, inline next: @escaping HTTPInlineHandler,
+        respond: @escaping HTTPResponder
+    ) {
+        Task {
+            do {
+                respond(.success(try await self.respond(to: request, route: route, next: Router.awaiting(next))))
+            } catch {
+                respond(.failure(error))
+            }
+        }
+    }
 }
 
 /// Dispatches requests by method and path pattern, through the middleware added with ``use(_:)``.
@@ -39,11 +72,16 @@ public struct Router: Sendable {
         case rest(String)
     }
 
+    private enum Handler: Sendable {
+        case async(HTTPHandler)
+        case inline(HTTPInlineHandler)
+    }
+
     private struct Route: Sendable {
         let method: HTTPMethod
         let pattern: String
         let segments: [Segment]
-        let handler: HTTPHandler
+        let handler: Handler
     }
 
     private var routes: [Route] = []
@@ -58,6 +96,15 @@ public struct Router: Sendable {
 
     /// Adds a route for `method` and `pattern`.
     public mutating func add(_ method: HTTPMethod, _ pattern: String, handler: @escaping HTTPHandler) {
+        add(method, pattern, .async(handler))
+    }
+
+    /// Adds a route whose handler runs inline, on the server's thread (see ``HTTPInlineHandler``).
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, inline handler: @escaping HTTPInlineHandler) {
+        add(method, pattern, .inline(handler))
+    }
+
+    private mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: Handler) {
         let segments = Self.split(pattern).map { part -> Segment in
             if part.hasPrefix(":") { return .parameter(String(part.dropFirst())) }
             if part.hasPrefix("*") { return .rest(String(part.dropFirst())) }
@@ -85,6 +132,76 @@ public struct Router: Sendable {
 
     /// Runs the handler of the route matching `request`, or throws the 404/405 `HTTPError`.
     public func handle(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let (route, routed) = try self.route(request)
+        switch route.handler {
+        case .async(let handler): return try await chain(handler, route: route)(routed)
+        case .inline(let handler): return try await Self.awaiting(chain(handler, route: route))(routed)
+        }
+    }
+
+    /// Answers `request` through `respond`: an inline route's handler (and its middleware) at once, on the calling
+    /// thread; any other route's in a task, which is returned (for cancelling it when the request times out).
+    /// A request that matches no route gets the 404/405 `HTTPError` at once.
+    public func dispatch(_ request: HTTPRequest, respond: @escaping HTTPResponder) -> Task<Void, Never>? {
+        let route: Route
+        let routed: HTTPRequest
+        do {
+            (route, routed) = try self.route(request)
+        } catch {
+            respond(.failure(error))
+            return nil
+        }
+        switch route.handler {
+        case .async(let handler):
+            let handler = chain(handler, route: route)
+            return Task {
+                do {
+                    respond(.success(try await handler(routed)))
+                } catch {
+                    respond(.failure(error))
+                }
+            }
+        case .inline(let handler):
+            chain(handler, route: route)(routed, respond)
+            return nil
+        }
+    }
+
+    /// An inline handler as an async one, for callers that await (``handle(_:)``, middleware without an inline form).
+    static func awaiting(_ handler: @escaping HTTPInlineHandler) -> HTTPHandler {
+        { request in
+            try await withCheckedThrowingContinuation { continuation in
+                handler(request) { continuation.resume(with: $0) }
+            }
+        }
+    }
+
+    /// `handler` inside the middleware, outermost first.
+    private func chain(_ handler: @escaping HTTPHandler, route: Route) -> HTTPHandler {
+        guard !middleware.isEmpty else { return handler }
+        let matched = MatchedRoute(method: route.method, pattern: route.pattern)
+        var next = handler
+        for layer in middleware.reversed() {
+            let inner = next
+            next = { request in try await layer.respond(to: request, route: matched, next: inner) }
+        }
+        return next
+    }
+
+    /// ``chain(_:route:)`` for an inline handler, through each middleware's inline form.
+    private func chain(_ handler: @escaping HTTPInlineHandler, route: Route) -> HTTPInlineHandler {
+        guard !middleware.isEmpty else { return handler }
+        let matched = MatchedRoute(method: route.method, pattern: route.pattern)
+        var next = handler
+        for layer in middleware.reversed() {
+            let inner = next
+            next = { request, respond in layer.respond(to: request, route: matched, inline: inner, respond: respond) }
+        }
+        return next
+    }
+
+    /// The route matching `request` and the request with its path parameters, or the 404/405 `HTTPError`.
+    private func route(_ request: HTTPRequest) throws -> (Route, HTTPRequest) {
         // Each segment decoded once, then compared with every route's.
         let path = Self.split(request.path).map { HTTPRequest.percentDecode($0, plusAsSpace: false) }
         var best: (route: Route, parameters: [String: String], score: Int)?
@@ -110,14 +227,7 @@ public struct Router: Sendable {
         }
         var routed = request
         routed.pathParameters = best.parameters
-        guard !middleware.isEmpty else { return try await best.route.handler(routed) }
-        let matched = MatchedRoute(method: best.route.method, pattern: best.route.pattern)
-        var next = best.route.handler
-        for layer in middleware.reversed() {
-            let inner = next
-            next = { request in try await layer.respond(to: request, route: matched, next: inner) }
-        }
-        return try await next(routed)
+        return (best.route, routed)
     }
 
     /// The router as a handler value, for `HTTPServer(configuration:handler:)`.

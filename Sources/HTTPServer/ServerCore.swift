@@ -28,8 +28,11 @@ final class ServerCore: Sendable {
         let pointer: OpaquePointer
     }
 
+    /// Starts answering a request, on libmicrohttpd's thread; returns the task its handler runs in, if it has one.
+    typealias Dispatch = @Sendable (HTTPRequest, @escaping HTTPResponder) -> Task<Void, Never>?
+
     let configuration: HTTPServer.Configuration
-    let handler: HTTPHandler
+    let dispatch: Dispatch
     let registry = LockedValue(Registry())
     let lifecycle = LockedValue(Lifecycle.running)
     /// Set once the daemon is running.
@@ -42,9 +45,9 @@ final class ServerCore: Sendable {
     /// C strings handed to libmicrohttpd (TLS PEM and priorities, bound address); freed in deinit.
     let allocations = LockedValue<[UInt]>([])  // addresses from malloc/calloc
 
-    init(configuration: HTTPServer.Configuration, handler: @escaping HTTPHandler) {
+    init(configuration: HTTPServer.Configuration, dispatch: @escaping Dispatch) {
         self.configuration = configuration
-        self.handler = handler
+        self.dispatch = dispatch
     }
 
     deinit {
@@ -211,14 +214,14 @@ final class ServerCore: Sendable {
         }
     }
 
-    /// Runs the handler in a task; thrown errors become responses. The timeout loop answers
+    /// Starts the handler (inline, or in a task); thrown errors become responses. The timeout loop answers
     /// handlers that outlive `requestTimeout`.
     func run(_ request: HTTPRequest, for context: RequestContext) {
-        let task = Task {
-            let response = await self.respond(to: request)
-            self.deliver(response, to: context)
+        let (method, path) = (request.method, request.path)
+        let task = dispatch(request) { [self] result in
+            deliver(response(to: result, method: method, path: path), to: context)
         }
-        context.state.withLock { $0.handlerTask = task }
+        if let task { context.state.withLock { $0.handlerTask = task } }
     }
 
     private func deliver(_ response: HTTPResponse, to context: RequestContext) {
@@ -243,13 +246,16 @@ final class ServerCore: Sendable {
         }
     }
 
-    private func respond(to request: HTTPRequest) async -> HTTPResponse {
-        do {
-            return try await handler(request)
-        } catch let error as HTTPError {
+    private func response(
+        to result: Result<HTTPResponse, any Error>, method: HTTPMethod, path: String
+    ) -> HTTPResponse {
+        switch result {
+        case .success(let response):
+            return response
+        case .failure(let error as HTTPError):
             return error.response
-        } catch {
-            logError("handler for \(request.method) \(request.path) failed: \(type(of: error))")
+        case .failure(let error):
+            logError("handler for \(method) \(path) failed: \(type(of: error))")
             return HTTPError.internalError.response
         }
     }

@@ -9,11 +9,9 @@ public final class BlockingExecutor: Sendable {
     /// Starts `threads` threads named `name-N`.
     public init(threads: Int, name: String) {
         for index in 0..<max(1, threads) {
-            let thread = Thread { [queue] in
+            Thread.start(named: "\(name)-\(index)") { [queue] in
                 while let job = queue.pop() { job() }
             }
-            thread.name = "\(name)-\(index)"
-            thread.start()
         }
     }
 

@@ -88,14 +88,11 @@ public final class LMTPServer: Sendable {
             })
         else { return }
         finished.enter()
-        let thread = Thread { [self] in
+        // Parsing a deeply nested message recurses: room for it.
+        Thread.start(named: "lmtp", stackSize: 8 << 20) { [self] in
             loop.run()
             finished.leave()
         }
-        thread.name = "lmtp"
-        // Parsing a deeply nested message recurses: room for it.
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     /// Stops accepting, ends every session (a transaction in progress gets nothing stored), and returns once the

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import JMAP
+import Locking
 import MailMIME
 import MailboxStore
 import OpenSSLCrypto
@@ -122,9 +123,9 @@ extension MailboxAPI {
         else { throw HTTPError.notFound("No such message or part.") }
         // Parsing a large message takes a while: on a thread of its own, not the cooperative pool's.
         let found = await withCheckedContinuation { (done: CheckedContinuation<MIMEPartContent?, Never>) in
-            let thread = Thread { done.resume(returning: MessageParts.part(partID, of: source.rfc5322)) }
-            thread.stackSize = 8 << 20
-            thread.start()
+            Thread.start(named: "mime-part", stackSize: 8 << 20) {
+                done.resume(returning: MessageParts.part(partID, of: source.rfc5322))
+            }
         }
         guard let part = found else { throw HTTPError.notFound("No such message or part.") }
         var response = HTTPResponse(body: Data(part.bytes))
@@ -278,7 +279,52 @@ extension MailboxAPI {
         return .empty()
     }
 
+    /// `POST /v1/deliveries`, inline: the request is checked and its message composed on the server's thread, and the
+    /// store answers from its own thread once the message is committed, with no hop through the cooperative pool. A
+    /// large body is composed in a task instead, so the server's thread is never held for long.
+    func deliver(_ request: HTTPRequest, respond: @escaping HTTPResponder) {
+        guard request.body.count <= Self.inlineDeliveryBytes else {
+            Task {
+                do {
+                    respond(.success(try await deliver(request)))
+                } catch {
+                    respond(.failure(error))
+                }
+            }
+            return
+        }
+        let message: NewMessage
+        do {
+            message = try deliveryMessage(request)
+        } catch {
+            return respond(.failure(error))
+        }
+        store.deliver(message) { [metrics] result in
+            respond(
+                result.map { receipt in
+                    metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
+                    return Self.deliveryResponse(receipt)
+                }.mapError(Self.deliveryError))
+        }
+    }
+
+    /// The largest `POST /v1/deliveries` body composed on the server's thread.
+    static let inlineDeliveryBytes = 64 << 10
+
     func deliver(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let message = try deliveryMessage(request)
+        let receipt: DeliveryReceipt
+        do {
+            receipt = try await store.deliver(message)
+        } catch {
+            throw Self.deliveryError(error)
+        }
+        metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
+        return Self.deliveryResponse(receipt)
+    }
+
+    /// The message a `POST /v1/deliveries` asks to deliver, once its token and fields are checked.
+    private func deliveryMessage(_ request: HTTPRequest) throws -> NewMessage {
         guard let token = request.bearerToken,
             ConstantTime.equals(SHA256.hash(token), deliveryTokenHash)
         else { throw HTTPError.unauthorized("A valid delivery token is required.") }
@@ -293,15 +339,17 @@ extension MailboxAPI {
                 .badRequest, code: "invalidArgument",
                 message: "Recipient, sender or subject is invalid (too long, or a line break or NUL in it).")
         }
-        let receipt: DeliveryReceipt
-        do {
-            receipt = try await store.deliver(
-                MessageParts.composed(to: body.to, from: body.from, subject: body.subject, body: body.body))
-        } catch MailboxStoreError.notFound {
-            throw HTTPError(.notFound, code: "unknownRecipient", message: "No account has that address.")
-        }
-        metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
-        return .json(text: DeliveryResponse(id: receipt.id, state: receipt.state.description).json, status: .created)
+        return MessageParts.composed(to: body.to, from: body.from, subject: body.subject, body: body.body)
+    }
+
+    private static func deliveryResponse(_ receipt: DeliveryReceipt) -> HTTPResponse {
+        .json(text: DeliveryResponse(id: receipt.id, state: receipt.state.description).json, status: .created)
+    }
+
+    /// A delivery's store error as its answer: an unknown recipient is a 404 of its own.
+    private static func deliveryError(_ error: any Error) -> any Error {
+        guard case MailboxStoreError.notFound = error else { return error }
+        return HTTPError(.notFound, code: "unknownRecipient", message: "No account has that address.")
     }
 
     func health(_ request: HTTPRequest) async throws -> HTTPResponse {

@@ -94,7 +94,7 @@ package struct MailboxAPI: Sendable {
         router.delete("/v1/devices/:id", handler: authenticated(deleteDevice))
         router.get(
             "/v1/webpush/vapid-public-key", handler: vapidPublicKey)
-        router.post("/v1/deliveries", handler: deliver)
+        router.add(.post, "/v1/deliveries", inline: deliver)
         router.get("/web", handler: webFile)
         router.get("/web/:file", handler: webFile)
         router.get("/healthz", handler: health)

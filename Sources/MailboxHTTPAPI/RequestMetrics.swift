@@ -10,24 +10,44 @@ struct RequestMetrics: RouterMiddleware {
 
     func respond(to request: HTTPRequest, route: MatchedRoute, next: HTTPHandler) async throws -> HTTPResponse {
         let start = ContinuousClock.now
-        var status = 500
-        defer {
-            let label = route.label
-            metrics.increment(
-                "mailboxd_http_requests_total", labels: "route=\"\(label)\",status=\"\(status)\"",
-                help: "HTTP requests by route and status.")
-            metrics.observe(
-                "mailboxd_http_request_duration_seconds", labels: "route=\"\(label)\"",
-                seconds: (ContinuousClock.now - start).seconds, help: "HTTP request latency by route.")
-        }
+        let result: Result<HTTPResponse, any Error>
         do {
-            let response = try await next(request)
-            status = response.status.rawValue
-            return response
-        } catch let error as HTTPError {
-            status = error.status.rawValue
-            throw error
+            result = .success(try await next(request))
+        } catch {
+            result = .failure(error)
         }
+        record(result, route: route, since: start)
+        return try result.get()
+    }
+
+    func respond(
+        to request: HTTPRequest, route: MatchedRoute, inline next: @escaping HTTPInlineHandler,
+        respond: @escaping HTTPResponder
+    ) {
+        let start = ContinuousClock.now
+        next(request) { result in
+            record(result, route: route, since: start)
+            respond(result)
+        }
+    }
+
+    /// Counts the request by route and status (a 500 for an error that is no `HTTPError`) and observes its latency.
+    private func record(
+        _ result: Result<HTTPResponse, any Error>, route: MatchedRoute, since start: ContinuousClock.Instant
+    ) {
+        let status =
+            switch result {
+            case .success(let response): response.status.rawValue
+            case .failure(let error as HTTPError): error.status.rawValue
+            case .failure: 500
+            }
+        let label = route.label
+        metrics.increment(
+            "mailboxd_http_requests_total", labels: "route=\"\(label)\",status=\"\(status)\"",
+            help: "HTTP requests by route and status.")
+        metrics.observe(
+            "mailboxd_http_request_duration_seconds", labels: "route=\"\(label)\"",
+            seconds: (ContinuousClock.now - start).seconds, help: "HTTP request latency by route.")
     }
 }
 
@@ -39,6 +59,15 @@ struct StoreErrors: RouterMiddleware {
             return try await next(request)
         } catch let error as MailboxStoreError {
             throw MailboxAPI.httpError(for: error)
+        }
+    }
+
+    func respond(
+        to request: HTTPRequest, route: MatchedRoute, inline next: @escaping HTTPInlineHandler,
+        respond: @escaping HTTPResponder
+    ) {
+        next(request) { result in
+            respond(result.mapError { error in (error as? MailboxStoreError).map(MailboxAPI.httpError(for:)) ?? error })
         }
     }
 }

@@ -38,12 +38,10 @@ struct LMTPDelivery: LMTPBackend {
         guard message.count > Self.parseInPlaceBytes else {
             return store(Self.copies(of: message, for: envelope), for: envelope, completion: completion)
         }
-        let thread = Thread { [self] in
+        // Parsing a deeply nested message recurses: room for it.
+        Thread.start(named: "lmtp-large", stackSize: 8 << 20) { [self] in
             store(Self.copies(of: message, for: envelope), for: envelope, completion: completion)
         }
-        // Parsing a deeply nested message recurses: room for it.
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     /// The message parsed once; each recipient's copy differs only in its account.

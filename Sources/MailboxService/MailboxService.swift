@@ -2,6 +2,7 @@ import Console
 import Foundation
 import HTTPServer
 import JMAP
+import Locking
 import MailIngest
 import MailboxHTTPAPI
 import MailboxStore
@@ -175,10 +176,10 @@ public final class MailboxService: Sendable {
             // Its shutdown waits for the deliveries its sessions handed to the store: off the cooperative pool, which a
             // recipient lookup needs.
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                Thread {
+                Thread.start(named: "lmtp-shutdown") {
                     lmtp.shutdown()
                     done.resume()
-                }.start()
+                }
             }
         }
         await server.shutdown()

@@ -21,6 +21,9 @@ final class BatchLedger: @unchecked Sendable {
     private var current: [Int64: Int64] = [:]
     /// Account → the newest modseq a delivery in this batch used, not yet written to `accounts`.
     private var pending: [Int64: Int64] = [:]
+    /// Account → its devices and their outbox rows, read by the recipient lookup where a ledger serves one
+    /// transaction of its own (PostgreSQL): settling then needs no read, and its writes ride with the COMMIT.
+    private var devices: [Int64: [Row]] = [:]
     /// Whether the transaction queued a signal that can be sent now (the PostgreSQL engine then notifies every
     /// process's dispatcher).
     var signalsQueued = false
@@ -37,21 +40,33 @@ final class BatchLedger: @unchecked Sendable {
     /// The account named `username` (already lowercased) and its inbox, or `nil` when there is none. The same
     /// statement reads the account's modseq and, where writers run concurrently, locks its row, as
     /// ``nextModseq(_:account:)`` would: one round trip fewer for every delivery on PostgreSQL.
+    ///
+    /// Where each transaction has a ledger of its own (PostgreSQL), the same statement also reads the account's
+    /// devices and their outbox rows, which settling would otherwise read in a round trip of its own: the account's
+    /// row stays locked from here to the COMMIT, and a delivery changes no device.
     func recipient(_ db: any SQLConnection, username: String) throws -> Recipient? {
         if let known = recipients[username] { return known }
-        guard
-            let row = try db.queryOne(
+        let withDevices = db.dialect.writesAndReadsInOneStatement
+        let rows = try db.query(
+            withDevices
+                ? """
+                SELECT a.id AS account_id, b.id AS inbox_id, a.modseq, \(MailboxStore.outboxDeviceColumns(db.dialect))
+                FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox'
+                LEFT JOIN devices d ON d.account_id = a.id LEFT JOIN signal_outbox o ON o.device_id = d.id
+                WHERE a.username = ?\(db.dialect.lockRows(of: "a"))
                 """
+                : """
                 SELECT a.id AS account_id, b.id AS inbox_id, a.modseq
                 FROM accounts a JOIN mailboxes b ON b.account_id = a.id AND b.role = 'inbox'
                 WHERE a.username = ?\(db.dialect.lockRows(of: "a"))
-                """, username),
-            let account = row["account_id"].int64, let inbox = row["inbox_id"].int64,
+                """, arguments: [username])
+        guard let row = rows.first, let account = row["account_id"].int64, let inbox = row["inbox_id"].int64,
             let modseq = row["modseq"].int64
         else { return nil }
         let recipient = Recipient(account: account, inbox: inbox)
         recipients[username] = recipient
         current[account] = modseq
+        if withDevices { devices[account] = rows }
         return recipient
     }
 
@@ -77,14 +92,17 @@ final class BatchLedger: @unchecked Sendable {
     /// Writes each pending account's newest modseq and upserts its devices' outbox rows (on PostgreSQL the modseq
     /// and the devices' read are one statement).
     func settle(_ db: any SQLConnection) throws {
-        // The next write may change a modseq outside this ledger (a flag, a deletion): read it again after.
+        // The next write may change a modseq or a device outside this ledger (a flag, a deletion): read again after.
         current.removeAll(keepingCapacity: true)
+        let known = devices
+        devices.removeAll(keepingCapacity: true)
         guard !pending.isEmpty else { return }
         let time = now()
         for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
             changes.append(CommittedChange(accountID: account, modseq: modseq, at: time))
             if try MailboxStore.enqueueSignals(
-                db, account: account, modseq: modseq, time: time, pacing: pacing, settingModseq: true)
+                db, account: account, modseq: modseq, time: time, pacing: pacing, settingModseq: true,
+                devices: known[account])
             {
                 signalsQueued = true
             }
@@ -103,6 +121,7 @@ final class BatchLedger: @unchecked Sendable {
         changes.removeAll(keepingCapacity: true)
         pending.removeAll(keepingCapacity: true)
         current.removeAll(keepingCapacity: true)
+        devices.removeAll(keepingCapacity: true)
         recipients.removeAll(keepingCapacity: true)
     }
 }

@@ -123,10 +123,11 @@ extension MailboxStore {
         return delivery.receipt(stored)
     }
 
-    /// ``deliver(_:)`` for a caller on a thread of its own that waits for the commit (the LMTP listener's
-    /// sessions): the message goes to the engine from where its bytes are, and `completion` gets the receipt on the
-    /// engine's thread once the transaction committed (on SQLite, with no task and no hop through the cooperative
-    /// pool). Errors are those of ``deliver(_:)``.
+    /// ``deliver(_:)`` for a caller on a thread of its own that is told when the message is committed (the LMTP
+    /// listener's sessions, the inline `POST /v1/deliveries`): the message goes to the engine from where its bytes
+    /// are, and `completion` gets the receipt on the engine's thread once the transaction committed (SQLite's writer,
+    /// a PostgreSQL connection's thread), with no task and no hop through the cooperative pool. Errors are those of
+    /// ``deliver(_:)``. `completion` must return quickly: the engine's thread waits for it.
     public func deliver(
         _ message: NewMessage, completion: @escaping @Sendable (Result<DeliveryReceipt, any Error>) -> Void
     ) {

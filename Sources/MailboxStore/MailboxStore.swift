@@ -208,6 +208,14 @@ public final class MailboxStore: Sendable {
         }
     }
 
+    /// What ``enqueueSignals(db:account:modseq:time:pacing:settingModseq:devices:)`` reads of each device (`d`) and
+    /// its outbox row (`o`).
+    static func outboxDeviceColumns(_ dialect: SQLDialect) -> String {
+        """
+        d.id, d.pace_tokens, d.pace_at, \(dialect.greatest("o.due_at", "o.next_attempt_at", "o.leased_until")) AS claimable_at
+        """
+    }
+
     /// ``enqueueSignals(_:_:account:modseq:)`` at `time`. The pacing rule is Swift (`SignalPacing`), not SQL, so
     /// every engine applies the same one. Returns whether dispatchers need waking: a row that can be claimed now,
     /// or a new row, whose due time (now, or when a pacing token returns) no dispatcher's timer knows yet. A row
@@ -215,17 +223,19 @@ public final class MailboxStore: Sendable {
     ///
     /// With `settingModseq`, the account's modseq is set to `modseq` first (a batch of deliveries settling): where
     /// the engine writes and reads in one statement, the UPDATE is a `WITH` of the devices' read, one round trip.
+    /// With `devices` (read by the recipient lookup, ``deviceColumns``, the account's row locked since), there is
+    /// no read: the UPDATE and the upserts are deferred to the COMMIT's round trip.
     @discardableResult
     static func enqueueSignals(
         _ db: any SQLConnection, account: Int64, modseq: Int64, time: Double, pacing: SignalPacing,
-        settingModseq: Bool = false
+        settingModseq: Bool = false, devices known: [Row]? = nil
     ) throws -> Bool {
-        let columns = """
-            d.id, d.pace_tokens, d.pace_at,
-            \(db.dialect.greatest("o.due_at", "o.next_attempt_at", "o.leased_until")) AS claimable_at
-            """
+        let columns = outboxDeviceColumns(db.dialect)
         let devices: [Row]
-        if settingModseq && db.dialect.writesAndReadsInOneStatement {
+        if let known {
+            if settingModseq { try db.runDeferred("UPDATE accounts SET modseq = ? WHERE id = ?", modseq, account) }
+            devices = known
+        } else if settingModseq && db.dialect.writesAndReadsInOneStatement {
             devices = try db.query(
                 """
                 WITH bumped AS (UPDATE accounts SET modseq = ? WHERE id = ? RETURNING id)
@@ -245,8 +255,9 @@ public final class MailboxStore: Sendable {
                 stored: device["pace_tokens"].double, at: device["pace_at"].double ?? 0, now: time)
             let due = pacing.dueTime(tokens: tokens, now: time)
             // A pending row keeps its due time; a new one is due as pacing allows.
+            guard let deviceID = device["id"].int64 else { continue }  // the lookup's row for an account with none
             if device["claimable_at"].double.map({ $0 <= time }) ?? true { wakes = true }
-            try queueSignal(db, deviceID: try device.int64("id"), modseq: modseq, dueAt: due)
+            try queueSignal(db, deviceID: deviceID, modseq: modseq, dueAt: due)
         }
         return wakes
     }

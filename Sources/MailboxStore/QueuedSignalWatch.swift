@@ -18,9 +18,9 @@ public final class QueuedSignalWatch: Sendable {
         self.local = local
         registration = local.add(wake)
         guard let url else { return }
-        let thread = Thread { [stopped] in Self.listen(url: url, channel: channel, stopped: stopped, wake: wake) }
-        thread.name = "mailbox-pg-listen"
-        thread.start()
+        Thread.start(named: "pg-listen") { [stopped] in
+            Self.listen(url: url, channel: channel, stopped: stopped, wake: wake)
+        }
     }
 
     /// Stops watching (the LISTEN thread within about half a second).

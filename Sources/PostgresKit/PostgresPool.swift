@@ -25,9 +25,9 @@ public final class PostgresPool: Sendable {
         self.url = url
         self.size = max(1, size)
         for index in 0..<self.size {
-            let thread = Thread { [queue, losses] in Self.work(queue: queue, url: url, losses: losses) }
-            thread.name = "\(name)-\(index)"
-            thread.start()
+            Thread.start(named: "\(name)-\(index)") { [queue, losses] in
+                Self.work(queue: queue, url: url, losses: losses)
+            }
         }
     }
 

@@ -80,9 +80,7 @@ final class WebSocketServer: Sendable {
         let handle = Context(created)
         context.withLock { $0 = handle }
         port.withLock { $0 = Int(cws_server_port(created)) }
-        let thread = Thread { [self] in serve(handle) }
-        thread.name = "websocket-service"
-        thread.start()
+        Thread.start(named: "websockets") { [self] in serve(handle) }
     }
 
     /// Queues a text frame for connection `id`; `false` if it is gone.

@@ -324,6 +324,24 @@ struct HTTP2ServerTests {
         await server.shutdown()
     }
 
+    @Test("the event loop's thread carries its name where the kernel shows it (top -H, perf, /proc)")
+    func theLoopThreadIsNamedForTheKernel() async throws {
+        let server = HTTP2Server(configuration: HTTP2ServerConfiguration()) { _ in
+            HTTP2Response(status: 200, body: FileManager.default.contents(atPath: "/proc/thread-self/comm") ?? Data())
+        }
+        try server.start()
+        let curl = try await run(
+            try tool("curl"), ["-sS", "--http2-prior-knowledge", "http://127.0.0.1:\(server.port)/"])
+        // The handler ran on the loop's thread: its name, "h2server-PORT", is what the kernel reports for it.
+        #expect(curl.stdout == "h2server-\(server.port)\n")
+        let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").map { task in
+            let comm = FileManager.default.contents(atPath: "/proc/self/task/\(task)/comm") ?? Data()
+            return String(decoding: comm, as: UTF8.self)
+        }
+        #expect(names.contains("h2server-\(server.port)\n"))
+        await server.shutdown()
+    }
+
     @Test("loop hooks run around every round of events, so inline handlers run between them")
     func loopHooksSurroundInlineHandlers() async throws {
         struct Rounds {

@@ -107,6 +107,22 @@ import Testing
         #expect(gone, "the device is still registered: \(cluster.mailboxd.errorOutput)")
     }
 
+    @Test("a delivery is stored whole whether answered on the server's thread (small) or in a task (large)")
+    func deliveriesOfEachSize() async throws {
+        let cluster = try await Cluster.start()
+        let session = try await cluster.login("alice")
+        for size in [10, 200 << 10] {
+            let body = String(repeating: "signal then fetch ", count: size / 18 + 1)
+            let receipt = try await cluster.deliver(to: "alice", subject: "\(size)", body: body)
+            let id = try #require(receipt["id"] as? String)
+            #expect((receipt["state"] as? String)?.isEmpty == false)
+            let message = try await cluster.call(.get, cluster.api + "/v1/messages/\(id)", token: session)
+            #expect(message.status == 200)
+            #expect(message.body["subject"] as? String == "\(size)")
+            #expect(message.body["body"] as? String == body)
+        }
+    }
+
     @Test func badInputGetsClearFourHundreds() async throws {
         let cluster = try await Cluster.start()
         let session = try await cluster.login("alice")
@@ -136,6 +152,17 @@ import Testing
             .post, api + "/v1/deliveries", token: "wrong",
             json: ["to": "alice", "from": "a", "subject": "s", "body": "b"])
         #expect(badDelivery.status == 401)
+        let nobody = try await cluster.call(
+            .post, api + "/v1/deliveries", token: cluster.deliveryToken,
+            json: ["to": "nobody", "from": "a", "subject": "s", "body": "b"])
+        #expect(nobody.status == 404 && nobody.body["error"] as? String == "unknownRecipient")
+        let folded = try await cluster.call(
+            .post, api + "/v1/deliveries", token: cluster.deliveryToken,
+            json: ["to": "alice", "from": "a", "subject": "s\r\nBcc: x", "body": "b"])
+        #expect(folded.status == 400 && folded.body["error"] as? String == "invalidArgument")
+        let notJSON = try await cluster.call(
+            .post, api + "/v1/deliveries", token: cluster.deliveryToken, raw: Data("{nope".utf8))
+        #expect(notJSON.status == 400 && notJSON.body["error"] as? String == "invalidJSON")
         // Failed logins are throttled per username.
         var statuses: [Int] = []
         for _ in 0..<7 {
