@@ -276,10 +276,6 @@ def traffic_section(r):
             f"{r['accounts_sampled']} accounts.", ""]
 
 
-SECTIONS = {"apns-sim-rss": apns_sim_rss_section, "e2e-freshness": freshness_section, "e2e-fleet": fleet_section,
-            "e2e-burst": burst_section, "e2e-traffic": traffic_section, "scale-cpu": cpu_section}
-
-
 def cpu_section(r):
     L = [f"## {r['title']}", "",
          f"**{r['cpu_ms_per_delivery']} ms** of mailboxd CPU per delivery (goal ≤ {r['goal_ms']} ms: "
@@ -287,6 +283,10 @@ def cpu_section(r):
          "| thread | CPU per delivery | context switches per delivery |", "|---|---|---|"]
     L += [f"| {name} | {t['cpu_ms']} ms | {t['switches']} |" for name, t in r["by_thread"].items()]
     return L + [""]
+
+
+SECTIONS = {"apns-sim-rss": apns_sim_rss_section, "e2e-freshness": freshness_section, "e2e-fleet": fleet_section,
+            "e2e-burst": burst_section, "e2e-traffic": traffic_section, "scale-cpu": cpu_section}
 
 
 def findings_section(rows, missed):

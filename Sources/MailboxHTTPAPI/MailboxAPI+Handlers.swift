@@ -279,9 +279,9 @@ extension MailboxAPI {
         return .empty()
     }
 
-    /// `POST /v1/deliveries`, inline: the request is checked and its message composed on the server's thread, and the
-    /// store answers from its own thread once the message is committed, with no hop through the cooperative pool. A
-    /// large body is composed in a task instead, so the server's thread is never held for long.
+    /// `POST /v1/deliveries`, inline (on SQLite): the request is checked and its message composed on the server's
+    /// thread, and the store answers from its writer's thread once the message is committed, with no hop through the
+    /// cooperative pool. A large body is composed in a task instead, so the server's thread is never held for long.
     func deliver(_ request: HTTPRequest, respond: @escaping HTTPResponder) {
         guard request.body.count <= Self.inlineDeliveryBytes else {
             Task {
