@@ -88,7 +88,7 @@ class CpuLedger:
         return {THREAD_ROLES.get(name, name): {"cpu_ms": round(cpu / count * 1000, 3),
                                                "switches": round(switches / count, 2)}
                 for name, (cpu, switches) in sorted(self.threads.get(key, {}).items(), key=lambda i: -i[1][0])
-                if cpu > 0}
+                if cpu / count * 1000 >= 0.001}
 
     def details(self, key, cores):
         """CPU per delivery over every round, the rate the cores allow at that cost, and how much of it the rounds
@@ -108,6 +108,7 @@ THREAD_ROLES = {
     "mailbox-pg": "PostgreSQL connections (the transaction's statements, libpq, its round trips)",
     "MHD-worker": "libmicrohttpd (TLS, HTTP/1.1)",
     "oot.default-qos": "Swift's cooperative pool (async handlers, the dispatcher)",
+    "-qos.overcommit": "libdispatch's overcommit threads",
     "HTTP2Client I/O": "HTTP2Client (signals to apns-sim)",
     "pg-listen": "LISTEN for other instances' signals",
 }
