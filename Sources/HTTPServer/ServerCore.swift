@@ -70,8 +70,12 @@ final class ServerCore: Sendable {
     /// Starts the daemon and returns the bound port.
     func start() throws(HTTPServer.StartError) -> UInt16 {
         let config = configuration
+        // poll(), not epoll: with epoll, libmicrohttpd's threads and `MHD_quiesce_daemon` (shutdown) race to remove
+        // the listening socket from the threads' epoll sets, and the loser aborts the process (`MHD_PANIC`, "Failed to
+        // remove listen FD from epoll set"; an open libmicrohttpd defect, still in 0.9.75). With poll() the quiesce
+        // reaches each thread through its inter-thread channel instead.
         var flags =
-            MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_POLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue | MHD_USE_ITC.rawValue
         Self.raiseFileLimit(toFit: config.connectionLimit)
         let address = try resolve(host: config.host, port: config.port)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Locking
 import TestSupport
 import Testing
 
@@ -301,6 +302,25 @@ struct HTTPServerTests {
         #expect(response.body == "slow done")
         let refused = try await curl(["http://127.0.0.1:\(port)/hello"])
         #expect(refused.status != 0)
+    }
+
+    @Test("shutting down while connections keep arriving never aborts the process, 100 times over")
+    func shutdownUnderArrivingConnections() async throws {
+        for _ in 0..<100 {
+            let server = try startServer { $0.shutdownGracePeriod = .milliseconds(50) }
+            let (port, stop) = (server.port, Flag())
+            // Connections arrive on every worker thread while the server drains and stops.
+            Thread.start(named: "test-connector") {
+                while !stop.isSet {
+                    guard let socket = try? RawSocket(port: port, receiveTimeout: 1) else { continue }
+                    socket.send("GET /hello HTTP/1.1\r\nHost: test\r\n\r\n")
+                }
+            }
+            try await Task.sleep(for: .milliseconds(5))
+            await server.shutdown()
+            stop.set()
+            #expect(server.inFlightCount == 0)
+        }
     }
 
     @Test("shutdown answers a handler that outlives the grace period with 503 shuttingDown")
