@@ -318,7 +318,7 @@ public struct LMTPSession: Sendable {
             return [.send("501 5.5.4 Syntax: MAIL FROM:<address>\r\n")]
         }
         for parameter in parameters {
-            let parts = parameter.split(separator: "=", maxSplits: 1)
+            let parts = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             switch parts[0].uppercased() {
             case "SIZE":
                 guard parts.count == 2, let size = Int(parts[1]), size >= 0 else {

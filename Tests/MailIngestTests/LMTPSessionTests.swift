@@ -217,6 +217,13 @@ struct LMTPSessionTests {
                 "503 5.5.1 MAIL first", "501 5.5.4 Syntax: MAIL FROM:<address>", "501 5.5.4 BODY is 7BIT or 8BITMIME",
                 "555 5.5.4 Unsupported MAIL parameter",
             ])
+        // A parameter with no name (found by fuzzing: it used to stop the process) is refused like an unknown one.
+        d.send("MAIL FROM:<s@x> =\r\nMAIL FROM:<s@x> =8BITMIME\r\nMAIL FROM:<s@x> SIZE=\r\n")
+        #expect(
+            d.take() == [
+                "555 5.5.4 Unsupported MAIL parameter", "555 5.5.4 Unsupported MAIL parameter",
+                "501 5.5.4 SIZE needs a number",
+            ])
         d.send(
             "MAIL FROM:<> BODY=8BITMIME SMTPUTF8\r\nMAIL FROM:<s@x>\r\nRCPT TO:<>\r\nBOGUS\r\nNOOP\r\nRSET\r\nDATA\r\n")
         #expect(
