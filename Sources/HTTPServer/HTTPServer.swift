@@ -24,13 +24,7 @@ public final class HTTPServer: Sendable {
     /// Throws `HTTPServer.StartError` when the address cannot be bound or the TLS files are unusable.
     public convenience init(configuration: Configuration, handler: @escaping HTTPHandler) throws {
         try self.init(configuration: configuration) { request, respond in
-            Task {
-                do {
-                    respond(.success(try await handler(request)))
-                } catch {
-                    respond(.failure(error))
-                }
-            }
+            Router.answerInTask(request, respond: respond, with: handler)
         }
     }
 

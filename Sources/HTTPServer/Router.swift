@@ -49,12 +49,8 @@ extension RouterMiddleware {
         to request: HTTPRequest, route: MatchedRoute, inline next: @escaping HTTPInlineHandler,
         respond: @escaping HTTPResponder
     ) {
-        Task {
-            do {
-                respond(.success(try await self.respond(to: request, route: route, next: Router.awaiting(next))))
-            } catch {
-                respond(.failure(error))
-            }
+        Router.answerInTask(request, respond: respond) { request in
+            try await self.respond(to: request, route: route, next: Router.awaiting(next))
         }
     }
 }
@@ -153,17 +149,26 @@ public struct Router: Sendable {
         }
         switch route.handler {
         case .async(let handler):
-            let handler = chain(handler, route: route)
-            return Task {
-                do {
-                    respond(.success(try await handler(routed)))
-                } catch {
-                    respond(.failure(error))
-                }
-            }
+            return Self.answerInTask(routed, respond: respond, with: chain(handler, route: route))
         case .inline(let handler):
             chain(handler, route: route)(routed, respond)
             return nil
+        }
+    }
+
+    /// Runs `handler` for `request` in a task and answers through `respond` with its response or its error: an async
+    /// handler where an inline one is expected (the server's plain handler, a large body, middleware without an
+    /// inline form). Returns the task, for cancelling it.
+    @discardableResult
+    public static func answerInTask(
+        _ request: HTTPRequest, respond: @escaping HTTPResponder, with handler: @escaping HTTPHandler
+    ) -> Task<Void, Never> {
+        Task {
+            do {
+                respond(.success(try await handler(request)))
+            } catch {
+                respond(.failure(error))
+            }
         }
     }
 
@@ -178,26 +183,26 @@ public struct Router: Sendable {
 
     /// `handler` inside the middleware, outermost first.
     private func chain(_ handler: @escaping HTTPHandler, route: Route) -> HTTPHandler {
-        guard !middleware.isEmpty else { return handler }
-        let matched = MatchedRoute(method: route.method, pattern: route.pattern)
-        var next = handler
-        for layer in middleware.reversed() {
-            let inner = next
-            next = { request in try await layer.respond(to: request, route: matched, next: inner) }
+        wrap(handler, route: route) { layer, matched, inner in
+            { @Sendable request in try await layer.respond(to: request, route: matched, next: inner) }
         }
-        return next
     }
 
     /// ``chain(_:route:)`` for an inline handler, through each middleware's inline form.
     private func chain(_ handler: @escaping HTTPInlineHandler, route: Route) -> HTTPInlineHandler {
-        guard !middleware.isEmpty else { return handler }
-        let matched = MatchedRoute(method: route.method, pattern: route.pattern)
-        var next = handler
-        for layer in middleware.reversed() {
-            let inner = next
-            next = { request, respond in layer.respond(to: request, route: matched, inline: inner, respond: respond) }
+        wrap(handler, route: route) { layer, matched, inner in
+            { @Sendable request, respond in
+                layer.respond(to: request, route: matched, inline: inner, respond: respond)
+            }
         }
-        return next
+    }
+
+    /// `handler` wrapped in each middleware layer by `layer`, innermost first, so the first added runs first.
+    private func wrap<Handler>(
+        _ handler: Handler, route: Route, _ layer: (any RouterMiddleware, MatchedRoute, Handler) -> Handler
+    ) -> Handler {
+        let matched = MatchedRoute(method: route.method, pattern: route.pattern)
+        return middleware.reversed().reduce(handler) { inner, middleware in layer(middleware, matched, inner) }
     }
 
     /// The route matching `request` and the request with its path parameters, or the 404/405 `HTTPError`.

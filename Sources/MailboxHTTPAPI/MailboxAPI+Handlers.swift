@@ -284,13 +284,7 @@ extension MailboxAPI {
     /// cooperative pool. A large body is composed in a task instead, so the server's thread is never held for long.
     func deliver(_ request: HTTPRequest, respond: @escaping HTTPResponder) {
         guard request.body.count <= Self.inlineDeliveryBytes else {
-            Task {
-                do {
-                    respond(.success(try await deliver(request)))
-                } catch {
-                    respond(.failure(error))
-                }
-            }
+            Router.answerInTask(request, respond: respond, with: deliver)
             return
         }
         let message: NewMessage
