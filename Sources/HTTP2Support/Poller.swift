@@ -39,8 +39,7 @@ package final class Poller: @unchecked Sendable {  // see above: the inbox lock 
         events = [epoll_event](repeating: epoll_event(), count: capacity)
         guard add(wakeFD, tag: Self.wakeTag, events: EPOLLIN.rawValue) else {
             let reason = String(cString: strerror(errno))
-            close(epollFD)
-            close(wakeFD)
+            close(wakeFD)  // epollFD is closed by deinit, which runs because every property is set
             throw PollerSetupError(reason: "epoll_ctl: \(reason)")
         }
     }

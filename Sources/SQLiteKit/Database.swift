@@ -52,18 +52,12 @@ public final class Database: SQLConnection {
         self.path = path
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, configuration.busyTimeoutMilliseconds)
-        do {
-            if configuration.walMode && path != ":memory:" && !configuration.readOnly {
-                try execute("PRAGMA journal_mode=WAL")
-            }
-            try execute("PRAGMA synchronous=\(configuration.synchronous.rawValue)")
-            try execute("PRAGMA foreign_keys=\(configuration.foreignKeys ? "ON" : "OFF")")
-        } catch {
-            lastStatement = nil
-            statementCache.removeAll()
-            sqlite3_close_v2(connection)
-            throw error
+        // Every property is set from here on, so when a PRAGMA throws, deinit runs and closes the connection, once.
+        if configuration.walMode && path != ":memory:" && !configuration.readOnly {
+            try execute("PRAGMA journal_mode=WAL")
         }
+        try execute("PRAGMA synchronous=\(configuration.synchronous.rawValue)")
+        try execute("PRAGMA foreign_keys=\(configuration.foreignKeys ? "ON" : "OFF")")
     }
 
     deinit {

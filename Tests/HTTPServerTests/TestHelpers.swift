@@ -69,7 +69,9 @@ final class RawSocket: @unchecked Sendable {  // used by one test at a time, fro
     let fd: Int32
 
     init(port: UInt16, receiveTimeout: Int = 10) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Connect on a local descriptor and store it only once connected: a class whose properties are all set
+        // runs deinit when its init throws, and a second close(fd) could close another thread's new descriptor.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EMFILE) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -85,6 +87,7 @@ final class RawSocket: @unchecked Sendable {  // used by one test at a time, fro
             close(fd)
             throw POSIXError(POSIXErrorCode(rawValue: code) ?? .ECONNREFUSED)
         }
+        self.fd = fd
         var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }

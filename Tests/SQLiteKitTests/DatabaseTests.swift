@@ -156,4 +156,15 @@ import Testing
         let error = #expect(throws: SQLiteError.self) { _ = try Database(path: dir.url.path) }
         #expect(error?.message.isEmpty == false)
     }
+
+    @Test("a file that is not a database fails its first PRAGMA with a clear error, open after open")
+    func openingAFileThatIsNotADatabase() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.url.appendingPathComponent("not-a-database").path
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: path))
+        for _ in 0..<50 {
+            let error = #expect(throws: SQLiteError.self) { _ = try Database(path: path) }
+            #expect(error?.message.contains("not a database") == true)
+        }
+    }
 }

@@ -8,7 +8,9 @@ public final class LineClient: @unchecked Sendable {  // used from one thread at
 
     /// Connects to `127.0.0.1:port`.
     public init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Stored only once connected: deinit (which closes it) runs when an init throws with every property set.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -22,6 +24,7 @@ public final class LineClient: @unchecked Sendable {  // used from one thread at
             close(fd)
             throw POSIXError(.ECONNREFUSED)
         }
+        self.fd = fd
     }
 
     deinit { close(fd) }
