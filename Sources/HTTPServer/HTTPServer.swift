@@ -70,6 +70,8 @@ public final class HTTPServer: Sendable {
             while core.inFlightCount > 0, ContinuousClock.now < last {
                 try? await Task.sleep(for: .milliseconds(10))
             }
+            let unanswered = core.inFlightCount
+            if unanswered > 0 { core.logError("stopping with \(unanswered) request(s) whose 503 was not sent") }
         }
         core.stopDaemon()
     }
