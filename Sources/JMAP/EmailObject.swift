@@ -199,7 +199,8 @@ struct EmailObject {
     }
 
     func json(properties: [String], bodyProperties: [String], values: BodyValueOptions) -> JSONValue {
-        var object: [String: JSONValue] = ["id": .string(record.id)]
+        var object: [String: JSONValue] = Dictionary(minimumCapacity: properties.count + 1)
+        object["id"] = .string(record.id)
         for property in properties {
             object[property] = value(of: property, bodyProperties: bodyProperties, values: values)
         }
@@ -227,7 +228,9 @@ struct EmailObject {
         case "subject": return .string(record.subject)
         case "sentAt": return record.sentAt.map { .string(JMAPDate.string($0)) } ?? .null
         case "hasAttachment": return .bool(record.hasAttachment)
-        case "preview": return .string(String(record.preview.prefix(256)))
+        case "preview":
+            // 256 bytes hold at most 256 characters: only a longer preview is counted.
+            return .string(record.preview.utf8.count <= 256 ? record.preview : String(record.preview.prefix(256)))
         default: break
         }
         guard let parsed else { return .null }
@@ -251,7 +254,7 @@ struct EmailObject {
     }
 
     private func part(_ part: MIMEBodyPart, _ properties: [String], structure: Bool) -> JSONValue {
-        var object: [String: JSONValue] = [:]
+        var object: [String: JSONValue] = Dictionary(minimumCapacity: properties.count + 1)
         for property in properties {
             switch property {
             case "partId": object[property] = .string(part.partID)

@@ -22,35 +22,39 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// Compact JSON text, object members in key order (so the same value writes the same bytes).
-    public var json: String {
-        var text = ""
-        write(to: &text)
-        return text
+    public var json: String { String(decoding: jsonBytes, as: UTF8.self) }
+
+    /// ``json`` as UTF-8 bytes, written into one buffer.
+    public var jsonBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        write(to: &bytes)
+        return bytes
     }
 
-    func write(to text: inout String) {
+    func write(to out: inout [UInt8]) {
         switch self {
-        case .null: text += "null"
-        case .bool(let value): text += value ? "true" : "false"
-        case .int(let value): text += String(value)
-        case .double(let value): text += JSONText.number(value)
-        case .string(let value): text += JSONText.quoted(value)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
+        case .int(let value): out.append(contentsOf: String(value).utf8)
+        case .double(let value): out.append(contentsOf: JSONText.number(value).utf8)
+        case .string(let value): JSONText.appendQuoted(value, to: &out)
         case .array(let values):
-            text += "["
+            out.append(UInt8(ascii: "["))
             for (index, value) in values.enumerated() {
-                if index > 0 { text += "," }
-                value.write(to: &text)
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                value.write(to: &out)
             }
-            text += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let members):
-            text += "{"
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { text += "," }
-                text += JSONText.quoted(key)
-                text += ":"
-                members[key]!.write(to: &text)
+            out.append(UInt8(ascii: "{"))
+            for (index, member) in members.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSONText.appendQuoted(member.key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                member.value.write(to: &out)
             }
-            text += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 

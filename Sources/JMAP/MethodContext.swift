@@ -176,11 +176,32 @@ struct MethodContext {
 }
 
 /// UTCDate and Date values (RFC 8620 §1.4): `2026-12-02T18:00:00Z`.
-enum JMAPDate {
-    static func string(_ seconds: Double) -> String {
+package enum JMAPDate {
+    /// `seconds` since 1970 as a UTCDate, to the second.
+    package static func string(_ seconds: Double) -> String {
         var time = time_t(seconds.rounded(.down))
         var parts = tm()
         gmtime_r(&time, &parts)
+        let fields = [parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec]
+        if (0...9999).contains(fields[0]) {
+            // `YYYY-MM-DDThh:mm:ssZ` written into its 20 bytes.
+            return String(unsafeUninitializedCapacity: 20) { bytes in
+                func put(_ value: Int32, digits: Int, at offset: Int) {
+                    var rest = value
+                    for position in stride(from: offset + digits - 1, through: offset, by: -1) {
+                        bytes[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                        rest /= 10
+                    }
+                }
+                put(fields[0], digits: 4, at: 0)
+                for (index, separator) in "--T::".utf8.enumerated() {
+                    bytes[4 + index * 3] = separator
+                    put(fields[index + 1], digits: 2, at: 5 + index * 3)
+                }
+                bytes[19] = UInt8(ascii: "Z")
+                return 20
+            }
+        }
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
         return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"

@@ -26,6 +26,45 @@ public enum JSONText {
 }
 
 extension JSONText {
+    /// Appends `text` as a JSON string literal to `out`: the bytes ``quoted(_:)`` writes, without a `String` made
+    /// for each value (a writer of many values into one buffer).
+    public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        let done: Void? = text.utf8.withContiguousStorageIfAvailable { appendEscaped($0, to: &out) }
+        if done == nil { appendEscaped(Array(text.utf8), to: &out) }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// `bytes` (UTF-8) with the escapes ``quoted(_:)`` writes, runs without one copied whole.
+    private static func appendEscaped(_ bytes: some RandomAccessCollection<UInt8>, to out: inout [UInt8]) {
+        var runStart = bytes.startIndex
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            let byte = bytes[index]
+            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                index = bytes.index(after: index)
+                continue
+            }
+            out.append(contentsOf: bytes[runStart..<index])
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case UInt8(ascii: "\n"): out.append(contentsOf: #"\n"#.utf8)
+            case UInt8(ascii: "\r"): out.append(contentsOf: #"\r"#.utf8)
+            case UInt8(ascii: "\t"): out.append(contentsOf: #"\t"#.utf8)
+            default:
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
+            }
+            index = bytes.index(after: index)
+            runStart = index
+        }
+        out.append(contentsOf: bytes[runStart..<index])
+    }
+
     /// `value` as a JSON number: an integral value without a fraction (`1733000000`, as JSONEncoder writes it),
     /// any other in Swift's shortest form that reads back as the same `Double`; `null` for a value JSON cannot hold.
     public static func number(_ value: Double) -> String {

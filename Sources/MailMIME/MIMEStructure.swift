@@ -81,10 +81,43 @@ extension MIMEMessage {
 
     /// A header value read as an address list (RFC 5322 §3.4, with RFC 2047 display names), groups flattened.
     public static func parsedAddresses(_ raw: String) -> [MIMEAddress] {
+        if isBareAddress(raw) { return [MIMEAddress(name: "", address: raw)] }
+        return libraryParsedAddresses(raw)
+    }
+
+    /// ``parsedAddresses(_:)`` through GMime whatever the text.
+    package static func libraryParsedAddresses(_ raw: String) -> [MIMEAddress] {
         precondition(gmimeInitialised)
         guard let list = internet_address_list_parse(nil, unfold(raw)) else { return [] }
         defer { sf_g_object_unref(UnsafeMutableRawPointer(list)) }
         return addresses(list)
+    }
+
+    /// Whether `raw` is one bare addr-spec of dot-atoms (`first.last+tag@mail.example.com`, RFC 5322 §3.4.1): what
+    /// a delivery's sender usually is, and what GMime reads back unchanged with no name, so it is not asked.
+    static func isBareAddress(_ raw: String) -> Bool {
+        var atSign: Int?
+        var previous: UInt8 = UInt8(ascii: ".")  // a leading dot is not a dot-atom
+        for (offset, byte) in raw.utf8.enumerated() {
+            switch byte {
+            case UInt8(ascii: "@"):
+                guard atSign == nil, previous != UInt8(ascii: ".") else { return false }
+                atSign = offset
+                previous = UInt8(ascii: ".")  // nor is a domain's
+                continue
+            case UInt8(ascii: "."):
+                guard previous != UInt8(ascii: ".") else { return false }
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"):
+                break
+            case UInt8(ascii: "_"), UInt8(ascii: "+"):
+                guard atSign == nil else { return false }  // the local part only
+            default:
+                return false
+            }
+            previous = byte
+        }
+        return atSign != nil && previous != UInt8(ascii: ".")
     }
 
     /// A header value read as a list of message ids (`<a@b> <c@d>`), without angle brackets.

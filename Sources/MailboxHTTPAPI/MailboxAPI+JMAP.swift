@@ -91,7 +91,8 @@ extension MailboxAPI {
     func jmapAPI(_ request: HTTPRequest, _ account: JMAPAccount) async throws -> HTTPResponse {
         switch await jmap.handle(request.body, account: account, baseURL: try jmapBaseURL(request)) {
         case .success(let response):
-            return .json(text: response.json)
+            return HTTPResponse(
+                status: .ok, headers: ["Content-Type": "application/json"], body: Data(response.jsonBytes))
         case .failure(let problem):
             return HTTPResponse(
                 status: .badRequest, headers: ["Content-Type": "application/problem+json"],

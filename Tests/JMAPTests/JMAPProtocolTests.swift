@@ -538,3 +538,14 @@ import Testing
         #expect(ContinuousClock.now - start < .seconds(10))
     }
 }
+
+@Suite("JMAP dates")
+struct JMAPDateTests {
+    @Test(arguments: [0, 1_733_000_000.75, 951_782_400, 4_102_444_799, 253_402_300_799, -1])
+    func aUTCDateIsWhatAnRFC3339FormatterWrites(seconds: Double) {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        let expected = formatter.string(from: Date(timeIntervalSince1970: seconds.rounded(.down)))
+        #expect(JMAPDate.string(seconds) == expected)
+    }
+}

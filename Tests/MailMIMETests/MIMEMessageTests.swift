@@ -125,6 +125,24 @@ struct MIMEMessageTests {
         #expect(m.sentAt == 1_796_022_900)
     }
 
+    @Test func aBareAddressReadsAsGMimeReadsIt() {
+        let bare = [
+            "sender1@example.com", "first.last+tag@mail.example.co.uk", "a@b", "x_y-z@host-1.example", "A9@EXAMPLE.COM",
+        ]
+        for address in bare {
+            #expect(MIMEMessage.parsedAddresses(address) == MIMEMessage.libraryParsedAddresses(address), "\(address)")
+            #expect(MIMEMessage.parsedAddresses(address) == [MIMEAddress(name: "", address: address)], "\(address)")
+        }
+        // Anything else is GMime's to read: names, lists, comments, quotes, dots out of place, encoded words.
+        let other = [
+            "Alice <alice@example.com>", "a@b, c@d", "a@b (comment)", "\"a b\"@example.com", ".a@b", "a.@b", "a..b@c",
+            "a@b.", "a@.b", "a@@b", "@b", "a@", "", "=?utf-8?q?A?= <a@b>", "a @b", "a@b_c", "a@b+c", "ä@b",
+        ]
+        for text in other {
+            #expect(MIMEMessage.parsedAddresses(text) == MIMEMessage.libraryParsedAddresses(text), "\(text)")
+        }
+    }
+
     @Test func messageIDsAreTheFirstBracketedID() throws {
         let raw = Array(
             "From: a@example.org\r\nMessage-ID: <m@x>\r\nIn-Reply-To: Your message of Monday <orig@example.net>\r\n\r\nb\r\n"

@@ -88,6 +88,20 @@ struct MessageJSONTests {
         #expect(list["nextCursor"] == nil && list["state"] as? String == "1:5")
     }
 
+    @Test func quotedIntoBytesWritesWhatQuotedWrites() throws {
+        let texts = [
+            "", "plain", "say \"hi\"", "back\\slash", "line\nbreak\r\ttab", "\u{0}\u{1}\u{1F}\u{7F}", "Grüße 😀 日本",
+            String(repeating: "long text ", count: 100) + "\"",
+        ]
+        for text in texts {
+            var bytes: [UInt8] = Array("[".utf8)
+            JSONText.appendQuoted(text, to: &bytes)
+            #expect(String(decoding: bytes.dropFirst(), as: UTF8.self) == JSONText.quoted(text))
+            bytes += Array("]".utf8)
+            #expect(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String] == [text])
+        }
+    }
+
     @Test func numbersAreJSONNumbersThatReadBackExactly() throws {
         #expect(JSONText.number(1_733_000_000) == "1733000000")
         #expect(JSONText.number(-3) == "-3")
