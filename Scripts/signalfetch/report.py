@@ -95,11 +95,8 @@ def durability_finding(r):
                    f"against {per_delivery_off:.1f} µs of work per delivery at OFF. The one writer connection "
                    f"runs a batch's SQL and its COMMIT one after the other, so where the producers' own work "
                    f"does not cover the COMMIT, FULL ÷ OFF tends to {bound:.2f}; the measured ratio is above "
-                   f"that because part of it is covered. SQLite runs one write transaction at a time, so the "
-                   f"next batch's SQL can overlap a COMMIT only if the COMMIT returns before its fsync "
-                   f"(synchronous NORMAL, the WAL synced by another thread): readers would then see a batch "
-                   f"before it is durable, and a power loss could take back a message a device already "
-                   f"synced, with its modseq given to another. The store does not make that trade.")
+                   f"that because part of it is covered. Overlapping the next batch's SQL with the COMMIT would "
+                   f"make batches visible before they are durable (docs/architecture.md, \"Group commit\").")
 
 
 FINDINGS = {"store-group-commit": store_commit_finding, "store-group-commit-64": store64_finding,
