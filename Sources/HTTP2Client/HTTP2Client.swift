@@ -36,7 +36,8 @@ public final class HTTP2Client: Sendable {
         let timeout = request.timeout ?? configuration.requestTimeout
         let pending = PendingRequest(request: request, timeout: timeout)
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
+            // Unchecked: `PendingRequest.finish` resumes once and forgets the continuation, on the I/O thread.
+            await withUnsafeContinuation { continuation in
                 pending.continuation = continuation
                 loop.submit(pending)
             }

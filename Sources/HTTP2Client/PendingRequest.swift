@@ -15,7 +15,7 @@ final class PendingRequest: @unchecked Sendable {  // see above: caller -> inbox
     let timeoutNanoseconds: UInt64
     /// Set by the cancellation handler; the loop checks it when the request arrives.
     let cancelled = Atomic<Bool>(false)
-    var continuation: CheckedContinuation<Outcome, Never>?
+    var continuation: UnsafeContinuation<Outcome, Never>?
     /// Monotonic deadline, set when the loop admits the request.
     var deadline: UInt64 = 0
     /// Attempts so far (a request refused unprocessed by GOAWAY gets a second one).
