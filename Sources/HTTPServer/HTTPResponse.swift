@@ -31,7 +31,12 @@ public struct HTTPResponse: Sendable {
 
     /// A response whose body is `json`, JSON text written by hand, with `Content-Type: application/json`.
     public static func json(text json: String, status: HTTPStatus = .ok) -> HTTPResponse {
-        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Data(json.utf8))
+        .json(data: Data(json.utf8), status: status)
+    }
+
+    /// A response whose body is `data`, JSON already encoded, with `Content-Type: application/json`.
+    public static func json(data: Data, status: HTTPStatus = .ok) -> HTTPResponse {
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: data)
     }
 
     /// A `text/plain; charset=utf-8` response.

@@ -182,23 +182,24 @@ package enum JMAPDate {
         var time = time_t(seconds.rounded(.down))
         var parts = tm()
         gmtime_r(&time, &parts)
-        let fields = [parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec]
-        if (0...9999).contains(fields[0]) {
+        let year = parts.tm_year + 1900
+        if (0...9999).contains(year) {
             // `YYYY-MM-DDThh:mm:ssZ` written into its 20 bytes.
             return String(unsafeUninitializedCapacity: 20) { bytes in
-                func put(_ value: Int32, digits: Int, at offset: Int) {
+                func put(_ value: Int32, digits: Int, at offset: Int, then separator: Unicode.Scalar) {
                     var rest = value
-                    for position in stride(from: offset + digits - 1, through: offset, by: -1) {
+                    for position in (offset..<offset + digits).reversed() {
                         bytes[position] = UInt8(ascii: "0") + UInt8(rest % 10)
                         rest /= 10
                     }
+                    bytes[offset + digits] = UInt8(ascii: separator)
                 }
-                put(fields[0], digits: 4, at: 0)
-                for (index, separator) in "--T::".utf8.enumerated() {
-                    bytes[4 + index * 3] = separator
-                    put(fields[index + 1], digits: 2, at: 5 + index * 3)
-                }
-                bytes[19] = UInt8(ascii: "Z")
+                put(year, digits: 4, at: 0, then: "-")
+                put(parts.tm_mon + 1, digits: 2, at: 5, then: "-")
+                put(parts.tm_mday, digits: 2, at: 8, then: "T")
+                put(parts.tm_hour, digits: 2, at: 11, then: ":")
+                put(parts.tm_min, digits: 2, at: 14, then: ":")
+                put(parts.tm_sec, digits: 2, at: 17, then: "Z")
                 return 20
             }
         }

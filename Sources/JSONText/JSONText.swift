@@ -7,27 +7,16 @@ public enum JSONText {
         if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
             return "\"" + text + "\""
         }
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let control where control.value < 0x20:
-                let hex = String(control.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count + 8)
+        appendQuoted(text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
 extension JSONText {
-    /// Appends `text` as a JSON string literal to `out`: the bytes ``quoted(_:)`` writes, without a `String` made
-    /// for each value (a writer of many values into one buffer).
+    /// Appends `text` as a JSON string literal to `out` (the escapes ``quoted(_:)`` describes), without a `String`
+    /// made for each value (a writer of many values into one buffer).
     public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         let done: Void? = text.utf8.withContiguousStorageIfAvailable { appendEscaped($0, to: &out) }
@@ -37,7 +26,7 @@ extension JSONText {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    /// `bytes` (UTF-8) with the escapes ``quoted(_:)`` writes, runs without one copied whole.
+    /// `bytes` (UTF-8) with the escapes ``quoted(_:)`` describes, runs without one copied whole.
     private static func appendEscaped(_ bytes: some RandomAccessCollection<UInt8>, to out: inout [UInt8]) {
         var runStart = bytes.startIndex
         var index = bytes.startIndex

@@ -96,13 +96,13 @@ extension MIMEMessage {
     /// Whether `raw` is one bare addr-spec of dot-atoms (`first.last+tag@mail.example.com`, RFC 5322 §3.4.1): what
     /// a delivery's sender usually is, and what GMime reads back unchanged with no name, so it is not asked.
     static func isBareAddress(_ raw: String) -> Bool {
-        var atSign: Int?
+        var inDomain = false
         var previous: UInt8 = UInt8(ascii: ".")  // a leading dot is not a dot-atom
-        for (offset, byte) in raw.utf8.enumerated() {
+        for byte in raw.utf8 {
             switch byte {
             case UInt8(ascii: "@"):
-                guard atSign == nil, previous != UInt8(ascii: ".") else { return false }
-                atSign = offset
+                guard !inDomain, previous != UInt8(ascii: ".") else { return false }
+                inDomain = true
                 previous = UInt8(ascii: ".")  // nor is a domain's
                 continue
             case UInt8(ascii: "."):
@@ -111,13 +111,13 @@ extension MIMEMessage {
                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"):
                 break
             case UInt8(ascii: "_"), UInt8(ascii: "+"):
-                guard atSign == nil else { return false }  // the local part only
+                guard !inDomain else { return false }  // the local part only
             default:
                 return false
             }
             previous = byte
         }
-        return atSign != nil && previous != UInt8(ascii: ".")
+        return inDomain && previous != UInt8(ascii: ".")
     }
 
     /// A header value read as a list of message ids (`<a@b> <c@d>`), without angle brackets.

@@ -91,8 +91,7 @@ extension MailboxAPI {
     func jmapAPI(_ request: HTTPRequest, _ account: JMAPAccount) async throws -> HTTPResponse {
         switch await jmap.handle(request.body, account: account, baseURL: try jmapBaseURL(request)) {
         case .success(let response):
-            return HTTPResponse(
-                status: .ok, headers: ["Content-Type": "application/json"], body: Data(response.jsonBytes))
+            return .json(data: Data(response.jsonBytes))
         case .failure(let problem):
             return HTTPResponse(
                 status: .badRequest, headers: ["Content-Type": "application/problem+json"],

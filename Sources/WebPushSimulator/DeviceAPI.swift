@@ -49,7 +49,7 @@ enum DeviceAPI {
             ]
             let data = try JSONSerialization.data(
                 withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-            return HTTPResponse(status: .created, headers: ["Content-Type": "application/json"], body: data)
+            return .json(data: data, status: .created)
         }
         router.get("/sim/subscriptions") { _ in
             let encoder = JSONEncoder()

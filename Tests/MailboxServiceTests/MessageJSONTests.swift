@@ -89,6 +89,8 @@ struct MessageJSONTests {
     }
 
     @Test func quotedIntoBytesWritesWhatQuotedWrites() throws {
+        #expect(JSONText.quoted("say \"hi\"\\\n\r\t\u{1}\u{1F}é") == #""say \"hi\"\\\n\r\t\u0001\u001fé""#)
+        #expect(JSONText.quoted("plain") == #""plain""#)
         let texts = [
             "", "plain", "say \"hi\"", "back\\slash", "line\nbreak\r\ttab", "\u{0}\u{1}\u{1F}\u{7F}", "Grüße 😀 日本",
             String(repeating: "long text ", count: 100) + "\"",
