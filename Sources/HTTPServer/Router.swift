@@ -227,7 +227,7 @@ public struct Router: Sendable {
             let allow = allowed.sorted().joined(separator: ", ")
             throw HTTPError(
                 .methodNotAllowed, code: "methodNotAllowed",
-                message: "Method \(request.method.rawValue) is not allowed here; allowed: \(allow).",
+                message: "\(Self.describe(request.method)) is not allowed here; allowed: \(allow).",
                 headers: ["Allow": allow])
         }
         var routed = request
@@ -260,5 +260,12 @@ public struct Router: Sendable {
             }
         }
         return segments.count == path.count ? (parameters, score) : nil
+    }
+
+    /// A request's method for an error message: a standard method by name, anything else (which could be bytes of
+    /// another request's body) not repeated.
+    static func describe(_ method: HTTPMethod) -> String {
+        let standard: Set = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
+        return standard.contains(method.rawValue) ? "Method \(method.rawValue)" : "This method"
     }
 }

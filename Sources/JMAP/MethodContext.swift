@@ -66,8 +66,19 @@ struct MethodContext {
     var store: MailboxStore { server.store }
     var limits: JMAPLimits { server.limits }
 
+    /// Every method the server has.
+    static let methods: Set<String> = [
+        "Core/echo", "Mailbox/get", "Mailbox/changes", "Mailbox/query", "Mailbox/queryChanges", "Mailbox/set",
+        "Email/get", "Email/changes", "Email/query", "Email/queryChanges", "Email/set", "Thread/get",
+        "Thread/changes", "PushSubscription/get", "PushSubscription/set",
+    ]
+
     /// The responses one call makes (one, except where the RFC asks for an implicit second).
     func run(_ name: String, _ values: [String: JSONValue]) async throws -> [(String, JSONValue)] {
+        // The method is known before its arguments are read (RFC 8620 section 3.6.2).
+        guard Self.methods.contains(name) else {
+            throw MethodError("unknownMethod", "The server has no method '\(name)'.")
+        }
         let arguments = Arguments(values)
         // Core's methods act on no account: a push subscription belongs to the credentials that made it.
         let isCore = name == "Core/echo" || name.hasPrefix("PushSubscription/")

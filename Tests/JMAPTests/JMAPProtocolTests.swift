@@ -116,10 +116,14 @@ import Testing
         let account = JSONValue.string(f.alice.jmapID)
         let responses = try await f.request([
             ["Email/frobnicate", ["accountId": account], "a"], ["Core/echo", ["still": true], "b"],
+            // Without any arguments an unknown method is still unknown, not a call missing its accountId.
+            ["Email/frobnicate", [:], "a2"], ["Calendar/get", ["ids": .null], "a3"],
         ])
-        #expect(responses.map(\.callID) == ["a", "b"])
+        #expect(responses.map(\.callID) == ["a", "b", "a2", "a3"])
         #expect(responses[0].errorType == "unknownMethod")
         #expect(responses[1].arguments == ["still": true])
+        #expect(responses[2].errorType == "unknownMethod")
+        #expect(responses[3].errorType == "unknownMethod")
 
         // A mail method in a request that does not use the mail capability is as unknown.
         let coreOnly = try await f.request(
