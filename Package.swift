@@ -104,7 +104,7 @@ let package = Package(
             name: "MailboxService",
             dependencies: [
                 "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
-                "MailIngest", "Console", "JMAP",
+                "MailIngest", "Console", "JMAP", "IMAP",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
         .target(name: "MailSync"),
@@ -119,6 +119,12 @@ let package = Package(
             ]),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
         .target(name: "MailIngest", dependencies: ["CNGHTTP2", "Durations", "HTTP2Support", "Locking"]),
+        // The event loop under line protocols: epoll, TLS over non-blocking sockets, idle timers, a hand-off to the
+        // backend and back.
+        .target(name: "ConnectionLoop", dependencies: ["CNGHTTP2", "COpenSSL", "HTTP2Support", "Locking"]),
+        // IMAP4rev2/IMAP4rev1 (RFC 9051, 3501) with IDLE, CONDSTORE/QRESYNC, MOVE, UIDPLUS: a parser and a session
+        // state machine on the connection loop.
+        .target(name: "IMAP", dependencies: ["ConnectionLoop", "Locking"]),
         // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.
         .target(name: "MailMIME", dependencies: ["CGMime"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
@@ -150,7 +156,7 @@ let package = Package(
         .executableTarget(
             name: "mailboxd",
             dependencies: [
-                "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "PushWebPush", "MailIngest",
+                "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "PushWebPush", "MailIngest", "IMAP",
                 "CommandLineSupport", "HTTPServer",
                 "OpenSSLCrypto",
             ]),
@@ -249,6 +255,7 @@ let package = Package(
                 "TestSupport",
             ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
+        .testTarget(name: "IMAPTests", dependencies: ["IMAP"]),
         .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(

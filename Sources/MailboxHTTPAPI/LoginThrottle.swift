@@ -36,9 +36,9 @@ public struct SignInLimits: Sendable, Equatable {
 ///
 /// The failures are kept in the store, so the limits hold across every instance sharing it (and across restarts):
 /// trying the next instance behind the load balancer buys an attacker nothing.
-final class LoginThrottle: Sendable {
+package final class LoginThrottle: Sendable {
     /// What to do with a sign-in attempt.
-    enum Decision: Equatable {
+    package enum Decision: Equatable {
         /// Check the password after waiting `delay` seconds (0: at once).
         case proceed(delay: Double)
         /// Refuse it; the client may try again after this many seconds.
@@ -48,7 +48,7 @@ final class LoginThrottle: Sendable {
     private let store: MailboxStore
     let limits: SignInLimits
 
-    init(store: MailboxStore, limits: SignInLimits) {
+    package init(store: MailboxStore, limits: SignInLimits) {
         self.store = store
         self.limits = limits
     }
@@ -60,7 +60,7 @@ final class LoginThrottle: Sendable {
     private static func addressKey(_ address: String) -> String { "login-address:" + address }
 
     /// Whether an attempt for `username` from `address` may go ahead, and after what delay.
-    func decide(username: String, address: String) async throws -> Decision {
+    package func decide(username: String, address: String) async throws -> Decision {
         var wait: Double?
         for (key, limit) in [
             (Self.pairKey(username, address), limits.perUsernameAndAddress),
@@ -83,14 +83,14 @@ final class LoginThrottle: Sendable {
     }
 
     /// Records a failed attempt.
-    func recordFailure(username: String, address: String) async throws {
+    package func recordFailure(username: String, address: String) async throws {
         for key in [Self.pairKey(username, address), Self.addressKey(address), Self.usernameKey(username)] {
             try await store.recordEvent(key, keep: limits.window)
         }
     }
 
     /// Forgets the username's failures (from everywhere, and from this address) after a successful sign-in.
-    func recordSuccess(username: String, address: String) async throws {
+    package func recordSuccess(username: String, address: String) async throws {
         try await store.forgetEvents(Self.usernameKey(username))
         try await store.forgetEvents(Self.pairKey(username, address))
     }

@@ -1,6 +1,7 @@
 import Console
 import Foundation
 import HTTPServer
+import IMAP
 import JMAP
 import Locking
 import MailIngest
@@ -21,6 +22,7 @@ public final class MailboxService: Sendable {
     private let server: HTTPServer
     private let metricsServer: HTTPServer?
     private let lmtp: LMTPServer?
+    private let imap: IMAPServer?
     private let maintenance: Task<Void, Never>
     /// Wakes the dispatcher after any commit that queued signals (this process's or, on PostgreSQL, another's).
     private let queuedSignals: QueuedSignalWatch
@@ -33,6 +35,8 @@ public final class MailboxService: Sendable {
     public var metricsPort: UInt16? { metricsServer?.port }
     /// The port the LMTP listener is bound to, when there is one.
     public var lmtpPort: UInt16? { lmtp?.port }
+    /// The port the IMAP listener is bound to, when there is one.
+    public var imapPort: UInt16? { imap?.port }
 
     /// Opens the store (unless `store` is one already open, see ``openStore(configuration:log:)``), starts the API
     /// server and the dispatcher.
@@ -72,6 +76,18 @@ public final class MailboxService: Sendable {
                 configuration: lmtpConfiguration,
                 backend: LMTPDelivery(store: store, metrics: metrics), log: log)
         }
+        let imap: IMAPServer?
+        do {
+            imap = try configuration.imap.map { imapConfiguration in
+                let backend = IMAPStoreBackend(store: store, signIn: configuration.signIn)
+                let server = try IMAPServer(configuration: imapConfiguration, backend: backend)
+                backend.tell { [weak server] connection in server?.notify(connection) }
+                return server
+            }
+        } catch {
+            lmtp?.shutdown()
+            throw error
+        }
         var metricsServer: HTTPServer?
         do {
             if let host = configuration.metricsHost {
@@ -86,12 +102,15 @@ public final class MailboxService: Sendable {
             self.server = try HTTPServer(configuration: serverConfiguration, router: api.router)
         } catch {
             lmtp?.shutdown()  // a metrics server already started stops as it is released
+            imap?.shutdown()
             throw error
         }
         self.metricsServer = metricsServer
         self.lmtp = lmtp
+        self.imap = imap
         self.jmapPush = jmapPush
         lmtp?.start()
+        imap?.start()
         self.store = store
         self.metrics = metrics
         self.dispatcher = dispatcher
@@ -178,6 +197,14 @@ public final class MailboxService: Sendable {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 Thread.start(named: "lmtp-shutdown") {
                     lmtp.shutdown()
+                    done.resume()
+                }
+            }
+        }
+        if let imap {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                Thread.start(named: "imap-shutdown") {
+                    imap.shutdown()
                     done.resume()
                 }
             }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import IMAP
 import MailIngest
 import MailboxHTTPAPI
 import MailboxStore
@@ -45,6 +46,8 @@ public struct ServiceConfiguration: Sendable {
     public var metricsPort: UInt16 = 9464
     /// The LMTP listener for mail from an MTA; `nil` (the default) for none.
     public var lmtp: LMTPServer.Configuration?
+    /// The IMAP listener, when there is one (`--imap-listen`).
+    public var imap: IMAPServer.Configuration?
     /// The VAPID public key the API publishes (`GET /v1/webpush/vapid-public-key`), when Web Push is on.
     public var webPushPublicKey: String?
     /// Whether JMAP push subscriptions without `keys` are accepted (`--jmap-push-allow-unencrypted`): their pushes

@@ -174,13 +174,14 @@ extension MailboxStore {
                 """
                 INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
                                       size, received_at, created_modseq, modseq, message_id, in_reply_to, to_json,
-                                      cc_json, sent_at, attachments_json, html_body, blob_hash, ingest_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      cc_json, sent_at, attachments_json, html_body, blob_hash, ingest_key, uid)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 arguments: [
                     id, target.account, target.inbox, message.from, recipient, message.subject, preview,
                     message.body, message.body.utf8.count, received, modseq, modseq, message.messageID,
                     message.inReplyTo, to, cc, message.sentAt, attachments, message.htmlBody, blobHash, ingestKey,
+                    modseq,
                 ])
             ledger.use(modseq, account: target.account)
             return (target.account, id, modseq)
@@ -341,13 +342,17 @@ extension MailboxStore {
             if let mailbox { updated.mailbox = mailbox }
             guard updated != current else { return current }
             let modseq = try Self.bumpModseq(db, account: accountID)
+            // A move gives the message a new IMAP UID in its new mailbox: the move's modseq.
+            let uid: Int64? = updated.mailbox != current.mailbox ? modseq : nil
             try db.run(
                 """
-                UPDATE messages SET seen = ?, flagged = ?, modseq = ?,
+                UPDATE messages SET seen = ?, flagged = ?, modseq = ?, uid = coalesce(?, uid),
                     mailbox_id = (SELECT id FROM mailboxes WHERE account_id = ? AND role = ?)
                 WHERE public_id = ? AND account_id = ?
                 """,
-                arguments: [updated.seen, updated.flagged, modseq, accountID, updated.mailbox.rawValue, id, accountID])
+                arguments: [
+                    updated.seen, updated.flagged, modseq, uid, accountID, updated.mailbox.rawValue, id, accountID,
+                ])
             try self.enqueueSignals(db, ledger, account: accountID, modseq: modseq)
             updated.modseq = modseq
             return updated

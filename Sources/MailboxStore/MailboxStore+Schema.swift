@@ -433,5 +433,20 @@ extension MailboxStore {
             name: "012-messages-by-created",
             sqlite: "CREATE INDEX messages_by_created ON messages (account_id, created_modseq);",
             postgres: "CREATE INDEX messages_by_created ON messages (account_id, created_modseq);"),
+        // IMAP's per-mailbox UID: the account's modseq at which the message entered its mailbox (its delivery, or
+        // its move). The modseq only grows and each change has its own, so UIDs ascend in every mailbox without a
+        // counter of their own, allocated in the transaction of the change on both engines.
+        StoreMigration(
+            name: "013-imap-uids",
+            sqlite: """
+                ALTER TABLE messages ADD COLUMN uid INTEGER;
+                UPDATE messages SET uid = created_modseq;
+                CREATE INDEX messages_by_uid ON messages (mailbox_id, uid);
+                """,
+            postgres: """
+                ALTER TABLE messages ADD COLUMN uid BIGINT;
+                UPDATE messages SET uid = created_modseq;
+                CREATE INDEX messages_by_uid ON messages (mailbox_id, uid);
+                """),
     ]
 }

@@ -1,6 +1,7 @@
 import CommandLineSupport
 import Foundation
 import HTTPServer
+import IMAP
 import MailIngest
 import MailboxService
 import MailboxStore
@@ -21,7 +22,7 @@ enum Serve {
         "tls-min-version", "max-devices-per-account", "webpush-vapid-key", "webpush-subject", "webpush-ca",
         "webpush-allow-host", "webpush-signal-kind", "metrics-listen", "session-idle-timeout", "session-lifetime",
         "max-sessions-per-account", "device-registrations-per-hour", "console-token-file",
-        "jmap-base-url", "jmap-push-allow-unencrypted",
+        "jmap-base-url", "jmap-push-allow-unencrypted", "imap-listen", "imap-plain", "imap-max-connections",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -166,6 +167,40 @@ enum Serve {
             maxConnections: connections)
     }
 
+    /// The IMAP listener, when `--imap-listen` asks for one: implicit TLS with the API's certificate and minimum
+    /// version, or plain text (logins disabled) with `--imap-plain`, for development only.
+    static func imapConfiguration(
+        _ args: Arguments, _ configuration: ServiceConfiguration
+    ) throws -> IMAPServer.Configuration? {
+        guard let address = args.string("imap-listen") else {
+            for flag in ["imap-plain", "imap-max-connections"] where args.string(flag) != nil || args.flag(flag) {
+                throw UsageError("--\(flag) configures the IMAP listener: give --imap-listen too")
+            }
+            return nil
+        }
+        let listen = try HostPort(parsing: address)
+        var tls: (certificate: String, privateKey: String)?
+        if args.flag("imap-plain") {
+            printError("WARNING: --imap-plain serves IMAP without TLS; logins are disabled on it (LOGINDISABLED).")
+        } else {
+            guard let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath else {
+                throw UsageError(
+                    "--imap-listen serves TLS with the API's certificate: drop --plain-http or add --imap-plain")
+            }
+            tls = (certificate, key)
+        }
+        let connections = try args.int("imap-max-connections", default: 10_000)
+        guard (1...1_000_000).contains(connections) else {
+            throw UsageError("--imap-max-connections must be 1 to 1000000")
+        }
+        var session = IMAPSession.Configuration()
+        session.maxLiteralBytes = try args.int("max-message-bytes", default: 25 << 20)
+        return IMAPServer.Configuration(
+            host: listen.host, port: listen.port, tls: tls,
+            minimumTLSVersion: configuration.tlsMinimumVersion == .tls13 ? "1.3" : "1.2",
+            maxConnections: connections, session: session)
+    }
+
     static func run(_ args: Arguments, dataDir: String) async throws {
         try args.rejectUnknownFlags(known: knownFlags)
         warnIfReadableByOthers(dataDir)
@@ -249,6 +284,7 @@ enum Serve {
         }
 
         configuration.lmtp = try lmtpConfiguration(args)
+        configuration.imap = try imapConfiguration(args, configuration)
 
         var services: [any PushService] = []
         // APNs unless only FCM is configured.
@@ -291,6 +327,10 @@ enum Serve {
         }
         if let lmtp = configuration.lmtp, let port = service.lmtpPort {
             printError("mailboxd: LMTP on \(lmtp.host):\(port) as \(lmtp.session.hostname)")
+        }
+        if let imap = configuration.imap, let port = service.imapPort {
+            let scheme = imap.tls == nil ? "imap" : "imaps"
+            printError("mailboxd: IMAP on \(scheme)://\(HostPort(host: imap.host, port: port))")
         }
         if let apns {
             let apps = apns.configuration.apps.map(\.topic).joined(separator: ", ")

@@ -66,6 +66,10 @@ let usage = """
                                 from the MTA's own name)
       --max-message-bytes N     the largest LMTP message (default 26214400, 25 MiB)
       --lmtp-max-connections N  simultaneous LMTP sessions (default 64)
+      --imap-listen HOST:PORT   also serve IMAP (IMAP4rev2/rev1, IDLE, CONDSTORE/QRESYNC, MOVE; see docs/imap.md)
+                                here, implicit TLS with the API's certificate and --tls-min-version (default: off)
+      --imap-plain              serve IMAP without TLS and with logins disabled (development only)
+      --imap-max-connections N  simultaneous IMAP connections (default 10000)
       --jmap-base-url URL       the prefix of the JMAP Session's URLs behind a proxy (default: the scheme and the
                                 request's Host)
       --jmap-push-allow-unencrypted
@@ -97,7 +101,7 @@ umask(0o077)
 
 await runCommand(usage: usage) {
     let switches: Set<String> = [
-        "help", "plain-http", "legacy-payload-limit", "access-log", "jmap-push-allow-unencrypted",
+        "help", "plain-http", "legacy-payload-limit", "access-log", "jmap-push-allow-unencrypted", "imap-plain",
     ]
     let args = try Arguments(arguments, switches: switches, environmentPrefix: environmentPrefix)
     if args.positionals.isEmpty || args.wantsHelp {

@@ -26,6 +26,8 @@ final class Cluster: Sendable {
     let apiPort: UInt16
     /// mailboxd's LMTP port, when `mailboxdArguments` ask for an LMTP listener (`--lmtp-listen 127.0.0.1:0`).
     let lmtpPort: UInt16?
+    /// mailboxd's IMAP port, when `mailboxdArguments` ask for an IMAP listener (`--imap-listen 127.0.0.1:0`).
+    let imapPort: UInt16?
     /// The port mailboxd serves `/metrics` on (its own listener, plain HTTP on loopback).
     let metricsPort: UInt16
     let providerPort: UInt16
@@ -161,10 +163,14 @@ final class Cluster: Sendable {
         lmtpPort =
             mailboxdArguments.contains("--lmtp-listen")
             ? try mailboxd.listeningPorts(prefix: "mailboxd: LMTP on ")["address"] : nil
+        imapPort =
+            mailboxdArguments.contains("--imap-listen")
+            ? try mailboxd.listeningPorts(prefix: "mailboxd: IMAP on ")["url"] : nil
         // A restart binds the same ports again.
         mailboxdCommand = Self.replacing(
             ["--listen": "127.0.0.1:\(apiPort)", "--metrics-listen": "127.0.0.1:\(metricsPort)"]
-                .merging(lmtpPort.map { ["--lmtp-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }, in: command)
+                .merging(lmtpPort.map { ["--lmtp-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }
+                .merging(imapPort.map { ["--imap-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }, in: command)
         client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
     }
 

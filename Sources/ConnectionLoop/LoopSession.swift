@@ -1,0 +1,36 @@
+/// What a protocol's session asks its connection loop to do, in order.
+package enum LoopAction<Answer: Sendable> {
+    /// Queue these bytes for the peer.
+    case send([UInt8])
+    /// Put a question to the backend; the session reads nothing until the answer comes back through
+    /// ``LoopSession/answered(_:)``. The closure runs on the loop's thread and must not block: it answers once, from
+    /// any thread.
+    case ask(@Sendable (_ connection: UInt64, _ answer: @escaping @Sendable (Answer) -> Void) -> Void)
+    /// Send what is queued, then close.
+    case close
+}
+
+/// A protocol on a ``ConnectionLoop``: a value-type state machine fed bytes, answers and events, returning actions.
+/// It does no I/O of its own (STYLE 12): the loop moves the bytes, runs the TLS and the timers.
+package protocol LoopSession: SendableMetatype {
+    /// What the backend answers to the session's questions.
+    associatedtype Answer: Sendable
+    /// What the outside world tells a connection unasked (a mailbox changed).
+    associatedtype Event: Sendable
+
+    /// The greeting, once the connection is open (after the TLS handshake for a TLS listener).
+    mutating func opened() -> [LoopAction<Answer>]
+    /// Bytes the peer sent.
+    mutating func received(_ bytes: UnsafeRawBufferPointer) -> [LoopAction<Answer>]
+    /// The backend's answer to the last ``LoopAction/ask(_:)``.
+    mutating func answered(_ answer: Answer) -> [LoopAction<Answer>]
+    /// An event for this connection from ``ConnectionLoop/notify(_:_:)``; dropped by the loop while the session
+    /// waits for an answer, so a session re-reads what it needs once the answer is in.
+    mutating func notified(_ event: Event) -> [LoopAction<Answer>]
+    /// The connection was silent for ``idleTimeout``.
+    mutating func timedOut() -> [LoopAction<Answer>]
+    /// How long the peer may stay silent now, in seconds (it may change with the session's state).
+    var idleTimeout: Int { get }
+    /// Called once when the connection closes, for whatever the session registered outside (subscriptions).
+    func closed(connection: UInt64)
+}

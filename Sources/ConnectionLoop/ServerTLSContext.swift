@@ -1,0 +1,43 @@
+import COpenSSL
+import Foundation
+
+/// An OpenSSL server context for a loop's TLS listener: the certificate chain and key, TLS 1.2 or later with AEAD
+/// ciphers only (the API's policy), no ALPN. Read-only after init; OpenSSL makes connections from one context on
+/// any thread.
+package final class ServerTLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX is thread-safe for SSL_new
+    /// The `SSL_CTX`.
+    package let context: OpaquePointer
+
+    /// Why the context could not be made.
+    package struct SetupError: Error, CustomStringConvertible {
+        /// What failed.
+        package let description: String
+    }
+
+    /// Loads `certificate` (PEM chain) and `privateKey` (PEM); `minimumVersion` is `"1.2"` or `"1.3"`.
+    package init(certificate: String, privateKey: String, minimumVersion: String = "1.2") throws(SetupError) {
+        ERR_clear_error()
+        guard let context = SSL_CTX_new(TLS_server_method()) else {
+            throw SetupError(description: "SSL_CTX_new failed")
+        }
+        let version = minimumVersion == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION
+        _ = SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(version), nil)
+        func fail(_ what: String) -> SetupError {
+            ERR_clear_error()
+            SSL_CTX_free(context)
+            return SetupError(description: what)
+        }
+        guard SSL_CTX_set_cipher_list(context, "ECDHE+AESGCM:ECDHE+CHACHA20") == 1 else {
+            throw fail("SSL_CTX_set_cipher_list failed")
+        }
+        guard SSL_CTX_use_certificate_chain_file(context, certificate) == 1 else {
+            throw fail("cannot read the certificate \(certificate)")
+        }
+        guard SSL_CTX_use_PrivateKey_file(context, privateKey, SSL_FILETYPE_PEM) == 1,
+            SSL_CTX_check_private_key(context) == 1
+        else { throw fail("cannot use the private key \(privateKey) with \(certificate)") }
+        self.context = context
+    }
+
+    deinit { SSL_CTX_free(context) }
+}

@@ -1,0 +1,218 @@
+/// What the IMAP server needs from the mailbox. Each call is made on the loop's thread and must not block: it
+/// answers through `completion`, once, from any thread.
+public protocol IMAPBackend: Sendable {
+    /// Checks a username and password (with the service's sign-in throttle) for a client at `address`.
+    func login(
+        username: String, password: String, address: String, completion: @escaping @Sendable (IMAPLoginResult) -> Void)
+    /// The account's mailboxes with their counts.
+    func mailboxes(
+        account: Int64, completion: @escaping @Sendable (Result<[IMAPMailboxInfo], IMAPBackendError>) -> Void)
+    /// One mailbox by IMAP name (`INBOX` in any case) and the state of each of its messages.
+    func snapshot(
+        account: Int64, mailbox: String,
+        completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void)
+    /// The messages with these ids, with their RFC 5322 bytes.
+    func contents(
+        account: Int64, ids: [String],
+        completion: @escaping @Sendable (Result<[String: IMAPMessageContent], IMAPBackendError>) -> Void)
+    /// Sets flags; answers each message's state afterwards (its new modseq).
+    func setFlags(
+        account: Int64, changes: [IMAPFlagChange],
+        completion: @escaping @Sendable (Result<[IMAPMessageState], IMAPBackendError>) -> Void)
+    /// Moves messages to another mailbox (by IMAP name); answers their states there (their new UIDs), in order.
+    func move(
+        account: Int64, ids: [String], to mailbox: String,
+        completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void)
+    /// Destroys messages for good.
+    func expunge(
+        account: Int64, ids: [String], completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void)
+    /// Starts telling `connection` (through ``IMAPServer/notify(_:)``'s loop) when the account changes.
+    func watch(account: Int64, connection: UInt64)
+    /// Stops what ``watch(account:connection:)`` started.
+    func unwatch(connection: UInt64)
+}
+
+/// How a login went.
+public enum IMAPLoginResult: Sendable, Equatable {
+    /// The credentials are an account's.
+    case accepted(account: Int64)
+    /// Wrong username or password.
+    case rejected
+    /// Too many failures: try later.
+    case throttled
+    /// The store cannot be reached.
+    case unavailable
+}
+
+/// Why the backend could not do what was asked.
+public enum IMAPBackendError: Error, Sendable, Equatable {
+    /// No such mailbox.
+    case noMailbox
+    /// A message is gone.
+    case noMessage
+    /// The store cannot be reached now.
+    case unavailable
+}
+
+/// A mailbox as LIST and STATUS show it.
+public struct IMAPMailboxInfo: Sendable, Equatable {
+    /// The IMAP name (`INBOX` for the inbox).
+    public var name: String
+    /// The special-use attribute (RFC 6154), if any: `\Archive`, `\Trash`, ….
+    public var specialUse: String?
+    /// Messages in it.
+    public var messages: Int
+    /// Messages without `\Seen`.
+    public var unseen: Int
+
+    /// Creates a mailbox description.
+    public init(name: String, specialUse: String?, messages: Int, unseen: Int) {
+        self.name = name
+        self.specialUse = specialUse
+        self.messages = messages
+        self.unseen = unseen
+    }
+}
+
+/// One message's state in its mailbox.
+public struct IMAPMessageState: Sendable, Equatable {
+    /// Its UID in the mailbox.
+    public var uid: UInt32
+    /// The store's message id.
+    public var id: String
+    /// `\Seen`.
+    public var seen: Bool
+    /// `\Flagged`.
+    public var flagged: Bool
+    /// Its last change's modseq (CONDSTORE's MODSEQ).
+    public var modseq: Int64
+
+    /// Creates a state.
+    public init(uid: UInt32, id: String, seen: Bool, flagged: Bool, modseq: Int64) {
+        self.uid = uid
+        self.id = id
+        self.seen = seen
+        self.flagged = flagged
+        self.modseq = modseq
+    }
+}
+
+/// A selected mailbox at one moment.
+public struct IMAPMailboxSnapshot: Sendable, Equatable {
+    /// The mailbox.
+    public var info: IMAPMailboxInfo
+    /// Its UIDVALIDITY.
+    public var uidValidity: UInt32
+    /// A UID above every UID given so far.
+    public var uidNext: UInt32
+    /// The highest modseq of the mailbox (the account's: never lower than any message's).
+    public var highestModseq: Int64
+    /// Its messages in UID order.
+    public var messages: [IMAPMessageState]
+
+    /// Creates a snapshot.
+    public init(
+        info: IMAPMailboxInfo, uidValidity: UInt32, uidNext: UInt32, highestModseq: Int64,
+        messages: [IMAPMessageState]
+    ) {
+        self.info = info
+        self.uidValidity = uidValidity
+        self.uidNext = uidNext
+        self.highestModseq = highestModseq
+        self.messages = messages
+    }
+}
+
+/// A flag change for one message (nil: unchanged).
+public struct IMAPFlagChange: Sendable, Equatable {
+    /// The message.
+    public var id: String
+    /// The new `\Seen`.
+    public var seen: Bool?
+    /// The new `\Flagged`.
+    public var flagged: Bool?
+
+    /// Creates a change.
+    public init(id: String, seen: Bool?, flagged: Bool?) {
+        self.id = id
+        self.seen = seen
+        self.flagged = flagged
+    }
+}
+
+/// What FETCH needs of a message beyond its state.
+public struct IMAPMessageContent: Sendable, Equatable {
+    /// The RFC 5322 bytes.
+    public var raw: [UInt8]
+    /// When it arrived (seconds since 1970).
+    public var receivedAt: Double
+    /// The envelope's fields.
+    public var envelope: IMAPEnvelope
+
+    /// Creates a message's content.
+    public init(raw: [UInt8], receivedAt: Double, envelope: IMAPEnvelope) {
+        self.raw = raw
+        self.receivedAt = receivedAt
+        self.envelope = envelope
+    }
+}
+
+/// The ENVELOPE's fields, decoded.
+public struct IMAPEnvelope: Sendable, Equatable {
+    /// The Date header, as written.
+    public var date: String?
+    /// The subject.
+    public var subject: String?
+    /// From.
+    public var from: [IMAPAddress]
+    /// To.
+    public var to: [IMAPAddress]
+    /// Cc.
+    public var cc: [IMAPAddress]
+    /// In-Reply-To.
+    public var inReplyTo: String?
+    /// Message-ID.
+    public var messageID: String?
+
+    /// Creates an envelope.
+    public init(
+        date: String?, subject: String?, from: [IMAPAddress], to: [IMAPAddress], cc: [IMAPAddress],
+        inReplyTo: String?, messageID: String?
+    ) {
+        self.date = date
+        self.subject = subject
+        self.from = from
+        self.to = to
+        self.cc = cc
+        self.inReplyTo = inReplyTo
+        self.messageID = messageID
+    }
+}
+
+/// An address of an envelope.
+public struct IMAPAddress: Sendable, Equatable {
+    /// The display name (empty: none).
+    public var name: String
+    /// The addr-spec.
+    public var address: String
+
+    /// Creates an address.
+    public init(name: String, address: String) {
+        self.name = name
+        self.address = address
+    }
+}
+
+/// Where a MOVE put the messages.
+public struct IMAPMoveResult: Sendable, Equatable {
+    /// The target mailbox's UIDVALIDITY.
+    public var uidValidity: UInt32
+    /// The messages' states there, in the order asked.
+    public var states: [IMAPMessageState]
+
+    /// Creates a result.
+    public init(uidValidity: UInt32, states: [IMAPMessageState]) {
+        self.uidValidity = uidValidity
+        self.states = states
+    }
+}

@@ -1,0 +1,53 @@
+/// A sequence set (`1:4,7,9:*`) of message sequence numbers or UIDs (RFC 9051 section 9, `sequence-set`).
+struct IMAPSequenceSet: Equatable, Sendable {
+    private struct Part: Equatable, Sendable {
+        var lower: UInt32?
+        var upper: UInt32?
+    }
+
+    private var parts: [Part]
+
+    /// Parses the set; `nil` when it is not one (or `$`, which is not supported).
+    init?(_ text: String) {
+        var parts: [Part] = []
+        for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let ends = item.split(separator: ":", omittingEmptySubsequences: false)
+            guard (1...2).contains(ends.count) else { return nil }
+            var values: [UInt32?] = []
+            for end in ends {
+                if end == "*" {
+                    values.append(nil)
+                } else {
+                    guard let number = UInt32(end), number > 0, end.allSatisfy(\.isASCII) else { return nil }
+                    values.append(number)
+                }
+            }
+            parts.append(Part(lower: values[0], upper: values.count == 2 ? values[1] : values[0]))
+        }
+        guard !parts.isEmpty else { return nil }
+        self.parts = parts
+    }
+
+    /// Whether `number` is in the set when `*` means `largest`.
+    func contains(_ number: UInt32, largest: UInt32) -> Bool {
+        parts.contains { part in
+            let a = part.lower ?? largest
+            let b = part.upper ?? largest
+            return (min(a, b)...max(a, b)).contains(number)
+        }
+    }
+
+    /// The set written back (RFC 9051 form).
+    static func write(_ numbers: [UInt32]) -> String {
+        var output: [String] = []
+        var index = 0
+        let sorted = numbers.sorted()
+        while index < sorted.count {
+            var end = index
+            while end + 1 < sorted.count, sorted[end + 1] == sorted[end] + 1 { end += 1 }
+            output.append(end == index ? "\(sorted[index])" : "\(sorted[index]):\(sorted[end])")
+            index = end + 1
+        }
+        return output.joined(separator: ",")
+    }
+}

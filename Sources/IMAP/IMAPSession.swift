@@ -1,0 +1,683 @@
+import ConnectionLoop
+import Foundation
+
+/// What the backend answered, for the command that asked.
+public enum IMAPAnswer: Sendable {
+    case login(IMAPLoginResult)
+    case mailboxes(Result<[IMAPMailboxInfo], IMAPBackendError>)
+    case snapshot(Result<IMAPMailboxSnapshot, IMAPBackendError>)
+    case contents(Result<[String: IMAPMessageContent], IMAPBackendError>)
+    case states(Result<[IMAPMessageState], IMAPBackendError>)
+    case moved(Result<IMAPMoveResult, IMAPBackendError>)
+    case done(Result<Void, IMAPBackendError>)
+}
+
+/// What a connection is told unasked.
+public enum IMAPEvent: Sendable {
+    /// The account changed: an idling session looks at its mailbox again.
+    case accountChanged
+}
+
+/// One IMAP connection's protocol (RFC 9051 and RFC 3501, with the extensions in ``capabilities``): a value-type state
+/// machine on a ``ConnectionLoop``. Commands are read whole by ``IMAPCommandReader``; a command that needs the store
+/// asks the backend and waits; commands pipelined behind it wait their turn.
+public struct IMAPSession: LoopSession {
+    /// The server's name and limits.
+    public struct Configuration: Sendable {
+        /// The longest command line, literals aside.
+        public var maxLineBytes = 64 * 1024
+        /// The largest literal (the message size limit).
+        public var maxLiteralBytes = 25 * 1024 * 1024
+        /// Seconds before an unauthenticated client is dropped.
+        public var loginTimeout = 60
+        /// Seconds before an authenticated client is logged out (RFC 9051: at least 30 minutes).
+        public var autologoutTimeout = 30 * 60
+        /// Whether the connection is plain text (development): logins are refused (LOGINDISABLED).
+        public var plaintext = false
+
+        /// The defaults.
+        public init() {}
+    }
+
+    enum State {
+        case notAuthenticated
+        case authenticated(account: Int64)
+        case selected(account: Int64, Selected)
+        case loggedOut
+    }
+
+    struct Selected {
+        var name: String
+        var readOnly: Bool
+        var snapshot: IMAPMailboxSnapshot
+        /// UIDs this session marked `\Deleted` (the store keeps no such flag): expunged by EXPUNGE or CLOSE.
+        var deleted: Set<UInt32> = []
+    }
+
+    /// What the command waiting for the backend was.
+    enum Pending {
+        case login(tag: String)
+        case list(tag: String, lsub: Bool, pattern: String)
+        case status(tag: String, name: String, items: [String])
+        case select(tag: String, name: String, readOnly: Bool, qresync: QResync?)
+        case refresh(tag: String?, completion: String)
+        case fetch(tag: String, uid: Bool, messages: [IMAPMessageState], items: [String], changedSince: Int64?)
+        case store(tag: String, uid: Bool, silent: Bool, failed: [UInt32])
+        case move(tag: String, moved: [IMAPMessageState])
+        case expunge(tag: String?, uids: [UInt32], completion: (() -> [LoopAction<IMAPAnswer>])?)
+    }
+
+    struct QResync {
+        var uidValidity: UInt32
+        var modseq: Int64
+        var known: IMAPSequenceSet?
+    }
+
+    let configuration: Configuration
+    let backend: any IMAPBackend
+    private let remoteAddress: String
+    private var reader: IMAPCommandReader
+    var state = State.notAuthenticated
+    var pending: Pending?
+    private var queued: [[UInt8]] = []
+    private var idleTag: String?
+    private var authenticateTag: String?
+    var condstore = false
+    var qresync = false
+
+    /// A session for a client at `remoteAddress`.
+    public init(configuration: Configuration, backend: any IMAPBackend, remoteAddress: String = "") {
+        self.configuration = configuration
+        self.backend = backend
+        self.remoteAddress = remoteAddress
+        reader = IMAPCommandReader(
+            maxLineBytes: configuration.maxLineBytes, maxLiteralBytes: configuration.maxLiteralBytes)
+    }
+
+    /// The capabilities, as the session's state has them.
+    var capabilities: String {
+        var list = [
+            "IMAP4rev1", "IMAP4rev2", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE", "UNSELECT",
+            "UIDPLUS", "MOVE", "CONDSTORE", "QRESYNC", "SPECIAL-USE", "LIST-EXTENDED", "ESEARCH",
+        ]
+        if case .notAuthenticated = state {
+            list.append(configuration.plaintext ? "LOGINDISABLED" : "AUTH=PLAIN")
+        }
+        return list.joined(separator: " ")
+    }
+
+    package var idleTimeout: Int {
+        if case .notAuthenticated = state { return configuration.loginTimeout }
+        return configuration.autologoutTimeout
+    }
+
+    // MARK: LoopSession
+
+    package mutating func opened() -> [LoopAction<IMAPAnswer>] {
+        [send("* OK [CAPABILITY \(capabilities)] SignalFetch IMAP ready")]
+    }
+
+    package mutating func received(_ bytes: UnsafeRawBufferPointer) -> [LoopAction<IMAPAnswer>] {
+        var actions: [LoopAction<IMAPAnswer>] = []
+        var events: [IMAPCommandReader.Event] = []
+        reader.feed(bytes) { events.append($0) }
+        for event in events {
+            switch event {
+            case .command(let bytes): queued.append(bytes)
+            case .literalAnnounced: actions.append(send("+ Ready for literal data"))
+            case .lineTooLong(let tag): actions.append(send("\(tag) BAD Command line too long"))
+            case .literalTooLarge(let tag, let synchronizing):
+                if synchronizing {
+                    actions.append(send("\(tag) NO [TOOBIG] Literal over the size limit"))
+                } else {
+                    state = .loggedOut
+                    return actions + [send("* BYE Literal over the size limit"), .close]
+                }
+            }
+        }
+        return actions + drainQueue()
+    }
+
+    package mutating func answered(_ answer: IMAPAnswer) -> [LoopAction<IMAPAnswer>] {
+        guard let pending else { return [] }
+        self.pending = nil
+        let actions = complete(pending, with: answer)
+        return actions + (self.pending == nil ? drainQueue() : [])
+    }
+
+    package mutating func notified(_ event: IMAPEvent) -> [LoopAction<IMAPAnswer>] {
+        guard idleTag != nil, pending == nil, case .selected(let account, let selected) = state else { return [] }
+        pending = .refresh(tag: nil, completion: "")
+        let name = selected.name
+        let backend = backend
+        return [
+            .ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }
+        ]
+    }
+
+    package mutating func timedOut() -> [LoopAction<IMAPAnswer>] {
+        state = .loggedOut
+        return [send("* BYE Autologout; idle for too long"), .close]
+    }
+
+    package func closed(connection: UInt64) {
+        backend.unwatch(connection: connection)
+    }
+
+    // MARK: Commands
+
+    func send(_ line: String) -> LoopAction<IMAPAnswer> { .send(Array((line + "\r\n").utf8)) }
+
+    /// Runs queued commands until one waits for the backend.
+    private mutating func drainQueue() -> [LoopAction<IMAPAnswer>] {
+        var actions: [LoopAction<IMAPAnswer>] = []
+        while pending == nil, !queued.isEmpty, !isLoggedOut {
+            let bytes = queued.removeFirst()
+            actions += handleLine(bytes)
+        }
+        if isLoggedOut { queued = [] }
+        return actions
+    }
+
+    private var isLoggedOut: Bool {
+        if case .loggedOut = state { return true }
+        return false
+    }
+
+    private mutating func handleLine(_ bytes: [UInt8]) -> [LoopAction<IMAPAnswer>] {
+        if let tag = idleTag {
+            let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard line.uppercased() == "DONE" else { return [send("\(tag) BAD Expected DONE")] }
+            idleTag = nil
+            return [send("\(tag) OK IDLE terminated")]
+        }
+        if let tag = authenticateTag {
+            authenticateTag = nil
+            let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if line == "*" { return [send("\(tag) BAD Authentication cancelled")] }
+            return plainLogin(tag: tag, base64: line)
+        }
+        let command: IMAPCommand
+        do {
+            command = try IMAPCommand.parse(bytes)
+        } catch {
+            return [send("\(error.tag) BAD \(error.message)")]
+        }
+        return handle(command)
+    }
+
+    private mutating func handle(_ command: IMAPCommand) -> [LoopAction<IMAPAnswer>] {
+        let tag = command.tag
+        let arguments = command.arguments
+        func bad(_ text: String) -> [LoopAction<IMAPAnswer>] { [send("\(tag) BAD \(text)")] }
+        switch command.name {
+        case "CAPABILITY":
+            return [send("* CAPABILITY \(capabilities)"), send("\(tag) OK CAPABILITY completed")]
+        case "NOOP", "CHECK":
+            guard case .selected = state else { return [send("\(tag) OK \(command.name) completed")] }
+            return refresh(tag: tag, completion: "\(command.name) completed")
+        case "LOGOUT":
+            state = .loggedOut
+            return [send("* BYE Logging out"), send("\(tag) OK LOGOUT completed"), .close]
+        case "ID":
+            return [send("* ID (\"name\" \"SignalFetch\")"), send("\(tag) OK ID completed")]
+        default:
+            break
+        }
+        if case .notAuthenticated = state {
+            switch command.name {
+            case "LOGIN":
+                guard !configuration.plaintext else { return [send("\(tag) NO [PRIVACYREQUIRED] Use TLS")] }
+                guard arguments.count == 2, let user = arguments[0].text, let password = arguments[1].text else {
+                    return bad("LOGIN needs a username and a password")
+                }
+                return login(tag: tag, username: user, password: password)
+            case "AUTHENTICATE":
+                guard !configuration.plaintext else { return [send("\(tag) NO [PRIVACYREQUIRED] Use TLS")] }
+                guard let mechanism = arguments.first?.text, mechanism.uppercased() == "PLAIN" else {
+                    return [send("\(tag) NO Only PLAIN is supported")]
+                }
+                if arguments.count == 2, let initial = arguments[1].text {
+                    return plainLogin(tag: tag, base64: initial)
+                }
+                authenticateTag = tag
+                return [send("+ ")]
+            case "STARTTLS":
+                return [send("\(tag) NO STARTTLS is not offered: connect with TLS")]
+            default:
+                return bad("Log in first")
+            }
+        }
+        guard let account = currentAccount else { return bad("Command not valid now") }
+        switch command.name {
+        case "ENABLE":
+            var enabled: [String] = []
+            for name in arguments.compactMap(\.text).map({ $0.uppercased() }) {
+                if name == "CONDSTORE" {
+                    condstore = true
+                    enabled.append(name)
+                }
+                if name == "QRESYNC" {
+                    condstore = true
+                    qresync = true
+                    enabled.append(name)
+                }
+                if name == "IMAP4REV2" { enabled.append("IMAP4rev2") }
+            }
+            return [send("* ENABLED" + enabled.map { " " + $0 }.joined()), send("\(tag) OK ENABLE completed")]
+        case "NAMESPACE":
+            return [send("* NAMESPACE ((\"\" \"/\")) NIL NIL"), send("\(tag) OK NAMESPACE completed")]
+        case "LIST", "LSUB":
+            guard arguments.count >= 2 else { return bad("\(command.name) needs a reference and a pattern") }
+            var pattern = arguments[1].text ?? ""
+            if case .list(let patterns) = arguments[1] { pattern = patterns.first?.text ?? "" }
+            if pattern.isEmpty {
+                return [send("* LIST (\\Noselect) \"/\" \"\""), send("\(tag) OK LIST completed")]
+            }
+            pending = .list(tag: tag, lsub: command.name == "LSUB", pattern: pattern)
+            let backend = backend
+            return [.ask { _, answer in backend.mailboxes(account: account) { answer(.mailboxes($0)) } }]
+        case "SUBSCRIBE", "UNSUBSCRIBE":
+            return [send("\(tag) OK \(command.name) completed (every mailbox is subscribed)")]
+        case "CREATE", "DELETE", "RENAME":
+            return [send("\(tag) NO [CANNOT] The mailboxes are fixed: INBOX, Archive and Trash")]
+        case "APPEND":
+            return [send("\(tag) NO [CANNOT] Mail arrives by delivery (LMTP or the API), not APPEND")]
+        case "STATUS":
+            guard arguments.count == 2, let name = arguments[0].text, case .list(let items) = arguments[1] else {
+                return bad("STATUS needs a mailbox and a list of items")
+            }
+            pending = .status(tag: tag, name: name, items: items.compactMap(\.text).map { $0.uppercased() })
+            let backend = backend
+            return [.ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }]
+        case "SELECT", "EXAMINE":
+            guard let name = arguments.first?.text else { return bad("\(command.name) needs a mailbox") }
+            var resync: QResync?
+            if arguments.count == 2, case .list(let parameters) = arguments[1] {
+                for (index, parameter) in parameters.enumerated() {
+                    switch parameter.text?.uppercased() {
+                    case "CONDSTORE": condstore = true
+                    case "QRESYNC":
+                        guard qresync, index + 1 < parameters.count, case .list(let values) = parameters[index + 1],
+                            values.count >= 2, let validity = values[0].text.flatMap({ UInt32($0) }),
+                            let modseq = values[1].text.flatMap({ Int64($0) })
+                        else { return bad("QRESYNC needs ENABLE QRESYNC and (uidvalidity modseq [known-uids])") }
+                        resync = QResync(
+                            uidValidity: validity, modseq: modseq,
+                            known: values.count > 2 ? values[2].text.flatMap(IMAPSequenceSet.init) : nil)
+                    default: continue
+                    }
+                }
+            }
+            if case .selected = state {
+                state = .authenticated(account: account)
+            }
+            pending = .select(tag: tag, name: name, readOnly: command.name == "EXAMINE", qresync: resync)
+            let backend = backend
+            return [.ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }]
+        case "IDLE":
+            idleTag = tag
+            return [send("+ idling")]
+        default:
+            break
+        }
+        guard case .selected(_, var selected) = state else { return bad("Select a mailbox first") }
+        var name = command.name
+        var rest = arguments
+        var uid = false
+        if name == "UID" {
+            guard let sub = rest.first?.text?.uppercased() else { return bad("UID needs a command") }
+            name = sub
+            rest.removeFirst()
+            uid = true
+        }
+        switch name {
+        case "FETCH":
+            return fetch(tag: tag, uid: uid, arguments: rest, selected: selected)
+        case "STORE":
+            guard !selected.readOnly else { return [send("\(tag) NO [READ-ONLY] The mailbox is read-only")] }
+            return store(tag: tag, uid: uid, arguments: rest, selected: &selected, account: account)
+        case "SEARCH":
+            return search(tag: tag, uid: uid, arguments: rest, selected: selected)
+        case "MOVE":
+            guard !selected.readOnly else { return [send("\(tag) NO [READ-ONLY] The mailbox is read-only")] }
+            guard rest.count == 2, let set = rest[0].text.flatMap(IMAPSequenceSet.init),
+                let target = rest[1].text
+            else { return bad("MOVE needs a set and a mailbox") }
+            let messages = Self.messages(in: set, uid: uid, of: selected.snapshot)
+            guard !messages.isEmpty else { return [send("\(tag) OK MOVE completed (nothing to move)")] }
+            pending = .move(tag: tag, moved: messages)
+            let backend = backend
+            let ids = messages.map(\.id)
+            return [.ask { _, answer in backend.move(account: account, ids: ids, to: target) { answer(.moved($0)) } }]
+        case "COPY":
+            return [send("\(tag) NO [CANNOT] A message is in one mailbox at a time: use MOVE")]
+        case "EXPUNGE":
+            guard !selected.readOnly else { return [send("\(tag) NO [READ-ONLY] The mailbox is read-only")] }
+            var uids = selected.deleted
+            if uid {
+                guard let set = rest.first?.text.flatMap(IMAPSequenceSet.init) else {
+                    return bad("UID EXPUNGE needs a set")
+                }
+                let largest = selected.snapshot.messages.last?.uid ?? 0
+                uids = uids.filter { set.contains($0, largest: largest) }
+            }
+            return expunge(tag: tag, uids: Array(uids), account: account, selected: selected, completion: nil)
+        case "CLOSE", "UNSELECT":
+            state = .authenticated(account: account)
+            let done = [send("\(tag) OK \(name) completed")]
+            guard name == "CLOSE", !selected.readOnly, !selected.deleted.isEmpty else { return done }
+            return expunge(
+                tag: nil, uids: Array(selected.deleted), account: account, selected: selected, completion: { done })
+        default:
+            return bad("Unknown command \(Self.printable(name))")
+        }
+    }
+
+    private var currentAccount: Int64? {
+        switch state {
+        case .authenticated(let account), .selected(let account, _): account
+        default: nil
+        }
+    }
+
+    /// A client's word in an answer: printable ASCII, at most 32 characters.
+    static func printable(_ text: String) -> String {
+        String(text.unicodeScalars.filter { $0.value > 0x20 && $0.value < 0x7F }.prefix(32).map(Character.init))
+    }
+
+    // MARK: Login
+
+    private mutating func login(tag: String, username: String, password: String) -> [LoopAction<IMAPAnswer>] {
+        pending = .login(tag: tag)
+        let backend = backend
+        let address = remoteAddress
+        return [
+            .ask { connection, answer in
+                backend.login(username: username, password: password, address: address) { result in
+                    // Watched from the login on: IDLE and NOOP hear of the account's changes.
+                    if case .accepted(let account) = result { backend.watch(account: account, connection: connection) }
+                    answer(.login(result))
+                }
+            }
+        ]
+    }
+
+    private mutating func plainLogin(tag: String, base64: String) -> [LoopAction<IMAPAnswer>] {
+        guard let data = Data(base64Encoded: base64) else { return [send("\(tag) BAD Invalid base64")] }
+        // authzid NUL authcid NUL password (RFC 4616); an authzid other than the user is not supported.
+        let parts = data.split(separator: 0, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return [send("\(tag) BAD Invalid PLAIN response")] }
+        let user = String(decoding: parts[1], as: UTF8.self)
+        let authzid = String(decoding: parts[0], as: UTF8.self)
+        guard authzid.isEmpty || authzid == user else {
+            return [send("\(tag) NO [AUTHORIZATIONFAILED] Acting as another user is not supported")]
+        }
+        return login(tag: tag, username: user, password: String(decoding: parts[2], as: UTF8.self))
+    }
+
+    // MARK: Answers
+
+    private mutating func complete(_ pending: Pending, with answer: IMAPAnswer) -> [LoopAction<IMAPAnswer>] {
+        switch (pending, answer) {
+        case (.login(let tag), .login(let result)):
+            switch result {
+            case .accepted(let account):
+                state = .authenticated(account: account)
+                return [send("\(tag) OK [CAPABILITY \(capabilities)] Logged in")]
+            case .rejected: return [send("\(tag) NO [AUTHENTICATIONFAILED] Invalid credentials")]
+            case .throttled: return [send("\(tag) NO [UNAVAILABLE] Too many failed logins; try again later")]
+            case .unavailable: return [send("\(tag) NO [UNAVAILABLE] The mailbox store is unavailable")]
+            }
+        case (.list(let tag, let lsub, let pattern), .mailboxes(let result)):
+            guard case .success(let boxes) = result else { return [failure(tag, result.error)] }
+            let verb = lsub ? "LSUB" : "LIST"
+            var actions: [LoopAction<IMAPAnswer>] = []
+            for box in boxes where Self.matches(box.name, pattern: pattern) {
+                let attributes = ["\\HasNoChildren"] + (box.specialUse.map { [$0] } ?? [])
+                actions.append(
+                    .send(
+                        Array("* \(verb) (\(attributes.joined(separator: " "))) \"/\" ".utf8)
+                            + IMAPResponse.string(box.name) + [0x0D, 0x0A]))
+            }
+            return actions + [send("\(tag) OK \(verb) completed")]
+        case (.status(let tag, let name, let items), .snapshot(let result)):
+            guard case .success(let snapshot) = result else { return [failure(tag, result.error)] }
+            var values: [String] = []
+            for item in items {
+                switch item {
+                case "MESSAGES": values.append("MESSAGES \(snapshot.messages.count)")
+                case "UNSEEN": values.append("UNSEEN \(snapshot.messages.filter { !$0.seen }.count)")
+                case "UIDNEXT": values.append("UIDNEXT \(snapshot.uidNext)")
+                case "UIDVALIDITY": values.append("UIDVALIDITY \(snapshot.uidValidity)")
+                case "HIGHESTMODSEQ": values.append("HIGHESTMODSEQ \(snapshot.highestModseq)")
+                case "RECENT": values.append("RECENT 0")
+                case "SIZE", "DELETED": continue
+                default: return [send("\(tag) BAD Unknown STATUS item \(Self.printable(item))")]
+                }
+            }
+            return [
+                .send(
+                    Array("* STATUS ".utf8) + IMAPResponse.string(name)
+                        + Array(" (\(values.joined(separator: " ")))\r\n".utf8)),
+                send("\(tag) OK STATUS completed"),
+            ]
+        case (.select(let tag, let name, let readOnly, let resync), .snapshot(let result)):
+            guard case .success(let snapshot) = result, let account = currentAccount else {
+                return [failure(tag, result.error)]
+            }
+            state = .selected(account: account, Selected(name: name, readOnly: readOnly, snapshot: snapshot))
+            var lines = [
+                "* FLAGS (\\Seen \\Flagged \\Deleted)",
+                "* OK [PERMANENTFLAGS (\\Seen \\Flagged)] \\Deleted lasts until the session ends",
+                "* \(snapshot.messages.count) EXISTS",
+                "* 0 RECENT",
+                "* OK [UIDVALIDITY \(snapshot.uidValidity)] UIDs valid",
+                "* OK [UIDNEXT \(snapshot.uidNext)] Predicted next UID",
+                "* OK [HIGHESTMODSEQ \(snapshot.highestModseq)] Highest",
+            ]
+            if let resync, resync.uidValidity == snapshot.uidValidity {
+                // VANISHED (EARLIER): the known UIDs that are not here any more (RFC 7162 section 3.2.5.1).
+                let present = Set(snapshot.messages.map(\.uid))
+                let largest = max(snapshot.uidNext, 1) - 1
+                var gone: [UInt32] = []
+                if let known = resync.known {
+                    for uidValue in 1...max(largest, 1)
+                    where known.contains(uidValue, largest: largest)
+                        && !present.contains(uidValue)
+                    {
+                        gone.append(uidValue)
+                        if gone.count > 100_000 { break }
+                    }
+                }
+                if !gone.isEmpty { lines.append("* VANISHED (EARLIER) \(IMAPSequenceSet.write(gone))") }
+                for (index, message) in snapshot.messages.enumerated() where message.modseq > resync.modseq {
+                    lines.append(
+                        "* \(index + 1) FETCH (UID \(message.uid) FLAGS "
+                            + "\(IMAPResponse.flags(seen: message.seen, flagged: message.flagged, deleted: false)) "
+                            + "MODSEQ (\(message.modseq)))")
+                }
+            }
+            lines.append(
+                "\(tag) OK [\(readOnly ? "READ-ONLY" : "READ-WRITE")] \(readOnly ? "EXAMINE" : "SELECT") completed")
+            return lines.map(send)
+        case (.refresh(let tag, let completion), .snapshot(let result)):
+            guard case .success(let snapshot) = result else {
+                return tag.map { [failure($0, result.error)] } ?? []
+            }
+            var actions = applyRefresh(snapshot)
+            if let tag { actions.append(send("\(tag) OK \(completion)")) }
+            return actions
+        case (.fetch(let tag, let uid, let messages, let items, let changedSince), .contents(let result)):
+            guard case .success(let contents) = result else { return [failure(tag, result.error)] }
+            return fetchResponses(
+                tag: tag, uid: uid, messages: messages, items: items, contents: contents,
+                changedSince: changedSince)
+        case (.store(let tag, let uid, let silent, let failed), .states(let result)):
+            guard case .success(let states) = result else { return [failure(tag, result.error)] }
+            var actions: [LoopAction<IMAPAnswer>] = []
+            if case .selected(let account, var selected) = state {
+                for updated in states {
+                    guard let index = selected.snapshot.messages.firstIndex(where: { $0.id == updated.id }) else {
+                        continue
+                    }
+                    selected.snapshot.messages[index] = updated
+                    selected.snapshot.highestModseq = max(selected.snapshot.highestModseq, updated.modseq)
+                    if !silent || condstore {
+                        let flags = IMAPResponse.flags(
+                            seen: updated.seen, flagged: updated.flagged,
+                            deleted: selected.deleted.contains(updated.uid))
+                        var items = (uid ? "UID \(updated.uid) " : "") + "FLAGS \(flags)"
+                        if condstore { items += " MODSEQ (\(updated.modseq))" }
+                        actions.append(send("* \(index + 1) FETCH (\(items))"))
+                    }
+                }
+                state = .selected(account: account, selected)
+            }
+            if !failed.isEmpty {
+                return actions + [
+                    send("\(tag) OK [MODIFIED \(IMAPSequenceSet.write(failed))] Conditional STORE failed")
+                ]
+            }
+            return actions + [send("\(tag) OK STORE completed")]
+        case (.move(let tag, let moved), .moved(let result)):
+            guard case .success(let target) = result else { return [failure(tag, result.error)] }
+            guard case .selected(let account, var selected) = state else { return [send("\(tag) OK MOVE completed")] }
+            var actions: [LoopAction<IMAPAnswer>] = []
+            if !target.states.isEmpty {
+                // RFC 6851: COPYUID in an untagged OK before the expunges.
+                actions.append(
+                    send(
+                        "* OK [COPYUID \(target.uidValidity) \(IMAPSequenceSet.write(moved.map(\.uid))) "
+                            + "\(IMAPSequenceSet.write(target.states.map(\.uid)))] Moved"))
+            }
+            actions += removeMessages(Set(moved.map(\.uid)), from: &selected)
+            state = .selected(account: account, selected)
+            return actions + [send("\(tag) OK MOVE completed")]
+        case (.expunge(let tag, let uids, let completion), .done(let result)):
+            if case .failure(let error) = result {
+                return tag.map { [failure($0, error)] } ?? (completion?() ?? [])
+            }
+            var actions: [LoopAction<IMAPAnswer>] = []
+            if case .selected(let account, var selected) = state {
+                actions += removeMessages(Set(uids), from: &selected)
+                state = .selected(account: account, selected)
+            }
+            if let tag { actions.append(send("\(tag) OK EXPUNGE completed")) }
+            return actions + (completion?() ?? [])
+        default:
+            return []
+        }
+    }
+
+    func failure(_ tag: String, _ error: IMAPBackendError?) -> LoopAction<IMAPAnswer> {
+        switch error {
+        case .noMailbox: send("\(tag) NO [NONEXISTENT] No such mailbox")
+        case .noMessage: send("\(tag) NO [EXPUNGEISSUEDBEFORE] A message is gone")
+        case .unavailable, nil: send("\(tag) NO [UNAVAILABLE] The mailbox store is unavailable; try again")
+        }
+    }
+
+    /// `* n EXPUNGE` (or VANISHED with QRESYNC) for each UID, from the highest sequence number down.
+    private func removeMessages(_ uids: Set<UInt32>, from selected: inout Selected) -> [LoopAction<IMAPAnswer>] {
+        var actions: [LoopAction<IMAPAnswer>] = []
+        if qresync {
+            let present = selected.snapshot.messages.map(\.uid).filter { uids.contains($0) }
+            if !present.isEmpty { actions.append(send("* VANISHED \(IMAPSequenceSet.write(present))")) }
+        } else {
+            for index in selected.snapshot.messages.indices.reversed()
+            where uids.contains(selected.snapshot.messages[index].uid) {
+                actions.append(send("* \(index + 1) EXPUNGE"))
+            }
+        }
+        selected.snapshot.messages.removeAll { uids.contains($0.uid) }
+        selected.deleted.subtract(uids)
+        return actions
+    }
+
+    /// A fresh snapshot of the selected mailbox: expunges, new messages and flag changes told to the client.
+    private mutating func applyRefresh(_ snapshot: IMAPMailboxSnapshot) -> [LoopAction<IMAPAnswer>] {
+        guard case .selected(let account, var selected) = state else { return [] }
+        let now = Set(snapshot.messages.map(\.uid))
+        var actions = removeMessages(Set(selected.snapshot.messages.map(\.uid)).subtracting(now), from: &selected)
+        let before = Dictionary(uniqueKeysWithValues: selected.snapshot.messages.map { ($0.uid, $0) })
+        if snapshot.messages.count != selected.snapshot.messages.count {
+            actions.append(send("* \(snapshot.messages.count) EXISTS"))
+        }
+        for (index, message) in snapshot.messages.enumerated() {
+            guard let old = before[message.uid], old.modseq != message.modseq,
+                old.seen != message.seen || old.flagged != message.flagged
+            else { continue }
+            let flags = IMAPResponse.flags(
+                seen: message.seen, flagged: message.flagged, deleted: selected.deleted.contains(message.uid))
+            actions.append(
+                send(
+                    "* \(index + 1) FETCH (UID \(message.uid) FLAGS \(flags)"
+                        + (condstore ? " MODSEQ (\(message.modseq))" : "") + ")"))
+        }
+        selected.snapshot = snapshot
+        state = .selected(account: account, selected)
+        return actions
+    }
+
+    private mutating func refresh(tag: String?, completion: String) -> [LoopAction<IMAPAnswer>] {
+        guard case .selected(let account, let selected) = state else {
+            return tag.map { [send("\($0) OK \(completion)")] } ?? []
+        }
+        pending = .refresh(tag: tag, completion: completion)
+        let backend = backend
+        let name = selected.name
+        return [.ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }]
+    }
+
+    private mutating func expunge(
+        tag: String?, uids: [UInt32], account: Int64, selected: Selected,
+        completion: (() -> [LoopAction<IMAPAnswer>])?
+    ) -> [LoopAction<IMAPAnswer>] {
+        let ids = selected.snapshot.messages.filter { uids.contains($0.uid) }.map(\.id)
+        guard !ids.isEmpty else {
+            return (tag.map { [send("\($0) OK EXPUNGE completed")] } ?? []) + (completion?() ?? [])
+        }
+        pending = .expunge(tag: tag, uids: uids, completion: completion)
+        let backend = backend
+        return [.ask { _, answer in backend.expunge(account: account, ids: ids) { answer(.done($0)) } }]
+    }
+
+    /// The messages of `set` (sequence numbers or UIDs) in the snapshot, in order.
+    static func messages(in set: IMAPSequenceSet, uid: Bool, of snapshot: IMAPMailboxSnapshot) -> [IMAPMessageState] {
+        if uid {
+            let largest = snapshot.messages.last?.uid ?? 0
+            return snapshot.messages.filter { set.contains($0.uid, largest: largest) }
+        }
+        let count = UInt32(snapshot.messages.count)
+        return snapshot.messages.enumerated().filter { set.contains(UInt32($0.offset + 1), largest: count) }.map(
+            \.element)
+    }
+
+    /// LIST's pattern match: `*` matches anything, `%` anything but the hierarchy delimiter; INBOX in any case.
+    static func matches(_ name: String, pattern: String) -> Bool {
+        let target = name == "INBOX" ? "INBOX" : name
+        let pattern = pattern.uppercased() == "INBOX" ? "INBOX" : pattern
+        func match(_ n: Substring, _ p: Substring) -> Bool {
+            guard let first = p.first else { return n.isEmpty }
+            if first == "*" || first == "%" {
+                var rest = n
+                while true {
+                    if match(rest, p.dropFirst()) { return true }
+                    guard let next = rest.first, first == "*" || next != "/" else { return false }
+                    rest = rest.dropFirst()
+                }
+            }
+            guard let next = n.first, next == first else { return false }
+            return match(n.dropFirst(), p.dropFirst())
+        }
+        return match(Substring(target), Substring(pattern))
+    }
+}
+
+extension Result {
+    var error: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

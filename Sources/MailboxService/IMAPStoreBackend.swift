@@ -1,0 +1,257 @@
+import Foundation
+import IMAP
+import JMAP
+import Locking
+import MailboxHTTPAPI
+import MailboxStore
+
+/// The IMAP server's view of the store: the same accounts, passwords and sign-in throttle as `/v1`, the same
+/// messages, mailboxes and flags. Each call runs in a task and answers through its completion; commits of this
+/// process reach the IMAP connections watching their account.
+final class IMAPStoreBackend: IMAPBackend {
+    private let store: MailboxStore
+    private let throttle: LoginThrottle
+    /// The connections watching each account, and who to tell (set once the server exists).
+    private let watchers = LockedValue<(byAccount: [Int64: Set<UInt64>], accounts: [UInt64: Int64])>(([:], [:]))
+    private let sink = LockedValue<(@Sendable (UInt64) -> Void)?>(nil)
+
+    init(store: MailboxStore, signIn: SignInLimits) {
+        self.store = store
+        throttle = LoginThrottle(store: store, limits: signIn)
+        store.observeCommittedChanges { [watchers, sink] changes in
+            let connections = watchers.withLock { state in
+                Set(changes.flatMap { state.byAccount[$0.accountID] ?? [] })
+            }
+            guard !connections.isEmpty, let tell = sink.withLock({ $0 }) else { return }
+            for connection in connections { tell(connection) }
+        }
+    }
+
+    /// Where account changes are told (the IMAP server's ``IMAPServer/notify(_:)``).
+    func tell(_ notify: @escaping @Sendable (UInt64) -> Void) { sink.withLock { $0 = notify } }
+
+    /// The IMAP name of each mailbox role, and its special-use attribute.
+    static let names: [(MailboxRole, String, String?)] = [
+        (.inbox, "INBOX", nil), (.archive, "Archive", "\\Archive"), (.trash, "Trash", "\\Trash"),
+    ]
+
+    static func role(named name: String) -> MailboxRole? {
+        if name.uppercased() == "INBOX" { return .inbox }
+        return names.first { $0.1 == name }?.0
+    }
+
+    /// A UIDVALIDITY that stays the same for the mailbox's life and differs between stores: the store's epoch and
+    /// the mailbox's row id, hashed (FNV-1a) to 31 bits, never 0.
+    static func uidValidity(epoch: String, mailboxID: Int64) -> UInt32 {
+        var hash: UInt32 = 2_166_136_261
+        for byte in "\(epoch)/\(mailboxID)".utf8 {
+            hash ^= UInt32(byte)
+            hash = hash &* 16_777_619
+        }
+        return max(1, hash & 0x7FFF_FFFF)
+    }
+
+    private func run<T: Sendable>(
+        _ completion: @escaping @Sendable (Result<T, IMAPBackendError>) -> Void,
+        _ body: @escaping @Sendable () async throws -> T
+    ) {
+        Task {
+            do {
+                completion(.success(try await body()))
+            } catch MailboxStoreError.notFound {
+                completion(.failure(.noMessage))
+            } catch let error as IMAPBackendError {
+                completion(.failure(error))
+            } catch {
+                completion(.failure(.unavailable))
+            }
+        }
+    }
+
+    func login(
+        username: String, password: String, address: String, completion: @escaping @Sendable (IMAPLoginResult) -> Void
+    ) {
+        let (store, throttle) = (store, throttle)
+        Task {
+            do {
+                switch try await throttle.decide(username: username, address: address) {
+                case .refuse: return completion(.throttled)
+                case .proceed(let delay) where delay > 0: try await Task.sleep(for: .seconds(delay))
+                case .proceed: break
+                }
+                // `alice@example.com` signs in as alice, as LMTP takes mail for it.
+                var accountID = try await store.authenticate(username: username, password: password)
+                if accountID == nil, let at = username.lastIndex(of: "@"), at != username.startIndex {
+                    accountID = try await store.authenticate(
+                        username: String(username[..<at]), password: password)
+                }
+                guard let accountID else {
+                    try await throttle.recordFailure(username: username, address: address)
+                    return completion(.rejected)
+                }
+                try await throttle.recordSuccess(username: username, address: address)
+                completion(.accepted(account: accountID))
+            } catch {
+                completion(.unavailable)
+            }
+        }
+    }
+
+    func mailboxes(
+        account: Int64, completion: @escaping @Sendable (Result<[IMAPMailboxInfo], IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            let summaries = try await store.mailboxes(accountID: account)
+            return Self.names.compactMap { role, name, specialUse in
+                guard let summary = summaries.first(where: { $0.role == role }) else { return nil }
+                return IMAPMailboxInfo(
+                    name: name, specialUse: specialUse, messages: summary.total, unseen: summary.unread)
+            }
+        }
+    }
+
+    func snapshot(
+        account: Int64, mailbox: String,
+        completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            guard let role = Self.role(named: mailbox), let entry = Self.names.first(where: { $0.0 == role }) else {
+                throw IMAPBackendError.noMailbox
+            }
+            let listing = try await store.mailboxListing(accountID: account, mailbox: role)
+            let messages = listing.entries.map {
+                IMAPMessageState(
+                    uid: UInt32(truncatingIfNeeded: $0.uid), id: $0.id, seen: $0.seen, flagged: $0.flagged,
+                    modseq: $0.modseq)
+            }
+            return IMAPMailboxSnapshot(
+                info: IMAPMailboxInfo(
+                    name: entry.1, specialUse: entry.2, messages: messages.count,
+                    unseen: messages.filter { !$0.seen }.count),
+                uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID),
+                uidNext: UInt32(truncatingIfNeeded: listing.modseq + 1), highestModseq: max(1, listing.modseq),
+                messages: messages)
+        }
+    }
+
+    func contents(
+        account: Int64, ids: [String],
+        completion: @escaping @Sendable (Result<[String: IMAPMessageContent], IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            var contents: [String: IMAPMessageContent] = [:]
+            // In slices, so one FETCH 1:* over a large mailbox does not hold every message at once in one read.
+            for start in stride(from: 0, to: ids.count, by: 200) {
+                let slice = Array(ids[start..<min(ids.count, start + 200)])
+                let records = try await store.messages(ids: slice, accountID: account)
+                let sources = try await store.messageSources(ids: slice, accountID: account)
+                for record in records {
+                    guard let source = sources[record.id] else { continue }
+                    contents[record.id] = IMAPMessageContent(
+                        raw: source.rfc5322, receivedAt: record.receivedAt, envelope: Self.envelope(record))
+                }
+            }
+            return contents
+        }
+    }
+
+    static func envelope(_ record: MessageRecord) -> IMAPEnvelope {
+        var from: [IMAPAddress] = []
+        if !record.from.isEmpty {
+            if let open = record.from.lastIndex(of: "<"), let close = record.from.lastIndex(of: ">"), open < close {
+                let name = record.from[..<open].trimmingCharacters(in: CharacterSet(charactersIn: " \""))
+                from = [IMAPAddress(name: name, address: String(record.from[record.from.index(after: open)..<close]))]
+            } else {
+                from = [IMAPAddress(name: "", address: record.from)]
+            }
+        }
+        let date = record.sentAt.map { sent -> String in
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss '+0000'"
+            return formatter.string(from: Date(timeIntervalSince1970: sent))
+        }
+        return IMAPEnvelope(
+            date: date, subject: record.subject, from: from,
+            to: record.recipients.map { IMAPAddress(name: $0.name, address: $0.address) },
+            cc: record.cc.map { IMAPAddress(name: $0.name, address: $0.address) },
+            inReplyTo: record.inReplyTo.map { $0.hasPrefix("<") ? $0 : "<\($0)>" },
+            messageID: record.messageID.map { $0.hasPrefix("<") ? $0 : "<\($0)>" })
+    }
+
+    func setFlags(
+        account: Int64, changes: [IMAPFlagChange],
+        completion: @escaping @Sendable (Result<[IMAPMessageState], IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            var states: [IMAPMessageState] = []
+            for change in changes {
+                let record = try await store.updateMessage(
+                    id: change.id, accountID: account, seen: change.seen, flagged: change.flagged)
+                let uid = try await store.messageUID(id: change.id, accountID: account)
+                states.append(
+                    IMAPMessageState(
+                        uid: UInt32(truncatingIfNeeded: uid), id: record.id, seen: record.seen,
+                        flagged: record.flagged, modseq: record.modseq))
+            }
+            return states
+        }
+    }
+
+    func move(
+        account: Int64, ids: [String], to mailbox: String,
+        completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            var states: [IMAPMessageState] = []
+            for id in ids {
+                let record = try await store.updateMessage(id: id, accountID: account, mailbox: role)
+                let uid = try await store.messageUID(id: id, accountID: account)
+                states.append(
+                    IMAPMessageState(
+                        uid: UInt32(truncatingIfNeeded: uid), id: id, seen: record.seen, flagged: record.flagged,
+                        modseq: record.modseq))
+            }
+            let listing = try await store.mailboxListing(accountID: account, mailbox: role)
+            return IMAPMoveResult(
+                uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID), states: states)
+        }
+    }
+
+    func expunge(
+        account: Int64, ids: [String], completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            for id in ids {
+                do {
+                    try await store.destroyMessage(id: id, accountID: account)
+                } catch MailboxStoreError.notFound {
+                    continue  // gone already: expunged is what was asked
+                }
+            }
+        }
+    }
+
+    func watch(account: Int64, connection: UInt64) {
+        watchers.withLock { state in
+            state.byAccount[account, default: []].insert(connection)
+            state.accounts[connection] = account
+        }
+    }
+
+    func unwatch(connection: UInt64) {
+        watchers.withLock { state in
+            guard let account = state.accounts.removeValue(forKey: connection) else { return }
+            state.byAccount[account]?.remove(connection)
+            if state.byAccount[account]?.isEmpty == true { state.byAccount[account] = nil }
+        }
+    }
+}
