@@ -118,7 +118,7 @@ let package = Package(
                 .embedInCode("console/console-signin.js"), .embedInCode("console/console.css"),
             ]),
         // Mail in from an MTA: the LMTP protocol (RFC 2033) as a value-type session.
-        .target(name: "MailIngest", dependencies: ["CNGHTTP2", "Durations", "HTTP2Support", "Locking"]),
+        .target(name: "MailIngest", dependencies: ["ConnectionLoop", "Durations", "Locking"]),
         // The event loop under line protocols: epoll, TLS over non-blocking sockets, idle timers, a hand-off to the
         // backend and back.
         .target(name: "ConnectionLoop", dependencies: ["CNGHTTP2", "COpenSSL", "HTTP2Support", "Locking"]),
@@ -181,7 +181,7 @@ let package = Package(
             dependencies: [
                 "APNs", "APNsSimulator", "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
                 "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
-                "HTTPServer", "JMAP",
+                "HTTPServer", "JMAP", "IMAP", "ConnectionLoop",
                 "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking",
             ]),
         .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),

@@ -27,8 +27,12 @@ final class LoopConnection<Session: LoopSession> {
     var broken = false
     /// The session asked to close: once the output is out, the connection closes.
     var closing = false
-    /// The last time bytes arrived (monotonic nanoseconds).
+    /// The last time bytes moved either way (monotonic nanoseconds).
     var lastActivity: UInt64
+    /// Our side is shut and what the peer still sends is dropped until this time (monotonic nanoseconds).
+    var lingerUntil: UInt64?
+    /// The time of the connection's earliest entry in the loop's deadline heap (0: none).
+    var nextCheck: UInt64 = 0
     /// The epoll events currently asked for.
     var interest: UInt32 = 0
 
@@ -61,10 +65,13 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     }
 
     private static var listenerTag: UInt64 { UInt64.max - 1 }
-    /// How often idle deadlines are checked.
-    private static var tick: UInt64 { 1_000_000_000 }
+    /// How often due deadlines are looked for (a look at the heap's top: nothing per connection).
+    private static var tick: UInt64 { 100_000_000 }
     /// The most bytes read from one connection before the others get their turn.
     private static var readBudget: Int { 256 * 1024 }
+    /// How long a closing connection drops what the peer still sends, so the kernel does not answer unread input
+    /// with a reset that could destroy the last reply.
+    private static var lingerTime: UInt64 { 1_600_000_000 }
 
     private let makeSession: @Sendable (_ peerAddress: String) -> Session
     private let tlsContext: ServerTLSContext?
@@ -74,6 +81,10 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     private let listener: Int32
     private let inbox = LockedValue(Inbox())
     private var connections: [UInt64: LoopConnection<Session>] = [:]
+    /// When each connection may next be due, earliest first; an entry is checked against the connection when it
+    /// comes up and put back with the connection's real deadline if activity moved it. So a timer costs nothing per
+    /// byte or per event, and a check visits only connections whose entry is due, never every connection.
+    private var deadlines = DeadlineHeap()
     private var nextID: UInt64 = 1
     private var outstanding = 0
     private var stopping = false
@@ -208,6 +219,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             }
             connection.interest = EPOLLIN.rawValue
             connections[connection.id] = connection
+            schedule(connection)
             if tls == nil { open(connection) }
         }
     }
@@ -243,6 +255,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             guard flush(connection) else { return closeConnection(connection) }
         }
         if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+            if connection.lingerUntil != nil { return drain(connection) }
             guard !connection.awaiting, !connection.closing else { return settle(connection) }
             read(connection)
         }
@@ -329,7 +342,29 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                 connection.awaiting = true
                 outstanding += 1
                 let id = connection.id
-                question(id) { [self] answer in post(.answer(id, answer)) }
+                // An answer given before the question returns (a cached lookup) is taken at once; a later one
+                // comes through the inbox.
+                let early = LockedValue<(returned: Bool, answer: Session.Answer?)>((false, nil))
+                question(id) { [self] answer in
+                    let taken = early.withLock { state -> Bool in
+                        guard !state.returned else { return false }
+                        state.answer = answer
+                        return true
+                    }
+                    if !taken { post(.answer(id, answer)) }
+                }
+                let answer = early.withLock { state -> Session.Answer? in
+                    state.returned = true
+                    return state.answer
+                }
+                if let answer {
+                    outstanding -= 1
+                    connection.awaiting = false
+                    guard !connection.broken, !stopping else { return closeConnection(connection) }
+                    let held = connection.deferred
+                    connection.deferred = []
+                    carryOut(connection.session.answered(answer) + held, on: connection)
+                }
                 return
             }
         }
@@ -382,22 +417,51 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     private func settle(_ connection: LoopConnection<Session>) {
         guard !connection.broken else { return }
         guard flush(connection) else { return closeConnection(connection) }
-        if connection.closing, connection.output.isEmpty, !connection.awaiting {
-            return closeConnection(connection)
+        if connection.closing, connection.output.isEmpty, !connection.awaiting, connection.lingerUntil == nil {
+            Glibc.shutdown(connection.fd, Int32(SHUT_WR))
+            connection.lingerUntil = now + Self.lingerTime
         }
         var wanted: UInt32 = 0
         if !connection.output.isEmpty { wanted |= EPOLLOUT.rawValue }
-        if !connection.awaiting && !connection.closing { wanted |= EPOLLIN.rawValue }
+        if connection.lingerUntil != nil || (!connection.awaiting && !connection.closing) {
+            wanted |= EPOLLIN.rawValue
+        }
         if wanted != connection.interest {
             connection.interest = wanted
             poller.modify(connection.fd, tag: connection.id, events: wanted)
         }
+        schedule(connection)
     }
 
     private func flush(_ connection: LoopConnection<Session>) -> Bool {
         guard !connection.output.isEmpty else { return true }
-        if case .failed = SocketIO.write(connection.fd, from: &connection.output) { return false }
+        let before = connection.output.count
+        let end = SocketIO.write(connection.fd, from: &connection.output)
+        if connection.output.count != before { connection.lastActivity = now }
+        if case .failed = end { return false }
         return true
+    }
+
+    /// A lingering connection: what the peer still sends is read and dropped; its end closes the connection.
+    private func drain(_ connection: LoopConnection<Session>) {
+        let end = SocketIO.read(connection.fd, into: readBuffer, budget: Self.readBudget) { _ in true }
+        if end != .drained { closeConnection(connection) }
+    }
+
+    /// When `connection` is next due: the end of its linger, else its idle deadline.
+    private func deadline(of connection: LoopConnection<Session>) -> UInt64 {
+        if let lingerUntil = connection.lingerUntil { return lingerUntil }
+        let milliseconds = connection.opened ? connection.session.idleTimeoutMilliseconds : 60_000
+        return connection.lastActivity + UInt64(max(1, milliseconds)) * 1_000_000
+    }
+
+    /// Makes sure the deadline heap holds an entry for the connection no later than its deadline: an entry that is
+    /// early is checked when it comes up and put back; only a deadline that moved earlier needs a new one.
+    private func schedule(_ connection: LoopConnection<Session>) {
+        let due = deadline(of: connection)
+        guard connection.nextCheck == 0 || due < connection.nextCheck else { return }
+        connection.nextCheck = due
+        deadlines.push(due, connection.id)
     }
 
     private func closeConnection(_ connection: LoopConnection<Session>) {
@@ -420,10 +484,23 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             listenerPaused = false
             poller.modify(listener, tag: Self.listenerTag, events: EPOLLIN.rawValue)
         }
-        for connection in Array(connections.values) where !connection.awaiting {
-            let limit = UInt64(max(1, connection.opened ? connection.session.idleTimeout : 60)) * 1_000_000_000
-            guard now &- connection.lastActivity >= limit else { continue }
-            if connection.closing || !connection.output.isEmpty || !connection.opened {
+        while let (due, id) = deadlines.top, due <= now {
+            deadlines.pop()
+            // An entry the connection no longer counts on (a newer, earlier one was pushed) is passed over.
+            guard let connection = connections[id], connection.nextCheck == due else { continue }
+            connection.nextCheck = 0
+            if connection.awaiting {
+                // The backend holds it; its timer starts again from the answer.
+                connection.lastActivity = max(connection.lastActivity, now)
+                schedule(connection)
+                continue
+            }
+            guard deadline(of: connection) <= now else {
+                schedule(connection)  // activity moved it: back in at its real deadline
+                continue
+            }
+            if connection.lingerUntil != nil || connection.closing || !connection.output.isEmpty || !connection.opened {
+                // A peer that stops reading its replies is dropped after the same time as one that stops writing.
                 closeConnection(connection)
                 continue
             }
@@ -437,5 +514,41 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         stopping = true
         poller.remove(listener)
         for connection in Array(connections.values) { closeConnection(connection) }
+    }
+}
+
+/// A binary min-heap of (deadline, connection id).
+struct DeadlineHeap {
+    private var entries: [(UInt64, UInt64)] = []
+
+    /// The earliest entry.
+    var top: (UInt64, UInt64)? { entries.first }
+
+    mutating func push(_ deadline: UInt64, _ id: UInt64) {
+        entries.append((deadline, id))
+        var child = entries.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard entries[child].0 < entries[parent].0 else { break }
+            entries.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() {
+        guard !entries.isEmpty else { return }
+        entries.swapAt(0, entries.count - 1)
+        entries.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < entries.count, entries[left].0 < entries[smallest].0 { smallest = left }
+            if right < entries.count, entries[right].0 < entries[smallest].0 { smallest = right }
+            guard smallest != parent else { return }
+            entries.swapAt(parent, smallest)
+            parent = smallest
+        }
     }
 }

@@ -27,10 +27,10 @@ package protocol LoopSession: SendableMetatype {
     /// An event for this connection from ``ConnectionLoop/notify(_:_:)``; dropped by the loop while the session
     /// waits for an answer, so a session re-reads what it needs once the answer is in.
     mutating func notified(_ event: Event) -> [LoopAction<Answer>]
-    /// The connection was silent for ``idleTimeout``.
+    /// The connection was silent for ``idleTimeoutMilliseconds``.
     mutating func timedOut() -> [LoopAction<Answer>]
-    /// How long the peer may stay silent now, in seconds (it may change with the session's state).
-    var idleTimeout: Int { get }
+    /// How long the peer may stay silent now, in milliseconds (it may change with the session's state).
+    var idleTimeoutMilliseconds: Int { get }
     /// Called once when the connection closes, for whatever the session registered outside (subscriptions).
     func closed(connection: UInt64)
 }

@@ -30,6 +30,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case mime = "mime"
     /// LMTP sessions, whole and cut into pieces.
     case lmtp = "lmtp"
+    /// IMAP sessions: commands, literals, FETCH sections over an in-memory mailbox, whole and cut into pieces.
+    case imap = "imap"
     /// JMAP request bodies: JSON read with the depth cap, never laxer than `JSONSerialization`, written back the
     /// same.
     case jmapJSON = "jmap-json"
@@ -50,6 +52,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .http1Requests: ServerFuzz.http1.send(bytes)
         case .mime: MailFuzz.mime(bytes)
         case .lmtp: MailFuzz.lmtp(bytes)
+        case .imap: IMAPFuzz.session(bytes)
         case .jmapJSON: TextFuzz.jmapJSON(bytes)
         }
     }

@@ -1,9 +1,9 @@
 /// Frames an IMAP client's input into whole commands: a line, and for each literal (`{N}`, `{N+}`, `~{N}`) at a
 /// line's end its N bytes and the rest of the command (RFC 9051 section 4.3). A value type fed bytes; it does no
 /// I/O and holds at most one command.
-struct IMAPCommandReader {
+package struct IMAPCommandReader {
     /// What the reader found in the input.
-    enum Event: Equatable {
+    package enum Event: Equatable {
         /// A whole command's bytes, literals included.
         case command([UInt8])
         /// A synchronizing literal was announced: the client waits for a continuation request.
@@ -25,18 +25,20 @@ struct IMAPCommandReader {
     private var lineStart = 0
     private var literalLeft = 0
     private var discardingLine = false
+    /// A non-synchronizing literal over the limit: its bytes cannot be told from commands, so nothing more is read.
+    private var failed = false
     private var scanFrom = 0
 
-    init(maxLineBytes: Int, maxLiteralBytes: Int) {
+    package init(maxLineBytes: Int, maxLiteralBytes: Int) {
         self.maxLineBytes = maxLineBytes
         self.maxLiteralBytes = maxLiteralBytes
     }
 
     /// Takes `bytes` and returns what they completed, in order. A `.command` hands over the command: later bytes
     /// belong to the next one.
-    mutating func feed(_ bytes: UnsafeRawBufferPointer, _ emit: (Event) -> Void) {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer, _ emit: (Event) -> Void) {
         var index = 0
-        while index < bytes.count {
+        while index < bytes.count, !failed {
             if literalLeft > 0 {
                 let take = min(literalLeft, bytes.count - index)
                 command.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<index + take]))
@@ -73,7 +75,7 @@ struct IMAPCommandReader {
                 guard size <= maxLiteralBytes else {
                     let tag = Self.tag(of: command)
                     resetCommand()
-                    if !synchronizing { discardingLine = false }
+                    if !synchronizing { failed = true }
                     emit(.literalTooLarge(tag: tag, synchronizing: synchronizing))
                     continue
                 }

@@ -28,6 +28,9 @@ struct IMAPSequenceSet: Equatable, Sendable {
         self.parts = parts
     }
 
+    /// The largest number written in the set (`*` aside), if any.
+    var largestNumber: UInt32? { parts.flatMap { [$0.lower, $0.upper] }.compactMap { $0 }.max() }
+
     /// Whether `number` is in the set when `*` means `largest`.
     func contains(_ number: UInt32, largest: UInt32) -> Bool {
         parts.contains { part in

@@ -47,6 +47,9 @@ extension IMAPSession {
             return [send("\(tag) BAD Unknown FETCH item \(Self.printable(item))")]
         }
         if items.contains("MODSEQ") { condstore = true }
+        guard Self.validSequence(set, uid: uid, in: selected.snapshot) else {
+            return [send("\(tag) BAD Invalid message sequence number")]
+        }
         var messages = Self.messages(in: set, uid: uid, of: selected.snapshot)
         if let changedSince { messages = messages.filter { $0.modseq > changedSince } }
         let needsContent = items.contains { !["FLAGS", "UID", "MODSEQ"].contains($0) }
@@ -99,7 +102,7 @@ extension IMAPSession {
                     if let parsed { parts.append(Array("\(item) ".utf8) + parsed.structure) }
                 case "RFC822":
                     if let content { parts.append(Array("RFC822 ".utf8) + IMAPResponse.literal(content.raw)) }
-                    if !message.seen { marksSeen.append(message) }
+                    if !message.seen, !selected.readOnly { marksSeen.append(message) }
                 case "RFC822.HEADER":
                     if let parsed {
                         parts.append(Array("RFC822.HEADER ".utf8) + IMAPResponse.literal(Array(parsed.header)))
@@ -108,13 +111,13 @@ extension IMAPSession {
                     if let parsed {
                         parts.append(Array("RFC822.TEXT ".utf8) + IMAPResponse.literal(Array(parsed.body)))
                     }
-                    if !message.seen { marksSeen.append(message) }
+                    if !message.seen, !selected.readOnly { marksSeen.append(message) }
                 default:
                     guard let parsed, let section = Self.section(item, of: parsed) else {
                         return [send("\(tag) BAD Invalid section \(Self.printable(item))")]
                     }
                     parts.append(section.response)
-                    if !item.contains(".PEEK"), !message.seen { marksSeen.append(message) }
+                    if !item.contains(".PEEK"), !message.seen, !selected.readOnly { marksSeen.append(message) }
                 }
             }
             if marksSeen.last?.uid == message.uid { flagsNeeded = true }
@@ -234,6 +237,9 @@ extension IMAPSession {
         }
         let names = Set(flags.map { $0.lowercased() })
         guard ["FLAGS", "+FLAGS", "-FLAGS"].contains(action) else { return [send("\(tag) BAD Unknown STORE action")] }
+        guard Self.validSequence(set, uid: uid, in: selected.snapshot) else {
+            return [send("\(tag) BAD Invalid message sequence number")]
+        }
         var messages = Self.messages(in: set, uid: uid, of: selected.snapshot)
         var failed: [UInt32] = []
         if let unchangedSince {

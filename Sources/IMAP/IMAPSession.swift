@@ -67,6 +67,13 @@ public struct IMAPSession: LoopSession {
         case expunge(tag: String?, uids: [UInt32], completion: (() -> [LoopAction<IMAPAnswer>])?)
     }
 
+    /// Input waiting for its turn.
+    enum Queued {
+        case command([UInt8])
+        case reply(String)
+        case bye(String)
+    }
+
     struct QResync {
         var uidValidity: UInt32
         var modseq: Int64
@@ -79,7 +86,7 @@ public struct IMAPSession: LoopSession {
     private var reader: IMAPCommandReader
     var state = State.notAuthenticated
     var pending: Pending?
-    private var queued: [[UInt8]] = []
+    private var queued: [Queued] = []
     private var idleTag: String?
     private var authenticateTag: String?
     var condstore = false
@@ -106,9 +113,9 @@ public struct IMAPSession: LoopSession {
         return list.joined(separator: " ")
     }
 
-    package var idleTimeout: Int {
-        if case .notAuthenticated = state { return configuration.loginTimeout }
-        return configuration.autologoutTimeout
+    package var idleTimeoutMilliseconds: Int {
+        if case .notAuthenticated = state { return configuration.loginTimeout * 1000 }
+        return configuration.autologoutTimeout * 1000
     }
 
     // MARK: LoopSession
@@ -118,24 +125,21 @@ public struct IMAPSession: LoopSession {
     }
 
     package mutating func received(_ bytes: UnsafeRawBufferPointer) -> [LoopAction<IMAPAnswer>] {
-        var actions: [LoopAction<IMAPAnswer>] = []
-        var events: [IMAPCommandReader.Event] = []
-        reader.feed(bytes) { events.append($0) }
-        for event in events {
+        // Everything the reader finds waits its turn behind the commands before it, so the answers keep the
+        // input's order however the input was cut and whenever the store answers.
+        reader.feed(bytes) { event in
             switch event {
-            case .command(let bytes): queued.append(bytes)
-            case .literalAnnounced: actions.append(send("+ Ready for literal data"))
-            case .lineTooLong(let tag): actions.append(send("\(tag) BAD Command line too long"))
+            case .command(let bytes): queued.append(.command(bytes))
+            case .literalAnnounced: queued.append(.reply("+ Ready for literal data"))
+            case .lineTooLong(let tag): queued.append(.reply("\(tag) BAD Command line too long"))
             case .literalTooLarge(let tag, let synchronizing):
-                if synchronizing {
-                    actions.append(send("\(tag) NO [TOOBIG] Literal over the size limit"))
-                } else {
-                    state = .loggedOut
-                    return actions + [send("* BYE Literal over the size limit"), .close]
-                }
+                queued.append(
+                    synchronizing
+                        ? .reply("\(tag) NO [TOOBIG] Literal over the size limit")
+                        : .bye("Literal over the size limit"))
             }
         }
-        return actions + drainQueue()
+        return drainQueue()
     }
 
     package mutating func answered(_ answer: IMAPAnswer) -> [LoopAction<IMAPAnswer>] {
@@ -172,8 +176,13 @@ public struct IMAPSession: LoopSession {
     private mutating func drainQueue() -> [LoopAction<IMAPAnswer>] {
         var actions: [LoopAction<IMAPAnswer>] = []
         while pending == nil, !queued.isEmpty, !isLoggedOut {
-            let bytes = queued.removeFirst()
-            actions += handleLine(bytes)
+            switch queued.removeFirst() {
+            case .command(let bytes): actions += handleLine(bytes)
+            case .reply(let line): actions.append(send(line))
+            case .bye(let reason):
+                state = .loggedOut
+                actions += [send("* BYE \(reason)"), .close]
+            }
         }
         if isLoggedOut { queued = [] }
         return actions
@@ -287,7 +296,10 @@ public struct IMAPSession: LoopSession {
             guard arguments.count == 2, let name = arguments[0].text, case .list(let items) = arguments[1] else {
                 return bad("STATUS needs a mailbox and a list of items")
             }
-            pending = .status(tag: tag, name: name, items: items.compactMap(\.text).map { $0.uppercased() })
+            let names = items.compactMap(\.text).map { $0.uppercased() }
+            // Asking for HIGHESTMODSEQ is a CONDSTORE-enabling command (RFC 7162 section 3.1).
+            if names.contains("HIGHESTMODSEQ") { condstore = true }
+            pending = .status(tag: tag, name: name, items: names)
             let backend = backend
             return [.ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }]
         case "SELECT", "EXAMINE":
@@ -344,6 +356,9 @@ public struct IMAPSession: LoopSession {
             guard rest.count == 2, let set = rest[0].text.flatMap(IMAPSequenceSet.init),
                 let target = rest[1].text
             else { return bad("MOVE needs a set and a mailbox") }
+            guard Self.validSequence(set, uid: uid, in: selected.snapshot) else {
+                return bad("Invalid message sequence number")
+            }
             let messages = Self.messages(in: set, uid: uid, of: selected.snapshot)
             guard !messages.isEmpty else { return [send("\(tag) OK MOVE completed (nothing to move)")] }
             pending = .move(tag: tag, moved: messages)
@@ -469,7 +484,9 @@ public struct IMAPSession: LoopSession {
             state = .selected(account: account, Selected(name: name, readOnly: readOnly, snapshot: snapshot))
             var lines = [
                 "* FLAGS (\\Seen \\Flagged \\Deleted)",
-                "* OK [PERMANENTFLAGS (\\Seen \\Flagged)] \\Deleted lasts until the session ends",
+                readOnly
+                    ? "* OK [PERMANENTFLAGS ()] Read-only mailbox"
+                    : "* OK [PERMANENTFLAGS (\\Seen \\Flagged)] \\Deleted lasts until the session ends",
                 "* \(snapshot.messages.count) EXISTS",
                 "* 0 RECENT",
                 "* OK [UIDVALIDITY \(snapshot.uidValidity)] UIDs valid",
@@ -541,6 +558,9 @@ public struct IMAPSession: LoopSession {
             }
             return actions + [send("\(tag) OK STORE completed")]
         case (.move(let tag, let moved), .moved(let result)):
+            if case .failure(.noMailbox) = result {
+                return [send("\(tag) NO [TRYCREATE] No such mailbox (mailboxes cannot be created here)")]
+            }
             guard case .success(let target) = result else { return [failure(tag, result.error)] }
             guard case .selected(let account, var selected) = state else { return [send("\(tag) OK MOVE completed")] }
             var actions: [LoopAction<IMAPAnswer>] = []
@@ -641,6 +661,12 @@ public struct IMAPSession: LoopSession {
         pending = .expunge(tag: tag, uids: uids, completion: completion)
         let backend = backend
         return [.ask { _, answer in backend.expunge(account: account, ids: ids) { answer(.done($0)) } }]
+    }
+
+    /// Whether a sequence set names only messages that exist (RFC 9051 section 6.4.8: a sequence number past the
+    /// last message is an error; UIDs may name messages that are gone).
+    static func validSequence(_ set: IMAPSequenceSet, uid: Bool, in snapshot: IMAPMailboxSnapshot) -> Bool {
+        uid || (!snapshot.messages.isEmpty && set.largestNumber.map { $0 <= UInt32(snapshot.messages.count) } ?? true)
     }
 
     /// The messages of `set` (sequence numbers or UIDs) in the snapshot, in order.

@@ -1,3 +1,4 @@
+import ConnectionLoop
 import Durations
 import Foundation
 import Locking
@@ -20,9 +21,8 @@ public struct LMTPServerError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// The LMTP listener (RFC 2033): the socket shell around ``LMTPSession``. One event-loop thread serves every
-/// connection (``LMTPLoop``: non-blocking sockets, epoll), at most `maxConnections` at once (one more is told `421`
-/// and closed). Each connection's deliveries go to the backend without waiting on the loop, so concurrent sessions
+/// The LMTP listener (RFC 2033): ``LMTPSession`` on a ``ConnectionLoop`` (one thread, non-blocking sockets,
+/// epoll), at most `maxConnections` at once (one more is told `421` and closed). Each connection's deliveries go to the backend without waiting on the loop, so concurrent sessions
 /// share the store's group commits.
 public final class LMTPServer: Sendable {
     /// Where to listen and the limits.
@@ -61,7 +61,7 @@ public final class LMTPServer: Sendable {
     /// The port the listener is bound to.
     public let port: UInt16
     private let listener: Int32
-    private let loop: LMTPLoop
+    private let loop: ConnectionLoop<LMTPLoopSession>
     private let phase = LockedValue(Phase.bound)
     private let finished = DispatchGroup()
 
@@ -69,12 +69,23 @@ public final class LMTPServer: Sendable {
     public init(
         configuration: Configuration, backend: any LMTPBackend, log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
-        (listener, port) = try Self.listen(host: configuration.host, port: configuration.port)
         do {
-            loop = try LMTPLoop(listener: listener, configuration: configuration, backend: backend, log: log)
+            (listener, port) = try ListeningSocket.bind(
+                host: configuration.host, port: configuration.port, backlog: 128)
+        } catch {
+            throw LMTPServerError(description: "lmtp: \(error.description)")
+        }
+        let session = configuration.session
+        let idle = Int(max(1, configuration.idleTimeout.wholeMilliseconds))
+        do {
+            loop = try ConnectionLoop(
+                listener: listener, tls: nil, maxConnections: configuration.maxConnections,
+                refusal: "421 4.3.2 \(session.hostname) too many connections, try again later\r\n"
+            ) { _ in LMTPLoopSession(configuration: session, idleTimeoutMilliseconds: idle, backend: backend, log: log)
+            }
         } catch {
             close(listener)
-            throw error
+            throw LMTPServerError(description: "lmtp: \(error.reason)")
         }
     }
 
@@ -110,47 +121,5 @@ public final class LMTPServer: Sendable {
             finished.wait()
         }
         close(listener)
-    }
-
-    // MARK: - Binding
-
-    private static func listen(host: String, port: UInt16) throws -> (Int32, UInt16) {
-        var hints = addrinfo()
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &list)
-        guard status == 0, let first = list else {
-            throw LMTPServerError(description: "lmtp: cannot resolve \(host): \(String(cString: gai_strerror(status)))")
-        }
-        defer { freeaddrinfo(list) }
-        let address = first.pointee
-        let fd = socket(address.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw LMTPServerError(description: "lmtp: socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard Glibc.bind(fd, address.ai_addr, address.ai_addrlen) == 0, Glibc.listen(fd, 128) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw LMTPServerError(description: "lmtp: cannot listen on \(host):\(port): \(reason)")
-        }
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        let family = storage.ss_family
-        let bound: UInt16 = withUnsafePointer(to: &storage) { pointer in
-            if family == sa_family_t(AF_INET6) {
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
-                    UInt16(bigEndian: $0.pointee.sin6_port)
-                }
-            }
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                UInt16(bigEndian: $0.pointee.sin_port)
-            }
-        }
-        return (fd, bound)
     }
 }

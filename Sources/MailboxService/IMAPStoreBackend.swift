@@ -131,7 +131,8 @@ final class IMAPStoreBackend: IMAPBackend {
                     name: entry.1, specialUse: entry.2, messages: messages.count,
                     unseen: messages.filter { !$0.seen }.count),
                 uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID),
-                uidNext: UInt32(truncatingIfNeeded: listing.modseq + 1), highestModseq: max(1, listing.modseq),
+                uidNext: UInt32(truncatingIfNeeded: max(listing.uidNext, (listing.entries.last?.uid ?? 0) + 1)),
+                highestModseq: max(1, listing.modseq),
                 messages: messages)
         }
     }

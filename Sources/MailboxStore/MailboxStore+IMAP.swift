@@ -19,8 +19,10 @@ public struct MailboxListing: Sendable, Equatable {
 
     /// The mailbox's row id (stable for the mailbox's life).
     public var mailboxID: Int64
-    /// The account's modseq when read: above every UID and modseq given so far.
+    /// The account's modseq when read: above every modseq given so far.
     public var modseq: Int64
+    /// One past the highest UID the mailbox ever gave (IMAP's UIDNEXT).
+    public var uidNext: Int64
     /// The messages, by ascending UID.
     public var entries: [Entry]
 }
@@ -32,7 +34,7 @@ extension MailboxStore {
             guard
                 let box = try db.queryOne(
                     """
-                    SELECT b.id, a.modseq FROM mailboxes b JOIN accounts a ON a.id = b.account_id
+                    SELECT b.id, b.uid_next, a.modseq FROM mailboxes b JOIN accounts a ON a.id = b.account_id
                     WHERE b.account_id = ? AND b.role = ?
                     """, accountID, role.rawValue)
             else { throw MailboxStoreError.notFound }
@@ -48,7 +50,9 @@ extension MailboxStore {
                     uid: try row.int64("uid"), id: try row.string("public_id"), seen: try row.int64("seen") != 0,
                     flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"))
             }
-            return MailboxListing(mailboxID: mailboxID, modseq: try box.int64("modseq"), entries: entries)
+            return MailboxListing(
+                mailboxID: mailboxID, modseq: try box.int64("modseq"), uidNext: try box.int64("uid_next"),
+                entries: entries)
         }
     }
 

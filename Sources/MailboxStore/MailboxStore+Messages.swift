@@ -183,6 +183,7 @@ extension MailboxStore {
                     message.inReplyTo, to, cc, message.sentAt, attachments, message.htmlBody, blobHash, ingestKey,
                     modseq,
                 ])
+            try db.runDeferred("UPDATE mailboxes SET uid_next = ? WHERE id = ?", modseq + 1, target.inbox)
             ledger.use(modseq, account: target.account)
             return (target.account, id, modseq)
         }
@@ -353,6 +354,11 @@ extension MailboxStore {
                 arguments: [
                     updated.seen, updated.flagged, modseq, uid, accountID, updated.mailbox.rawValue, id, accountID,
                 ])
+            if let uid {
+                try db.run(
+                    "UPDATE mailboxes SET uid_next = ? WHERE account_id = ? AND role = ?", uid + 1, accountID,
+                    updated.mailbox.rawValue)
+            }
             try self.enqueueSignals(db, ledger, account: accountID, modseq: modseq)
             updated.modseq = modseq
             return updated

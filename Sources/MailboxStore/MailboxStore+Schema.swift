@@ -435,18 +435,25 @@ extension MailboxStore {
             postgres: "CREATE INDEX messages_by_created ON messages (account_id, created_modseq);"),
         // IMAP's per-mailbox UID: the account's modseq at which the message entered its mailbox (its delivery, or
         // its move). The modseq only grows and each change has its own, so UIDs ascend in every mailbox without a
-        // counter of their own, allocated in the transaction of the change on both engines.
+        // counter of their own, allocated in the transaction of the change on both engines. `uid_next` is one past
+        // the highest UID the mailbox ever gave (UIDNEXT, which changes only when a message arrives).
         StoreMigration(
             name: "013-imap-uids",
             sqlite: """
                 ALTER TABLE messages ADD COLUMN uid INTEGER;
                 UPDATE messages SET uid = created_modseq;
                 CREATE INDEX messages_by_uid ON messages (mailbox_id, uid);
+                ALTER TABLE mailboxes ADD COLUMN uid_next INTEGER NOT NULL DEFAULT 1;
+                UPDATE mailboxes SET uid_next = coalesce((SELECT max(uid) + 1 FROM messages
+                                                          WHERE messages.mailbox_id = mailboxes.id), 1);
                 """,
             postgres: """
                 ALTER TABLE messages ADD COLUMN uid BIGINT;
                 UPDATE messages SET uid = created_modseq;
                 CREATE INDEX messages_by_uid ON messages (mailbox_id, uid);
+                ALTER TABLE mailboxes ADD COLUMN uid_next BIGINT NOT NULL DEFAULT 1;
+                UPDATE mailboxes SET uid_next = coalesce((SELECT max(uid) + 1 FROM messages
+                                                          WHERE messages.mailbox_id = mailboxes.id), 1);
                 """),
     ]
 }

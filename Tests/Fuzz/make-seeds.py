@@ -108,3 +108,19 @@ reqs = [
     "POST /v1/deliveries HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer fuzz-delivery-token\r\nContent-Length: 3\r\n\r\n{\"t",
 ]
 for i, r in enumerate(reqs): put("http1-requests", f"h{i}", r)
+
+# IMAP sessions over the fuzz target's in-memory mailbox (password "pw").
+imap = {
+    "login-select-fetch": "a LOGIN u pw\r\nb SELECT INBOX\r\nc FETCH 1:* (FLAGS UID RFC822.SIZE ENVELOPE BODYSTRUCTURE)\r\n"
+                          "d UID FETCH 7 (BODY.PEEK[1] BODY[2.MIME] BODY[HEADER.FIELDS (SUBJECT)]<0.5>)\r\ne LOGOUT\r\n",
+    "literals": "a LOGIN {1}\r\nu {2+}\r\npw\r\nb LIST \"\" *\r\nc STATUS INBOX (MESSAGES UIDNEXT UNSEEN)\r\n",
+    "store-move-expunge": "a AUTHENTICATE PLAIN AHUAcHc=\r\nb SELECT INBOX (CONDSTORE)\r\n"
+                          "c UID STORE 3 (UNCHANGEDSINCE 5) +FLAGS.SILENT (\\Seen \\Deleted)\r\nd UID MOVE 7 Archive\r\n"
+                          "e EXPUNGE\r\nf CLOSE\r\n",
+    "qresync-idle-search": "a LOGIN u pw\r\nb ENABLE QRESYNC\r\nc SELECT INBOX (QRESYNC (42 1 1:9))\r\n"
+                           "d UID SEARCH OR SEEN NOT FLAGGED MODSEQ 2\r\ne SEARCH RETURN () 1:*\r\nf IDLE\r\nDONE\r\n",
+    "refusals": "a FETCH 1 FLAGS\r\nb LOGIN {4096}\r\nc " + "x" * 600 + "\r\nd NOOP\r\ne LOGIN {9999+}\r\nxx",
+    "garbage": "\r\n* \r\n(((\r\na \"unterminated\r\nb LOGIN \"\\q\" x\r\n",
+}
+for name, text in imap.items():
+    put("imap", name, text)

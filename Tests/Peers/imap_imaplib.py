@@ -1,88 +1,328 @@
-"""Python's imaplib against an IMAP server over TLS, at the wire level: login, LIST with special-use, SELECT,
-FETCH, STORE, SEARCH, MOVE with COPYUID, CONDSTORE/QRESYNC, IDLE hearing a delivery, and refusals. Arguments: IMAP
-port, CA file, username, password, API URL, delivery-token file. A delivery is made through the API while idling.
-Prints one JSON object of results."""
-import imaplib, json, socket, ssl, sys, urllib.request
+"""Python's imaplib against an IMAP server over TLS, at the wire level: login, LIST with special-use, SELECT, FETCH,
+a plain UID FETCH of every message, STORE, SEARCH, MOVE with COPYUID, CONDSTORE/QRESYNC, IDLE hearing a delivery,
+and refusals. Server-neutral: the same script runs against mailboxd and against Dovecot (Tests/Peers/
+dovecot_instance.py), each freshly started with an empty INBOX for USER.
 
-port, ca, user, password, api, token_file = sys.argv[1:7]
+Usage: imap_imaplib.py IMAP_PORT CA_FILE USER PASSWORD LMTP_PORT
+  Connects to imaps://127.0.0.1:IMAP_PORT (verifying the server against CA_FILE) and delivers over LMTP to
+  127.0.0.1:LMTP_PORT, recipient USER@example.com: two messages ("first", "second") before selecting INBOX, and
+  one ("while idling") during IDLE.
+
+Output: one JSON object. The raw wire values are kept under their old keys (capabilities, wrongPassword, login,
+list, exists, uidvalidity, uids, fetch, store, flagged, bogus, hugeLiteral, afterHuge, idleStart, delivered,
+idleHeard, idleDone, move, status, enabled, qresyncSelect, vanished, highestmodseq, changedSince; `delivered` is
+now the LMTP reply code to the delivery made while idling, 250, where it was the API's HTTP status), plus:
+  capabilitiesAfterLogin  CAPABILITY after LOGIN (Dovecot, like many servers, announces CONDSTORE, QRESYNC, MOVE
+                          and so on only after login; imaplib keeps the pre-login list in `capabilities`)
+  deliveredBefore         the LMTP replies to the two deliveries made before SELECT (250 each)
+  uidFetchAll             UID FETCH 1:* (UID FLAGS ENVELOPE BODYSTRUCTURE), parsed: responses (count), uids,
+                          subjects (from ENVELOPE), complete (every response has all four items, ENVELOPE with its
+                          ten fields and BODYSTRUCTURE a list), bodyTypes ("text/plain", ...)
+  idleOther               the untagged lines heard between the EXISTS and the end of IDLE
+  and the normalized values for what RFC-conforming servers may answer differently:
+  wrongPasswordRefused    NO [AUTHENTICATIONFAILED] (the text after it differs)
+  hugeLiteralRefused      a synchronizing APPEND literal of 2 GB refused at once with a tagged NO or BAD, no "+"
+                          (mailboxd: NO [TOOBIG]; Dovecot with quota_max_mail_size: NO [LIMIT])
+  idleHeardExists         the message count of the first EXISTS heard in IDLE (3); Dovecot also sends RECENT
+  moveCopyUID             a COPYUID response code on MOVE (untagged OK, as both send it, or the tagged OK)
+  vanishedIncludesMoved   the QRESYNC SELECT's VANISHED (EARLIER) names the UID moved away (mailboxd may name
+                          UIDs that never existed, RFC 7162 allows that; Dovecot names only expunged ones)
+  failures                the checks that failed, each named as in the check(...) calls below (2 EXISTS, the UIDs,
+                          COPYUID, ...); empty when all passed. The JSON is printed either way (an exception is
+                          recorded as a failure); the exit status is 1 when any failed.
+Not checked here (server-specific): IMAP4rev2 (Dovecot 2.3 has only IMAP4rev1), the text after OK/NO/BAD, and
+whether the server sends RECENT or HIGHESTMODSEQ unasked.
+"""
+import imaplib
+import json
+import re
+import smtplib
+import ssl
+import sys
+import time
+
+port, ca, user, password, lmtp_port = sys.argv[1:6]
 context = ssl.create_default_context(cafile=ca)
 results = {}
+failures = []
 
-def deliver(subject):
-    token = open(token_file).read().strip()
-    body = json.dumps({"to": user, "from": "Carol <carol@example.com>", "subject": subject, "body": "b"}).encode()
-    request = urllib.request.Request(api + "/v1/deliveries", data=body, method="POST", headers={
-        "Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, context=context, timeout=30) as answer:
-        return answer.status
 
-m = imaplib.IMAP4_SSL("127.0.0.1", int(port), ssl_context=context, timeout=30)
-results["capabilities"] = list(m.capabilities)
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+
+
+def deliver(subject, body):
+    """Delivers one message over LMTP; returns the reply code to DATA for the one recipient (250)."""
+    message = (f"From: Carol <carol@example.com>\r\nTo: {user}@example.com\r\nSubject: {subject}\r\n"
+               f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime())}\r\n"
+               f"Message-ID: <{time.time_ns()}.{subject.replace(' ', '-')}@example.com>\r\n"
+               f"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n{body}\r\n").encode()
+    with smtplib.LMTP("127.0.0.1", int(lmtp_port), timeout=30) as lmtp:
+        lmtp.ehlo_or_helo_if_needed()
+        code, reply = lmtp.mail("carol@example.com")
+        if code != 250:
+            return code
+        code, reply = lmtp.rcpt(f"{user}@example.com")
+        if code not in (250, 251):
+            return code
+        code, reply = lmtp.data(message)
+        return code
+
+
+def command(conn, line):
+    """Sends `TAG line` and reads up to the tagged reply, with literals inline. Returns (untagged, tagged), both as
+    raw bytes without the final CRLF of each response."""
+    tag = conn._new_tag().decode()
+    conn.send(f"{tag} {line}\r\n".encode())
+    untagged = []
+    while True:
+        response = read_response(conn)
+        if response.startswith(tag.encode() + b" "):
+            return untagged, response
+        untagged.append(response)
+
+
+def read_response(conn):
+    """One response line, with any literals it carries ({n}CRLF + n bytes) read into it."""
+    data = b""
+    while True:
+        line = conn.readline()
+        if not line:
+            raise EOFError("connection closed")
+        data += line
+        literal = re.search(rb"\{(\d+)\+?\}\r\n$", line)
+        if not literal:
+            return data.rstrip(b"\r\n")
+        data += conn.read(int(literal.group(1)))
+
+
+def parse(data):
+    """An IMAP value list (atoms, numbers as str, "quoted", literals, NIL as None, parenthesized lists) from bytes."""
+    position = 0
+
+    def value():
+        nonlocal position
+        while position < len(data) and data[position:position + 1] == b" ":
+            position += 1
+        c = data[position:position + 1]
+        if c == b"(":
+            position += 1
+            items = []
+            while True:
+                while data[position:position + 1] == b" ":
+                    position += 1
+                if data[position:position + 1] == b")":
+                    position += 1
+                    return items
+                items.append(value())
+        if c == b'"':
+            position += 1
+            out = bytearray()
+            while data[position:position + 1] != b'"':
+                if data[position:position + 1] == b"\\":
+                    position += 1
+                out += data[position:position + 1]
+                position += 1
+            position += 1
+            return out.decode("utf-8", "replace")
+        if c == b"{":
+            end = data.index(b"}", position)
+            size = int(data[position + 1:end].rstrip(b"+"))
+            start = end + 3  # "}\r\n"
+            position = start + size
+            return data[start:position].decode("utf-8", "replace")
+        match = re.compile(rb"[^ ()\"{]+(\[[^\]]*\](<[0-9.]+>)?)?").match(data, position)
+        position = match.end()
+        atom = match.group(0).decode()
+        return None if atom.upper() == "NIL" else atom
+
+    items = []
+    while position < len(data):
+        if data[position:position + 1] == b" ":
+            position += 1
+            continue
+        items.append(value())
+    return items
+
+
+def uid_set(text):
+    uids = set()
+    for part in text.split(","):
+        if ":" in part:
+            a, b = part.split(":")
+            a, b = int(a), (int(b) if b != "*" else int(a))
+            uids.update(range(min(a, b), max(a, b) + 1))
+        elif part.strip():
+            uids.add(int(part))
+    return uids
+
+
+def run():
+    results["deliveredBefore"] = [deliver("first", "one"), deliver("second", "two")]
+    check(results["deliveredBefore"] == [250, 250], "two deliveries over LMTP before SELECT")
+
+    m = imaplib.IMAP4_SSL("127.0.0.1", int(port), ssl_context=context, timeout=30)
+    results["capabilities"] = list(m.capabilities)
+    try:
+        m.login(user, "not-the-password")
+        results["wrongPassword"] = "OK"
+    except imaplib.IMAP4.error as error:
+        results["wrongPassword"] = str(error)
+    results["wrongPasswordRefused"] = "AUTHENTICATIONFAILED" in results["wrongPassword"]
+    check(results["wrongPasswordRefused"], "a wrong password is NO [AUTHENTICATIONFAILED]")
+    typ, _ = m.login(user, password)
+    results["login"] = typ
+    check(typ == "OK", "LOGIN")
+    typ, data = m.capability()
+    results["capabilitiesAfterLogin"] = data[0].decode().upper().split()
+    capabilities = set(results["capabilities"]) | set(results["capabilitiesAfterLogin"])
+    for name in ["IMAP4REV1", "IDLE", "CONDSTORE", "QRESYNC", "UIDPLUS", "MOVE", "SPECIAL-USE", "ENABLE"]:
+        check(name in capabilities, f"capability {name}")
+    typ, lines = m.list()
+    results["list"] = [line.decode() for line in lines]
+    check(any("\\Archive" in line and "Archive" in line for line in results["list"]), "LIST: Archive with \\Archive")
+    check(any("\\Trash" in line for line in results["list"]), "LIST: \\Trash")
+    check(any(line.upper().endswith("INBOX") or line.upper().endswith('"INBOX"') for line in results["list"]),
+          "LIST: INBOX")
+    typ, data = m.select("INBOX")
+    results["exists"] = int(data[0])
+    check(results["exists"] == 2, "SELECT: 2 EXISTS")
+    results["uidvalidity"] = int(m.untagged_responses.get("UIDVALIDITY", [b"0"])[0])
+    check(results["uidvalidity"] > 0, "SELECT: UIDVALIDITY")
+    typ, data = m.uid("SEARCH", None, "ALL")
+    uids = [int(x) for x in data[0].split()]
+    results["uids"] = uids
+    check(len(uids) == 2 and uids == sorted(uids), "UID SEARCH ALL: 2 ascending UIDs")
+    typ, data = m.fetch("1", "(UID FLAGS RFC822.SIZE ENVELOPE BODY.PEEK[])")
+    results["fetch"] = [part.decode("utf-8", "replace") if isinstance(part, bytes) else
+                        [p.decode("utf-8", "replace") for p in part] for part in data]
+    fetched = json.dumps(results["fetch"])
+    check("Subject: first" in fetched, "FETCH BODY.PEEK[]: the first message")
+    check("ENVELOPE (" in fetched, "FETCH: an ENVELOPE")
+
+    # A plain UID FETCH of every message: one response per message, each with the four items.
+    untagged, tagged = command(m, "UID FETCH 1:* (UID FLAGS ENVELOPE BODYSTRUCTURE)")
+    fetches = []
+    for response in untagged:
+        match = re.match(rb"\* (\d+) FETCH (.*)$", response, re.S)
+        if match:
+            items = parse(match.group(2))[0]
+            fetches.append({str(items[i]).upper(): items[i + 1] for i in range(0, len(items) - 1, 2)})
+    complete = bool(fetches) and all(
+        set(f) >= {"UID", "FLAGS", "ENVELOPE", "BODYSTRUCTURE"} and isinstance(f["FLAGS"], list)
+        and isinstance(f["ENVELOPE"], list) and len(f["ENVELOPE"]) == 10 and isinstance(f["BODYSTRUCTURE"], list)
+        for f in fetches)
+
+
+    def body_type(structure):
+        if structure and isinstance(structure[0], list):
+            return "multipart/" + str(next((x for x in structure if isinstance(x, str)), "")).lower()
+        return f"{structure[0]}/{structure[1]}".lower() if len(structure) >= 2 else "?"
+
+
+    results["uidFetchAll"] = {
+        "tagged": tagged.decode(errors="replace").split(" ", 2)[1] if b" " in tagged else tagged.decode(),
+        "responses": len(fetches),
+        "uids": [int(f.get("UID", 0)) for f in fetches],
+        "subjects": [f["ENVELOPE"][1] if isinstance(f.get("ENVELOPE"), list) else None for f in fetches],
+        "complete": complete,
+        "bodyTypes": [body_type(f["BODYSTRUCTURE"]) if isinstance(f.get("BODYSTRUCTURE"), list) else None
+                      for f in fetches],
+    }
+    check(results["uidFetchAll"]["tagged"] == "OK", "UID FETCH 1:* OK")
+    check(results["uidFetchAll"]["responses"] == len(uids), "UID FETCH 1:*: one response per message")
+    check(sorted(results["uidFetchAll"]["uids"]) == uids, "UID FETCH 1:*: the UIDs of SEARCH ALL")
+    check(results["uidFetchAll"]["complete"], "UID FETCH 1:*: UID, FLAGS, ENVELOPE (10 fields), BODYSTRUCTURE each")
+    check(results["uidFetchAll"]["subjects"] == ["first", "second"], "UID FETCH 1:*: ENVELOPE subjects")
+    check(results["uidFetchAll"]["bodyTypes"] == ["text/plain"] * 2, "UID FETCH 1:*: BODYSTRUCTURE text/plain")
+
+    typ, data = m.uid("STORE", str(uids[0]), "+FLAGS", "(\\Seen \\Flagged)")
+    results["store"] = [d.decode() for d in data if d]
+    check(any("\\Seen" in d and "\\Flagged" in d for d in results["store"]), "UID STORE +FLAGS: FETCH with both flags")
+    typ, data = m.uid("SEARCH", None, "FLAGGED")
+    results["flagged"] = data[0].decode()
+    check(results["flagged"] == str(uids[0]), "UID SEARCH FLAGGED: the first message")
+    tag = m._new_tag().decode()
+    m.send(f"{tag} BOGUS\r\n".encode())
+    results["bogus"] = m.readline().decode().strip()
+    check(results["bogus"].startswith(f"{tag} BAD"), "an unknown command is BAD")
+    # A synchronizing literal of 2 GB is refused at once, and the connection goes on.
+    tag = m._new_tag().decode()
+    m.send(f"{tag} APPEND INBOX {{2147483648}}\r\n".encode())
+    results["hugeLiteral"] = m.readline().decode().strip()
+    results["hugeLiteralRefused"] = results["hugeLiteral"].startswith((f"{tag} NO", f"{tag} BAD"))
+    check(results["hugeLiteralRefused"], "a 2 GB synchronizing literal is refused, no continuation")
+    typ, _ = m.noop()
+    results["afterHuge"] = typ
+    check(typ == "OK", "NOOP after the refused literal")
+    # IDLE: a delivery over LMTP arrives as EXISTS.
+    tag = m._new_tag().decode()
+    m.send(f"{tag} IDLE\r\n".encode())
+    results["idleStart"] = m.readline().decode().strip()
+    check(results["idleStart"].startswith("+"), "IDLE: continuation")
+    results["delivered"] = deliver("while idling", "three")
+    check(results["delivered"] == 250, "a delivery over LMTP while idling")
+    while True:
+        line = m.readline().decode().strip()
+        if line.endswith("EXISTS"):
+            results["idleHeard"] = line
+            break
+        if not line:
+            results["idleHeard"] = "connection closed"
+            break
+    exists = re.match(r"\* (\d+) EXISTS$", results["idleHeard"])
+    results["idleHeardExists"] = int(exists.group(1)) if exists else None
+    check(results["idleHeardExists"] == 3, "IDLE: * 3 EXISTS")
+    m.send(b"DONE\r\n")
+    results["idleOther"] = []
+    while True:
+        line = m.readline().decode().strip()
+        if line.startswith(tag + " ") or not line:
+            results["idleDone"] = line
+            break
+        results["idleOther"].append(line)
+    check(results["idleDone"].startswith(f"{tag} OK"), "IDLE: DONE is OK")
+    # MOVE gives COPYUID with the target's UIDVALIDITY and a new UID.
+    typ, data = m.uid("MOVE", str(uids[0]), "Archive")
+    results["move"] = [d.decode() for d in m.untagged_responses.get("OK", []) if d and b"COPYUID" in d] or \
+        [str(x) for x in data]
+    results["moveCopyUID"] = any("COPYUID" in x for x in results["move"])
+    check(typ == "OK" and results["moveCopyUID"], "UID MOVE: OK with COPYUID")
+    typ, data = m.status("Archive", "(MESSAGES UIDNEXT UIDVALIDITY UNSEEN HIGHESTMODSEQ)")
+    results["status"] = data[0].decode()
+    check("MESSAGES 1" in results["status"] and "UNSEEN 0" in results["status"], "STATUS Archive: 1 message, seen")
+    m.logout()
+
+    # CONDSTORE/QRESYNC on a second connection: ENABLE, SELECT with QRESYNC, FETCH CHANGEDSINCE.
+    q = imaplib.IMAP4_SSL("127.0.0.1", int(port), ssl_context=context, timeout=30)
+    q.login(user, password)
+    typ, data = q._simple_command("ENABLE", "QRESYNC")
+    results["enabled"] = [d.decode() for d in q.untagged_responses.pop("ENABLED", [])]
+    check(any("QRESYNC" in e.upper() for e in results["enabled"]), "ENABLE QRESYNC")
+    typ, data = q._simple_command("SELECT", "INBOX", f"(QRESYNC ({results['uidvalidity']} 1 1:{max(uids) + 5}))")
+    results["qresyncSelect"] = typ
+    check(typ == "OK", "SELECT with QRESYNC")
+    q.state = "SELECTED"
+    results["vanished"] = [d.decode() for d in q.untagged_responses.pop("VANISHED", [])]
+    vanished = set()
+    for v in results["vanished"]:
+        if v.upper().startswith("(EARLIER)"):
+            vanished |= uid_set(v.split(")", 1)[1].strip())
+    results["vanishedIncludesMoved"] = uids[0] in vanished
+    check(results["vanishedIncludesMoved"], "QRESYNC SELECT: VANISHED (EARLIER) names the moved UID")
+    results["highestmodseq"] = [d.decode() for d in q.untagged_responses.pop("OK", []) if b"HIGHESTMODSEQ" in d]
+    check(bool(results["highestmodseq"]), "QRESYNC SELECT: HIGHESTMODSEQ")
+    typ, data = q._simple_command("UID", "FETCH", "1:*", "(FLAGS)", "(CHANGEDSINCE 1)")
+    results["changedSince"] = [d.decode() for d in q.untagged_responses.pop("FETCH", [])]
+    check(typ == "OK" and bool(results["changedSince"]), "UID FETCH CHANGEDSINCE 1: the changed messages")
+    q.logout()
+
+
 try:
-    m.login(user, "not-the-password")
-    results["wrongPassword"] = "OK"
-except imaplib.IMAP4.error as error:
-    results["wrongPassword"] = str(error)
-typ, _ = m.login(user, password)
-results["login"] = typ
-typ, lines = m.list()
-results["list"] = [line.decode() for line in lines]
-typ, data = m.select("INBOX")
-results["exists"] = int(data[0])
-results["uidvalidity"] = int(m.untagged_responses.get("UIDVALIDITY", [b"0"])[0])
-typ, data = m.uid("SEARCH", None, "ALL")
-uids = [int(x) for x in data[0].split()]
-results["uids"] = uids
-typ, data = m.fetch("1", "(UID FLAGS RFC822.SIZE ENVELOPE BODY.PEEK[])")
-results["fetch"] = [part.decode("utf-8", "replace") if isinstance(part, bytes) else
-                    [p.decode("utf-8", "replace") for p in part] for part in data]
-typ, data = m.uid("STORE", str(uids[0]), "+FLAGS", "(\\Seen \\Flagged)")
-results["store"] = [d.decode() for d in data if d]
-typ, data = m.uid("SEARCH", None, "FLAGGED")
-results["flagged"] = data[0].decode()
-tag = m._new_tag().decode()
-m.send(f"{tag} BOGUS\r\n".encode())
-results["bogus"] = m.readline().decode().strip()
-# A synchronizing literal of 2 GB is refused at once, and the connection goes on.
-tag = m._new_tag().decode()
-m.send(f"{tag} APPEND INBOX {{2147483648}}\r\n".encode())
-results["hugeLiteral"] = m.readline().decode().strip()
-typ, _ = m.noop()
-results["afterHuge"] = typ
-# IDLE: a delivery through the API arrives as EXISTS.
-tag = m._new_tag().decode()
-m.send(f"{tag} IDLE\r\n".encode())
-results["idleStart"] = m.readline().decode().strip()
-results["delivered"] = deliver("while idling")
-while True:
-    line = m.readline().decode().strip()
-    if line.endswith("EXISTS"):
-        results["idleHeard"] = line
-        break
-    if not line:
-        results["idleHeard"] = "connection closed"
-        break
-m.send(b"DONE\r\n")
-results["idleDone"] = m.readline().decode().strip()
-# MOVE gives COPYUID with the target's UIDVALIDITY and a new UID.
-typ, data = m.uid("MOVE", str(uids[0]), "Archive")
-results["move"] = [d.decode() for d in m.untagged_responses.get("OK", []) if d and b"COPYUID" in d] or \
-    [str(x) for x in data]
-typ, data = m.status("Archive", "(MESSAGES UIDNEXT UIDVALIDITY UNSEEN HIGHESTMODSEQ)")
-results["status"] = data[0].decode()
-m.logout()
-
-# CONDSTORE/QRESYNC on a second connection: ENABLE, SELECT with QRESYNC, FETCH CHANGEDSINCE.
-q = imaplib.IMAP4_SSL("127.0.0.1", int(port), ssl_context=context, timeout=30)
-q.login(user, password)
-typ, data = q._simple_command("ENABLE", "QRESYNC")
-results["enabled"] = [d.decode() for d in q.untagged_responses.pop("ENABLED", [])]
-typ, data = q._simple_command("SELECT", "INBOX", f"(QRESYNC ({results['uidvalidity']} 1 1:{max(uids) + 5}))")
-results["qresyncSelect"] = typ
-q.state = "SELECTED"
-results["vanished"] = [d.decode() for d in q.untagged_responses.pop("VANISHED", [])]
-results["highestmodseq"] = [d.decode() for d in q.untagged_responses.pop("OK", []) if b"HIGHESTMODSEQ" in d]
-typ, data = q._simple_command("UID", "FETCH", "1:*", "(FLAGS)", "(CHANGEDSINCE 1)")
-results["changedSince"] = [d.decode() for d in q.untagged_responses.pop("FETCH", [])]
-q.logout()
+    run()
+except Exception as error:  # the results so far, and what broke, still go out as JSON
+    failures.append(f"exception: {error!r}")
+results["failures"] = failures
 print(json.dumps(results))
+sys.exit(1 if failures else 0)

@@ -1,0 +1,74 @@
+import Foundation
+import MailboxStore
+import Testing
+
+/// IMAP's view of the store on both engines: per-mailbox UIDs that ascend, a UIDNEXT that moves only when a message
+/// arrives, a MOVE that keeps flags and gives a new UID, UIDs that survive a restart, and UIDs allocated without a
+/// collision when two instances deliver at once.
+@Suite struct IMAPUIDTests {
+    @Test(arguments: StoreEngineKind.allCases) func uidsAscendAndUIDNextMovesOnlyWhenAMessageArrives(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
+        let alice = try await f.account("alice")
+        let first = try await f.deliver(to: "alice", subject: "one")
+        let second = try await f.deliver(to: "alice", subject: "two")
+        let inbox = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        #expect(inbox.entries.map(\.id) == [first.id, second.id])
+        #expect(inbox.entries[0].uid < inbox.entries[1].uid)
+        #expect(inbox.uidNext > inbox.entries[1].uid)
+
+        // A flag change moves the modseq, never the UIDs or UIDNEXT.
+        try await f.store.updateMessage(id: first.id, accountID: alice.id, seen: true, flagged: true)
+        let flagged = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        #expect(flagged.uidNext == inbox.uidNext)
+        #expect(flagged.entries.map(\.uid) == inbox.entries.map(\.uid))
+        #expect(flagged.entries[0].modseq > inbox.entries[0].modseq)
+        let archiveBefore = try await f.store.mailboxListing(accountID: alice.id, mailbox: .archive)
+
+        // MOVE keeps the flags and gives a UID above any the archive gave; the inbox's UIDNEXT stays.
+        try await f.store.updateMessage(id: first.id, accountID: alice.id, mailbox: .archive)
+        let archive = try await f.store.mailboxListing(accountID: alice.id, mailbox: .archive)
+        let moved = try #require(archive.entries.first)
+        #expect(moved.id == first.id && moved.seen && moved.flagged)
+        #expect(moved.uid >= archiveBefore.uidNext)
+        #expect(archive.uidNext > moved.uid)
+        let inboxAfter = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        #expect(inboxAfter.entries.map(\.id) == [second.id])
+        #expect(inboxAfter.uidNext == inbox.uidNext)
+        #expect(inboxAfter.mailboxID != archive.mailboxID)
+
+        // The next delivery's UID is at least the UIDNEXT announced before it.
+        let third = try await f.deliver(to: "alice", subject: "three")
+        let last = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        #expect(last.entries.last?.id == third.id)
+        #expect((last.entries.last?.uid ?? 0) >= inboxAfter.uidNext)
+
+        // A restart reads the same UIDs and mailbox ids (UIDVALIDITY is made from the id and the epoch).
+        let reopened = try StoreFixture(reopening: f)
+        let again = try await reopened.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        #expect(again.entries.map(\.uid) == last.entries.map(\.uid))
+        #expect(again.mailboxID == last.mailboxID && again.uidNext == last.uidNext)
+        #expect(reopened.store.epoch == f.store.epoch)
+    }
+
+    @Test func twoInstancesDeliveringAtOnceGiveDistinctAscendingUIDs() async throws {
+        let a = try StoreFixture(engine: .postgres, instanceID: "a")
+        let b = try StoreFixture(reopening: a, instanceID: "b")
+        let alice = try await a.account("alice")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for instance in [a, b] {
+                group.addTask {
+                    for i in 0..<25 { _ = try await instance.deliver(to: "alice", subject: "m\(i)") }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let listing = try await b.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        let uids = listing.entries.map(\.uid)
+        #expect(uids.count == 50)
+        #expect(Set(uids).count == 50, "no UID given twice")
+        #expect(uids == uids.sorted())
+        #expect(listing.uidNext == (uids.last ?? 0) + 1)
+    }
+}
