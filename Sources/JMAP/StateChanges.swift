@@ -78,16 +78,19 @@ extension JMAPServer {
     }
 }
 
-/// Wakes the event streams of an account when this process commits a change to it, with the account's modseq
-/// after the commit, so a stream learns of the change without reading the store first. Where several instances
-/// share a PostgreSQL store, streams also look every second (``poke(_:accountID:)``), for the others' commits.
+/// Wakes the event streams of an account when any instance commits a change to it, with the account's modseq after
+/// the commit, so a stream learns of the change without reading the store first: this process's commits at once,
+/// other instances' through the process's one LISTEN (``MailboxStore/observeChangesOfEveryInstance(_:)``). When
+/// that LISTEN was lost and made again, every stream looks once for itself (a ``Wakeup/missed``).
 public final class AccountWakeups: Sendable {
     /// Why a stream woke.
     public enum Wakeup: Sendable, Equatable {
         /// This process committed a change to the account; its modseq is now at least this.
         case committed(modseq: Int64)
-        /// Its timer: time to look for other instances' commits, or to ping.
+        /// Its timer: time to ping.
         case tick
+        /// Other instances' changes may have been missed (the LISTEN was made again): look at the account's state.
+        case missed
     }
 
     private struct Subscribers {
@@ -99,10 +102,15 @@ public final class AccountWakeups: Sendable {
 
     /// Watches `store`'s commits.
     public init(store: MailboxStore) {
-        store.observeCommittedChanges { [weak self] changes in self?.tell(changes) }
+        store.observeChangesOfEveryInstance { [weak self] changes in self?.tell(changes) }
     }
 
     private func tell(_ changes: [CommittedChange]) {
+        if changes.contains(where: { $0.accountID == CommittedChange.everyAccount }) {
+            let all = subscribers.withLock { $0.byAccount.values.flatMap { Array($0.values) } }
+            for continuation in all { continuation.yield(.missed) }
+            return
+        }
         var newest: [Int64: Int64] = [:]
         for change in changes { newest[change.accountID] = max(newest[change.accountID] ?? .min, change.modseq) }
         let woken = subscribers.withLock { state in

@@ -158,10 +158,8 @@ extension MailboxAPI {
         let epoch = store.epoch
         // An event's id is the account's state when it was sent: `Last-Event-ID` names it back.
         let eventID = { (modseq: Int64) in SyncState(epoch: epoch, modseq: modseq).description }
-        // A store several instances share is looked at every second for the others' commits; this process's own
-        // commits wake the stream at once. Alone on its store, the stream wakes by timer only to ping.
-        let shared = store.database.isShared
-        let tick: Duration? = shared ? .seconds(1) : pingInterval > 0 ? .seconds(pingInterval) : nil
+        // Commits of any instance wake the stream (``AccountWakeups``); its timer only pings.
+        let tick: Duration? = pingInterval > 0 ? .seconds(pingInterval) : nil
         let ticker = Task {
             guard let tick else { return }
             while !Task.isCancelled {
@@ -186,11 +184,12 @@ extension MailboxAPI {
             }
             for await wakeup in wakeups {
                 if stream.isClosed { return }
-                // A commit here names its modseq; a tick reads it (one small read) where other instances commit.
+                // A commit names its modseq; after changes that may have been missed the stream reads it, one small
+                // read; a tick only pings.
                 var moved = false
                 switch wakeup {
                 case .committed(let modseq): moved = modseq > sent.modseq
-                case .tick where shared:
+                case .missed:
                     let modseq = try? await jmap.modseq(accountID: account.id)
                     moved = modseq.map { $0 != sent.modseq } ?? false
                 case .tick: break

@@ -6,8 +6,8 @@ import MailboxHTTPAPI
 import MailboxStore
 
 /// The IMAP server's view of the store: the same accounts, passwords and sign-in throttle as `/v1`, the same
-/// messages, mailboxes and flags. Each call runs in a task and answers through its completion; commits of this
-/// process reach the IMAP connections watching their account.
+/// messages, mailboxes and flags. Each call runs in a task and answers through its completion; commits of any
+/// instance reach the IMAP connections watching their account.
 final class IMAPStoreBackend: IMAPBackend {
     private let store: MailboxStore
     private let throttle: LoginThrottle
@@ -18,9 +18,11 @@ final class IMAPStoreBackend: IMAPBackend {
     init(store: MailboxStore, signIn: SignInLimits) {
         self.store = store
         throttle = LoginThrottle(store: store, limits: signIn)
-        store.observeCommittedChanges { [watchers, sink] changes in
+        // Commits of every instance: this process's at once, the others' through the process's one LISTEN.
+        store.observeChangesOfEveryInstance { [watchers, sink] changes in
             let connections = watchers.withLock { state in
-                Set(changes.flatMap { state.byAccount[$0.accountID] ?? [] })
+                changes.contains { $0.accountID == CommittedChange.everyAccount }
+                    ? Set(state.accounts.keys) : Set(changes.flatMap { state.byAccount[$0.accountID] ?? [] })
             }
             guard !connections.isEmpty, let tell = sink.withLock({ $0 }) else { return }
             for connection in connections { tell(connection) }

@@ -66,6 +66,11 @@ public final class MailboxStore: Sendable {
     let signalWake: SignalWake
     /// Who is told of the changes each commit of this process wrote (see ``observeCommittedChanges(_:)``).
     let commitObservers: CommitObservers
+    /// Who is told of the changes other processes sharing the store committed (see
+    /// ``observeChangesOfEveryInstance(_:)``).
+    let remoteObservers = CommitObservers()
+    /// This process's random token in the changes it announces on PostgreSQL (its own listener passes them over).
+    let instanceToken = Hex.encode(SecureRandom.bytes(8))
 
     /// Opens (creating and migrating as needed) the SQLite store at `path`. `now` is the clock in seconds since 1970.
     public convenience init(
@@ -101,8 +106,8 @@ public final class MailboxStore: Sendable {
             }
         case .postgres(let url):
             engine = PostgresEngine(
-                url: url, connections: configuration.postgresConnections, makeLedger: makeLedger,
-                committed: committed)
+                url: url, connections: configuration.postgresConnections, instanceToken: instanceToken,
+                makeLedger: makeLedger, committed: committed)
         }
         self.database = database
         self.configuration = configuration

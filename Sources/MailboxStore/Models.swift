@@ -309,7 +309,11 @@ public struct OutboxItem: Sendable, Equatable {
 
 /// A change the store committed: the account's new modseq, and when (the store's clock, seconds since 1970).
 public struct CommittedChange: Sendable, Equatable {
-    /// The account.
+    /// The account id of a change that stands for any account: another instance's changes may have been missed
+    /// (the process's LISTEN connection was lost and made again), so whoever waits on an account looks again.
+    public static let everyAccount: Int64 = -1
+
+    /// The account, or ``everyAccount``.
     public var accountID: Int64
     /// Its modseq after the change.
     public var modseq: Int64

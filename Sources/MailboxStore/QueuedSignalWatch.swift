@@ -9,17 +9,45 @@ import PostgresKit
 /// poll covers the rest). Writers need not wake anything themselves. The thread also
 /// asks its server every 2 s whether it still takes writes: a read-only one (a demoted primary) would never hear the
 /// new primary's notifications, so it connects again, which reaches the primary.
+///
+/// The same connection LISTENs on the changes channel, which every transaction that changed accounts notifies with
+/// the accounts and their modseqs: the process's one LISTEN tells ``MailboxStore/observeChangesOfEveryInstance(_:)``
+/// of the other instances' commits, so an IDLE connection or an event stream wakes on them without a look of its own.
 public final class QueuedSignalWatch: Sendable {
     private let stopped = LockedValue(false)
     private let local: SignalWake
     private let registration: Int
 
-    init(local: SignalWake, listening url: String?, channel: String, wake: @escaping @Sendable () -> Void) {
+    init(
+        local: SignalWake, listening url: String?, remote: CommitObservers, token: String,
+        wake: @escaping @Sendable () -> Void
+    ) {
         self.local = local
         registration = local.add(wake)
         guard let url else { return }
         Thread.start(named: "pg-listen") { [stopped] in
-            Self.listen(url: url, channel: channel, stopped: stopped, wake: wake)
+            Self.listen(url: url, stopped: stopped, wake: wake) { payload in
+                // No payload: listening (again), so whatever was committed meanwhile was not heard.
+                let changes =
+                    payload.map { Self.changes(in: $0, skipping: token) }
+                    ?? [
+                        CommittedChange(
+                            accountID: CommittedChange.everyAccount, modseq: 0, at: Date().timeIntervalSince1970)
+                    ]
+                if !changes.isEmpty { remote.tell(changes) }
+            }
+        }
+    }
+
+    /// The changes a changes-channel payload (`TOKEN ACCOUNT:MODSEQ …`) announces, none when `skipping` sent them.
+    static func changes(in payload: String, skipping token: String) -> [CommittedChange] {
+        let fields = payload.split(separator: " ")
+        guard let sender = fields.first, sender != token else { return [] }
+        let at = Date().timeIntervalSince1970
+        return fields.dropFirst().compactMap { field in
+            let parts = field.split(separator: ":")
+            guard parts.count == 2, let account = Int64(parts[0]), let modseq = Int64(parts[1]) else { return nil }
+            return CommittedChange(accountID: account, modseq: modseq, at: at)
         }
     }
 
@@ -32,7 +60,7 @@ public final class QueuedSignalWatch: Sendable {
     deinit { cancel() }
 
     private static func listen(
-        url: String, channel: String, stopped: LockedValue<Bool>, wake: @Sendable () -> Void
+        url: String, stopped: LockedValue<Bool>, wake: @Sendable () -> Void, changed: @Sendable (String?) -> Void
     ) {
         var connection: PostgresConnection?
         var lastAsked = DispatchTime.now()
@@ -40,12 +68,18 @@ public final class QueuedSignalWatch: Sendable {
             do {
                 if connection == nil {
                     let fresh = try PostgresConnection(url: url, applicationName: "signalfetch-listen")
-                    try fresh.listen(channel)
+                    try fresh.listen(PostgresEngine.outboxChannel)
+                    try fresh.listen(PostgresEngine.changesChannel)
                     connection = fresh
                     lastAsked = DispatchTime.now()
                     wake()  // anything queued while this process was not listening
+                    changed(nil)  // and any change committed meanwhile
                 }
-                if let channels = try connection?.waitForNotifications(timeout: 0.5), !channels.isEmpty { wake() }
+                let notifications = try connection?.waitForNotifications(timeout: 0.5) ?? []
+                if notifications.contains(where: { $0.channel == PostgresEngine.outboxChannel }) { wake() }
+                for notification in notifications where notification.channel == PostgresEngine.changesChannel {
+                    changed(notification.payload)
+                }
                 if DispatchTime.now().uptimeNanoseconds - lastAsked.uptimeNanoseconds > 2_000_000_000 {
                     lastAsked = DispatchTime.now()
                     let readOnly = try connection?.query("SHOW transaction_read_only").first?.string(
@@ -66,7 +100,8 @@ extension MailboxStore {
     public func watchQueuedSignals(_ wake: @escaping @Sendable () -> Void) -> QueuedSignalWatch {
         var url: String?
         if case .postgres(let postgres) = database { url = postgres }
-        return QueuedSignalWatch(local: signalWake, listening: url, channel: PostgresEngine.outboxChannel, wake: wake)
+        return QueuedSignalWatch(
+            local: signalWake, listening: url, remote: remoteObservers, token: instanceToken, wake: wake)
     }
 }
 
@@ -109,5 +144,14 @@ extension MailboxStore {
     /// happen). Commits of other processes sharing a PostgreSQL store are theirs to tell.
     public func observeCommittedChanges(_ observer: @escaping @Sendable ([CommittedChange]) -> Void) {
         commitObservers.add(observer)
+    }
+
+    /// Tells `observer` the changes every later commit writes: this process's at once, and on PostgreSQL those of
+    /// every other process sharing the store as their notifications arrive, while the store is watched
+    /// (``watchQueuedSignals(_:)``: the process's one LISTEN). For whoever wakes clients of any instance (IDLE,
+    /// event streams); a pusher that each instance runs for its own commits uses ``observeCommittedChanges(_:)``.
+    public func observeChangesOfEveryInstance(_ observer: @escaping @Sendable ([CommittedChange]) -> Void) {
+        commitObservers.add(observer)
+        remoteObservers.add(observer)
     }
 }

@@ -224,15 +224,18 @@ final class PostgresEngine: StoreEngine {
     let url: String
     let makeLedger: @Sendable () -> BatchLedger
     let committed: @Sendable (_ signalsQueued: Bool, _ changes: [CommittedChange]) -> Void
+    /// This process's token in the changes it announces, so its own listener passes them over.
+    let instanceToken: String
     private let totals = LockedValue(WriterStatistics())
     /// How often a write that lost a race is tried in all.
     static let attempts = 5
 
     init(
-        url: String, connections: Int, makeLedger: @escaping @Sendable () -> BatchLedger,
+        url: String, connections: Int, instanceToken: String, makeLedger: @escaping @Sendable () -> BatchLedger,
         committed: @escaping @Sendable (_ signalsQueued: Bool, _ changes: [CommittedChange]) -> Void
     ) {
         self.url = url
+        self.instanceToken = instanceToken
         self.makeLedger = makeLedger
         self.committed = committed
         pool = PostgresPool(url: url, size: connections, name: "mailbox-pg")
@@ -242,6 +245,20 @@ final class PostgresEngine: StoreEngine {
 
     /// The channel a transaction that queued signals notifies.
     static let outboxChannel = "signalfetch_outbox"
+    /// The channel every transaction that changed accounts notifies, with `TOKEN ACCOUNT:MODSEQ …`: the other
+    /// instances' IDLE connections and event streams wake from it (``RemoteChanges``).
+    static let changesChannel = "signalfetch_changes"
+
+    /// The NOTIFY statements announcing `changes` (a payload stays far below PostgreSQL's 8000 bytes).
+    static func changeNotices(_ changes: [CommittedChange], token: String) -> [String] {
+        var newest: [Int64: Int64] = [:]
+        for change in changes { newest[change.accountID] = max(newest[change.accountID] ?? .min, change.modseq) }
+        let entries = newest.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }
+        return stride(from: 0, to: entries.count, by: 200).map { start in
+            let slice = entries[start..<min(entries.count, start + 200)]
+            return "NOTIFY \(changesChannel), '\(token) \(slice.joined(separator: " "))'"
+        }
+    }
 
     /// The advisory lock key migrations hold, so processes starting at once migrate one after another.
     static let migrationLock: Int64 = 0x5349_474E_4D49_4752  // "SIGNMIGR"
@@ -298,6 +315,7 @@ final class PostgresEngine: StoreEngine {
         let makeLedger = makeLedger
         let totals = totals
         let committed = committed
+        let instanceToken = instanceToken
         return { connection in
             var attempt = 1
             while true {
@@ -309,6 +327,9 @@ final class PostgresEngine: StoreEngine {
                         try ledger.settle(connection)
                         // Delivered at COMMIT, to every process listening: their dispatchers wake at once.
                         if ledger.signalsQueued { try connection.executeDeferred("NOTIFY \(Self.outboxChannel)") }
+                        for notice in Self.changeNotices(ledger.changes, token: instanceToken) {
+                            try connection.executeDeferred(notice)
+                        }
                         bodyEnd = DispatchTime.now().uptimeNanoseconds
                         return result
                     }

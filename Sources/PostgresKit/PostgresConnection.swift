@@ -175,26 +175,43 @@ public final class PostgresConnection: SQLConnection {
         try execute("LISTEN \"\(channel.replacingOccurrences(of: "\"", with: "\"\""))\"")
     }
 
-    /// Waits up to `timeout` seconds for notifications and returns the channels they came on (empty on timeout).
-    /// Throws when the connection is lost.
-    public func waitForNotifications(timeout: Double) throws(PostgresError) -> [String] {
-        var channels = try drainNotifications()
-        guard channels.isEmpty else { return channels }
+    /// One notification: its channel and payload.
+    public struct Notification: Sendable, Equatable {
+        /// The channel it came on.
+        public var channel: String
+        /// Its payload (empty when none was given).
+        public var payload: String
+
+        /// A notification on `channel` with `payload`.
+        public init(channel: String, payload: String) {
+            self.channel = channel
+            self.payload = payload
+        }
+    }
+
+    /// Waits up to `timeout` seconds for notifications and returns them (empty on timeout). Throws when the
+    /// connection is lost.
+    public func waitForNotifications(timeout: Double) throws(PostgresError) -> [Notification] {
+        var notifications = try drainNotifications()
+        guard notifications.isEmpty else { return notifications }
         var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
         guard descriptor.fd >= 0 else { throw PostgresError(result: nil, connection: handle, sql: nil) }
         let ready = poll(&descriptor, 1, Int32(max(0, min(timeout, 3600)) * 1000))
-        if ready > 0 { channels = try drainNotifications() }
-        return channels
+        if ready > 0 { notifications = try drainNotifications() }
+        return notifications
     }
 
-    private func drainNotifications() throws(PostgresError) -> [String] {
+    private func drainNotifications() throws(PostgresError) -> [Notification] {
         guard PQconsumeInput(handle) == 1 else { throw PostgresError(result: nil, connection: handle, sql: nil) }
-        var channels: [String] = []
+        var notifications: [Notification] = []
         while let notification = PQnotifies(handle) {
-            channels.append(String(cString: notification.pointee.relname))
+            notifications.append(
+                Notification(
+                    channel: String(cString: notification.pointee.relname),
+                    payload: notification.pointee.extra.map { String(cString: $0) } ?? ""))
             PQfreemem(notification)
         }
-        return channels
+        return notifications
     }
 
     // MARK: - Statements

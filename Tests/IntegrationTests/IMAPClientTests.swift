@@ -151,3 +151,38 @@ import Testing
         }
     }
 }
+
+/// IMAP on instances sharing PostgreSQL: an IDLE client of one instance hears a delivery made through another, by
+/// the process's one LISTEN (no look of its own), and MOVE and flags through one show through the other.
+@Suite(.serialized) struct IMAPSharedStoreTests {
+    @Test func anIdleClientOfOneInstanceHearsADeliveryThroughAnother() async throws {
+        let database = try PostgresServer.shared().makeDatabase()
+        let cluster = try await Cluster.start(
+            accounts: [], mailboxdArguments: ["--database", database, "--imap-listen", "127.0.0.1:0"])
+        let (other, _) = try await offPool { try cluster.startAnotherMailboxd(instanceID: "imap-b") }
+        defer { other.stop() }
+        let otherIMAP = try #require(try other.listeningPorts(prefix: "mailboxd: IMAP on ")["url"])
+        _ = try await offPool {
+            let tool = try ChildProcess(
+                TestEnvironment.executable("mailboxd").path,
+                ["account", "add", "alice", "--data-dir", cluster.dataDir, "--database", database],
+                stdin: "password-alice\n", logDirectory: cluster.directory.url.path)
+            try #require(tool.waitForExit() == 0, "account add failed: \(tool.errorOutput)")
+        }
+        _ = try await cluster.deliver(to: "alice", subject: "before", body: "x")
+        let idle = try await offPool {
+            try ChildProcess(
+                TestEnvironment.python,
+                [TestEnvironment.peer("imap_idle_wait.py"), String(otherIMAP), cluster.ca, "alice", "password-alice"],
+                logDirectory: cluster.directory.url.path)
+        }
+        defer { idle.stop() }
+        let idling = try await offPool { idle.waitForOutput(timeout: 30) { $0.contains("idling") } }
+        try #require(idling, "the IDLE client did not start: \(idle.errorOutput)")
+        // Delivered through the first instance; heard by the second's IDLE client.
+        _ = try await cluster.deliver(to: "alice", subject: "while idling", body: "y")
+        let status = try await offPool { idle.waitForExit() }
+        #expect(status == 0, "\(idle.output) \(idle.errorOutput)")
+        #expect(idle.output.contains("\"exists\": 2"), "\(idle.output)")
+    }
+}

@@ -67,9 +67,12 @@ struct PostgresPipelineTests {
         try db.execute("CREATE TABLE items (id integer PRIMARY KEY)")
         try db.transaction {
             try db.runDeferred("INSERT INTO items VALUES (?)", 1)
-            try db.executeDeferred("NOTIFY pipeline_test")
+            try db.executeDeferred("NOTIFY pipeline_test, 'with a payload'")
         }
-        #expect(try listener.waitForNotifications(timeout: 10) == ["pipeline_test"])
+        #expect(
+            try listener.waitForNotifications(timeout: 10) == [
+                .init(channel: "pipeline_test", payload: "with a payload")
+            ])
         #expect(try listener.scalar("SELECT count(*) FROM items").int == 1)
     }
 
