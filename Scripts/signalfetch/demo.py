@@ -187,7 +187,7 @@ class Demo:
               f"demo: deliver more with: mail-client send --server {c.api_url} --ca {c.ca} "
               f"--delivery-token-file {os.path.join(c.data, 'delivery-token')} --to alice --from a@example.com "
               f"--subject Hi --body Hello\n"
-              f"demo: Ctrl-C stops everything (the data stays in {c.work})", flush=True)
+              f"demo: Ctrl-C (or SIGTERM, SIGHUP) stops everything (the data stays in {c.work})", flush=True)
         try:
             signal.pause()
         except KeyboardInterrupt:
@@ -224,6 +224,7 @@ def main():
                         help="leave everything running for a person to watch (the console), until Ctrl-C; keep the data")
     parser.add_argument("--screenshot", default="demo-console.png",
                         help="where to save the console's screenshot (headless Chromium; '' for none)")
+    harness.stop_on_termination()
     demo = Demo(parser.parse_args())
     try:
         return demo.run()

@@ -867,6 +867,7 @@ def main():
     parser.add_argument("--rounds", type=int, help="crash rounds (default 10, 2 with --short)")
     parser.add_argument("drills", nargs="*", choices=[[]] + list(DRILLS), default=[])
     args = parser.parse_args()
+    harness.stop_on_termination()
     names = args.drills or list(DRILLS)
     bin_path = harness.bin_dir()
     harness.raise_fd_limit()

@@ -10,6 +10,17 @@ from . import ROOT, TOPIC, SCRIPTS
 from . import measure
 
 
+def stop_on_termination():
+    """Makes SIGTERM and SIGHUP end the launcher as Ctrl-C does: the handler raises SystemExit (128 + the signal), so
+    every `finally` runs and every process the launcher started (each in its own session, out of reach of the
+    terminal's signals) is stopped by pid. A process manager, `timeout` and a closed terminal then leave nothing
+    running."""
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def raise_fd_limit():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

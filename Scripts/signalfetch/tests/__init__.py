@@ -1,0 +1,1 @@
+"""Tests of the signalfetch package itself (run by Scripts/test: python3 -m unittest discover)."""
