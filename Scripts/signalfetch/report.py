@@ -286,8 +286,45 @@ def cpu_section(r):
     return L + [""]
 
 
+def imap_section(r):
+    """signalfetch.bench.imap's summary: each server's figures side by side."""
+    lat, mem, q = r["latency"], r["memory"], r["qresync_median_ms"]
+    L = ["## IMAP against Dovecot 2.3", "",
+         "Delivery → EXISTS: ms from the LMTP 250 to each idling client's `* n EXISTS` (the kernel's receive times "
+         f"of both), {r['deliveries']} deliveries per client count, the servers taking turns.", "",
+         "| idling clients | mailboxd p50 | p99 | max | Dovecot p50 | p99 | max | CPU per delivery (mailboxd, "
+         "Dovecot) |", "|---|---|---|---|---|---|---|---|"]
+    for count in r["idle_counts"]:
+        m, d = lat["mailboxd"][str(count)], lat["dovecot"][str(count)]
+        L.append(f"| {count:,} | {m['p50_ms']} ms | {m['p99_ms']} ms | {m['max_ms']} ms | {d['p50_ms']} ms | "
+                 f"{d['p99_ms']} ms | {d['max_ms']} ms | {m['cpu_ms_per_delivery']} ms, "
+                 f"{d['cpu_ms_per_delivery']} ms |")
+    L += ["", "| | mailboxd | Dovecot |", "|---|---|---|",
+          f"| UID FETCH 1:* first (messages/s) | {fmt(r['fetch_first']['mailboxd'])} | "
+          f"{fmt(r['fetch_first']['dovecot'])} |",
+          f"| UID FETCH 1:* repeated (messages/s) | {', '.join(fmt(v) for v in r['fetch_repeated']['mailboxd'])} | "
+          f"{', '.join(fmt(v) for v in r['fetch_repeated']['dovecot'])} |"]
+    for name, label in (("Archive", "small"), ("INBOX", "large")):
+        L.append(f"| QRESYNC SELECT after 100 changes, {label} mailbox ({r['mailbox_sizes']['mailboxd'][name]:,} "
+                 f"messages; median ms) | {q['mailboxd'][name]} | {q['dovecot'][name]} |")
+    L.append(f"| QRESYNC large ÷ small | {r['qresync_scaling']['mailboxd']} | {r['qresync_scaling']['dovecot']} |")
+    L.append(f"| LMTP load, {r.get('lmtp_sessions', 8)} sessions (messages/s) | {r['lmtp_load_rates']['mailboxd']} | "
+             f"{r['lmtp_load_rates']['dovecot']} |")
+    for key, label in (("per_connection_kib", "authenticated"), ("per_idling_connection_kib", "in IDLE on INBOX")):
+        L.append(f"| memory per connection, {label} (KiB; mailboxd RSS, Dovecot PSS of every process) | "
+                 f"{mem['mailboxd'][key]} | {mem['dovecot'][key]} |")
+    L.append(f"| {mem['mailboxd']['connections']:,} connections opened (s) | {mem['mailboxd']['open_seconds']} | "
+             f"{mem['dovecot']['open_seconds']} |")
+    L.append("")
+    for name, lines in (("mailboxd", r.get("mailboxd_log")), ("Dovecot", r.get("dovecot_log"))):
+        if lines:
+            L += [f"{name}'s log (errors and warnings, last {len(lines)}):", "", "```", *lines, "```", ""]
+    return L
+
+
 SECTIONS = {"apns-sim-rss": apns_sim_rss_section, "e2e-freshness": freshness_section, "e2e-fleet": fleet_section,
-            "e2e-burst": burst_section, "e2e-traffic": traffic_section, "scale-cpu": cpu_section}
+            "e2e-burst": burst_section, "e2e-traffic": traffic_section, "scale-cpu": cpu_section,
+            "imap-summary": imap_section}
 
 
 def findings_section(rows, missed):
@@ -295,6 +332,9 @@ def findings_section(rows, missed):
     if not missed and not any(r.get("finding") for r in rows):
         L.append("Every goal was met.")
     for f in missed:
+        ratio_met = f["ratio"] >= f["goal"] if f["goal_op"] == ">=" else f["ratio"] <= f["goal"]
+        if ratio_met and f.get("finding"):
+            continue  # the ratio holds; what missed is an absolute goal, which the row's finding (below) names
         extra = ""
         if f.get("ours_failed"):
             extra = (f" {f['ours_failed']} of {f['ours_sent']:,} APNsClient sends failed with transport errors; the "

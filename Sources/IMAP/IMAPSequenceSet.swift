@@ -40,6 +40,48 @@ struct IMAPSequenceSet: Equatable, Sendable {
         }
     }
 
+    /// The set's numbers, `*` being `largest`, less `sortedUIDs` (ascending), as ascending disjoint ranges: work in
+    /// proportion to the ranges and the UIDs, never to the numbers the ranges span.
+    func subtracting(sortedUIDs: [UInt32], largest: UInt32) -> [ClosedRange<UInt32>] {
+        guard largest > 0 else { return [] }
+        // The set's own ranges, sorted and merged.
+        var ranges = parts.map { part -> ClosedRange<UInt32> in
+            let a = min(part.lower ?? largest, largest)
+            let b = min(part.upper ?? largest, largest)
+            return min(a, b)...max(a, b)
+        }.sorted { $0.lowerBound < $1.lowerBound }
+        var merged: [ClosedRange<UInt32>] = []
+        for range in ranges {
+            if let last = merged.last, range.lowerBound <= last.upperBound &+ 1, last.upperBound != .max {
+                merged[merged.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        ranges = merged
+        var result: [ClosedRange<UInt32>] = []
+        var index = 0
+        for range in ranges {
+            var start = range.lowerBound
+            while index < sortedUIDs.count, sortedUIDs[index] < start { index += 1 }
+            while index < sortedUIDs.count, sortedUIDs[index] <= range.upperBound {
+                let uid = sortedUIDs[index]
+                if uid > start { result.append(start...(uid - 1)) }
+                if uid == .max { return result }
+                start = uid + 1
+                index += 1
+            }
+            if start <= range.upperBound { result.append(start...range.upperBound) }
+        }
+        return result
+    }
+
+    /// Ascending disjoint ranges written as a set.
+    static func write(ranges: [ClosedRange<UInt32>]) -> String {
+        ranges.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound):\($0.upperBound)" }.joined(
+            separator: ",")
+    }
+
     /// The set written back (RFC 9051 form).
     static func write(_ numbers: [UInt32]) -> String {
         var output: [String] = []

@@ -494,20 +494,14 @@ public struct IMAPSession: LoopSession {
                 "* OK [HIGHESTMODSEQ \(snapshot.highestModseq)] Highest",
             ]
             if let resync, resync.uidValidity == snapshot.uidValidity {
-                // VANISHED (EARLIER): the known UIDs that are not here any more (RFC 7162 section 3.2.5.1).
-                let present = Set(snapshot.messages.map(\.uid))
+                // VANISHED (EARLIER): the known UIDs that are not here any more (RFC 7162 section 3.2.5.1); a client
+                // that names none is taken to know every UID below UIDNEXT. The store keeps no UIDs of messages gone,
+                // so the answer may name UIDs that never were here, which a client passes over.
                 let largest = max(snapshot.uidNext, 1) - 1
-                var gone: [UInt32] = []
-                if let known = resync.known {
-                    for uidValue in 1...max(largest, 1)
-                    where known.contains(uidValue, largest: largest)
-                        && !present.contains(uidValue)
-                    {
-                        gone.append(uidValue)
-                        if gone.count > 100_000 { break }
-                    }
-                }
-                if !gone.isEmpty { lines.append("* VANISHED (EARLIER) \(IMAPSequenceSet.write(gone))") }
+                let known = resync.known ?? IMAPSequenceSet("1:*")
+                let gone =
+                    known.map { $0.subtracting(sortedUIDs: snapshot.messages.map(\.uid), largest: largest) } ?? []
+                if !gone.isEmpty { lines.append("* VANISHED (EARLIER) \(IMAPSequenceSet.write(ranges: gone))") }
                 for (index, message) in snapshot.messages.enumerated() where message.modseq > resync.modseq {
                     lines.append(
                         "* \(index + 1) FETCH (UID \(message.uid) FLAGS "

@@ -54,6 +54,12 @@ import Testing
         #expect(IMAPSequenceSet("0") == nil)
         #expect(IMAPSequenceSet("1:x") == nil)
         #expect(IMAPSequenceSet.write([5, 1, 2, 3, 9]) == "1:3,5,9")
+        // What is gone: the set less the UIDs present, as ranges (a client without known UIDs knows 1:*).
+        let all = try #require(IMAPSequenceSet("1:*"))
+        #expect(IMAPSequenceSet.write(ranges: all.subtracting(sortedUIDs: [2, 3, 7], largest: 10)) == "1,4:6,8:10")
+        #expect(IMAPSequenceSet.write(ranges: set.subtracting(sortedUIDs: [1, 2, 3, 9, 10], largest: 10)) == "7")
+        #expect(all.subtracting(sortedUIDs: [], largest: 4_000_000_000).count == 1)
+        #expect(all.subtracting(sortedUIDs: [5], largest: 0).isEmpty)
     }
 
     @Test func listPatternsFollowTheWildcards() {
