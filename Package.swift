@@ -129,6 +129,8 @@ let package = Package(
         .target(name: "MailMIME", dependencies: ["CGMime"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
+        // MailSync over IMAP (QRESYNC): the device that fetches over IMAP after its signal.
+        .target(name: "MailSyncIMAP", dependencies: ["MailSync", "IMAP", "ConnectionLoop"]),
         // What the push-service simulators share: the injectable clock, a seeded generator, process limits, start-up
         // errors, the fault request's checks, the capture log, the provider request and response either transport
         // hands over, the flags they read alike, and the listeners and control routes fcm-sim and webpush-sim run
@@ -170,7 +172,8 @@ let package = Package(
             name: "mail-client",
             dependencies: [
                 "Durations",
-                "MailSync", "MailSyncHTTP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport", "OpenSSLCrypto",
+                "MailSync", "MailSyncHTTP", "MailSyncIMAP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport",
+                "OpenSSLCrypto",
             ]),
         // The reference libcurl client loop (C) that the transport benchmark measures HTTPClient against.
         .executableTarget(name: "curl-multi-load", linkerSettings: [.linkedLibrary("curl")]),

@@ -1,5 +1,5 @@
 /// One argument of an IMAP command.
-enum IMAPToken: Equatable, Sendable {
+package enum IMAPToken: Equatable, Sendable {
     /// An atom (NIL, a flag, a sequence set, a fetch item with its section: `BODY.PEEK[HEADER.FIELDS (TO)]<0.9>`).
     case atom(String)
     /// A quoted string or a literal, as bytes.
@@ -8,7 +8,7 @@ enum IMAPToken: Equatable, Sendable {
     case list([IMAPToken])
 
     /// The token as text: an atom or a string (`nil` for a list).
-    var text: String? {
+    package var text: String? {
         switch self {
         case .atom(let atom): atom
         case .string(let bytes): String(decoding: bytes, as: UTF8.self)
@@ -18,19 +18,19 @@ enum IMAPToken: Equatable, Sendable {
 }
 
 /// A parsed command: its tag, its name in upper case and its arguments.
-struct IMAPCommand: Equatable, Sendable {
-    var tag: String
-    var name: String
-    var arguments: [IMAPToken]
+package struct IMAPCommand: Equatable, Sendable {
+    package var tag: String
+    package var name: String
+    package var arguments: [IMAPToken]
 
     /// Why a command could not be parsed; the tag, when one was read, for the `BAD` answer.
-    struct ParseError: Error, Equatable {
-        var tag: String
-        var message: String
+    package struct ParseError: Error, Equatable {
+        package var tag: String
+        package var message: String
     }
 
     /// Parses a command framed by ``IMAPCommandReader`` (its final CRLF included).
-    static func parse(_ bytes: [UInt8]) throws(ParseError) -> IMAPCommand {
+    package static func parse(_ bytes: [UInt8]) throws(ParseError) -> IMAPCommand {
         var parser = Parser(bytes: bytes)
         let tag = parser.atom(stoppingAt: [])
         guard !tag.isEmpty, !tag.contains("+"), parser.skipSpace() else {

@@ -1,5 +1,5 @@
 /// A sequence set (`1:4,7,9:*`) of message sequence numbers or UIDs (RFC 9051 section 9, `sequence-set`).
-struct IMAPSequenceSet: Equatable, Sendable {
+package struct IMAPSequenceSet: Equatable, Sendable {
     private struct Part: Equatable, Sendable {
         var lower: UInt32?
         var upper: UInt32?
@@ -8,7 +8,7 @@ struct IMAPSequenceSet: Equatable, Sendable {
     private var parts: [Part]
 
     /// Parses the set; `nil` when it is not one (or `$`, which is not supported).
-    init?(_ text: String) {
+    package init?(_ text: String) {
         var parts: [Part] = []
         for item in text.split(separator: ",", omittingEmptySubsequences: false) {
             let ends = item.split(separator: ":", omittingEmptySubsequences: false)
@@ -32,7 +32,7 @@ struct IMAPSequenceSet: Equatable, Sendable {
     var largestNumber: UInt32? { parts.flatMap { [$0.lower, $0.upper] }.compactMap { $0 }.max() }
 
     /// Whether `number` is in the set when `*` means `largest`.
-    func contains(_ number: UInt32, largest: UInt32) -> Bool {
+    package func contains(_ number: UInt32, largest: UInt32) -> Bool {
         parts.contains { part in
             let a = part.lower ?? largest
             let b = part.upper ?? largest
@@ -42,7 +42,7 @@ struct IMAPSequenceSet: Equatable, Sendable {
 
     /// The set's numbers, `*` being `largest`, less `sortedUIDs` (ascending), as ascending disjoint ranges: work in
     /// proportion to the ranges and the UIDs, never to the numbers the ranges span.
-    func subtracting(sortedUIDs: [UInt32], largest: UInt32) -> [ClosedRange<UInt32>] {
+    package func subtracting(sortedUIDs: [UInt32], largest: UInt32) -> [ClosedRange<UInt32>] {
         guard largest > 0 else { return [] }
         // The set's own ranges, sorted and merged.
         var ranges = parts.map { part -> ClosedRange<UInt32> in
@@ -77,13 +77,13 @@ struct IMAPSequenceSet: Equatable, Sendable {
     }
 
     /// Ascending disjoint ranges written as a set.
-    static func write(ranges: [ClosedRange<UInt32>]) -> String {
+    package static func write(ranges: [ClosedRange<UInt32>]) -> String {
         ranges.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound):\($0.upperBound)" }.joined(
             separator: ",")
     }
 
     /// The set written back (RFC 9051 form).
-    static func write(_ numbers: [UInt32]) -> String {
+    package static func write(_ numbers: [UInt32]) -> String {
         var output: [String] = []
         var index = 0
         let sorted = numbers.sorted()

@@ -38,7 +38,7 @@ extension IMAPSession {
         }
         let known: Set<String> = [
             "FLAGS", "UID", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODYSTRUCTURE", "BODY", "RFC822",
-            "RFC822.HEADER", "RFC822.TEXT", "MODSEQ",
+            "RFC822.HEADER", "RFC822.TEXT", "MODSEQ", "EMAILID", "THREADID",
         ]
         for item in items
         where !known.contains(item) && !item.hasPrefix("BODY[") && !item.hasPrefix("BODY.PEEK[")
@@ -52,7 +52,7 @@ extension IMAPSession {
         }
         var messages = Self.messages(in: set, uid: uid, of: selected.snapshot)
         if let changedSince { messages = messages.filter { $0.modseq > changedSince } }
-        let needsContent = items.contains { !["FLAGS", "UID", "MODSEQ"].contains($0) }
+        let needsContent = items.contains { !["FLAGS", "UID", "MODSEQ", "EMAILID", "THREADID"].contains($0) }
         guard needsContent, !messages.isEmpty, let account = currentAccountID else {
             return fetchResponses(
                 tag: tag, uid: uid, messages: messages, items: items, contents: [:], changedSince: changedSince)
@@ -93,6 +93,9 @@ extension IMAPSession {
                 switch item {
                 case "FLAGS", "UID": continue
                 case "MODSEQ": continue
+                // RFC 8474: the store's message id, the same as `/v1` and JMAP name it; threads are not kept.
+                case "EMAILID": parts.append(Array("EMAILID (\(message.id))".utf8))
+                case "THREADID": parts.append(Array("THREADID NIL".utf8))
                 case "INTERNALDATE":
                     parts.append(Array("INTERNALDATE \(IMAPResponse.internalDate(content?.receivedAt ?? 0))".utf8))
                 case "RFC822.SIZE": parts.append(Array("RFC822.SIZE \(content?.raw.count ?? 0)".utf8))

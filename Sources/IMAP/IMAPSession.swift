@@ -105,7 +105,7 @@ public struct IMAPSession: LoopSession {
     var capabilities: String {
         var list = [
             "IMAP4rev1", "IMAP4rev2", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE", "UNSELECT",
-            "UIDPLUS", "MOVE", "CONDSTORE", "QRESYNC", "SPECIAL-USE", "LIST-EXTENDED", "ESEARCH",
+            "UIDPLUS", "MOVE", "CONDSTORE", "QRESYNC", "SPECIAL-USE", "LIST-EXTENDED", "ESEARCH", "OBJECTID",
         ]
         if case .notAuthenticated = state {
             list.append(configuration.plaintext ? "LOGINDISABLED" : "AUTH=PLAIN")

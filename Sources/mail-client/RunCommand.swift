@@ -4,6 +4,7 @@ import Foundation
 import HTTPClient
 import MailSync
 import MailSyncHTTP
+import MailSyncIMAP
 import MailSyncSQLite
 import OpenSSLCrypto
 
@@ -44,6 +45,9 @@ enum RunCommand {
           --page-size N           max changes per page (default: 100)
           --live                  while running, hold the server's event stream (JMAP event source) and sync on
                                   each change at once; pushes still wake the device when the stream is down
+          --fetch api|imap        what a sync fetches over: /v1 delta sync (default), or IMAP with QRESYNC, as a
+                                  mail app does after its signal (the API still logs in and registers the device)
+          --imap HOST:PORT        with --fetch imap: the server's IMAPS address (its certificate checked with --ca)
           --once                  no push: sync once, print the events and exit (status 0 when complete)
           --until-messages N      exit 0 after a complete sync leaves N messages in the cache
           --until-state STATE     exit 0 after a complete sync reaches STATE
@@ -56,7 +60,7 @@ enum RunCommand {
     static let flags: Set<String> = ServerOptions.flags.union([
         "sim", "sim-ca", "username", "state-dir", "topic", "environment", "device-name", "fallback-interval",
         "signal-deadline", "page-size", "until-messages", "until-state", "timeout", "once", "service", "app",
-        "fcm-project", "live",
+        "fcm-project", "live", "fetch", "imap",
     ])
 
     static func cachePath(_ stateDirectory: String) -> String {
@@ -113,8 +117,23 @@ enum RunCommand {
                         httpVersion: .http1, tls: TLSConfiguration(caFile: options.simCA), requestTimeout: .seconds(30))
                 ), kind: kind)
         }
+        var fetchTransport: (any MailTransport)?
+        switch arguments.string("fetch", default: "api") {
+        case "api":
+            guard arguments.string("imap") == nil else { throw UsageError("--imap goes with --fetch imap") }
+        case "imap":
+            let address = try HostPort(parsing: try arguments.required("imap"))
+            guard let ca = server.ca else { throw UsageError("--fetch imap needs --ca (the server's CA)") }
+            fetchTransport = IMAPMailTransport(
+                configuration: .init(
+                    host: address.host, port: address.port, caFile: ca, username: options.username,
+                    password: password))
+        default:
+            throw UsageError("--fetch must be api or imap")
+        }
         let client = DeviceClient(
-            options: options, password: password, cache: cache, transport: transport, device: device)
+            options: options, password: password, cache: cache, transport: transport, device: device,
+            fetchTransport: fetchTransport)
         ShutdownSignals.shared.onShutdown { await client.shutDown() }
         try await client.run()
     }
@@ -161,6 +180,8 @@ actor DeviceClient {
     let cache: SQLiteMailCache
     let transport: HTTPMailTransport
     let device: SimulatorDevice?
+    /// What syncs fetch over when it is not the API (`--fetch imap`).
+    let fetchTransport: (any MailTransport)?
     private var engine: SyncEngine?
     /// The server's event stream, followed with --live.
     private var live: LiveSync?
@@ -178,13 +199,14 @@ actor DeviceClient {
 
     init(
         options: Options, password: String, cache: SQLiteMailCache, transport: HTTPMailTransport,
-        device: SimulatorDevice?
+        device: SimulatorDevice?, fetchTransport: (any MailTransport)? = nil
     ) {
         self.options = options
         self.password = password
         self.cache = cache
         self.transport = transport
         self.device = device
+        self.fetchTransport = fetchTransport
     }
 
     /// Registers, logs in and syncs, then holds the notification stream (and with --live the server's event
@@ -203,7 +225,7 @@ actor DeviceClient {
             signalDeadline: .milliseconds(Int(options.signalDeadline * 1000)), changesPageSize: options.pageSize,
             fallbackInterval: options.once || options.fallbackInterval == 0
                 ? nil : .milliseconds(Int(options.fallbackInterval * 1000)))
-        let engine = try SyncEngine(transport: transport, cache: cache, configuration: configuration)
+        let engine = try SyncEngine(transport: fetchTransport ?? transport, cache: cache, configuration: configuration)
         await engine.useSignalTagger(tagger)
         self.engine = engine
         let printer = Task { await self.printEvents(engine) }

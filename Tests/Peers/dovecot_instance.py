@@ -201,6 +201,11 @@ service auth {{
 service anvil {{
   client_limit = 10000
 }}
+# Every imap process connects to stats-writer; at the default client_limit (1000) the thousand-and-first waits for
+# a handshake that never comes (an error after 5 s), stalling its IDLE.
+service stats {{
+  client_limit = 10000
+}}
 """
 
 
