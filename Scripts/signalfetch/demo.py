@@ -63,23 +63,29 @@ class Demo:
         say("webpush-sim", f"push resources https://127.0.0.1:{c.webpush_port} (RFC 8030, VAPID); devices "
                            f"{c.webpush_sim_url}")
         self.lmtp_port = harness.free_port()
+        self.imap_port = harness.free_port()
         c.start_mailboxd(extra=["--fcm-config", c.fcm_config, "--lmtp-listen", f"127.0.0.1:{self.lmtp_port}",
-                                *c.webpush_flags, "--access-log"])
+                                "--imap-listen", f"127.0.0.1:{self.imap_port}", *c.webpush_flags, "--access-log"])
         harness.wait_port(self.lmtp_port, proc=c.mailboxd)
-        say("mailboxd", f"API {c.api_url} (TLS, dev CA); LMTP 127.0.0.1:{self.lmtp_port} for an MTA")
+        harness.wait_port(self.imap_port, proc=c.mailboxd)
+        say("mailboxd", f"API {c.api_url} (TLS, dev CA); LMTP 127.0.0.1:{self.lmtp_port} for an MTA; IMAP "
+                        f"imaps://localhost:{self.imap_port} for mail clients")
         self.console_url = f"{c.api_url}/console"
         say("console", f"{self.console_url} (sign in with the token in {c.console_token_file})")
         self.api = c.api()
 
     def start_devices(self):
         """alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build; bob's
-        Android phone is signalled through FCM; alice's browser through Web Push (its signals encrypted to it)."""
+        Android phone is signalled through FCM; alice's browser through Web Push (its signals encrypted to it); bob's
+        mail app fetches over IMAP (QRESYNC) after each APNs signal."""
         clients = harness.MailClients(self.cluster, fallback=30, on_event=show)
         for name, user, service, environment in [
                 ("alice-phone", "alice", "apns", "sandbox"), ("alice-tablet", "alice", "apns", "sandbox"),
                 ("bob-phone", "bob", "apns", "production"), ("bob-android", "bob", "fcm", None),
                 ("alice-browser", "alice", "webpush", None)]:
             self.devices.append(clients.add(name, user, service=service, environment=environment))
+        self.devices.append(clients.add("bob-mail-app", "bob", service="apns", environment="production",
+                                        imap_port=self.imap_port))
         try:
             clients.wait_ready(timeout=30)
         except RuntimeError as error:
@@ -133,7 +139,13 @@ class Demo:
             _, listing = self.api.call("GET", "/v1/messages?limit=1000", token=token)
             want_state, want_count = listing["state"], len(listing["messages"])
             got = device.last_sync or {}
-            converged = got.get("state") == want_state and got.get("messages") == want_count
+            if getattr(device, "imap", False):
+                # Over IMAP the state is each mailbox's HIGHESTMODSEQ, mailboxd's being the account's modseq.
+                modseqs = harness.imap_modseqs(got.get("state", "imap:"))
+                at_state = bool(modseqs) and all(m == harness.modseq(want_state) for m in modseqs)
+            else:
+                at_state = got.get("state") == want_state
+            converged = at_state and got.get("messages") == want_count
             ok &= converged
             say("check", f"{device.name}: cache {got.get('messages')} messages at {got.get('state')}; server "
                          f"{want_count} at {want_state} → {'converged' if converged else 'NOT converged'}")

@@ -76,6 +76,13 @@ def modseq(state):
     return int(str(state).rsplit("-", 1)[1])
 
 
+def imap_modseqs(state):
+    """The HIGHESTMODSEQ of each mailbox in an IMAP device's `imap:NAME=UIDVALIDITY.MODSEQ;…` state (mailboxd's is
+    the account's modseq, the same as the `/v1` state's)."""
+    entries = str(state)[len("imap:"):].split(";") if str(state).startswith("imap:") else []
+    return [int(entry.rsplit(".", 1)[1]) for entry in entries if "." in entry]
+
+
 def state_tag(signal_key, state):
     """A signal's `st` for `state` under a device's signal key: the first 16 characters of
     base64url(HMAC-SHA256(key, state)), as docs/architecture.md specifies."""
@@ -583,16 +590,19 @@ class MailClients:
             return ["--service", "webpush", "--sim", c.webpush_sim_url]
         return ["--sim", c.sim_url, "--topic", TOPIC, *(["--environment", environment] if environment else [])]
 
-    def add(self, name, user, service="apns", live=False, environment=None):
-        """One device in its own `mail-client run`; `live` holds the server's event stream too."""
+    def add(self, name, user, service="apns", live=False, environment=None, imap_port=None):
+        """One device in its own `mail-client run`; `live` holds the server's event stream too; `imap_port` makes
+        it fetch over IMAP (`--fetch imap`) after each signal, as a mail app does."""
         c = self.cluster
         device = Device(name, user)
         device.live, device.service, device.environment = live, service, environment
+        device.imap = imap_port is not None
+        fetch = ["--fetch", "imap", "--imap", f"localhost:{imap_port}"] if imap_port is not None else []
         device.state_dir = os.path.join(c.work, "devices", name)
         device.proc = Proc(f"client-{name}", [
             c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, *self.push_flags(service, environment),
             "--username", user, "--state-dir", device.state_dir, "--device-name", name, "--fallback-interval",
-            str(self.fallback), *(["--live"] if live else [])], c.work, stdin_text=f"password-{user}\n",
+            str(self.fallback), *(["--live"] if live else []), *fetch], c.work, stdin_text=f"password-{user}\n",
             stdout_pipe=True)
         self._watch(device.proc, device, [device])
         return device

@@ -33,12 +33,14 @@ enum FleetCommand {
           --live                  every device holds the server's event stream while running and syncs on each
                                   change at once (pushes still wake it when the stream is down)
           --start-concurrency N   devices starting at once (default: 16)
+          --fetch api|imap        what every device's syncs fetch over: /v1 (default) or IMAP with QRESYNC
+          --imap HOST:PORT        with --fetch imap: the server's IMAPS address
         SIGTERM or SIGINT unregisters every device, logs out and exits 0.
         """
 
     static let flags: Set<String> = ServerOptions.flags.union([
         "sim", "sim-ca", "state-dir", "topic", "environment", "fallback-interval", "signal-deadline", "page-size",
-        "start-concurrency", "fcm-sim", "webpush-sim", "service", "app", "fcm-project", "live",
+        "start-concurrency", "fcm-sim", "webpush-sim", "service", "app", "fcm-project", "live", "fetch", "imap",
     ])
 
     static func main(_ argv: [String]) async throws {
@@ -111,7 +113,9 @@ enum FleetCommand {
                 cache: try SQLiteMailCache(path: RunCommand.cachePath(options.stateDirectory)),
                 transport: transport,
                 device: SimulatorDevice(
-                    baseURL: sim, client: simulator, kind: try options.simulatorKind(transport: transport)))
+                    baseURL: sim, client: simulator, kind: try options.simulatorKind(transport: transport)),
+                fetchTransport: try RunCommand.fetchTransport(
+                    arguments, server: server, username: device.username, password: device.password))
             clients.append((device.name, client))
         }
         let fleet = clients

@@ -63,6 +63,25 @@ enum RunCommand {
         "fcm-project", "live", "fetch", "imap",
     ])
 
+    /// What a device's syncs fetch over when `--fetch imap` says so (`nil`: the API, through its own transport).
+    static func fetchTransport(
+        _ arguments: Arguments, server: ServerOptions, username: String, password: String
+    ) throws -> (any MailTransport)? {
+        switch arguments.string("fetch", default: "api") {
+        case "api":
+            guard arguments.string("imap") == nil else { throw UsageError("--imap goes with --fetch imap") }
+            return nil
+        case "imap":
+            let address = try HostPort(parsing: try arguments.required("imap"))
+            guard let ca = server.ca else { throw UsageError("--fetch imap needs --ca (the server's CA)") }
+            return IMAPMailTransport(
+                configuration: .init(
+                    host: address.host, port: address.port, caFile: ca, username: username, password: password))
+        default:
+            throw UsageError("--fetch must be api or imap")
+        }
+    }
+
     static func cachePath(_ stateDirectory: String) -> String {
         URL(fileURLWithPath: stateDirectory).appendingPathComponent("cache.sqlite").path
     }
@@ -117,20 +136,8 @@ enum RunCommand {
                         httpVersion: .http1, tls: TLSConfiguration(caFile: options.simCA), requestTimeout: .seconds(30))
                 ), kind: kind)
         }
-        var fetchTransport: (any MailTransport)?
-        switch arguments.string("fetch", default: "api") {
-        case "api":
-            guard arguments.string("imap") == nil else { throw UsageError("--imap goes with --fetch imap") }
-        case "imap":
-            let address = try HostPort(parsing: try arguments.required("imap"))
-            guard let ca = server.ca else { throw UsageError("--fetch imap needs --ca (the server's CA)") }
-            fetchTransport = IMAPMailTransport(
-                configuration: .init(
-                    host: address.host, port: address.port, caFile: ca, username: options.username,
-                    password: password))
-        default:
-            throw UsageError("--fetch must be api or imap")
-        }
+        let fetchTransport = try fetchTransport(
+            arguments, server: server, username: options.username, password: password)
         let client = DeviceClient(
             options: options, password: password, cache: cache, transport: transport, device: device,
             fetchTransport: fetchTransport)

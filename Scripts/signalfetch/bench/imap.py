@@ -840,24 +840,38 @@ def settings(env):
 async def measure(ca, servers, cfg, problems):
     context = tls_context(ca)
     salt = f"{random.getrandbits(32):08x}"
-    results = {}
+    results, phases = {}, {}
+    clock = time.monotonic()
+
+    def lap(name):
+        nonlocal clock
+        phases[name] = round(time.monotonic() - clock, 1)
+        clock = time.monotonic()
+
     log(f"  imap: idle clients ({', '.join(map(str, cfg['idle_counts']))}), {cfg['deliveries']} deliveries each")
     results["latency"], results["memory"], first = await idle_phase(
         servers, context, cfg["idle_counts"], cfg["deliveries"], salt, problems)
+    lap("idle")
     log(f"  imap: loading Archive ({SMALL:,}) and INBOX ({cfg['fetch_messages']:,})")
     results["load_rates"] = await build_mailboxes(servers, context, salt, first + 10, cfg["fetch_messages"], problems)
+    lap("load")
     log("  imap: UID FETCH 1:* (UID FLAGS ENVELOPE BODYSTRUCTURE)")
     results["fetch_first"], results["fetch_repeated"], results["fetch_samples"] = await fetch_phase(
         servers, context, cfg["fetch_rounds"])
+    lap("fetch")
     extra = cfg["large"] - cfg["fetch_messages"]
     if extra > 0:
         log(f"  imap: loading {extra:,} more into INBOX for QRESYNC")
         for server in servers:
             rate = await load(server.lmtp, first + 10 + SMALL + cfg["fetch_messages"], extra, salt, server.name)
             log(f"    {server.name}: {rate:,.0f} messages/s")
+        lap("load-large")
     log(f"  imap: QRESYNC after {CHANGES} changes, {cfg['qresync_rounds']} rounds")
     results["qresync"], results["qresync_reported"], results["sizes"] = await qresync_phase(
         servers, context, cfg["qresync_rounds"])
+    lap("qresync")
+    results["phase_seconds"] = phases
+    log(f"  imap: seconds per phase {phases}")
     return results
 
 
@@ -931,7 +945,7 @@ def rows(cfg, results, problems, errors):
                "qresync_median_ms": {s: {m: round(v, 2) for m, v in med[s].items()} for s in med},
                "qresync_scaling": {s: round(v, 3) for s, v in scaling.items()},
                "mailbox_sizes": results["sizes"], "lmtp_load_rates": results["load_rates"],
-               "lmtp_sessions": LOAD_SESSIONS,
+               "lmtp_sessions": LOAD_SESSIONS, "phase_seconds": results["phase_seconds"],
                "idle_counts": cfg["idle_counts"], "deliveries": cfg["deliveries"], "problems": problems,
                "mailboxd_log": errors[0][-20:], "dovecot_log": errors[1][-20:]}
     if problems:
