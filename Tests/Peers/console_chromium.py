@@ -201,6 +201,20 @@ def main():
             fail(f"the signal is not shown as sent: {cells}")
         emit({"step": "row", "cells": cells})
 
+        # 2b. Every table fits its card (no column runs past it) at the widths operators' screens have.
+        for width in [1280, 1400, 1600, 1920]:
+            driver.set_window_size(width, 1000)
+            overflow = driver.execute_script("""
+                return Array.from(document.querySelectorAll('table')).map(t => {
+                    const card = t.parentElement;
+                    return [t.id, t.getBoundingClientRect().width, card.clientWidth, t.scrollWidth];
+                }).filter(([id, table, card, scroll]) => table > card + 0.5 || scroll > card + 0.5);
+            """)
+            if overflow:
+                fail(f"at {width} px these tables run past their cards (id, width, card, scroll): {overflow}")
+        driver.set_window_size(1400, 1000)
+        emit({"step": "tables fit their cards", "widths": [1280, 1400, 1600, 1920]})
+
         # 3. Freshness on the page is the server's.
         def figures():
             return {key: driver.find_element(By.ID, f"fresh-{key}").text for key in ["count", "total", "p50", "p90", "p99"]}
