@@ -72,15 +72,19 @@ def bin_dir():
 
 
 def modseq(state):
-    """The modseq of an opaque `<epoch>-<modseq>` state (the harness knows the format; clients must not)."""
+    """The modseq of an opaque `<epoch>-<modseq>` state (the harness knows the format; clients must not), or of an
+    IMAP device's state (its mailboxes' lowest HIGHESTMODSEQ, which mailboxd takes from the account's modseq)."""
+    if str(state).startswith("imap:"):
+        return min(imap_modseqs(state), default=0)
     return int(str(state).rsplit("-", 1)[1])
 
 
 def imap_modseqs(state):
-    """The HIGHESTMODSEQ of each mailbox in an IMAP device's `imap:NAME=UIDVALIDITY.MODSEQ;…` state (mailboxd's is
-    the account's modseq, the same as the `/v1` state's)."""
+    """The account modseq each mailbox's HIGHESTMODSEQ stands for in an IMAP device's
+    `imap:NAME=UIDVALIDITY.HIGHESTMODSEQ;…` state (mailboxd announces the account's modseq plus one, as a
+    mod-sequence is at least 1), the same as the `/v1` state's."""
     entries = str(state)[len("imap:"):].split(";") if str(state).startswith("imap:") else []
-    return [int(entry.rsplit(".", 1)[1]) for entry in entries if "." in entry]
+    return [int(entry.rsplit(".", 1)[1]) - 1 for entry in entries if "." in entry]
 
 
 def state_tag(signal_key, state):

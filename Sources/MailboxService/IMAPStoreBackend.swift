@@ -42,6 +42,11 @@ final class IMAPStoreBackend: IMAPBackend {
         return names.first { $0.1 == name }?.0
     }
 
+    /// The store's modseq as IMAP shows it: one more, because a mod-sequence is at least 1 (RFC 7162) and an
+    /// account that never changed is at 0. Every MODSEQ and HIGHESTMODSEQ goes through here, and clients only ever
+    /// give back values they were given, so the shift is the same both ways.
+    static func imapModseq(_ modseq: Int64) -> Int64 { modseq + 1 }
+
     /// A UIDVALIDITY that stays the same for the mailbox's life and differs between stores: the store's epoch and
     /// the mailbox's row id, hashed (FNV-1a) to 31 bits, never 0.
     static func uidValidity(epoch: String, mailboxID: Int64) -> UInt32 {
@@ -126,7 +131,7 @@ final class IMAPStoreBackend: IMAPBackend {
             let messages = listing.entries.map {
                 IMAPMessageState(
                     uid: UInt32(truncatingIfNeeded: $0.uid), id: $0.id, seen: $0.seen, flagged: $0.flagged,
-                    modseq: $0.modseq)
+                    modseq: Self.imapModseq($0.modseq))
             }
             return IMAPMailboxSnapshot(
                 info: IMAPMailboxInfo(
@@ -134,7 +139,7 @@ final class IMAPStoreBackend: IMAPBackend {
                     unseen: messages.filter { !$0.seen }.count),
                 uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID),
                 uidNext: UInt32(truncatingIfNeeded: max(listing.uidNext, (listing.entries.last?.uid ?? 0) + 1)),
-                highestModseq: max(1, listing.modseq),
+                highestModseq: Self.imapModseq(listing.modseq),
                 messages: messages)
         }
     }
@@ -200,7 +205,7 @@ final class IMAPStoreBackend: IMAPBackend {
                 states.append(
                     IMAPMessageState(
                         uid: UInt32(truncatingIfNeeded: uid), id: record.id, seen: record.seen,
-                        flagged: record.flagged, modseq: record.modseq))
+                        flagged: record.flagged, modseq: Self.imapModseq(record.modseq)))
             }
             return states
         }
@@ -220,7 +225,7 @@ final class IMAPStoreBackend: IMAPBackend {
                 states.append(
                     IMAPMessageState(
                         uid: UInt32(truncatingIfNeeded: uid), id: id, seen: record.seen, flagged: record.flagged,
-                        modseq: record.modseq))
+                        modseq: Self.imapModseq(record.modseq)))
             }
             let listing = try await store.mailboxListing(accountID: account, mailbox: role)
             return IMAPMoveResult(

@@ -45,7 +45,7 @@ import Testing
     @Test func aDeviceFetchesOverIMAPAfterEachSignalAndConverges() async throws {
         let cluster = try await Cluster.start(accounts: ["alice"], mailboxdArguments: ["--imap-listen", "127.0.0.1:0"])
         let imapPort = try #require(cluster.imapPort)
-        _ = try await cluster.deliver(to: "alice", subject: "before", body: "one")
+        // The account starts empty (at modseq 0): the first change must still be newer than what the first sync saw.
         let client = try ChildProcess(
             TestEnvironment.executable("mail-client").path,
             [
@@ -54,17 +54,21 @@ import Testing
                 "--fallback-interval", "0", "--fetch", "imap", "--imap", "localhost:\(imapPort)",
             ], stdin: "password-alice\n", logDirectory: cluster.directory.url.path)
         defer { client.stop() }
-        let first = try await waitForSync(client, after: 0) { $0["messages"] as? Int == 1 }
-        try #require(first != nil, "the first sync did not list the inbox: \(client.output) \(client.errorOutput)")
+        let first = try await waitForSync(client, after: 0) { $0["messages"] as? Int == 0 }
+        try #require(first != nil, "the first sync did not list the mailboxes: \(client.output) \(client.errorOutput)")
         #expect((first?["state"] as? String)?.hasPrefix("imap:") == true)
 
-        // A delivery: its signal, then a QRESYNC delta with one created message.
+        // Deliveries: each signal, then a QRESYNC delta with the created message.
         var seen = Self.syncs(client)
+        _ = try await cluster.deliver(to: "alice", subject: "first", body: "one")
+        let one = try await waitForSync(client, after: seen) { $0["messages"] as? Int == 1 }
+        #expect(one?["created"] as? Int == 1, "\(client.output)")
+        #expect(one?["full"] as? Bool == false, "a delta, not a full listing")
+        seen = Self.syncs(client)
         let delivered = try await cluster.deliver(to: "alice", subject: "after", body: "two")
         let id = try #require(delivered["id"] as? String)
         let created = try await waitForSync(client, after: seen) { $0["messages"] as? Int == 2 }
         #expect(created?["created"] as? Int == 1, "\(client.output)")
-        #expect(created?["full"] as? Bool == false, "a delta, not a full listing")
 
         // Read and moved to the archive through /v1: one update of the same id, no create or destroy.
         seen = Self.syncs(client)

@@ -899,10 +899,11 @@ async def measure(ca, servers, cfg, problems):
     return results
 
 
-def server_errors(cluster, dovecot):
-    """mailboxd's error lines and Dovecot's errors/warnings, for the report."""
-    ours = [line.strip() for line in cluster.mailboxd.output().splitlines()
-            if re.search(r"error|fatal|warn|refus|fail", line, re.I)]
+def server_errors(cluster, dovecot, skip):
+    """mailboxd's error lines (after the first `skip` characters of its output: its start and the harness's port
+    probes) and Dovecot's errors/warnings, for the report."""
+    ours = [line.strip() for line in cluster.mailboxd.output()[skip:].splitlines()
+            if re.search(r"error|fatal|warn|refus|fail|bye", line, re.I)]
     theirs = [line.strip() for line in dovecot.log_lines(r"Error|Fatal|Panic|Warning")]
     return ours, theirs
 
@@ -1007,8 +1008,9 @@ def run(env):
         cluster, ours = start_mailboxd(env, max(cfg["idle_counts"]))
         dovecot = Dovecot(cluster.cert, cluster.key)
         servers = [ours, Server("dovecot", dovecot.imap, dovecot.lmtp, dovecot.pid)]
+        skip = len(cluster.mailboxd.output())
         results = asyncio.run(measure(cluster.ca, servers, cfg, problems))
-        errors = server_errors(cluster, dovecot)
+        errors = server_errors(cluster, dovecot, skip)
     finally:
         if dovecot:
             dovecot.close()
