@@ -19,6 +19,8 @@ def stop_on_termination():
         raise SystemExit(128 + signum)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
+    # Ctrl-C too, even when the launcher was started with SIGINT ignored (a background job of a script).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def raise_fd_limit():

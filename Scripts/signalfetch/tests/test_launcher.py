@@ -10,9 +10,11 @@ LAUNCHER = textwrap.dedent("""
     from signalfetch import harness
     harness.stop_on_termination()
     work = tempfile.mkdtemp()
-    children = [harness.Proc(f"sleeper{n}", ["sleep", "600"], work) for n in range(3)]
-    print(" ".join(str(child.pid) for child in children), flush=True)
+    children = []
     try:
+        children += [harness.Proc(f"sleeper{n}", ["sleep", "600"], work) for n in range(3)]
+        # Told only once the cleanup is sure to run: a signal may come the moment the test reads this line.
+        print(" ".join(str(child.pid) for child in children), flush=True)
         signal.pause()
     except KeyboardInterrupt:
         pass
