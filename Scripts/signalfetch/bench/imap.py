@@ -782,7 +782,8 @@ async def build_mailboxes(servers, context, salt, first, fetch_count, problems):
 
 async def fetch_phase(servers, context, rounds):
     """The first fetch of each server, then `rounds` repeated ones, the servers taking turns; the messages/s, a
-    sample line each, and this client's CPU ÷ the fetch's wall time (near 1: the client, not the server, bounded it)."""
+    sample line each, and this client's CPU ÷ the fetch's wall time (near 1: the client, not the server, bounded
+    it)."""
     first, conns, samples = {}, {}, {}
     repeated = {s.name: [] for s in servers}
     client = {s.name: [] for s in servers}
@@ -946,7 +947,11 @@ def rows(cfg, results, problems, errors):
                     dovecot_ratio=round(scaling["dovecot"], 3), mailboxd_large_ms=round(med["mailboxd"]["INBOX"], 2),
                     mailboxd_small_ms=round(med["mailboxd"]["Archive"], 2),
                     samples={s: {m: [round(v, 2) for v in q[s][m]] for m in q[s]} for s in q},
-                    reported={s: {m: results["qresync_reported"][s][m][0] for m in q[s]} for s in q}, chart=False)
+                    reported={s: {m: results["qresync_reported"][s][m] for m in q[s]} for s in q}, chart=False)
+    for name, mailboxes in results["qresync_reported"].items():
+        odd = {m: [f for f, _ in rounds if f != CHANGES] for m, rounds in mailboxes.items()}
+        if any(odd.values()):
+            problems.append(f"{name}: a QRESYNC SELECT after {CHANGES} changes reported other FETCH counts: {odd}")
     out.append(record)
     out.append(paired("imap-qresync", f"IMAP QRESYNC resync of {CHANGES} changes in {large:,} messages",
                       "ms", "mailboxd", q["mailboxd"]["INBOX"], "Dovecot 2.3", q["dovecot"]["INBOX"], QRESYNC_GOAL,
