@@ -94,6 +94,21 @@ enum IMAPFuzz {
                         uidValidity: 42, uidNext: 10, highestModseq: 9, messages: messages)))
         }
 
+        /// A delta that takes m7 away, flags m3 and brings m12: every branch of the session's delta path.
+        func delta(
+            account: Int64, mailbox: String, since highestModseq: Int64,
+            completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void
+        ) {
+            guard mailbox.uppercased() == "INBOX" else { return completion(.success(nil)) }
+            completion(
+                .success(
+                    IMAPMailboxDelta(
+                        changed: [
+                            IMAPMessageState(uid: 3, id: "m3", seen: true, flagged: true, modseq: 11),
+                            IMAPMessageState(uid: 12, id: "m12", seen: false, flagged: false, modseq: 12),
+                        ], movedIn: [], left: ["m7"], uidNext: 13, highestModseq: 12)))
+        }
+
         func contents(
             account: Int64, ids: [String],
             completion: @escaping @Sendable (Result<[String: IMAPMessageContent], IMAPBackendError>) -> Void

@@ -11,6 +11,11 @@ public protocol IMAPBackend: Sendable {
     func snapshot(
         account: Int64, mailbox: String,
         completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void)
+    /// What changed in a mailbox since `highestModseq` (a HIGHESTMODSEQ this backend gave): `nil` in the result when
+    /// only a whole ``snapshot(account:mailbox:completion:)`` can tell.
+    func delta(
+        account: Int64, mailbox: String, since highestModseq: Int64,
+        completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void)
     /// The messages with these ids, with their RFC 5322 bytes.
     func contents(
         account: Int64, ids: [String],
@@ -214,5 +219,30 @@ public struct IMAPMoveResult: Sendable, Equatable {
     public init(uidValidity: UInt32, states: [IMAPMessageState]) {
         self.uidValidity = uidValidity
         self.states = states
+    }
+}
+
+/// What changed in a selected mailbox since a HIGHESTMODSEQ.
+public struct IMAPMailboxDelta: Sendable, Equatable {
+    /// Messages in the mailbox changed since (new ones, flags), by ascending UID.
+    public var changed: [IMAPMessageState]
+    /// Ids among `changed` that came in by a move (they may be here under an older UID).
+    public var movedIn: Set<String>
+    /// Ids of messages that left the mailbox since.
+    public var left: Set<String>
+    /// The mailbox's UIDNEXT now.
+    public var uidNext: UInt32
+    /// The mailbox's HIGHESTMODSEQ now.
+    public var highestModseq: Int64
+
+    /// Creates a delta.
+    public init(
+        changed: [IMAPMessageState], movedIn: Set<String>, left: Set<String>, uidNext: UInt32, highestModseq: Int64
+    ) {
+        self.changed = changed
+        self.movedIn = movedIn
+        self.left = left
+        self.uidNext = uidNext
+        self.highestModseq = highestModseq
     }
 }

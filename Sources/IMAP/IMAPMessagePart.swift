@@ -69,9 +69,38 @@ struct IMAPMessagePart {
         return bytes.endIndex
     }
 
-    /// The unfolded value of the first header field called `name`.
+    /// The unfolded value of the first header field called `name`: a scan of the header's bytes that decodes only
+    /// the value it finds (FETCH BODYSTRUCTURE reads a few fields of every part of every message).
     func field(_ name: String) -> String? {
-        Self.fields(of: header).first { $0.0.lowercased() == name.lowercased() }?.1
+        let wanted = Array(name.utf8)
+        var index = header.startIndex
+        while index < header.endIndex {
+            let lineStart = index
+            // Does this line start with `name:` (ASCII, any case)?
+            var matched = header.endIndex - lineStart > wanted.count
+            if matched {
+                for offset in 0..<wanted.count where header[lineStart + offset] | 0x20 != wanted[offset] | 0x20 {
+                    matched = false
+                    break
+                }
+                matched = matched && header[lineStart + wanted.count] == UInt8(ascii: ":")
+            }
+            // The line's end, continuation lines included.
+            repeat {
+                while index < header.endIndex, header[index] != 0x0A { index += 1 }
+                if index < header.endIndex { index += 1 }
+            } while index < header.endIndex && (header[index] == 0x20 || header[index] == 0x09)
+            guard matched else { continue }
+            var value: [UInt8] = []
+            value.reserveCapacity(index - lineStart - wanted.count)
+            for byte in header[(lineStart + wanted.count + 1)..<index] where byte != 0x0D && byte != 0x0A {
+                value.append(byte)
+            }
+            let start = value.firstIndex { $0 != 0x20 && $0 != 0x09 } ?? value.endIndex
+            let end = (value.lastIndex { $0 != 0x20 && $0 != 0x09 }).map { $0 + 1 } ?? start
+            return String(decoding: value[start..<max(start, end)], as: UTF8.self)
+        }
+        return nil
     }
 
     /// The header's fields as (name, unfolded value), and the raw lines of each.

@@ -6,6 +6,7 @@ public enum IMAPAnswer: Sendable {
     case login(IMAPLoginResult)
     case mailboxes(Result<[IMAPMailboxInfo], IMAPBackendError>)
     case snapshot(Result<IMAPMailboxSnapshot, IMAPBackendError>)
+    case delta(Result<IMAPMailboxDelta?, IMAPBackendError>)
     case contents(Result<[String: IMAPMessageContent], IMAPBackendError>)
     case states(Result<[IMAPMessageState], IMAPBackendError>)
     case moved(Result<IMAPMoveResult, IMAPBackendError>)
@@ -150,13 +151,8 @@ public struct IMAPSession: LoopSession {
     }
 
     package mutating func notified(_ event: IMAPEvent) -> [LoopAction<IMAPAnswer>] {
-        guard idleTag != nil, pending == nil, case .selected(let account, let selected) = state else { return [] }
-        pending = .refresh(tag: nil, completion: "")
-        let name = selected.name
-        let backend = backend
-        return [
-            .ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }
-        ]
+        guard idleTag != nil, pending == nil, case .selected = state else { return [] }
+        return refresh(tag: nil, completion: "")
     }
 
     package mutating func timedOut() -> [LoopAction<IMAPAnswer>] {
@@ -512,6 +508,15 @@ public struct IMAPSession: LoopSession {
             lines.append(
                 "\(tag) OK [\(readOnly ? "READ-ONLY" : "READ-WRITE")] \(readOnly ? "EXAMINE" : "SELECT") completed")
             return lines.map(send)
+        case (.refresh(let tag, let completion), .delta(let result)):
+            switch result {
+            case .failure(let error): return tag.map { [failure($0, error)] } ?? []
+            case .success(nil): return fullRefresh(tag: tag, completion: completion)
+            case .success(let delta?):
+                var actions = applyDelta(delta)
+                if let tag { actions.append(send("\(tag) OK \(completion)")) }
+                return actions
+            }
         case (.refresh(let tag, let completion), .snapshot(let result)):
             guard case .success(let snapshot) = result else {
                 return tag.map { [failure($0, result.error)] } ?? []
@@ -638,10 +643,81 @@ public struct IMAPSession: LoopSession {
         guard case .selected(let account, let selected) = state else {
             return tag.map { [send("\($0) OK \(completion)")] } ?? []
         }
+        // What changed since the HIGHESTMODSEQ the session holds: work in proportion to the changes.
+        pending = .refresh(tag: tag, completion: completion)
+        let backend = backend
+        let name = selected.name
+        let since = selected.snapshot.highestModseq
+        return [
+            .ask { _, answer in
+                backend.delta(account: account, mailbox: name, since: since) { answer(.delta($0)) }
+            }
+        ]
+    }
+
+    /// The whole mailbox again, when a delta cannot say what changed.
+    private mutating func fullRefresh(tag: String?, completion: String) -> [LoopAction<IMAPAnswer>] {
+        guard case .selected(let account, let selected) = state else {
+            return tag.map { [send("\($0) OK \(completion)")] } ?? []
+        }
         pending = .refresh(tag: tag, completion: completion)
         let backend = backend
         let name = selected.name
         return [.ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }]
+    }
+
+    /// Applies what changed since the session's HIGHESTMODSEQ: what left is expunged, new messages counted in one
+    /// EXISTS, flag changes told, each found by a binary search of the UIDs, not a walk over the mailbox.
+    private mutating func applyDelta(_ delta: IMAPMailboxDelta) -> [LoopAction<IMAPAnswer>] {
+        guard case .selected(let account, var selected) = state else { return [] }
+        let changedUIDs = Set(delta.changed.map(\.uid))
+        var gone: Set<UInt32> = []
+        if !delta.left.isEmpty || !delta.movedIn.isEmpty {
+            for message in selected.snapshot.messages
+            where (delta.left.contains(message.id) || delta.movedIn.contains(message.id))
+                && !changedUIDs.contains(message.uid)
+            {
+                gone.insert(message.uid)
+            }
+        }
+        var actions = gone.isEmpty ? [] : removeMessages(gone, from: &selected)
+        var updates: [LoopAction<IMAPAnswer>] = []
+        var added = false
+        for change in delta.changed {
+            if let index = Self.index(of: change.uid, in: selected.snapshot.messages) {
+                let old = selected.snapshot.messages[index]
+                selected.snapshot.messages[index] = change
+                guard old.seen != change.seen || old.flagged != change.flagged else { continue }
+                let flags = IMAPResponse.flags(
+                    seen: change.seen, flagged: change.flagged, deleted: selected.deleted.contains(change.uid))
+                updates.append(
+                    send(
+                        "* \(index + 1) FETCH (UID \(change.uid) FLAGS \(flags)"
+                            + (condstore ? " MODSEQ (\(change.modseq))" : "") + ")"))
+            } else {
+                // A new UID is above every UID the mailbox gave before it.
+                let at = selected.snapshot.messages.lastIndex { $0.uid < change.uid }.map { $0 + 1 } ?? 0
+                selected.snapshot.messages.insert(change, at: at)
+                added = true
+            }
+        }
+        if added { actions.append(send("* \(selected.snapshot.messages.count) EXISTS")) }
+        selected.snapshot.uidNext = max(selected.snapshot.uidNext, delta.uidNext)
+        selected.snapshot.highestModseq = max(selected.snapshot.highestModseq, delta.highestModseq)
+        state = .selected(account: account, selected)
+        return actions + updates
+    }
+
+    /// The index of `uid` in messages sorted by UID.
+    static func index(of uid: UInt32, in messages: [IMAPMessageState]) -> Int? {
+        var low = 0
+        var high = messages.count - 1
+        while low <= high {
+            let middle = (low + high) / 2
+            if messages[middle].uid == uid { return middle }
+            if messages[middle].uid < uid { low = middle + 1 } else { high = middle - 1 }
+        }
+        return nil
     }
 
     private mutating func expunge(

@@ -144,6 +144,28 @@ final class IMAPStoreBackend: IMAPBackend {
         }
     }
 
+    func delta(
+        account: Int64, mailbox: String, since highestModseq: Int64,
+        completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            // The HIGHESTMODSEQ given was the store's modseq plus one.
+            guard
+                let delta = try await store.mailboxDelta(accountID: account, mailbox: role, since: highestModseq - 1)
+            else { return nil }
+            return IMAPMailboxDelta(
+                changed: delta.entries.map {
+                    IMAPMessageState(
+                        uid: UInt32(truncatingIfNeeded: $0.uid), id: $0.id, seen: $0.seen, flagged: $0.flagged,
+                        modseq: Self.imapModseq($0.modseq))
+                }, movedIn: delta.movedIn, left: Set(delta.left),
+                uidNext: UInt32(truncatingIfNeeded: max(delta.uidNext, (delta.entries.last?.uid ?? 0) + 1)),
+                highestModseq: Self.imapModseq(delta.modseq))
+        }
+    }
+
     func contents(
         account: Int64, ids: [String],
         completion: @escaping @Sendable (Result<[String: IMAPMessageContent], IMAPBackendError>) -> Void
@@ -176,19 +198,27 @@ final class IMAPStoreBackend: IMAPBackend {
                 from = [IMAPAddress(name: "", address: record.from)]
             }
         }
-        let date = record.sentAt.map { sent -> String in
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "UTC")
-            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss '+0000'"
-            return formatter.string(from: Date(timeIntervalSince1970: sent))
-        }
+        let date = record.sentAt.map(Self.rfc5322Date)
         return IMAPEnvelope(
             date: date, subject: record.subject, from: from,
             to: record.recipients.map { IMAPAddress(name: $0.name, address: $0.address) },
             cc: record.cc.map { IMAPAddress(name: $0.name, address: $0.address) },
             inReplyTo: record.inReplyTo.map { $0.hasPrefix("<") ? $0 : "<\($0)>" },
             messageID: record.messageID.map { $0.hasPrefix("<") ? $0 : "<\($0)>" })
+    }
+
+    /// `Sat, 05 Dec 2026 19:01:31 +0000` (RFC 5322 section 3.3), written without a formatter: FETCH ENVELOPE writes
+    /// one per message.
+    static func rfc5322Date(_ seconds: Double) -> String {
+        var time = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return
+            "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) +0000"
     }
 
     func setFlags(

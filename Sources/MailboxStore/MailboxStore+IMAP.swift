@@ -68,3 +68,61 @@ extension MailboxStore {
         }
     }
 }
+
+/// What changed in one mailbox since a modseq: the messages in it whose modseq is newer (arrived, moved in or
+/// flagged), and the ids of those that left it since (moved out or destroyed).
+public struct MailboxDelta: Sendable, Equatable {
+    /// Messages in the mailbox changed since, by ascending UID; `movedIn` marks those whose UID came from a move.
+    public var entries: [MailboxListing.Entry]
+    /// Ids among `entries` that came in by a move (they may have been here before under another UID).
+    public var movedIn: Set<String>
+    /// Ids of messages that left the mailbox (or the store) since.
+    public var left: [String]
+    /// The account's modseq when read.
+    public var modseq: Int64
+    /// The mailbox's UIDNEXT.
+    public var uidNext: Int64
+}
+
+extension MailboxStore {
+    /// What changed in mailbox `role` since `since`: work in proportion to the changes, not to the mailbox, so an IDLE
+    /// connection woken by a commit reads one delivery, not its whole mailbox. `nil` when `since` is older than the
+    /// destructions the store still remembers (then only a whole listing can say what left).
+    public func mailboxDelta(accountID: Int64, mailbox role: MailboxRole, since: Int64) async throws -> MailboxDelta? {
+        try await read { db in
+            guard
+                let box = try db.queryOne(
+                    """
+                    SELECT b.id, b.uid_next, a.modseq, a.horizon_modseq
+                    FROM mailboxes b JOIN accounts a ON a.id = b.account_id
+                    WHERE b.account_id = ? AND b.role = ?
+                    """, accountID, role.rawValue)
+            else { throw MailboxStoreError.notFound }
+            guard since >= (try box.int64("horizon_modseq")) else { return nil }
+            let mailboxID = try box.int64("id")
+            var movedIn: Set<String> = []
+            let entries = try db.query(
+                """
+                SELECT coalesce(uid, created_modseq) AS uid, created_modseq, public_id, seen, flagged, modseq
+                FROM messages WHERE account_id = ? AND modseq > ? AND mailbox_id = ? ORDER BY uid
+                """, accountID, since, mailboxID
+            ).map { row in
+                let entry = MailboxListing.Entry(
+                    uid: try row.int64("uid"), id: try row.string("public_id"), seen: try row.int64("seen") != 0,
+                    flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"))
+                if entry.uid != (try row.int64("created_modseq")) { movedIn.insert(entry.id) }
+                return entry
+            }
+            var left = try db.query(
+                "SELECT public_id FROM messages WHERE account_id = ? AND modseq > ? AND mailbox_id <> ?", accountID,
+                since, mailboxID
+            ).map { try $0.string("public_id") }
+            left += try db.query(
+                "SELECT public_id FROM tombstones WHERE account_id = ? AND modseq > ?", accountID, since
+            ).map { try $0.string("public_id") }
+            return MailboxDelta(
+                entries: entries, movedIn: movedIn, left: left, modseq: try box.int64("modseq"),
+                uidNext: try box.int64("uid_next"))
+        }
+    }
+}

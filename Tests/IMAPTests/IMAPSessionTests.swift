@@ -1,0 +1,124 @@
+import ConnectionLoop
+import Testing
+
+@testable import IMAP
+
+/// The session as a machine, without sockets: a backend that answers at once from fixed data, bytes in, lines out.
+@Suite struct IMAPSessionTests {
+    /// Answers from fixed data; a refresh gets `delta`.
+    struct Backend: IMAPBackend {
+        var messages: [IMAPMessageState]
+        var delta: IMAPMailboxDelta?
+
+        func login(
+            username: String, password: String, address: String,
+            completion: @escaping @Sendable (IMAPLoginResult) -> Void
+        ) { completion(password == "pw" ? .accepted(account: 1) : .rejected) }
+
+        func mailboxes(
+            account: Int64, completion: @escaping @Sendable (Result<[IMAPMailboxInfo], IMAPBackendError>) -> Void
+        ) { completion(.success([IMAPMailboxInfo(name: "INBOX", specialUse: nil, messages: 0, unseen: 0)])) }
+
+        func snapshot(
+            account: Int64, mailbox: String,
+            completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void
+        ) {
+            completion(
+                .success(
+                    IMAPMailboxSnapshot(
+                        info: IMAPMailboxInfo(name: "INBOX", specialUse: nil, messages: messages.count, unseen: 0),
+                        uidValidity: 7, uidNext: (messages.last?.uid ?? 0) + 1, highestModseq: 10, messages: messages)))
+        }
+
+        func delta(
+            account: Int64, mailbox: String, since highestModseq: Int64,
+            completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void
+        ) { completion(.success(delta)) }
+
+        func contents(
+            account: Int64, ids: [String],
+            completion: @escaping @Sendable (Result<[String: IMAPMessageContent], IMAPBackendError>) -> Void
+        ) { completion(.success([:])) }
+
+        func setFlags(
+            account: Int64, changes: [IMAPFlagChange],
+            completion: @escaping @Sendable (Result<[IMAPMessageState], IMAPBackendError>) -> Void
+        ) { completion(.success([])) }
+
+        func move(
+            account: Int64, ids: [String], to mailbox: String,
+            completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+        ) { completion(.failure(.noMailbox)) }
+
+        func expunge(
+            account: Int64, ids: [String], completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+        ) { completion(.success(())) }
+
+        func watch(account: Int64, connection: UInt64) {}
+        func unwatch(connection: UInt64) {}
+    }
+
+    /// Runs the session's actions, answering questions at once; returns the lines it sent.
+    static func run(_ session: inout IMAPSession, _ actions: [LoopAction<IMAPAnswer>]) -> [String] {
+        var lines: [String] = []
+        var pending = actions[...]
+        while let action = pending.popFirst() {
+            switch action {
+            case .send(let bytes):
+                lines += String(decoding: bytes, as: UTF8.self).split(separator: "\r\n").map(String.init)
+            case .close: return lines
+            case .ask(let question):
+                let box = Box()
+                question(1) { box.answer = $0 }
+                guard let answer = box.answer else { return lines }
+                lines += run(&session, session.answered(answer))
+            }
+        }
+        return lines
+    }
+
+    final class Box: @unchecked Sendable {  // set and read on the test's thread only
+        var answer: IMAPAnswer?
+    }
+
+    static func send(_ session: inout IMAPSession, _ text: String) -> [String] {
+        let actions = Array(text.utf8).withUnsafeBytes { session.received($0) }
+        return run(&session, actions)
+    }
+
+    static let inbox = [
+        IMAPMessageState(uid: 3, id: "a", seen: false, flagged: false, modseq: 4),
+        IMAPMessageState(uid: 5, id: "b", seen: false, flagged: false, modseq: 6),
+        IMAPMessageState(uid: 8, id: "c", seen: true, flagged: false, modseq: 9),
+    ]
+
+    @Test func anIdleSessionToldOfAChangeSendsWhatTheDeltaHolds() {
+        // b left (moved away), c was flagged, d arrived, and a came back by a move under a new UID.
+        let delta = IMAPMailboxDelta(
+            changed: [
+                IMAPMessageState(uid: 8, id: "c", seen: true, flagged: true, modseq: 11),
+                IMAPMessageState(uid: 12, id: "d", seen: false, flagged: false, modseq: 12),
+                IMAPMessageState(uid: 13, id: "a", seen: false, flagged: false, modseq: 13),
+            ], movedIn: ["a"], left: ["b"], uidNext: 14, highestModseq: 13)
+        var session = IMAPSession(
+            configuration: IMAPSession.Configuration(), backend: Backend(messages: Self.inbox, delta: delta))
+        _ = Self.run(&session, session.opened())
+        #expect(Self.send(&session, "1 LOGIN u pw\r\n").last?.hasPrefix("1 OK") == true)
+        #expect(Self.send(&session, "2 SELECT INBOX\r\n").contains("* 3 EXISTS"))
+        #expect(Self.send(&session, "3 IDLE\r\n") == ["+ idling"])
+        let told = Self.run(&session, session.notified(.accountChanged))
+        // Expunged from the highest sequence number down: b (2), then a's old place (1).
+        #expect(told == ["* 2 EXPUNGE", "* 1 EXPUNGE", "* 3 EXISTS", "* 1 FETCH (UID 8 FLAGS (\\Seen \\Flagged))"])
+        #expect(Self.send(&session, "DONE\r\n") == ["3 OK IDLE terminated"])
+        #expect(Self.send(&session, "4 UID SEARCH ALL\r\n").first == "* SEARCH 8 12 13")
+    }
+
+    @Test func aDeltaTheStoreCannotGiveFallsBackToTheWholeMailbox() {
+        var session = IMAPSession(
+            configuration: IMAPSession.Configuration(), backend: Backend(messages: Self.inbox, delta: nil))
+        _ = Self.run(&session, session.opened())
+        _ = Self.send(&session, "1 LOGIN u pw\r\n")
+        _ = Self.send(&session, "2 SELECT INBOX\r\n")
+        #expect(Self.send(&session, "3 NOOP\r\n") == ["3 OK NOOP completed"])
+    }
+}
