@@ -511,7 +511,7 @@ public struct IMAPSession: LoopSession {
         case (.refresh(let tag, let completion), .delta(let result)):
             switch result {
             case .failure(let error): return tag.map { [failure($0, error)] } ?? []
-            case .success(nil): return fullRefresh(tag: tag, completion: completion)
+            case .success(nil): return refresh(tag: tag, completion: completion, whole: true)
             case .success(let delta?):
                 var actions = applyDelta(delta)
                 if let tag { actions.append(send("\(tag) OK \(completion)")) }
@@ -639,31 +639,23 @@ public struct IMAPSession: LoopSession {
         return actions
     }
 
-    private mutating func refresh(tag: String?, completion: String) -> [LoopAction<IMAPAnswer>] {
+    /// Looks at the selected mailbox again: what changed since the HIGHESTMODSEQ the session holds (work in
+    /// proportion to the changes), or the whole mailbox when a delta cannot say (`whole`).
+    private mutating func refresh(tag: String?, completion: String, whole: Bool = false) -> [LoopAction<IMAPAnswer>] {
         guard case .selected(let account, let selected) = state else {
             return tag.map { [send("\($0) OK \(completion)")] } ?? []
         }
-        // What changed since the HIGHESTMODSEQ the session holds: work in proportion to the changes.
         pending = .refresh(tag: tag, completion: completion)
-        let backend = backend
-        let name = selected.name
-        let since = selected.snapshot.highestModseq
+        let (backend, name, since) = (backend, selected.name, selected.snapshot.highestModseq)
         return [
             .ask { _, answer in
-                backend.delta(account: account, mailbox: name, since: since) { answer(.delta($0)) }
+                if whole {
+                    backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) }
+                } else {
+                    backend.delta(account: account, mailbox: name, since: since) { answer(.delta($0)) }
+                }
             }
         ]
-    }
-
-    /// The whole mailbox again, when a delta cannot say what changed.
-    private mutating func fullRefresh(tag: String?, completion: String) -> [LoopAction<IMAPAnswer>] {
-        guard case .selected(let account, let selected) = state else {
-            return tag.map { [send("\($0) OK \(completion)")] } ?? []
-        }
-        pending = .refresh(tag: tag, completion: completion)
-        let backend = backend
-        let name = selected.name
-        return [.ask { _, answer in backend.snapshot(account: account, mailbox: name) { answer(.snapshot($0)) } }]
     }
 
     /// Applies what changed since the session's HIGHESTMODSEQ: what left is expunged, new messages counted in one
