@@ -14,12 +14,42 @@ final class IMAPStoreBackend: IMAPBackend {
     /// The connections watching each account, and who to tell (set once the server exists).
     private let watchers = LockedValue<(byAccount: [Int64: Set<UInt64>], accounts: [UInt64: Int64])>(([:], [:]))
     private let sink = LockedValue<(@Sendable (UInt64) -> Void)?>(nil)
+    /// Delta reads, one per account, mailbox and starting point while it runs: the connections a commit wakes
+    /// together ask the same question and share its answer (a fan-out reads once, not once per connection). Only a
+    /// read started after the account's latest commit is shared, so no connection takes an answer older than the
+    /// commit that woke it.
+    private let deltaReads = LockedValue<(commits: [Int64: UInt64], running: [DeltaKey: DeltaRead])>(([:], [:]))
+
+    struct DeltaKey: Hashable {
+        var account: Int64
+        var mailbox: String
+        var since: Int64
+    }
+
+    /// A delta read in flight: the commit count it started after, and who waits for it.
+    final class DeltaRead: @unchecked Sendable {  // `waiters` is touched under `deltaReads`'s lock only
+        let generation: UInt64
+        var waiters: [@Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void]
+
+        init(generation: UInt64, waiter: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void) {
+            self.generation = generation
+            waiters = [waiter]
+        }
+    }
 
     init(store: MailboxStore, signIn: SignInLimits) {
         self.store = store
         throttle = LoginThrottle(store: store, limits: signIn)
         // Commits of every instance: this process's at once, the others' through the process's one LISTEN.
-        store.observeChangesOfEveryInstance { [watchers, sink] changes in
+        store.observeChangesOfEveryInstance { [watchers, sink, deltaReads] changes in
+            // Counted before anyone is woken: a read that started before this commit is not shared past it.
+            deltaReads.withLock { state in
+                if changes.contains(where: { $0.accountID == CommittedChange.everyAccount }) {
+                    for account in state.commits.keys { state.commits[account, default: 0] += 1 }
+                    state.running = [:]
+                }
+                for change in changes { state.commits[change.accountID, default: 0] += 1 }
+            }
             let connections = watchers.withLock { state in
                 changes.contains { $0.accountID == CommittedChange.everyAccount }
                     ? Set(state.accounts.keys) : Set(changes.flatMap { state.byAccount[$0.accountID] ?? [] })
@@ -145,6 +175,34 @@ final class IMAPStoreBackend: IMAPBackend {
     }
 
     func delta(
+        account: Int64, mailbox: String, since highestModseq: Int64,
+        completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void
+    ) {
+        let key = DeltaKey(account: account, mailbox: mailbox, since: highestModseq)
+        let read = deltaReads.withLock { state -> DeltaRead? in
+            let generation = state.commits[account, default: 0]
+            if let running = state.running[key], running.generation == generation {
+                running.waiters.append(completion)
+                return nil
+            }
+            let read = DeltaRead(generation: generation, waiter: completion)
+            state.running[key] = read
+            return read
+        }
+        guard let read else { return }
+        let deltaReads = deltaReads
+        readDelta(account: account, mailbox: mailbox, since: highestModseq) { result in
+            let waiters = deltaReads.withLock {
+                state -> [@Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void] in
+                if state.running[key] === read { state.running[key] = nil }
+                defer { read.waiters = [] }
+                return read.waiters
+            }
+            for waiter in waiters { waiter(result) }
+        }
+    }
+
+    private func readDelta(
         account: Int64, mailbox: String, since highestModseq: Int64,
         completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void
     ) {
