@@ -60,6 +60,16 @@ let usage = """
       --synchronous MODE        SQLite synchronous: FULL (default) or NORMAL
       --legacy-payload-limit    cap payloads at 2048 bytes instead of 4096
       --access-log              log one line per request to standard error
+      --metrics-listen HOST:PORT
+                                serve /metrics on a plain-HTTP listener of its own, never the API's (a port alone
+                                is on loopback; default: no /metrics)
+      --console-token-file F    the console's token (default DIR/console-token from dev-setup; no file: no console)
+      --session-idle-timeout D  a session unused this long ends (90s, 15m, 12h, 30d…; default 30d)
+      --session-lifetime D      a session ends this long after sign-in whatever its use (default 90d)
+      --max-sessions-per-account N
+                                sessions one account may hold; one more ends the least recently used (default 20)
+      --device-registrations-per-hour N
+                                device registrations an account may make per hour (default 60; more is 429)
       --lmtp-listen HOST:PORT   also take mail from an MTA over LMTP (RFC 2033) here (default: off); plain TCP,
                                 so bind it to loopback or a private network the MTA shares
       --lmtp-hostname NAME      the name the LMTP listener announces (default mailboxd.HOSTNAME; it must differ

@@ -173,3 +173,35 @@ struct StartupErrorTests {
         #expect(empty.stderr.contains("no devices on standard input"), "\(empty.stderr)")
     }
 }
+
+/// `mailboxd --help` names every flag `serve` takes: the flags are read from the one list the parser checks
+/// (`Serve.knownFlags` and `singleAppFlags` in Sources/mailboxd/Serve.swift), so a flag added there without its help
+/// line fails here.
+@Suite struct HelpListsEveryFlagTests {
+    static func declaredServeFlags() throws -> Set<String> {
+        let source = try String(
+            contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Sources/mailboxd/Serve.swift"),
+            encoding: .utf8)
+        var flags: Set<String> = []
+        for (start, end) in [
+            ("static let knownFlags = Set([", "]).union(singleAppFlags)"),
+            ("static let singleAppFlags: Set<String> = [", "]"),
+        ] {
+            let from = try #require(source.range(of: start), "\(start) is gone from Serve.swift")
+            let to = try #require(source.range(of: end, range: from.upperBound..<source.endIndex))
+            for piece in source[from.upperBound..<to.lowerBound].split(separator: "\"").enumerated()
+            where piece.offset % 2 == 1 {
+                flags.insert(String(piece.element))
+            }
+        }
+        return flags
+    }
+
+    @Test func mailboxdHelpNamesEveryServeFlag() throws {
+        let flags = try Self.declaredServeFlags()
+        #expect(flags.count > 40, "the flag list was not read: \(flags)")
+        let help = try Subprocess.run(TestEnvironment.executable("mailboxd").path, ["--help"]).stdout
+        let missing = flags.filter { !help.contains("--\($0) ") && !help.contains("--\($0)\n") }.sorted()
+        #expect(missing.isEmpty, "mailboxd --help does not name: \(missing)")
+    }
+}
