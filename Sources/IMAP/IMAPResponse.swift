@@ -1,7 +1,7 @@
 import Foundation
 
 /// Writing IMAP response data: strings as atoms, quoted strings or literals, NIL, lists.
-enum IMAPResponse {
+package enum IMAPResponse {
     /// `text` as a quoted string when it can be one, else as a literal.
     static func string(_ text: String?) -> [UInt8] {
         guard let text else { return Array("NIL".utf8) }
@@ -27,13 +27,29 @@ enum IMAPResponse {
 
     /// An INTERNALDATE (`"05-Dec-2026 19:01:31 +0000"`).
     static func internalDate(_ seconds: Double) -> String {
+        let (date, time) = utcParts(seconds)
+        return "\"\(two(date.tm_mday))-\(months[Int(date.tm_mon)])-\(date.tm_year + 1900) \(time) +0000\""
+    }
+
+    /// An RFC 5322 date (`Sat, 05 Dec 2026 19:01:31 +0000`), as an ENVELOPE's date, written without a formatter: a
+    /// FETCH writes one per message.
+    package static func rfc5322Date(_ seconds: Double) -> String {
+        let (date, time) = utcParts(seconds)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        return "\(days[Int(date.tm_wday)]), \(two(date.tm_mday)) \(months[Int(date.tm_mon)]) \(date.tm_year + 1900) "
+            + "\(time) +0000"
+    }
+
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    private static func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+
+    /// The UTC calendar fields of `seconds` since 1970, and its `HH:MM:SS`.
+    private static func utcParts(_ seconds: Double) -> (tm, String) {
         var time = time_t(seconds)
         var parts = tm()
         gmtime_r(&time, &parts)
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\"\(two(parts.tm_mday))-\(months[Int(parts.tm_mon)])-\(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) +0000\""
+        return (parts, "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))")
     }
 
     /// An ENVELOPE (RFC 9051 section 7.5.2).

@@ -53,7 +53,7 @@ extension IMAPSession {
         var messages = Self.messages(in: set, uid: uid, of: selected.snapshot)
         if let changedSince { messages = messages.filter { $0.modseq > changedSince } }
         let needsContent = items.contains { !["FLAGS", "UID", "MODSEQ", "EMAILID", "THREADID"].contains($0) }
-        guard needsContent, !messages.isEmpty, let account = currentAccountID else {
+        guard needsContent, !messages.isEmpty, let account = currentAccount else {
             return fetchResponses(
                 tag: tag, uid: uid, messages: messages, items: items, contents: [:], changedSince: changedSince)
         }
@@ -61,13 +61,6 @@ extension IMAPSession {
         let backend = backend
         let ids = messages.map(\.id)
         return [.ask { _, answer in backend.contents(account: account, ids: ids) { answer(.contents($0)) } }]
-    }
-
-    var currentAccountID: Int64? {
-        switch state {
-        case .authenticated(let account), .selected(let account, _): account
-        default: nil
-        }
     }
 
     /// An item in upper case but for the header names inside a section, which are compared without case anyway.
@@ -79,11 +72,11 @@ extension IMAPSession {
     ) -> [LoopAction<IMAPAnswer>] {
         guard case .selected(let account, let selected) = state else { return [send("\(tag) OK FETCH completed")] }
         var actions: [LoopAction<IMAPAnswer>] = []
-        let sequence = Dictionary(
-            uniqueKeysWithValues: selected.snapshot.messages.enumerated().map { ($0.element.uid, $0.offset + 1) })
         var marksSeen: [IMAPMessageState] = []
         for message in messages {
-            guard let number = sequence[message.uid] else { continue }
+            guard let number = Self.index(of: message.uid, in: selected.snapshot.messages).map({ $0 + 1 }) else {
+                continue
+            }
             let content = contents[message.id]
             var parts: [[UInt8]] = []
             var flagsNeeded = items.contains("FLAGS")

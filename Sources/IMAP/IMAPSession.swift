@@ -385,7 +385,7 @@ public struct IMAPSession: LoopSession {
         }
     }
 
-    private var currentAccount: Int64? {
+    var currentAccount: Int64? {
         switch state {
         case .authenticated(let account), .selected(let account, _): account
         default: nil
@@ -499,10 +499,7 @@ public struct IMAPSession: LoopSession {
                     known.map { $0.subtracting(sortedUIDs: snapshot.messages.map(\.uid), largest: largest) } ?? []
                 if !gone.isEmpty { lines.append("* VANISHED (EARLIER) \(IMAPSequenceSet.write(ranges: gone))") }
                 for (index, message) in snapshot.messages.enumerated() where message.modseq > resync.modseq {
-                    lines.append(
-                        "* \(index + 1) FETCH (UID \(message.uid) FLAGS "
-                            + "\(IMAPResponse.flags(seen: message.seen, flagged: message.flagged, deleted: false)) "
-                            + "MODSEQ (\(message.modseq)))")
+                    lines.append(Self.flagsLine(index + 1, message, deleted: false, modseq: true))
                 }
             }
             lines.append(
@@ -534,18 +531,14 @@ public struct IMAPSession: LoopSession {
             var actions: [LoopAction<IMAPAnswer>] = []
             if case .selected(let account, var selected) = state {
                 for updated in states {
-                    guard let index = selected.snapshot.messages.firstIndex(where: { $0.id == updated.id }) else {
-                        continue
-                    }
+                    guard let index = Self.index(of: updated.uid, in: selected.snapshot.messages) else { continue }
                     selected.snapshot.messages[index] = updated
                     selected.snapshot.highestModseq = max(selected.snapshot.highestModseq, updated.modseq)
                     if !silent || condstore {
-                        let flags = IMAPResponse.flags(
-                            seen: updated.seen, flagged: updated.flagged,
-                            deleted: selected.deleted.contains(updated.uid))
-                        var items = (uid ? "UID \(updated.uid) " : "") + "FLAGS \(flags)"
-                        if condstore { items += " MODSEQ (\(updated.modseq))" }
-                        actions.append(send("* \(index + 1) FETCH (\(items))"))
+                        let line = Self.flagsLine(
+                            index + 1, updated, deleted: selected.deleted.contains(updated.uid), uid: uid,
+                            modseq: condstore)
+                        actions.append(send(line))
                     }
                 }
                 state = .selected(account: account, selected)
@@ -627,12 +620,8 @@ public struct IMAPSession: LoopSession {
             guard let old = before[message.uid], old.modseq != message.modseq,
                 old.seen != message.seen || old.flagged != message.flagged
             else { continue }
-            let flags = IMAPResponse.flags(
-                seen: message.seen, flagged: message.flagged, deleted: selected.deleted.contains(message.uid))
-            actions.append(
-                send(
-                    "* \(index + 1) FETCH (UID \(message.uid) FLAGS \(flags)"
-                        + (condstore ? " MODSEQ (\(message.modseq))" : "") + ")"))
+            let deleted = selected.deleted.contains(message.uid)
+            actions.append(send(Self.flagsLine(index + 1, message, deleted: deleted, modseq: condstore)))
         }
         selected.snapshot = snapshot
         state = .selected(account: account, selected)
@@ -680,12 +669,8 @@ public struct IMAPSession: LoopSession {
                 let old = selected.snapshot.messages[index]
                 selected.snapshot.messages[index] = change
                 guard old.seen != change.seen || old.flagged != change.flagged else { continue }
-                let flags = IMAPResponse.flags(
-                    seen: change.seen, flagged: change.flagged, deleted: selected.deleted.contains(change.uid))
-                updates.append(
-                    send(
-                        "* \(index + 1) FETCH (UID \(change.uid) FLAGS \(flags)"
-                            + (condstore ? " MODSEQ (\(change.modseq))" : "") + ")"))
+                let deleted = selected.deleted.contains(change.uid)
+                updates.append(send(Self.flagsLine(index + 1, change, deleted: deleted, modseq: condstore)))
             } else {
                 // A new UID is above every UID the mailbox gave before it.
                 let at = selected.snapshot.messages.lastIndex { $0.uid < change.uid }.map { $0 + 1 } ?? 0
@@ -698,6 +683,16 @@ public struct IMAPSession: LoopSession {
         selected.snapshot.highestModseq = max(selected.snapshot.highestModseq, delta.highestModseq)
         state = .selected(account: account, selected)
         return actions + updates
+    }
+
+    /// `* n FETCH (UID u FLAGS (…) MODSEQ (m))`: a message's flags as told unasked or after a STORE, with its UID
+    /// unless `uid` is false and its MODSEQ when `modseq`.
+    static func flagsLine(
+        _ number: Int, _ message: IMAPMessageState, deleted: Bool, uid: Bool = true, modseq: Bool
+    ) -> String {
+        let flags = IMAPResponse.flags(seen: message.seen, flagged: message.flagged, deleted: deleted)
+        return "* \(number) FETCH (" + (uid ? "UID \(message.uid) " : "") + "FLAGS \(flags)"
+            + (modseq ? " MODSEQ (\(message.modseq))" : "") + ")"
     }
 
     /// The index of `uid` in messages sorted by UID.

@@ -256,27 +256,13 @@ final class IMAPStoreBackend: IMAPBackend {
                 from = [IMAPAddress(name: "", address: record.from)]
             }
         }
-        let date = record.sentAt.map(Self.rfc5322Date)
+        let date = record.sentAt.map(IMAPResponse.rfc5322Date)
         return IMAPEnvelope(
             date: date, subject: record.subject, from: from,
             to: record.recipients.map { IMAPAddress(name: $0.name, address: $0.address) },
             cc: record.cc.map { IMAPAddress(name: $0.name, address: $0.address) },
             inReplyTo: record.inReplyTo.map { $0.hasPrefix("<") ? $0 : "<\($0)>" },
             messageID: record.messageID.map { $0.hasPrefix("<") ? $0 : "<\($0)>" })
-    }
-
-    /// `Sat, 05 Dec 2026 19:01:31 +0000` (RFC 5322 section 3.3), written without a formatter: FETCH ENVELOPE writes
-    /// one per message.
-    static func rfc5322Date(_ seconds: Double) -> String {
-        var time = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return
-            "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) +0000"
     }
 
     func setFlags(
