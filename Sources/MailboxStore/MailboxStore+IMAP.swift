@@ -31,13 +31,7 @@ extension MailboxStore {
     /// The mailbox `role` of the account, its messages in UID order, in one read.
     public func mailboxListing(accountID: Int64, mailbox role: MailboxRole) async throws -> MailboxListing {
         try await read { db in
-            guard
-                let box = try db.queryOne(
-                    """
-                    SELECT b.id, b.uid_next, a.modseq FROM mailboxes b JOIN accounts a ON a.id = b.account_id
-                    WHERE b.account_id = ? AND b.role = ?
-                    """, accountID, role.rawValue)
-            else { throw MailboxStoreError.notFound }
+            let box = try Self.imapMailbox(db, accountID: accountID, role: role)
             let mailboxID = try box.int64("id")
             let entries = try db.query(
                 """
@@ -45,15 +39,32 @@ extension MailboxStore {
                 WHERE mailbox_id = ? ORDER BY uid
                 """,
                 mailboxID
-            ).map { row in
-                MailboxListing.Entry(
-                    uid: try row.int64("uid"), id: try row.string("public_id"), seen: try row.int64("seen") != 0,
-                    flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"))
-            }
+            ).map(Self.listingEntry)
             return MailboxListing(
                 mailboxID: mailboxID, modseq: try box.int64("modseq"), uidNext: try box.int64("uid_next"),
                 entries: entries)
         }
+    }
+
+    /// The mailbox `role` of the account with what IMAP reads of it and its account: `id`, `uid_next`, `modseq` and
+    /// `horizon_modseq`.
+    static func imapMailbox(_ db: any SQLConnection, accountID: Int64, role: MailboxRole) throws -> Row {
+        guard
+            let box = try db.queryOne(
+                """
+                SELECT b.id, b.uid_next, a.modseq, a.horizon_modseq
+                FROM mailboxes b JOIN accounts a ON a.id = b.account_id
+                WHERE b.account_id = ? AND b.role = ?
+                """, accountID, role.rawValue)
+        else { throw MailboxStoreError.notFound }
+        return box
+    }
+
+    /// A listing entry from a row holding `uid`, `public_id`, `seen`, `flagged` and `modseq`.
+    static func listingEntry(_ row: Row) throws -> MailboxListing.Entry {
+        MailboxListing.Entry(
+            uid: try row.int64("uid"), id: try row.string("public_id"), seen: try row.int64("seen") != 0,
+            flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"))
     }
 
     /// The UID of message `id` in its mailbox now.
@@ -90,14 +101,7 @@ extension MailboxStore {
     /// destructions the store still remembers (then only a whole listing can say what left).
     public func mailboxDelta(accountID: Int64, mailbox role: MailboxRole, since: Int64) async throws -> MailboxDelta? {
         try await read { db in
-            guard
-                let box = try db.queryOne(
-                    """
-                    SELECT b.id, b.uid_next, a.modseq, a.horizon_modseq
-                    FROM mailboxes b JOIN accounts a ON a.id = b.account_id
-                    WHERE b.account_id = ? AND b.role = ?
-                    """, accountID, role.rawValue)
-            else { throw MailboxStoreError.notFound }
+            let box = try Self.imapMailbox(db, accountID: accountID, role: role)
             guard since >= (try box.int64("horizon_modseq")) else { return nil }
             let mailboxID = try box.int64("id")
             var movedIn: Set<String> = []
@@ -107,9 +111,7 @@ extension MailboxStore {
                 FROM messages WHERE account_id = ? AND modseq > ? AND mailbox_id = ? ORDER BY uid
                 """, accountID, since, mailboxID
             ).map { row in
-                let entry = MailboxListing.Entry(
-                    uid: try row.int64("uid"), id: try row.string("public_id"), seen: try row.int64("seen") != 0,
-                    flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"))
+                let entry = try Self.listingEntry(row)
                 if entry.uid != (try row.int64("created_modseq")) { movedIn.insert(entry.id) }
                 return entry
             }
