@@ -212,6 +212,19 @@ final class Cluster: Sendable {
         return (process, bound)
     }
 
+    /// Adds the account `name` (password `password-NAME`) to the store at `database` with `mailboxd account add`,
+    /// off the cooperative thread pool: for a store the cluster's mailboxd shares with others.
+    func addAccount(_ name: String, database: String) async throws {
+        let (dataDir, logs) = (dataDir, directory.url.path)
+        _ = try await offPool {
+            let tool = try ChildProcess(
+                TestEnvironment.executable("mailboxd").path,
+                ["account", "add", name, "--data-dir", dataDir, "--database", database],
+                stdin: "password-\(name)\n", logDirectory: logs)
+            try #require(tool.waitForExit() == 0, "account add failed: \(tool.errorOutput)")
+        }
+    }
+
     /// SIGKILLs mailboxd and starts it again on the same data and port.
     func crashAndRestartMailboxd() throws {
         mailboxd.stop(signal: SIGKILL)

@@ -145,13 +145,7 @@ import Testing
             accounts: [], mailboxdArguments: ["--database", database], fcm: true)
         let (other, otherPort) = try await offPool { try cluster.startAnotherMailboxd(instanceID: "mbx-b") }
         defer { other.stop() }
-        _ = try await offPool {
-            let tool = try ChildProcess(
-                TestEnvironment.executable("mailboxd").path,
-                ["account", "add", "alice", "--data-dir", cluster.dataDir, "--database", database],
-                stdin: "password-alice\n", logDirectory: cluster.directory.url.path)
-            try #require(tool.waitForExit() == 0, "account add failed: \(tool.errorOutput)")
-        }
+        try await cluster.addAccount("alice", database: database)
         let session = try await cluster.login("alice")
         let device = try await cluster.registerAndroidDevice(session: session)
         let stream = try await cluster.messages(device.token)

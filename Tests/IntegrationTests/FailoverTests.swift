@@ -55,13 +55,7 @@ struct FailoverServiceTests {
     {
         let postgres = try await offPool { try PostgresCluster() }
         let cluster = try await Cluster.start(accounts: [], mailboxdArguments: ["--database", postgres.url])
-        _ = try await offPool {
-            let tool = try ChildProcess(
-                TestEnvironment.executable("mailboxd").path,
-                ["account", "add", "alice", "--data-dir", cluster.dataDir, "--database", postgres.url],
-                stdin: "password-alice\n", logDirectory: cluster.directory.url.path)
-            try #require(tool.waitForExit() == 0, "account add failed: \(tool.errorOutput)")
-        }
+        try await cluster.addAccount("alice", database: postgres.url)
         let session = try await cluster.login("alice")
         let token = try await cluster.registerDevice(session: session)
         let stream = try await cluster.notifications(token)

@@ -162,13 +162,7 @@ import Testing
         let (other, _) = try await offPool { try cluster.startAnotherMailboxd(instanceID: "imap-b") }
         defer { other.stop() }
         let otherIMAP = try #require(try other.listeningPorts(prefix: "mailboxd: IMAP on ")["url"])
-        _ = try await offPool {
-            let tool = try ChildProcess(
-                TestEnvironment.executable("mailboxd").path,
-                ["account", "add", "alice", "--data-dir", cluster.dataDir, "--database", database],
-                stdin: "password-alice\n", logDirectory: cluster.directory.url.path)
-            try #require(tool.waitForExit() == 0, "account add failed: \(tool.errorOutput)")
-        }
+        try await cluster.addAccount("alice", database: database)
         _ = try await cluster.deliver(to: "alice", subject: "before", body: "x")
         let idle = try await offPool {
             try ChildProcess(
