@@ -158,6 +158,37 @@ struct StartupErrorTests {
         #expect(refused.stderr.contains("newer than this build (it has migration 999-next)"), "\(refused.stderr)")
     }
 
+    @Test func badIMAPFlagsAreClearErrors() throws {
+        let setup = try Setup(prefix: "startup-errors-imap")
+        let serve = setup.serve
+        try expectUsageErrors(
+            [
+                (serve + ["--imap-plain"], "--imap-plain configures the IMAP listener: give --imap-listen too"),
+                (
+                    serve + ["--imap-listen", "127.0.0.1:0", "--imap-max-connections", "0"],
+                    "--imap-max-connections must be 1 to 1000000"
+                ),
+                (serve + ["--imap-listen", "127.0.0.1:0", "--plain-http"], "--imap-listen serves TLS"),
+                (serve + ["--imap-listen", "nowhere"], "expected HOST:PORT"),
+            ])
+        // A device's --fetch and --imap.
+        let client = TestEnvironment.executable("mail-client").path
+        let base = [
+            "run", "--once", "--server", "https://127.0.0.1:9", "--ca", setup.data + "/tls/ca.pem", "--username",
+            "alice", "--state-dir", setup.directory.path("device"),
+        ]
+        for (extra, message) in [
+            (["--fetch", "pop3"], "--fetch must be api or imap"),
+            (["--imap", "localhost:993"], "--imap goes with --fetch imap"),
+            (["--fetch", "imap"], "missing --imap"),
+            (["--fetch", "imap", "--imap", "nowhere"], "expected HOST:PORT"),
+        ] {
+            let result = try Subprocess.run(client, base + extra, input: "password-alice\n")
+            #expect(result.status == 2, "\(extra): exit \(result.status): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(extra): \(result.stderr)")
+        }
+    }
+
     @Test func aFleetLineThatIsNotNameUserPasswordIsAClearError() throws {
         let directory = try TemporaryDirectory(prefix: "fleet-errors")
         let client = TestEnvironment.executable("mail-client").path
