@@ -25,6 +25,13 @@ let mhdRequestCompleted:
         core.requestCompleted(context)
     }
 
+/// The accept policy: once the server drains, a new connection is closed as soon as it is accepted.
+let mhdAcceptPolicy: MHD_AcceptPolicyCallback = { cls, _, _ in
+    guard let cls else { return MHD_Result.NO }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    return core.isDraining ? MHD_Result.NO : MHD_Result.YES
+}
+
 /// The `sfmhd_logger` callback: one formatted library diagnostic.
 let mhdLogMessage: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { cls, message in
     guard let cls, let message else { return }

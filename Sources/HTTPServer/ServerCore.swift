@@ -41,7 +41,6 @@ final class ServerCore: Sendable {
     let startupMessages = LockedValue<[String]?>([])
     /// The heartbeat and request-timeout loops.
     let maintenanceTasks = LockedValue<[Task<Void, Never>]>([])
-    let listenSocket = LockedValue<Int32>(-1)
     /// C strings handed to libmicrohttpd (TLS PEM and priorities, bound address); freed in deinit.
     let allocations = LockedValue<[UInt]>([])  // addresses from malloc/calloc
 
@@ -70,12 +69,12 @@ final class ServerCore: Sendable {
     /// Starts the daemon and returns the bound port.
     func start() throws(HTTPServer.StartError) -> UInt16 {
         let config = configuration
-        // poll(), not epoll: with epoll, libmicrohttpd's threads and `MHD_quiesce_daemon` (shutdown) race to remove
-        // the listening socket from the threads' epoll sets, and the loser aborts the process (`MHD_PANIC`, "Failed to
-        // remove listen FD from epoll set"; an open libmicrohttpd defect, still in 0.9.75). With poll() the quiesce
-        // reaches each thread through its inter-thread channel instead.
+        // epoll: each wake-up costs the ready connections only, not every open one. Draining never calls
+        // `MHD_quiesce_daemon`, which under epoll races libmicrohttpd's own threads to remove the listening socket
+        // from their epoll sets (the loser aborts the process, "Failed to remove listen FD from epoll set", still in
+        // 0.9.75); the accept policy closes new connections instead, and `MHD_stop_daemon` ends the threads.
         var flags =
-            MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_POLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue | MHD_USE_ITC.rawValue
         Self.raiseFileLimit(toFit: config.connectionLimit)
         let address = try resolve(host: config.host, port: config.port)
@@ -118,7 +117,7 @@ final class ServerCore: Sendable {
         options.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))
 
         let started = options.withUnsafeBufferPointer { buffer in
-            sfmhd_start_daemon(flags, config.port, mhdAccess, context, buffer.baseAddress)
+            sfmhd_start_daemon(flags, config.port, mhdAcceptPolicy, context, mhdAccess, context, buffer.baseAddress)
         }
         let messages = startupMessages.withLock { messages in
             defer { messages = nil }
@@ -313,15 +312,12 @@ final class ServerCore: Sendable {
         }
     }
 
-    /// Stops accepting connections and refuses new requests; closes every event stream.
+    /// Stops accepting connections (the accept policy closes them) and refuses new requests; closes every event
+    /// stream.
     func quiesce() {
         let streams = registry.withLock { registry in
             registry.draining = true
             return Array(registry.streams.values)
-        }
-        if let daemon = daemon.withLock({ $0 }) {
-            let socket = MHD_quiesce_daemon(daemon.pointer)
-            listenSocket.withLock { $0 = socket }
         }
         for stream in streams { stream.close() }
     }
@@ -352,10 +348,6 @@ final class ServerCore: Sendable {
             return state
         }) {
             MHD_stop_daemon(daemon.pointer)
-        }
-        listenSocket.withLock { socket in
-            if socket >= 0 { close(socket) }
-            socket = -1
         }
         for stream in registry.withLock({ Array($0.streams.values) }) { stream.terminate() }
         lifecycle.withLock { $0 = .stopped }

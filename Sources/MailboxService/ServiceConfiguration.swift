@@ -24,9 +24,21 @@ public struct ServiceConfiguration: Sendable {
     public var tlsMinimumVersion: TLSMinimumVersion = .tls12
     /// The bearer token senders present on `POST /v1/deliveries`.
     public var deliveryToken: String
-    /// The most simultaneous client connections: room for many idle (or hostile) connections while legitimate
-    /// clients are still accepted. Bounded in practice by the process's open-file limit.
-    public var connectionLimit = 16_000
+    /// The most simultaneous API connections (`--max-connections`): room for many idle (or hostile) connections
+    /// while legitimate clients are still accepted. By default the process's open-file limit less
+    /// `reservedDescriptors`.
+    public var connectionLimit = ServiceConfiguration.defaultConnectionLimit()
+    /// Descriptors the default connection limit leaves for the store, outbound pushes, LMTP, IMAP and logs.
+    public static let reservedDescriptors = 1_024
+
+    /// The open-file limit (the hard one: the server raises its soft limit towards it) less
+    /// `reservedDescriptors`, at least 64 and at most 1,000,000.
+    public static func defaultConnectionLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 16_000 }
+        let files = Int(clamping: limit.rlim_max)  // RLIM_INFINITY clamps to Int.max
+        return min(1_000_000, max(64, files - reservedDescriptors))
+    }
     /// The largest accepted request body.
     public var maxBodySize = 1 << 20
     /// The JMAP Session's URL prefix (`--jmap-base-url`); `nil`: the scheme and the request's `Host` header.

@@ -23,6 +23,7 @@ enum Serve {
         "webpush-allow-host", "webpush-signal-kind", "metrics-listen", "session-idle-timeout", "session-lifetime",
         "max-sessions-per-account", "device-registrations-per-hour", "console-token-file",
         "jmap-base-url", "jmap-push-allow-unencrypted", "imap-listen", "imap-plain", "imap-max-connections",
+        "max-connections",
     ]).union(singleAppFlags)
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
@@ -254,6 +255,9 @@ enum Serve {
             throw UsageError("--device-registrations-per-hour must be 1 to 100000")
         }
         configuration.deviceRegistrationsPerHour = registrations
+        let connections = try args.int("max-connections", default: configuration.connectionLimit)
+        guard (1...1_000_000).contains(connections) else { throw UsageError("--max-connections must be 1 to 1000000") }
+        configuration.connectionLimit = connections
         if let metrics = args.string("metrics-listen") {
             // A port alone is on loopback: the page tells how the service is used, so only the monitoring sees it.
             let listen = try HostPort(parsing: metrics.contains(":") ? metrics : "127.0.0.1:" + metrics)

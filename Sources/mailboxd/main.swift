@@ -57,6 +57,8 @@ let usage = """
       --background-budget N     background signals per device per hour (default 3)
       --max-devices-per-account N
                                 devices one account may register (default 100; one more is 409 tooManyDevices)
+      --max-connections N       simultaneous API connections, idle and held streams included (default: the
+                                open-file limit less 1024, here \(ServiceConfiguration.defaultConnectionLimit()))
       --synchronous MODE        SQLite synchronous: FULL (default) or NORMAL
       --legacy-payload-limit    cap payloads at 2048 bytes instead of 4096
       --access-log              log one line per request to standard error

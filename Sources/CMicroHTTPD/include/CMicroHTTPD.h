@@ -9,6 +9,7 @@
 /* A non-variadic entry point to MHD_start_daemon: Swift cannot call variadic C functions.
    Options are passed as an MHD_OPTION_ARRAY terminated by MHD_OPTION_END. */
 struct MHD_Daemon *sfmhd_start_daemon(unsigned int flags, uint16_t port,
+                                      MHD_AcceptPolicyCallback accept_policy, void *accept_policy_context,
                                       MHD_AccessHandlerCallback handler, void *handler_context,
                                       const struct MHD_OptionItem *options);
 
