@@ -14,14 +14,16 @@ let package = Package(
     ],
     targets: [
         // MARK: C libraries (module maps and C wrappers). Each is imported by the one Swift module over it, except
-        // COpenSSL (OpenSSLCrypto; HTTP2Support, HTTP2Server and HTTP2Client for TLS) and CNGHTTP2 (HTTP2Support,
-        // HTTP2Server, HTTP2Client); signalfetch-bench also imports CSQLite (its raw-C baseline) and CNGHTTP2 (epoll).
+        // COpenSSL (OpenSSLCrypto; ConnectionLoop, HTTP2Server and HTTP2Client for TLS), CEpoll (ConnectionLoop and the
+        // two HTTP/2 loops over its Poller) and CNGHTTP2 (HTTP2Support, HTTP2Server, HTTP2Client); signalfetch-bench
+        // also imports CSQLite (its raw-C baseline) and CEpoll.
         .systemLibrary(
             name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(
             name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .systemLibrary(
             name: "CNGHTTP2", path: "Sources/CNGHTTP2", pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]),
@@ -62,9 +64,13 @@ let package = Package(
         // HTTPMethod and HTTPHeaders, one of each for the server and the client.
         .target(name: "HTTPTypes"),
         .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "Locking"]),
-        .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "COpenSSL"]),
-        .target(name: "HTTP2Server", dependencies: ["Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
-        .target(name: "HTTP2Client", dependencies: ["Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+        .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "ConnectionLoop"]),
+        .target(
+            name: "HTTP2Server",
+            dependencies: ["CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+        .target(
+            name: "HTTP2Client",
+            dependencies: ["CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
         .target(name: "HTTPClient", dependencies: ["HTTPTypes", "Durations", "CCurl", "Locking"]),
 
         // MARK: Domain
@@ -121,7 +127,7 @@ let package = Package(
         .target(name: "MailIngest", dependencies: ["ConnectionLoop", "Durations", "Locking"]),
         // The event loop under line protocols: epoll, TLS over non-blocking sockets, idle timers, a hand-off to the
         // backend and back.
-        .target(name: "ConnectionLoop", dependencies: ["CNGHTTP2", "COpenSSL", "HTTP2Support", "Locking"]),
+        .target(name: "ConnectionLoop", dependencies: ["CEpoll", "COpenSSL", "Locking"]),
         // IMAP4rev2/IMAP4rev1 (RFC 9051, 3501) with IDLE, CONDSTORE/QRESYNC, MOVE, UIDPLUS: a parser and a session
         // state machine on the connection loop.
         .target(name: "IMAP", dependencies: ["ConnectionLoop", "Locking"]),
@@ -194,7 +200,7 @@ let package = Package(
                 "Durations",
                 "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "PushWebPush", "CommandLineSupport", "APNs",
                 "HTTPServer", "JMAP", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
-                "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CNGHTTP2", "Locking",
+                "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CEpoll", "Locking",
             ]),
 
         // MARK: Tests

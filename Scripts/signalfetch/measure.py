@@ -91,6 +91,20 @@ def tree_cpu(parent):
     return total / CLK_TCK
 
 
+def tree_rss_kb(parent):
+    """RSS in KiB of a server and its live children (nginx: the master and its workers)."""
+    total = rss_kb(parent) or 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if int(_stat_fields(pid)[1]) == parent:
+                total += rss_kb(pid) or 0
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def children_cpu():
     """CPU seconds of this process's finished children (wrk, pgbench…)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -1,6 +1,5 @@
-import CNGHTTP2
+import CEpoll
 import Foundation
-import HTTP2Support
 import Locking
 
 /// Why a ``ConnectionLoop`` could not be made.

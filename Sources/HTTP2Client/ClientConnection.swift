@@ -1,4 +1,6 @@
+import CEpoll
 import CNGHTTP2
+import ConnectionLoop
 import Foundation
 import HTTP2Support
 

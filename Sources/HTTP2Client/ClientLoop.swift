@@ -1,4 +1,5 @@
 import CNGHTTP2
+import ConnectionLoop
 import Durations
 import Foundation
 import HTTP2Support

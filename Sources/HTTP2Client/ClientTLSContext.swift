@@ -1,4 +1,5 @@
 import COpenSSL
+import ConnectionLoop
 import Foundation
 import HTTP2Support
 

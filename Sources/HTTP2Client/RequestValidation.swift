@@ -1,3 +1,4 @@
+import ConnectionLoop
 import HTTP2Support
 
 /// Checks a request before it becomes HTTP/2 frames: nghttp2 sends what it is given, so the client refuses

@@ -1,4 +1,5 @@
 import CNGHTTP2
+import ConnectionLoop
 import Foundation
 import HTTP2Support
 

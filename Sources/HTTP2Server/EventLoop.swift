@@ -1,4 +1,6 @@
+import CEpoll
 import CNGHTTP2
+import ConnectionLoop
 import Durations
 import Foundation
 import HTTP2Support

@@ -1,3 +1,4 @@
+import ConnectionLoop
 import Durations
 import Foundation
 import HTTP2Support

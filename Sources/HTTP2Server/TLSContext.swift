@@ -1,5 +1,6 @@
 import CNGHTTP2
 import COpenSSL
+import ConnectionLoop
 import Foundation
 import HTTP2Support
 

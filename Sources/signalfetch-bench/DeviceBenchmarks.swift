@@ -1,4 +1,4 @@
-import CNGHTTP2  // for epoll, which its shim exposes (Glibc does not)
+import CEpoll  // epoll, which Glibc does not expose
 import CommandLineSupport
 import Foundation
 import Synchronization

@@ -1,15 +1,17 @@
 """What every benchmark section runs in: the mode, the release binaries, the dev TLS material of one topology
 (harness.Cluster, with no server started), and the baselines' servers (signalfetch-bench's, nginx, nghttpd)."""
 import os
+import resource
 
 from .. import harness
 
 TINY_JSON = '{"status":"ok","service":"signalfetch","version":1}'
 
 NGINX_CONF = """worker_processes auto;
+worker_rlimit_nofile {files};
 pid {work}/nginx.pid;
 error_log {work}/nginx-error.log;
-events {{ worker_connections 1024; }}
+events {{ worker_connections {connections}; }}
 http {{
     access_log off;
     client_body_temp_path {work}/nginx-body;
@@ -19,7 +21,7 @@ http {{
     scgi_temp_path {work}/nginx-scgi;
     keepalive_requests 1000000;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{tls};
         location / {{ root {www}; default_type application/json; }}
     }}
 }}
@@ -64,11 +66,17 @@ class Env:
         harness.wait_port(port, proc=proc)
         return proc, port
 
-    def nginx(self):
+    def nginx(self, tls=False, connections=1024):
+        """nginx serving www/ on a port of its own, plain HTTP or, with `tls`, HTTPS with the topology's certificate
+        and key; `connections` per worker (its open-file limit raised to fit them, within the hard limit)."""
         port = harness.free_port()
         conf = os.path.join(self.work, "nginx.conf")
+        files = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], connections + 100)
+        certificate = (f" ssl;\n        ssl_certificate {self.cert};\n        ssl_certificate_key {self.key}"
+                       if tls else "")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(work=self.work, port=port, www=self.www))
+            f.write(NGINX_CONF.format(work=self.work, port=port, www=self.www, files=files,
+                                      connections=min(connections, files - 16), tls=certificate))
         proc = self.start("nginx", ["nginx", "-c", conf, "-p", self.work, "-g", "daemon off;"])
         harness.wait_port(port, proc=proc)
         return proc, port

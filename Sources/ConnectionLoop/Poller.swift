@@ -1,4 +1,4 @@
-import CNGHTTP2
+import CEpoll
 import Foundation
 
 /// Why a ``Poller`` could not be made.
@@ -7,8 +7,8 @@ package struct PollerSetupError: Error, Sendable {
     package var reason: String
 }
 
-/// One epoll set and the eventfd that wakes it (`sys/epoll.h` comes through CNGHTTP2's shim): the readiness core under both HTTP/2 event loops (the server's
-/// `EventLoop`, the client's `ClientLoop`). The loop registers each descriptor with a 64-bit tag of its own choice
+/// One epoll set and the eventfd that wakes it (`sys/epoll.h` comes through CEpoll): the readiness core under every event loop (`ConnectionLoop`, HTTP/2's
+/// `EventLoop` and `ClientLoop`). The loop registers each descriptor with a 64-bit tag of its own choice
 /// and after ``wait(timeoutMilliseconds:)`` ``ready(_:)`` hands back the tags that are ready, with their events;
 /// the eventfd is registered under ``wakeTag``.
 ///
