@@ -260,7 +260,7 @@ let package = Package(
         .testTarget(
             name: "JMAPTests",
             dependencies: [
-                "JMAP", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch", "HTTPClient",
+                "JMAP", "Locking", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch", "HTTPClient",
                 "TestSupport",
             ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),

@@ -96,6 +96,8 @@ public final class AccountWakeups: Sendable {
     private struct Subscribers {
         var next = 0
         var byAccount: [Int64: [Int: AsyncStream<Wakeup>.Continuation]] = [:]
+        /// Per account with subscribers, the newest read of its type states, started after the commit of `modseq`.
+        var reads: [Int64: (modseq: Int64, read: Task<TypeStates?, Never>)] = [:]
     }
 
     private let subscribers = LockedValue(Subscribers())
@@ -133,6 +135,22 @@ public final class AccountWakeups: Sendable {
         return (id, stream)
     }
 
+    /// The account's type states as of a commit of at least `modseq`, read once for every stream the commit woke:
+    /// the first stream to ask starts `read`, the others await the same read, so a change fanned out to a thousand
+    /// streams of one account costs one read, not a thousand. `nil` if the read failed.
+    public func typeStates(
+        accountID: Int64, atLeast modseq: Int64, read: @escaping @Sendable () async throws -> TypeStates
+    ) async -> TypeStates? {
+        let shared = subscribers.withLock { state -> Task<TypeStates?, Never> in
+            if let entry = state.reads[accountID], entry.modseq >= modseq { return entry.read }
+            let task = Task { try? await read() }
+            // An account without subscribers keeps no read (the last unsubscribe drops it).
+            if state.byAccount[accountID] != nil { state.reads[accountID] = (modseq, task) }
+            return task
+        }
+        return await shared.value
+    }
+
     /// Wakes one subscription with a ``Wakeup/tick``.
     public func poke(_ id: Int, accountID: Int64) {
         subscribers.withLock { $0.byAccount[accountID]?[id] }?.yield(.tick)
@@ -142,7 +160,10 @@ public final class AccountWakeups: Sendable {
     public func unsubscribe(_ id: Int, accountID: Int64) {
         let continuation = subscribers.withLock { state -> AsyncStream<Wakeup>.Continuation? in
             let removed = state.byAccount[accountID]?.removeValue(forKey: id)
-            if state.byAccount[accountID]?.isEmpty == true { state.byAccount[accountID] = nil }
+            if state.byAccount[accountID]?.isEmpty == true {
+                state.byAccount[accountID] = nil
+                state.reads[accountID] = nil
+            }
             return removed
         }
         continuation?.finish()

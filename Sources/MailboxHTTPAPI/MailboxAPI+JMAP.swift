@@ -186,15 +186,20 @@ extension MailboxAPI {
                 if stream.isClosed { return }
                 // A commit names its modseq; after changes that may have been missed the stream reads it, one small
                 // read; a tick only pings.
-                var moved = false
+                // A commit's new state is read once for all the account's streams it woke.
+                var now: TypeStates?
                 switch wakeup {
-                case .committed(let modseq): moved = modseq > sent.modseq
+                case .committed(let modseq) where modseq > sent.modseq:
+                    now = await wake.typeStates(accountID: account.id, atLeast: modseq) {
+                        try await jmap.typeStates(accountID: account.id)
+                    }
                 case .missed:
-                    let modseq = try? await jmap.modseq(accountID: account.id)
-                    moved = modseq.map { $0 != sent.modseq } ?? false
-                case .tick: break
+                    if let modseq = try? await jmap.modseq(accountID: account.id), modseq != sent.modseq {
+                        now = try? await jmap.typeStates(accountID: account.id)
+                    }
+                case .committed, .tick: break
                 }
-                if moved, let now = try? await jmap.typeStates(accountID: account.id), now.modseq != sent.modseq {
+                if let now, now.modseq != sent.modseq {
                     let changed = now.states.filter { sent.states[$0.key] != $0.value }
                     sent = now
                     if let change = JMAPServer.stateChange(changed, account: account, types: types) {

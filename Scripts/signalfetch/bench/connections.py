@@ -50,7 +50,7 @@ class Server:
         return process_cpu(self.proc.pid) if self.name == "mailboxd" else tree_cpu(self.proc.pid)
 
 
-def latencies(server, ca, requests, warmup=100):
+def latencies(server, ca, requests, warmup=300):
     """ms of `requests` sequential GETs over one fresh keep-alive TLS connection, after `warmup` untimed ones; every
     answer must be 200."""
     api = harness.API(server.port, ca, timeout=15)
@@ -189,7 +189,7 @@ def print_figures(records, results):
 def run(env):
     limit = connection_limit()
     counts = COUNTS + (limit - RESERVE,)
-    requests = env.by_mode(1000, 3000)
+    requests = env.by_mode(2000, 5000)
     started = time.monotonic()
     results = {}
     ours = start_mailboxd(env, limit)

@@ -1,0 +1,48 @@
+import Foundation
+import JMAP
+import Locking
+import MailboxStore
+import Testing
+
+/// The fan-out of a commit to an account's streams: each stream is woken once, and the new state is read once.
+@Suite struct AccountWakeupsTests {
+    @Test("a commit wakes each of 1,000 streams of one account once, and they share one read of the new state")
+    func oneReadForEveryStreamOfAnAccount() async throws {
+        let fixture = try await JMAPFixture(.sqlite)
+        let wakeups = AccountWakeups(store: fixture.store)
+        let account = fixture.alice.id
+        let streams = (0..<1_000).map { _ in wakeups.subscribe(accountID: account) }
+        try await fixture.deliver(to: fixture.alice)
+        let reads = LockedValue(0)
+        let server = fixture.server
+        let states = await withTaskGroup(of: TypeStates?.self) { group in
+            for (_, stream) in streams {
+                group.addTask {
+                    var iterator = stream.makeAsyncIterator()
+                    guard case .committed(let modseq) = await iterator.next() else { return nil }
+                    return await wakeups.typeStates(accountID: account, atLeast: modseq) {
+                        reads.withLock { $0 += 1 }
+                        return try await server.typeStates(accountID: account)
+                    }
+                }
+            }
+            return await group.reduce(into: [TypeStates?]()) { $0.append($1) }
+        }
+        let current = try await server.typeStates(accountID: account)
+        #expect(states.count == 1_000 && states.allSatisfy { $0 == current })
+        #expect(reads.withLock { $0 } == 1)
+
+        // The next commit is read again, once.
+        try await fixture.deliver(to: fixture.alice)
+        let newer = try await fixture.server.modseq(accountID: account)
+        for _ in 0..<10 {
+            _ = await wakeups.typeStates(accountID: account, atLeast: newer) {
+                reads.withLock { $0 += 1 }
+                return try await server.typeStates(accountID: account)
+            }
+        }
+        #expect(reads.withLock { $0 } == 2)
+        for (id, _) in streams { wakeups.unsubscribe(id, accountID: account) }
+        #expect(wakeups.count == 0)
+    }
+}
