@@ -4,29 +4,34 @@ import MailboxStore
 import OpenSSLCrypto
 import Push
 
-/// Tells JMAP push subscriptions (RFC 8620 §7.2) of changes: after each commit of this process that changed an
-/// account, every verified subscription of the account gets one StateChange naming the types it asked for that
-/// changed, with their new states, through a ``SubscriptionPushService`` (Web Push). Every commit is made by
-/// exactly one process, so with several instances sharing a store each change is pushed once, by the instance that
-/// committed it.
+/// Tells JMAP push subscriptions (RFC 8620 §7.2) of changes: every verified subscription whose account moved past
+/// the state it was last told of gets one StateChange naming the types it asked for that changed, with their new
+/// states, through a ``SubscriptionPushService`` (Web Push).
 ///
-/// Pushes are hints, as the RFC says: a subscription has at most one push in flight and one waiting (a newer
-/// StateChange is merged into the waiting one); a transient failure is retried a few times with backoff, then the
-/// change is left for the next one (the client's states converge on its next fetch anyway); a push service that
-/// says the subscription is gone removes it.
+/// What is owed lives in the store, as device signals live in the outbox: each subscription keeps the account state
+/// it was last told of (`told_modseq`), so a StateChange owed when the process dies — kill -9 included, between a
+/// commit and its push or during a retry — is sent by the next process, or by another instance sharing the store.
+/// A worker claims the owed subscriptions under a lease (each goes out once across instances), sends, and records
+/// the outcome: told (and one pacing token spent, as a device's signal spends one), retried with the one
+/// ``Backoff`` and never sooner than the push service's `Retry-After`, or removed when the push service says the
+/// subscription is gone. Pushes are hints, as the RFC says: while one is owed, newer changes merge into it, and the
+/// push carries the newest states.
 public final class JMAPPushNotifier: Sendable {
-    /// Limits of the subscriptions this server accepts.
+    /// Limits of the subscriptions this server accepts, and how owed pushes are looked for and retried.
     public struct Configuration: Sendable {
         /// Whether a subscription without `keys` is accepted. Its pushes are plain JSON, readable by whoever runs
         /// the URL's server, so the default is no (`mailboxd --jmap-push-allow-unencrypted`).
         public var allowsUnencrypted = false
         /// The longest lifetime of a subscription, in seconds; a later `expires` is shortened to it.
         public var maximumLifetime: Double = 7 * 86_400
-        /// How long this process trusts the subscriptions it read for an account: subscriptions made through
-        /// another instance are seen within this many seconds.
-        public var cacheLifetime: Duration = .seconds(5)
-        /// The attempts one push gets on transient failures.
-        public var attempts = 4
+        /// How often the worker looks for owed pushes without a commit of this process to wake it: retries that came
+        /// due, pacing tokens that came back, commits of other instances, subscriptions made through another
+        /// instance. Also how long the set of accounts with subscriptions is trusted.
+        public var sweepInterval: Duration = .seconds(5)
+        /// The retry schedule of a push that failed (an hour at most between attempts).
+        public var backoff = Backoff(base: 1, maximum: 3600)
+        /// The most subscriptions claimed, and pushed at once, per round.
+        public var batchSize = 32
 
         /// The defaults.
         public init() {}
@@ -39,15 +44,6 @@ public final class JMAPPushNotifier: Sendable {
         /// Accounts whose subscriptions this process changed, and when: kept in `subscribed` through the next
         /// refresh, whose read may have begun before the change.
         var changedHere: [Int64: ContinuousClock.Instant] = [:]
-        /// The account's subscriptions, as read at `at`.
-        var cache: [Int64: (subscriptions: [PushSubscriptionRecord], at: ContinuousClock.Instant)] = [:]
-        /// The account modseq each subscription was last told of.
-        var told: [String: Int64] = [:]
-        /// Accounts changed since the worker last looked, with the lowest modseq among their commits.
-        var changed: [Int64: Int64] = [:]
-        /// Subscriptions with a push in flight, and the message waiting behind it.
-        var inFlight: Set<String> = []
-        var waiting: [String: (message: SubscriptionPushMessage, subscription: PushSubscriptionRecord)] = [:]
     }
 
     let store: MailboxStore
@@ -56,12 +52,11 @@ public final class JMAPPushNotifier: Sendable {
     public let configuration: Configuration
     private let state = LockedValue(State())
     private let wakeup: AsyncStream<Void>.Continuation
-    private let worker: LockedValue<Task<Void, Never>?> = LockedValue(nil)
-    private let refresher: LockedValue<Task<Void, Never>?> = LockedValue(nil)
+    private let tasks: LockedValue<[Task<Void, Never>]> = LockedValue([])
     private let log: @Sendable (String) -> Void
 
     /// Watches `store`'s commits and pushes through `service`. `log` gets one line per subscription removed or
-    /// push dropped, never a URL or a key.
+    /// push failed, never a URL or a key.
     public init(
         store: MailboxStore, service: any SubscriptionPushService, configuration: Configuration = Configuration(),
         log: @escaping @Sendable (String) -> Void = { _ in }
@@ -72,176 +67,131 @@ public final class JMAPPushNotifier: Sendable {
         self.log = log
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         wakeup = continuation
-        store.observeCommittedChanges { [weak self] changes in self?.note(changes) }
-        let lifetime = configuration.cacheLifetime
-        refresher.withLock { task in
-            task = Task { [weak self] in
-                while !Task.isCancelled {
-                    guard let self else { return }
-                    let started = ContinuousClock.now
-                    if let accounts = try? await self.store.accountsWithVerifiedPushSubscriptions() {
-                        self.state.withLock { state in
-                            state.changedHere = state.changedHere.filter { $0.value >= started }
-                            state.subscribed = accounts.union(state.changedHere.keys)
-                        }
+        store.observeChangesOfEveryInstance { [weak self] changes in self?.note(changes) }
+        let interval = max(configuration.sweepInterval, .milliseconds(10))
+        let sweeper = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let self else { return }
+                let started = ContinuousClock.now
+                if let accounts = try? await self.store.accountsWithVerifiedPushSubscriptions() {
+                    self.state.withLock { state in
+                        state.changedHere = state.changedHere.filter { $0.value >= started }
+                        state.subscribed = accounts.union(state.changedHere.keys)
                     }
-                    try? await Task.sleep(for: max(lifetime, .milliseconds(100)))
                 }
+                self.wakeup.yield()
+                try? await Task.sleep(for: interval)
             }
         }
-        worker.withLock { task in
-            task = Task { [weak self] in
-                for await _ in stream {
-                    guard let self else { return }
-                    await self.tellChangedAccounts()
-                }
+        let worker = Task { [weak self] in
+            _ = try? await self?.store.releasePushLeases()
+            for await _ in stream {
+                guard let self else { return }
+                await self.sendOwed()
             }
         }
+        tasks.withLock { $0 = [sweeper, worker] }
     }
 
-    /// Stops the worker (pushes in flight finish on their own).
+    /// Stops the worker (pushes in flight finish on their own; what is still owed stays owed in the store).
     public func shutdown() {
         wakeup.finish()
-        worker.withLock { $0?.cancel() }
-        refresher.withLock { $0?.cancel() }
+        for task in tasks.withLock({ $0 }) { task.cancel() }
     }
 
     deinit { shutdown() }
 
     private func note(_ changes: [CommittedChange]) {
-        let relevant = state.withLock { state -> Bool in
-            var relevant = false
-            for change in changes where state.subscribed.contains(change.accountID) {
-                state.changed[change.accountID] = min(state.changed[change.accountID] ?? .max, change.modseq)
-                relevant = true
-            }
-            return relevant
+        let relevant = state.withLock { state in
+            changes.contains { $0.accountID == CommittedChange.everyAccount || state.subscribed.contains($0.accountID) }
         }
         if relevant { wakeup.yield() }
     }
 
-    /// Drops what this process remembers of the account's subscriptions, after it changed them, and looks at the
-    /// account's commits again from now on.
+    /// Looks at the account's commits from now on, after this process changed its subscriptions.
     func forget(accountID: Int64) {
         state.withLock { state in
-            state.cache.removeValue(forKey: accountID)
             state.subscribed.insert(accountID)
             state.changedHere[accountID] = ContinuousClock.now
         }
     }
 
-    /// Remembers that `subscription` has been told of the account up to `modseq` (at verification: it starts
-    /// from the state it was verified in).
-    func told(_ subscriptionID: String, modseq: Int64) {
-        state.withLock { $0.told[subscriptionID] = modseq }
-    }
-
-    /// The account's subscriptions, from the cache while it is fresh.
-    private func subscriptions(accountID: Int64) async throws -> [PushSubscriptionRecord] {
-        let now = ContinuousClock.now
-        if let cached = state.withLock({ $0.cache[accountID] }), now - cached.at < configuration.cacheLifetime {
-            return cached.subscriptions
-        }
-        let read = try await store.pushSubscriptions(accountID: accountID)
-        state.withLock { $0.cache[accountID] = (read, now) }
-        return read
-    }
-
-    private func tellChangedAccounts() async {
-        let changed = state.withLock { state in
-            defer { state.changed.removeAll() }
-            return state.changed
-        }
-        for (accountID, lowest) in changed {
-            guard let subscriptions = try? await subscriptions(accountID: accountID) else { continue }
-            let verified = subscriptions.filter(\.isVerified)
-            guard !verified.isEmpty, let counters = try? await store.changeCounters(accountID: accountID) else {
-                continue
+    /// Claims and sends what is owed, a batch at a time, until nothing due is left.
+    private func sendOwed() async {
+        while !Task.isCancelled {
+            guard let due = try? await store.claimDuePushes(limit: configuration.batchSize), !due.isEmpty else {
+                return
             }
-            let states = TypeStates(counters, epoch: store.epoch)
-            for subscription in verified {
-                let since = state.withLock { state in
-                    defer { state.told[subscription.id] = counters.modseq }
-                    return state.told[subscription.id] ?? (lowest - 1)
-                }
-                let named = states.changed(since: since, of: counters).filter { name, _ in
-                    subscription.types?.contains(name) ?? true
-                }
-                guard !named.isEmpty else { continue }
-                send(.stateChange(accountID: String(accountID), states: named), to: subscription)
+            await withTaskGroup(of: Void.self) { group in
+                for item in due { group.addTask { await self.tell(item) } }
             }
+            if due.count < configuration.batchSize { return }
         }
     }
 
-    /// Sends the PushVerification for a new subscription.
-    func verify(_ subscription: PushSubscriptionRecord) {
-        send(.verification(subscriptionID: subscription.id, code: subscription.verificationCode), to: subscription)
-    }
-
-    /// Sends `message`, or merges it into the one waiting while another is in flight.
-    private func send(_ message: SubscriptionPushMessage, to subscription: PushSubscriptionRecord) {
-        let startNow = state.withLock { state -> Bool in
-            guard state.inFlight.contains(subscription.id) else {
-                state.inFlight.insert(subscription.id)
-                return true
-            }
-            let merged = state.waiting[subscription.id].map { Self.merge($0.message, message) } ?? message
-            state.waiting[subscription.id] = (merged, subscription)
-            return false
+    /// One owed StateChange: the account's states now, the types the subscription asked for that changed since it
+    /// was last told, one push, and its outcome recorded.
+    private func tell(_ item: DuePush) async {
+        let subscription = item.subscription
+        guard let counters = try? await store.changeCounters(accountID: subscription.accountID) else {
+            await retry(item, retryAfter: nil, failed: true)
+            return
         }
-        guard startNow else { return }
-        Task { [weak self] in
-            var next: (message: SubscriptionPushMessage, subscription: PushSubscriptionRecord)? = (
-                message, subscription
-            )
-            while let (message, subscription) = next {
-                guard let self else { return }
-                await self.deliver(message, to: subscription)
-                next = self.state.withLock { state in
-                    guard let waiting = state.waiting.removeValue(forKey: subscription.id) else {
-                        state.inFlight.remove(subscription.id)
-                        return nil
-                    }
-                    return waiting
-                }
-            }
+        let named = TypeStates(counters, epoch: store.epoch).changed(since: item.toldModseq, of: counters).filter {
+            name, _ in subscription.types?.contains(name) ?? true
         }
-    }
-
-    /// A StateChange waiting behind another keeps every type either names, with the newer state.
-    static func merge(_ older: SubscriptionPushMessage, _ newer: SubscriptionPushMessage) -> SubscriptionPushMessage {
-        guard case .stateChange(let account, let old) = older, case .stateChange(account, let new) = newer else {
-            return newer
+        guard !named.isEmpty else {
+            _ = try? await store.completePush(id: subscription.id, toldModseq: counters.modseq, sent: false)
+            return
         }
-        return .stateChange(accountID: account, states: old.merging(new) { _, newer in newer })
-    }
-
-    /// One push with its retries.
-    private func deliver(_ message: SubscriptionPushMessage, to subscription: PushSubscriptionRecord) async {
+        let message = SubscriptionPushMessage.stateChange(accountID: String(subscription.accountID), states: named)
         let topic = Self.topic(for: subscription.id)
-        var delay = 1.0
-        for attempt in 1...max(1, configuration.attempts) {
-            switch await service.push(message, url: subscription.url, keys: subscription.keys, topic: topic) {
-            case .delivered:
-                return
-            case .dropRegistration(let reason, _):
-                _ = try? await store.deletePushSubscription(id: subscription.id, accountID: subscription.accountID)
-                forget(accountID: subscription.accountID)
-                log("mailboxd: JMAP push subscription removed (\(reason))")
-                return
-            case .defect(let reason):
-                log("mailboxd: JMAP push not sent (\(reason))")
-                return
-            case .retry(let reason, let retryAfter):
-                guard attempt < configuration.attempts else {
-                    log("mailboxd: JMAP push dropped after \(attempt) attempts (\(reason))")
+        switch await service.push(message, url: subscription.url, keys: subscription.keys, topic: topic) {
+        case .delivered:
+            _ = try? await store.completePush(id: subscription.id, toldModseq: counters.modseq, sent: true)
+        case .dropRegistration(let reason, _):
+            _ = try? await store.deletePushSubscription(id: subscription.id, accountID: subscription.accountID)
+            forget(accountID: subscription.accountID)
+            log("mailboxd: JMAP push subscription removed (\(reason))")
+        case .defect(let reason):
+            // Never sendable as it is: told, so it is not tried again for this change.
+            _ = try? await store.completePush(id: subscription.id, toldModseq: counters.modseq, sent: false)
+            log("mailboxd: JMAP push not sent (\(reason))")
+        case .retry(let reason, let retryAfter):
+            if item.attempts == 0 { log("mailboxd: JMAP push failed, will retry (\(reason))") }
+            await retry(item, retryAfter: retryAfter, failed: true)
+        }
+    }
+
+    private func retry(_ item: DuePush, retryAfter: Double?, failed: Bool) async {
+        let delay = configuration.backoff.delay(attempt: item.attempts + 1, retryAfter: retryAfter)
+        _ = try? await store.reschedulePush(id: item.subscription.id, after: delay, failed: failed)
+    }
+
+    /// Sends the PushVerification for a new subscription, retried a few times with the one backoff. It is not kept
+    /// in the store: a client that never hears it makes another subscription.
+    func verify(_ subscription: PushSubscriptionRecord) {
+        let topic = Self.topic(for: subscription.id)
+        let message = SubscriptionPushMessage.verification(
+            subscriptionID: subscription.id, code: subscription.verificationCode)
+        Task { [service, log, backoff = configuration.backoff] in
+            for attempt in 1...Self.verificationAttempts {
+                switch await service.push(message, url: subscription.url, keys: subscription.keys, topic: topic) {
+                case .delivered:
+                    return
+                case .retry(_, let retryAfter) where attempt < Self.verificationAttempts:
+                    let delay = backoff.delay(attempt: attempt, retryAfter: retryAfter)
+                    guard (try? await Task.sleep(for: .seconds(delay))) != nil else { return }
+                case .dropRegistration(let reason, _), .defect(let reason), .retry(let reason, _):
+                    log("mailboxd: JMAP push verification not delivered (\(reason))")
                     return
                 }
-                try? await Task.sleep(for: .seconds(min(max(retryAfter ?? delay, delay), 300)))
-                delay *= 2
             }
         }
     }
+
+    /// The attempts a PushVerification gets.
+    static let verificationAttempts = 4
 
     /// The RFC 8030 `Topic` of a subscription's pushes: a constant per subscription that names nothing else, so a
     /// push service holding an older StateChange for an offline client replaces it.

@@ -232,12 +232,10 @@ extension MethodContext {
             }
         }
         do {
-            let counters = verified == true ? try await store.changeCounters(accountID: account.id) : nil
             guard
                 let record = try await store.updatePushSubscription(
                     id: id, accountID: account.id, verified: verified, expiresAt: expiresAt, types: types)
             else { return .failure(SetError(Self.setError("notFound", "No such push subscription."))) }
-            if let counters, !existing.isVerified { push.told(id, modseq: counters.modseq) }
             if let expiresAt, let asked = members["expires"]?.string, JMAPDate.parse(asked) != expiresAt {
                 return .success(["expires": .string(JMAPDate.string(record.expiresAt))])
             }

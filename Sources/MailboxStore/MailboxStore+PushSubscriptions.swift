@@ -28,8 +28,15 @@ public struct PushSubscriptionRecord: Sendable, Equatable {
 }
 
 extension MailboxStore {
-    static let pushSubscriptionColumns =
-        "id, account_id, session_id, device_client_id, url, push_keys, verification_code, verified, types, expires_at"
+    static let pushSubscriptionColumns = pushSubscriptionColumns(of: nil)
+
+    /// The columns ``pushSubscription(from:)`` reads, each qualified by `table` when given.
+    static func pushSubscriptionColumns(of table: String?) -> String {
+        [
+            "id", "account_id", "session_id", "device_client_id", "url", "push_keys", "verification_code", "verified",
+            "types", "expires_at",
+        ].map { column in table.map { "\($0).\(column)" } ?? column }.joined(separator: ", ")
+    }
 
     static func pushSubscription(from row: Row) throws -> PushSubscriptionRecord {
         PushSubscriptionRecord(
@@ -72,12 +79,13 @@ extension MailboxStore {
             try db.run(
                 """
                 INSERT INTO push_subscriptions (id, account_id, session_id, device_client_id, url, push_keys,
-                                                verification_code, verified, types, expires_at, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+                                                verification_code, verified, types, expires_at, created_at,
+                                                told_modseq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, (SELECT modseq FROM accounts WHERE id = ?))
                 """,
                 arguments: [
                     record.id, accountID, sessionID, deviceClientID, url, keys, record.verificationCode,
-                    types?.joined(separator: ","), expiresAt, created,
+                    types?.joined(separator: ","), expiresAt, created, accountID,
                 ])
             return record
         }
@@ -104,11 +112,19 @@ extension MailboxStore {
     ) async throws -> PushSubscriptionRecord? {
         try await write { db, _ in
             guard
-                try db.queryOne(
-                    "SELECT id FROM push_subscriptions WHERE id = ? AND account_id = ?", id, accountID) != nil
+                let current = try db.queryOne(
+                    "SELECT verified FROM push_subscriptions WHERE id = ? AND account_id = ?", id, accountID)
             else { return nil }
             if let verified {
                 _ = try db.run("UPDATE push_subscriptions SET verified = ? WHERE id = ?", verified ? 1 : 0, id)
+                if verified, try current.int64("verified") == 0 {
+                    // Verified now: told of the account as it is, so the first StateChange is of the next change.
+                    _ = try db.run(
+                        """
+                        UPDATE push_subscriptions SET told_modseq = (SELECT modseq FROM accounts WHERE id = ?)
+                        WHERE id = ?
+                        """, accountID, id)
+                }
             }
             if let expiresAt {
                 _ = try db.run("UPDATE push_subscriptions SET expires_at = ? WHERE id = ?", expiresAt, id)
@@ -147,5 +163,96 @@ extension MailboxStore {
     public func purgePushSubscriptions() async throws -> Int {
         let at = now()
         return try await write { db, _ in try db.run("DELETE FROM push_subscriptions WHERE expires_at <= ?", at) }
+    }
+}
+
+/// A JMAP push subscription that is owed a StateChange: its account moved past the state it was last told of.
+public struct DuePush: Sendable, Equatable {
+    /// The subscription.
+    public var subscription: PushSubscriptionRecord
+    /// The account state it was last told of.
+    public var toldModseq: Int64
+    /// The failed attempts since it was last told (the next backoff's exponent).
+    public var attempts: Int
+}
+
+extension MailboxStore {
+    /// Claims up to `limit` verified, unexpired subscriptions whose account moved past the state each was last told
+    /// of, and whose retry time has come: each is leased to this process (``Configuration/instanceID``) as outbox
+    /// rows are, so with several instances each StateChange goes out once.
+    public func claimDuePushes(limit: Int = 50) async throws -> [DuePush] {
+        let time = now()
+        let lease = configuration.claimLease
+        let owner = configuration.instanceID
+        return try await write { db, _ in
+            let rows = try db.query(
+                """
+                SELECT \(Self.pushSubscriptionColumns(of: "s")), s.told_modseq, s.attempts
+                FROM push_subscriptions s JOIN accounts a ON a.id = s.account_id
+                WHERE s.verified = 1 AND s.told_modseq < a.modseq AND s.expires_at > ? AND s.next_attempt_at <= ?
+                      AND s.leased_until <= ?
+                ORDER BY s.next_attempt_at LIMIT ?\(db.dialect.claimRows(of: "s"))
+                """, time, time, time, limit)
+            var due: [DuePush] = []
+            for row in rows {
+                let subscription = try Self.pushSubscription(from: row)
+                try db.run(
+                    "UPDATE push_subscriptions SET leased_until = ?, leased_by = ? WHERE id = ?", time + lease, owner,
+                    subscription.id)
+                due.append(
+                    DuePush(
+                        subscription: subscription, toldModseq: try row.int64("told_modseq"),
+                        attempts: try row.int("attempts")))
+            }
+            return due
+        }
+    }
+
+    /// Records that the subscription was told of the account up to `modseq` (its StateChange was delivered, or had
+    /// nothing the subscription asked for): its lease and failures end. A push sent spends one of the subscription's
+    /// pacing tokens (``Configuration/pacing``, as a device's signals do), so a burst of changes is told at once and
+    /// a steady stream at the refill rate, each push carrying the newest states.
+    public func completePush(id: String, toldModseq modseq: Int64, sent: Bool) async throws {
+        let time = now()
+        let pacing = configuration.pacing
+        try await write { db, _ in
+            let bucket = try db.queryOne("SELECT pace_tokens, pace_at FROM push_subscriptions WHERE id = ?", id)
+            var tokens = pacing.tokens(
+                stored: bucket?["pace_tokens"].double, at: bucket?["pace_at"].double ?? 0, now: time)
+            if sent { tokens = pacing.spending(tokens) }
+            try db.run(
+                """
+                UPDATE push_subscriptions
+                SET told_modseq = \(db.dialect.greatest("told_modseq", "?")), attempts = 0, next_attempt_at = ?,
+                    leased_until = 0, leased_by = NULL, pace_tokens = ?, pace_at = ?
+                WHERE id = ?
+                """, modseq, pacing.dueTime(tokens: tokens, now: time), tokens, time, id)
+        }
+    }
+
+    /// Puts a subscription's failed StateChange back, to be tried again after `delay` seconds (the one backoff);
+    /// `failed` counts the attempt (a push service's throttle does not).
+    public func reschedulePush(id: String, after delay: Double, failed: Bool = true) async throws {
+        let next = now() + delay
+        try await write { db, _ in
+            try db.run(
+                """
+                UPDATE push_subscriptions
+                SET attempts = attempts + ?, next_attempt_at = ?, leased_until = 0, leased_by = NULL
+                WHERE id = ?
+                """, failed ? 1 : 0, next, id)
+        }
+    }
+
+    /// Ends the push leases this process (``Configuration/instanceID``) holds, for a notifier that starts: they are
+    /// its predecessor's, which stopped or died between claiming and sending.
+    @discardableResult
+    public func releasePushLeases() async throws -> Int {
+        let owner = configuration.instanceID
+        return try await write { db, _ in
+            try db.run(
+                "UPDATE push_subscriptions SET leased_until = 0, leased_by = NULL WHERE leased_until > 0 AND leased_by = ?",
+                owner)
+        }
     }
 }

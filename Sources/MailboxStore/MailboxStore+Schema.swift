@@ -455,5 +455,33 @@ extension MailboxStore {
                 UPDATE mailboxes SET uid_next = coalesce((SELECT max(uid) + 1 FROM messages
                                                           WHERE messages.mailbox_id = mailboxes.id), 1);
                 """),
+        // JMAP pushes owed, kept with each subscription as signals are kept in the outbox: `told_modseq` is the account
+        // state it was last told of, so a subscription whose account moved past it is owed a StateChange — after a
+        // crash too, with no queue row that a crash could lose — and the attempts, retry time, lease and pacing
+        // (the signals' token bucket) are those of the outbox. Existing subscriptions start from their account's state now.
+        StoreMigration(
+            name: "014-jmap-push-queue",
+            sqlite: """
+                ALTER TABLE push_subscriptions ADD COLUMN told_modseq INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN next_attempt_at REAL NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN leased_until REAL NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN leased_by TEXT;
+                ALTER TABLE push_subscriptions ADD COLUMN pace_tokens REAL;
+                ALTER TABLE push_subscriptions ADD COLUMN pace_at REAL NOT NULL DEFAULT 0;
+                UPDATE push_subscriptions SET told_modseq = (SELECT modseq FROM accounts
+                                                             WHERE accounts.id = push_subscriptions.account_id);
+                """,
+            postgres: """
+                ALTER TABLE push_subscriptions ADD COLUMN told_modseq BIGINT NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN attempts BIGINT NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN next_attempt_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN leased_until DOUBLE PRECISION NOT NULL DEFAULT 0;
+                ALTER TABLE push_subscriptions ADD COLUMN leased_by TEXT;
+                ALTER TABLE push_subscriptions ADD COLUMN pace_tokens DOUBLE PRECISION;
+                ALTER TABLE push_subscriptions ADD COLUMN pace_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+                UPDATE push_subscriptions SET told_modseq = (SELECT modseq FROM accounts
+                                                             WHERE accounts.id = push_subscriptions.account_id);
+                """),
     ]
 }

@@ -17,7 +17,7 @@ public final class SignalDispatcher: Sendable {
         /// Rows claimed at a time.
         public var batchSize = 256
         /// The retry schedule of failed signals.
-        public var backoff = SignalBackoff()
+        public var backoff = Backoff()
         /// Background-only signals allowed per device per `backgroundWindow`; more are delayed.
         public var backgroundBudget = 3
         /// The window of the background budget, in seconds.

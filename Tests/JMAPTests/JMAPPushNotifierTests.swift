@@ -55,7 +55,7 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
             fixture = try await JMAPFixture(engine)
             var configuration = JMAPPushNotifier.Configuration()
             configuration.allowsUnencrypted = allowsUnencrypted
-            configuration.cacheLifetime = .zero
+            configuration.sweepInterval = .milliseconds(50)
             notifier = JMAPPushNotifier(store: fixture.store, service: service, configuration: configuration)
             server = JMAPServer(store: fixture.store, push: notifier, applicationServerKey: "BKey")
         }
@@ -201,6 +201,46 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
         try await setup.fixture.deliver(to: setup.fixture.alice)
         try await Task.sleep(for: .milliseconds(200))
         #expect(setup.service.sent.count == 1)  // the verification only
+    }
+
+    @Test(arguments: JMAPEngine.allCases) func anOwedStateChangeOutlivesItsNotifierAndIsRetriedWithTheBackoff(
+        engine: JMAPEngine
+    ) async throws {
+        let setup = try await Setup(engine)
+        let created = try await setup.create([
+            "deviceClientId": "phone", "url": "https://push.example.test/s/2", "keys": Setup.keys,
+        ])
+        let id = try #require(created["created"]?["k1"]?["id"]?.string)
+        let verification = try #require(await setup.service.waitForCount(1).first)
+        guard case .verification(_, let code) = verification.message else {
+            Issue.record("no PushVerification: \(verification)")
+            return
+        }
+        _ = try await setup.call("PushSubscription/set", ["update": [id: ["verificationCode": .string(code)]]])
+
+        // The push service is down: the StateChange fails, and is owed in the store with its retry time.
+        setup.service.script(.retry(reason: "HTTP 503", retryAfter: 120))
+        try await setup.fixture.deliver(to: setup.fixture.alice, subject: "While down")
+        #expect(await setup.service.waitForCount(2).count == 2)
+        // The process dies: its notifier is gone, nothing of it is remembered but the store.
+        setup.notifier.shutdown()
+
+        // The next process's notifier sends it once the retry time (never sooner than Retry-After) has come.
+        let service = RecordingSubscriptionPush()
+        var configuration = JMAPPushNotifier.Configuration()
+        configuration.sweepInterval = .milliseconds(50)
+        let next = JMAPPushNotifier(store: setup.fixture.store, service: service, configuration: configuration)
+        defer { next.shutdown() }
+        setup.fixture.clock.advance(121)
+        let sent = await service.waitForCount(1)
+        let states = try await setup.server.typeStates(accountID: setup.fixture.alice.id)
+        #expect(sent.first?.message == .stateChange(accountID: setup.fixture.alice.jmapID, states: states.states))
+        #expect(sent.first?.topic == verification.topic)
+
+        // Told: the next change is the next push, and only it.
+        try await setup.fixture.deliver(to: setup.fixture.alice, subject: "After")
+        #expect(await service.waitForCount(2).count == 2)
+        #expect(try await setup.fixture.store.claimDuePushes().isEmpty)
     }
 
     @Test func aSubscriptionIsSeenAndChangedOnlyWithTheCredentialsThatMadeIt() async throws {

@@ -201,7 +201,7 @@ struct SignalDispatcherTests {
     }
 
     @Test func theBackoffGrowsWithJitterAndHonoursRetryAfter() {
-        let backoff = SignalBackoff(base: 0.5, maximum: 60, minimum: 0.05)
+        let backoff = Backoff(base: 0.5, maximum: 60, minimum: 0.05)
         #expect(backoff.delay(attempt: 1, retryAfter: nil, unit: 1) == 0.5)
         #expect(backoff.delay(attempt: 3, retryAfter: nil, unit: 1) == 2)
         #expect(backoff.delay(attempt: 30, retryAfter: nil, unit: 1) == 60)

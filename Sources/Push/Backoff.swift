@@ -1,6 +1,7 @@
-/// The retry schedule of a signal that failed: exponential backoff with full jitter, no sooner than what the push
-/// service asked for. The one place a retry delay is computed, for every service.
-public struct SignalBackoff: Sendable, Equatable {
+/// The retry schedule of a push that failed (a device's signal, a JMAP StateChange): exponential backoff with full
+/// jitter, no sooner than what the push service asked for. The one place a retry delay is computed, for every
+/// service.
+public struct Backoff: Sendable, Equatable {
     /// The ceiling of the first retry, in seconds; it doubles per failed attempt.
     public var base: Double
     /// The largest ceiling, in seconds.
