@@ -148,15 +148,19 @@ let package = Package(
             name: "APNsSimulator",
             dependencies: [
                 "Durations", "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "JSONText",
+                "ServiceMetrics",
             ]),
         .target(
             name: "FCMSimulator",
-            dependencies: ["HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport"]),
+            dependencies: [
+                "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "ServiceMetrics",
+            ]),
         // webpush-sim: push resources (RFC 8030/8291/8292), the simulated browser, Mozilla's WebSocket protocol.
         .target(
             name: "WebPushSimulator",
             dependencies: [
                 "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "CWebSockets",
+                "ServiceMetrics",
             ]),
 
         // MARK: Executables (argument parsing and wiring only)

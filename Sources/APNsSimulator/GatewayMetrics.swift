@@ -1,3 +1,5 @@
+import ServiceMetrics
+
 /// Counters describing what a ``Gateway`` has done, renderable as Prometheus text.
 public struct GatewayMetrics: Sendable, Equatable {
     /// A response status with its error reason (empty for 200).
@@ -45,32 +47,34 @@ public struct GatewayMetrics: Sendable, Equatable {
 
     /// The counters in the Prometheus text exposition format.
     public var prometheusText: String {
-        var lines: [String] = []
-        func gauge(_ name: String, _ kind: String, _ help: String, _ value: Int) {
-            lines.append("# HELP \(name) \(help)")
-            lines.append("# TYPE \(name) \(kind)")
-            lines.append("\(name) \(value)")
+        var page = PrometheusText()
+        page.family(
+            "apns_sim_provider_requests_total", .counter, help: "Provider API requests by response status and reason.")
+        for (key, count) in responses.sorted(by: { ($0.key.status, $0.key.reason) < ($1.key.status, $1.key.reason) }) {
+            page.sample(
+                "apns_sim_provider_requests_total", labels: ["status": String(key.status), "reason": key.reason],
+                Double(count))
         }
-        lines.append("# HELP apns_sim_provider_requests_total Provider API requests by response status and reason.")
-        lines.append("# TYPE apns_sim_provider_requests_total counter")
-        let sorted = responses.sorted { ($0.key.status, $0.key.reason) < ($1.key.status, $1.key.reason) }
-        for (key, count) in sorted {
-            lines.append(
-                #"apns_sim_provider_requests_total{status="\#(key.status)",reason="\#(key.reason)"} \#(count)"#)
+        for (name, kind, help, value) in [
+            (
+                "apns_sim_notifications_delivered_total", PrometheusText.Kind.counter,
+                "Notifications sent to a connected device.", delivered
+            ),
+            ("apns_sim_notifications_stored_total", .counter, "Notifications stored for an offline device.", stored),
+            ("apns_sim_notifications_throttled_total", .counter, "Background notifications held back.", throttled),
+            ("apns_sim_notifications_coalesced_total", .counter, "Notifications replaced before delivery.", coalesced),
+            ("apns_sim_notifications_expired_total", .counter, "Notifications expired before delivery.", expired),
+            ("apns_sim_notifications_dropped_total", .counter, "Notifications accepted and never delivered.", dropped),
+            ("apns_sim_registered_devices", .gauge, "Registered devices.", registeredDevices),
+            ("apns_sim_connected_devices", .gauge, "Devices with an open notification stream.", connectedDevices),
+            ("apns_sim_event_streams", .gauge, "Open notification streams.", eventStreams),
+            (
+                "apns_sim_provider_token_verifications_total", .counter, "Provider token signature checks.",
+                tokenVerifications
+            ),
+        ] {
+            page.single(name, kind, help: help, Double(value))
         }
-        gauge(
-            "apns_sim_notifications_delivered_total", "counter", "Notifications sent to a connected device.", delivered)
-        gauge("apns_sim_notifications_stored_total", "counter", "Notifications stored for an offline device.", stored)
-        gauge("apns_sim_notifications_throttled_total", "counter", "Background notifications held back.", throttled)
-        gauge("apns_sim_notifications_coalesced_total", "counter", "Notifications replaced before delivery.", coalesced)
-        gauge("apns_sim_notifications_expired_total", "counter", "Notifications expired before delivery.", expired)
-        gauge("apns_sim_notifications_dropped_total", "counter", "Notifications accepted and never delivered.", dropped)
-        gauge("apns_sim_registered_devices", "gauge", "Registered devices.", registeredDevices)
-        gauge("apns_sim_connected_devices", "gauge", "Devices with an open notification stream.", connectedDevices)
-        gauge("apns_sim_event_streams", "gauge", "Open notification streams.", eventStreams)
-        gauge(
-            "apns_sim_provider_token_verifications_total", "counter", "Provider token signature checks.",
-            tokenVerifications)
-        return lines.joined(separator: "\n") + "\n"
+        return page.text
     }
 }

@@ -1,3 +1,5 @@
+import ServiceMetrics
+
 /// Counters describing what an ``FCMGateway`` has done, renderable as Prometheus text.
 public struct FCMMetrics: Sendable, Equatable {
     /// A provider response's status with its FCM error code (`""` for a success).
@@ -45,43 +47,39 @@ public struct FCMMetrics: Sendable, Equatable {
 
     /// The counters in the Prometheus text exposition format.
     public var prometheusText: String {
-        var lines: [String] = []
-        func header(_ name: String, _ kind: String, _ help: String) {
-            lines.append("# HELP \(name) \(help)")
-            lines.append("# TYPE \(name) \(kind)")
-        }
-        func gauge(_ name: String, _ kind: String, _ help: String, _ value: Int) {
-            header(name, kind, help)
-            lines.append("\(name) \(value)")
-        }
-        header("fcm_sim_send_requests_total", "counter", "messages:send requests by response status and errorCode.")
+        var page = PrometheusText()
+        page.family(
+            "fcm_sim_send_requests_total", .counter, help: "messages:send requests by response status and errorCode.")
         for (key, count) in responses.sorted(by: {
             ($0.key.status, $0.key.errorCode) < ($1.key.status, $1.key.errorCode)
         }) {
-            lines.append(
-                #"fcm_sim_send_requests_total{status="\#(key.status)",error_code="\#(key.errorCode)"} \#(count)"#)
+            page.sample(
+                "fcm_sim_send_requests_total", labels: ["status": String(key.status), "error_code": key.errorCode],
+                Double(count))
         }
-        header("fcm_sim_token_requests_total", "counter", "Token requests by service account.")
+        page.family("fcm_sim_token_requests_total", .counter, help: "Token requests by service account.")
         for (email, count) in tokenRequests.sorted(by: { $0.key < $1.key }) {
-            lines.append(#"fcm_sim_token_requests_total{client_email="\#(escape(email))"} \#(count)"#)
+            page.sample("fcm_sim_token_requests_total", labels: ["client_email": email], Double(count))
         }
-        header("fcm_sim_tokens_issued_total", "counter", "Access tokens issued by service account.")
+        page.family("fcm_sim_tokens_issued_total", .counter, help: "Access tokens issued by service account.")
         for (email, count) in tokensIssued.sorted(by: { $0.key < $1.key }) {
-            lines.append(#"fcm_sim_tokens_issued_total{client_email="\#(escape(email))"} \#(count)"#)
+            page.sample("fcm_sim_tokens_issued_total", labels: ["client_email": email], Double(count))
         }
-        gauge("fcm_sim_messages_delivered_total", "counter", "Messages sent to a message stream.", delivered)
-        gauge("fcm_sim_messages_stored_total", "counter", "Messages kept for an unreachable device.", stored)
-        gauge("fcm_sim_messages_throttled_total", "counter", "Collapsible messages held back.", throttled)
-        gauge("fcm_sim_messages_collapsed_total", "counter", "Messages replaced by a newer one.", collapsed)
-        gauge("fcm_sim_messages_expired_total", "counter", "Messages expired before delivery.", expired)
-        gauge("fcm_sim_messages_dropped_total", "counter", "Messages accepted and never delivered.", dropped)
-        gauge("fcm_sim_registered_devices", "gauge", "Installed devices.", registeredDevices)
-        gauge("fcm_sim_event_streams", "gauge", "Open message streams.", eventStreams)
-        return lines.joined(separator: "\n") + "\n"
-    }
-
-    private func escape(_ label: String) -> String {
-        label.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
+        for (name, kind, help, value) in [
+            (
+                "fcm_sim_messages_delivered_total", PrometheusText.Kind.counter, "Messages sent to a message stream.",
+                delivered
+            ),
+            ("fcm_sim_messages_stored_total", .counter, "Messages kept for an unreachable device.", stored),
+            ("fcm_sim_messages_throttled_total", .counter, "Collapsible messages held back.", throttled),
+            ("fcm_sim_messages_collapsed_total", .counter, "Messages replaced by a newer one.", collapsed),
+            ("fcm_sim_messages_expired_total", .counter, "Messages expired before delivery.", expired),
+            ("fcm_sim_messages_dropped_total", .counter, "Messages accepted and never delivered.", dropped),
+            ("fcm_sim_registered_devices", .gauge, "Installed devices.", registeredDevices),
+            ("fcm_sim_event_streams", .gauge, "Open message streams.", eventStreams),
+        ] {
+            page.single(name, kind, help: help, Double(value))
+        }
+        return page.text
     }
 }

@@ -68,39 +68,31 @@ public final class Metrics: Sendable {
     /// The registry in the Prometheus text exposition format.
     public func render() -> String {
         state.withLock { s in
-            var out = ""
+            var page = PrometheusText()
             for name in s.counters.keys.sorted() {
                 let meta = s.help[name] ?? ("counter", "")
-                out += "# HELP \(name) \(meta.text)\n# TYPE \(name) \(meta.type)\n"
+                page.family(name, PrometheusText.Kind(rawValue: meta.type) ?? .counter, help: meta.text)
                 for (labels, value) in s.counters[name]!.sorted(by: { $0.key < $1.key }) {
-                    out += labels.isEmpty ? "\(name) \(format(value))\n" : "\(name){\(labels)} \(format(value))\n"
+                    page.sample(name, labelText: labels, value)
                 }
             }
             for name in s.histograms.keys.sorted() {
-                let meta = s.help[name] ?? ("histogram", "")
-                out += "# HELP \(name) \(meta.text)\n# TYPE \(name) histogram\n"
+                page.family(name, .histogram, help: s.help[name]?.text ?? "")
                 for (labels, histogram) in s.histograms[name]!.sorted(by: { $0.key < $1.key }) {
                     let prefix = labels.isEmpty ? "" : labels + ","
                     for (index, bound) in Self.bounds.enumerated() {
-                        out += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(histogram.buckets[index])\n"
+                        page.sample(
+                            name + "_bucket", labelText: "\(prefix)le=\"\(bound)\"", Double(histogram.buckets[index]))
                     }
-                    out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(histogram.count)\n"
-                    let suffix = labels.isEmpty ? "" : "{\(labels)}"
-                    out += "\(name)_sum\(suffix) \(histogram.sum)\n\(name)_count\(suffix) \(histogram.count)\n"
+                    page.sample(name + "_bucket", labelText: "\(prefix)le=\"+Inf\"", Double(histogram.count))
+                    page.sample(name + "_sum", labelText: labels, histogram.sum)
+                    page.sample(name + "_count", labelText: labels, Double(histogram.count))
                 }
             }
-            return out
+            return page.text
         }
     }
 
-    /// `value` as a Prometheus label value (the text between the quotes): backslash, quote and newline escaped.
-    public static func escape(_ value: String) -> String {
-        guard value.contains(where: { $0 == "\\" || $0 == "\"" || $0 == "\n" }) else { return value }
-        return value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
-    }
-
-    private func format(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
-    }
+    /// `value` as a Prometheus label value (see ``PrometheusText/escape(_:)``).
+    public static func escape(_ value: String) -> String { PrometheusText.escape(value) }
 }

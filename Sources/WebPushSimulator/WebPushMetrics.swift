@@ -1,3 +1,5 @@
+import ServiceMetrics
+
 /// Counters describing what a ``WebPushGateway`` has done, renderable as Prometheus text.
 public struct WebPushMetrics: Sendable, Equatable {
     /// Push requests answered, by status.
@@ -33,36 +35,38 @@ public struct WebPushMetrics: Sendable, Equatable {
 
     /// The counters in the Prometheus text exposition format.
     public var prometheusText: String {
-        var lines: [String] = []
-        func header(_ name: String, _ kind: String, _ help: String) {
-            lines.append("# HELP \(name) \(help)")
-            lines.append("# TYPE \(name) \(kind)")
-        }
-        func value(_ name: String, _ kind: String, _ help: String, _ value: Int) {
-            header(name, kind, help)
-            lines.append("\(name) \(value)")
-        }
-        header("webpush_sim_push_requests_total", "counter", "Push requests by response status.")
+        var page = PrometheusText()
+        page.family("webpush_sim_push_requests_total", .counter, help: "Push requests by response status.")
         for (status, count) in responses.sorted(by: { $0.key < $1.key }) {
-            lines.append(#"webpush_sim_push_requests_total{status="\#(status)"} \#(count)"#)
+            page.sample("webpush_sim_push_requests_total", labels: ["status": String(status)], Double(count))
         }
-        value("webpush_sim_messages_delivered_total", "counter", "Messages handed to a listener.", delivered)
-        value(
-            "webpush_sim_messages_acknowledged_total", "counter", "Mozilla-protocol notifications acknowledged.",
-            acknowledged)
-        value("webpush_sim_messages_stored_total", "counter", "Messages kept for an unreachable subscription.", stored)
-        value("webpush_sim_messages_replaced_total", "counter", "Kept messages replaced by a newer Topic.", replaced)
-        value("webpush_sim_messages_expired_total", "counter", "Messages expired before delivery.", expired)
-        value("webpush_sim_messages_dropped_total", "counter", "Messages accepted and never delivered.", dropped)
-        value(
-            "webpush_sim_messages_undecryptable_total", "counter", "Messages accepted that do not decrypt.",
-            undecryptable)
-        value(
-            "webpush_sim_messages_client_errors_total", "counter", "Notifications a service worker failed on.",
-            clientErrors)
-        value("webpush_sim_subscriptions", "gauge", "Live subscriptions.", subscriptions)
-        value("webpush_sim_event_streams", "gauge", "Open message streams.", eventStreams)
-        value("webpush_sim_mozilla_connections", "gauge", "Mozilla-protocol sockets after hello.", mozillaConnections)
-        return lines.joined(separator: "\n") + "\n"
+        for (name, kind, help, value) in [
+            (
+                "webpush_sim_messages_delivered_total", PrometheusText.Kind.counter, "Messages handed to a listener.",
+                delivered
+            ),
+            (
+                "webpush_sim_messages_acknowledged_total", .counter, "Mozilla-protocol notifications acknowledged.",
+                acknowledged
+            ),
+            ("webpush_sim_messages_stored_total", .counter, "Messages kept for an unreachable subscription.", stored),
+            ("webpush_sim_messages_replaced_total", .counter, "Kept messages replaced by a newer Topic.", replaced),
+            ("webpush_sim_messages_expired_total", .counter, "Messages expired before delivery.", expired),
+            ("webpush_sim_messages_dropped_total", .counter, "Messages accepted and never delivered.", dropped),
+            (
+                "webpush_sim_messages_undecryptable_total", .counter, "Messages accepted that do not decrypt.",
+                undecryptable
+            ),
+            (
+                "webpush_sim_messages_client_errors_total", .counter, "Notifications a service worker failed on.",
+                clientErrors
+            ),
+            ("webpush_sim_subscriptions", .gauge, "Live subscriptions.", subscriptions),
+            ("webpush_sim_event_streams", .gauge, "Open message streams.", eventStreams),
+            ("webpush_sim_mozilla_connections", .gauge, "Mozilla-protocol sockets after hello.", mozillaConnections),
+        ] {
+            page.single(name, kind, help: help, Double(value))
+        }
+        return page.text
     }
 }
