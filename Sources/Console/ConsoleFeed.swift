@@ -277,35 +277,6 @@ protocol ConsoleEventBody {
     func json(id: Int) -> String
 }
 
-/// Writes one flat JSON object field by field: the events are small and many, so no encoder is made per event.
-struct JSONObjectWriter {
-    private var text = "{"
-
-    init(id: Int) { text += "\"id\":\(id)" }
-
-    mutating func add(_ key: String, _ value: String) { text += ",\"\(key)\":" + JSONText.quoted(value) }
-    mutating func add(_ key: String, _ value: String?) { if let value { add(key, value) } }
-    mutating func add(_ key: String, _ value: Int64) { text += ",\"\(key)\":\(value)" }
-    mutating func add(_ key: String, _ value: Int) { text += ",\"\(key)\":\(value)" }
-    mutating func add(_ key: String, _ value: Bool) { text += ",\"\(key)\":\(value)" }
-    mutating func add(_ key: String, _ value: Double) { text += ",\"\(key)\":" + Self.number(value) }
-    mutating func add(_ key: String, _ values: [String]) {
-        text += ",\"\(key)\":[" + values.map(JSONText.quoted).joined(separator: ",") + "]"
-    }
-    mutating func add(_ key: String, _ values: [Double]) {
-        text += ",\"\(key)\":[" + values.map(Self.number).joined(separator: ",") + "]"
-    }
-
-    var result: String { text + "}" }
-
-    /// A whole number without a fraction, else Swift's shortest exact form (`2.4`).
-    static func number(_ value: Double) -> String {
-        guard value.isFinite else { return "null" }
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-        return String(value)
-    }
-}
-
 struct ChangeEvent: ConsoleEventBody {
     var type = "change"
     var at: Int64
@@ -314,13 +285,14 @@ struct ChangeEvent: ConsoleEventBody {
     var state: String
 
     func json(id: Int) -> String {
-        var w = JSONObjectWriter(id: id)
+        var w = JSONObjectText()
+        w.add("id", id)
         w.add("account", account)
         w.add("at", at)
         w.add("modseq", modseq)
         w.add("state", state)
         w.add("type", type)
-        return w.result
+        return w.json
     }
 }
 
@@ -341,7 +313,8 @@ struct SignalEvent: ConsoleEventBody {
     var attempt: Int
 
     func json(id: Int) -> String {
-        var w = JSONObjectWriter(id: id)
+        var w = JSONObjectText()
+        w.add("id", id)
         w.add("account", account)
         w.add("app", app)
         w.add("at", at)
@@ -356,7 +329,7 @@ struct SignalEvent: ConsoleEventBody {
         w.add("service", service)
         w.add("state", state)
         w.add("type", type)
-        return w.result
+        return w.json
     }
 }
 
@@ -370,7 +343,8 @@ struct FetchEvent: ConsoleEventBody {
     var freshnessMs: [Double]
 
     func json(id: Int) -> String {
-        var w = JSONObjectWriter(id: id)
+        var w = JSONObjectText()
+        w.add("id", id)
         w.add("account", account)
         w.add("at", at)
         w.add("devices", devices)
@@ -378,7 +352,7 @@ struct FetchEvent: ConsoleEventBody {
         w.add("modseq", modseq)
         w.add("state", state)
         w.add("type", type)
-        return w.result
+        return w.json
     }
 }
 

@@ -128,6 +128,22 @@ public struct JSONObjectText: Sendable {
         text += String(value)
     }
 
+    /// An integer member.
+    public mutating func add(_ key: String, _ value: Int64) {
+        self.key(key)
+        text += String(value)
+    }
+
+    /// An array of strings.
+    public mutating func add(_ key: String, _ values: [String]) {
+        add(key, json: JSONText.array(values.lazy.map(JSONText.quoted)))
+    }
+
+    /// An array of numbers.
+    public mutating func add(_ key: String, _ values: [Double]) {
+        add(key, json: JSONText.array(values.lazy.map(JSONText.number)))
+    }
+
     /// A `true` or `false` member.
     public mutating func add(_ key: String, _ value: Bool) {
         self.key(key)
