@@ -3,44 +3,47 @@ import CommandLineSupport
 import Foundation
 import SimulatorSupport
 
+/// Every flag apns-sim takes, in the order its help lists them.
+let flags = FlagTable(
+    column: 32,
+    [
+        Flag(
+            "listen", "HOST:PORT",
+            help: "provider API address, the production environment",
+            "(default 127.0.0.1:2197; port 0 picks one)"),
+        Flag(
+            "sandbox-listen", "HOST:PORT",
+            help: "a second provider listener for the sandbox environment; a token is",
+            "accepted only on its own environment's listener (BadDeviceToken on the",
+            "other). Without it, --listen serves both environments."),
+        Flag(switch: "h2c", help: "serve cleartext HTTP/2 instead of TLS"),
+        Flag("tls-cert", "FILE", help: "provider API certificate chain (PEM; required unless --h2c)"),
+        Flag("tls-key", "FILE", help: "provider API private key (PEM; required unless --h2c)"),
+        Flag("device-listen", "HOST:PORT", help: "device API address (default 127.0.0.1:2198)"),
+        Flag("provider-key", "KEY_ID:TEAM_ID:PUBLIC_PEM_PATH", help: "a trusted provider signing key (repeatable)"),
+        Flag("topic", "BUNDLE_ID", help: "an allowed topic (repeatable; none given allows every topic)"),
+        Flag("background-budget", "N", help: "background pushes per device per window (default 3; 0 = no limit)"),
+        Flag("background-window", "SECONDS", help: "the background budget window (default 3600)"),
+        Flag("device-connection-limit", "N", help: "most device-API connections (default 16384)"),
+        Flag("fault-drop", "P", help: "probability of answering 200 and never delivering"),
+        Flag("fault-429", "P", help: "probability of 429 TooManyRequests"),
+        Flag("fault-503", "P", help: "probability of 503 ServiceUnavailable"),
+        Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
+        Flag("fault-goaway-after", "N", help: "send GOAWAY on a connection after N streams"),
+        Flag("fault-latency-ms", "N", help: "delay every provider response by N milliseconds"),
+        Flag.help,
+    ])
+
 let usage = """
     usage: apns-sim [options]
 
     An APNs-faithful local gateway: the provider API (HTTP/2) and a device API (HTTP/1.1 + SSE).
 
-      --listen HOST:PORT            provider API address, the production environment
-                                    (default 127.0.0.1:2197; port 0 picks one)
-      --sandbox-listen HOST:PORT    a second provider listener for the sandbox environment; a token is
-                                    accepted only on its own environment's listener (BadDeviceToken on the
-                                    other). Without it, --listen serves both environments.
-      --h2c                         serve cleartext HTTP/2 instead of TLS
-      --tls-cert FILE               provider API certificate chain (PEM; required unless --h2c)
-      --tls-key FILE                provider API private key (PEM; required unless --h2c)
-      --device-listen HOST:PORT     device API address (default 127.0.0.1:2198)
-      --provider-key KEY_ID:TEAM_ID:PUBLIC_PEM_PATH
-                                    a trusted provider signing key (repeatable)
-      --topic BUNDLE_ID             an allowed topic (repeatable; none given allows every topic)
-      --background-budget N         background pushes per device per window (default 3; 0 = no limit)
-      --background-window SECONDS   the background budget window (default 3600)
-      --device-connection-limit N   most device-API connections (default 16384)
-      --fault-drop P                probability of answering 200 and never delivering
-      --fault-429 P                 probability of 429 TooManyRequests
-      --fault-503 P                 probability of 503 ServiceUnavailable
-      --fault-seed N                seed for the fault generator (same seed, same faults)
-      --fault-goaway-after N        send GOAWAY on a connection after N streams
-      --fault-latency-ms N          delay every provider response by N milliseconds
-      --help                        show this help
+    \(flags.help)
 
     Every option can also be set through APNS_SIM_<OPTION> (e.g. APNS_SIM_FAULT_SEED=7;
     repeatable options take a comma-separated list).
     """
-
-let knownFlags: Set<String> = [
-    "listen", "sandbox-listen", "h2c", "tls-cert", "tls-key", "device-listen", "provider-key", "topic",
-    "background-budget",
-    "background-window", "device-connection-limit", "fault-drop", "fault-429", "fault-503", "fault-seed",
-    "fault-goaway-after", "fault-latency-ms",
-]
 
 func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2197"))
@@ -68,7 +71,7 @@ func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
             backgroundWindow: window, faults: faults))
 }
 
-await runSimulator(name: "apns-sim", usage: usage, environmentPrefix: "APNS_SIM_", knownFlags: knownFlags) {
+await runSimulator(name: "apns-sim", usage: usage, environmentPrefix: "APNS_SIM_", flags: flags) {
     let configuration = try configuration(from: $0)
     let server = SimulatorServer(configuration: configuration)
     try server.start()

@@ -3,42 +3,45 @@ import FCMSimulator
 import Foundation
 import SimulatorSupport
 
+/// Every flag fcm-sim takes, in the order its help lists them.
+let flags = FlagTable(
+    column: 34,
+    [
+        Flag("listen", "HOST:PORT", help: "provider API address (default 127.0.0.1:2297; port 0 picks one)"),
+        Flag("tls-cert", "FILE", help: "provider API certificate chain (PEM; required unless --h2c)"),
+        Flag("tls-key", "FILE", help: "provider API private key (PEM; required unless --h2c)"),
+        Flag(switch: "h2c", help: "serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)"),
+        Flag("device-listen", "HOST:PORT", help: "device API address (default 127.0.0.1:2298)"),
+        Flag(
+            "service-account", "FILE",
+            help: "a Google service-account JSON to trust for its project_id",
+            "(repeatable; its client_email is the issuer, its private_key's",
+            "public half verifies the assertions)"),
+        Flag("token-lifetime", "SECONDS", help: "lifetime of issued access tokens (default 3600)"),
+        Flag("project-quota", "N", help: "sends per project per minute (default: no limit)"),
+        Flag("device-rate", "N", help: "sends per device per minute (default 240; 0 = no limit)"),
+        Flag("collapsible-burst", "N", help: "collapsible messages per device before the throttle (default 20)"),
+        Flag("collapsible-refill-seconds", "S", help: "seconds to earn one more collapsible message (default 180)"),
+        Flag("device-connection-limit", "N", help: "most device-API connections (default 16384)"),
+        Flag("fault-drop", "P", help: "probability of answering 200 and never delivering"),
+        Flag("fault-429", "P", help: "probability of 429 QUOTA_EXCEEDED"),
+        Flag("fault-503", "P", help: "probability of 503 UNAVAILABLE"),
+        Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
+        Flag("fault-latency-ms", "N", help: "delay every provider response by N milliseconds"),
+        Flag.help,
+    ])
+
 let usage = """
     usage: fcm-sim [options]
 
     A local Firebase Cloud Messaging (HTTP v1): the provider API (TLS; HTTP/2 and HTTP/1.1 on one port:
     POST /token and POST /v1/projects/{project}/messages:send) and a device API (HTTP/1.1 + SSE).
 
-      --listen HOST:PORT              provider API address (default 127.0.0.1:2297; port 0 picks one)
-      --tls-cert FILE                 provider API certificate chain (PEM; required unless --h2c)
-      --tls-key FILE                  provider API private key (PEM; required unless --h2c)
-      --h2c                           serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)
-      --device-listen HOST:PORT       device API address (default 127.0.0.1:2298)
-      --service-account FILE          a Google service-account JSON to trust for its project_id
-                                      (repeatable; its client_email is the issuer, its private_key's
-                                      public half verifies the assertions)
-      --token-lifetime SECONDS        lifetime of issued access tokens (default 3600)
-      --project-quota N               sends per project per minute (default: no limit)
-      --device-rate N                 sends per device per minute (default 240; 0 = no limit)
-      --collapsible-burst N           collapsible messages per device before the throttle (default 20)
-      --collapsible-refill-seconds S  seconds to earn one more collapsible message (default 180)
-      --device-connection-limit N     most device-API connections (default 16384)
-      --fault-drop P                  probability of answering 200 and never delivering
-      --fault-429 P                   probability of 429 QUOTA_EXCEEDED
-      --fault-503 P                   probability of 503 UNAVAILABLE
-      --fault-seed N                  seed for the fault generator (same seed, same faults)
-      --fault-latency-ms N            delay every provider response by N milliseconds
-      --help                          show this help
+    \(flags.help)
 
     Every option can also be set through FCM_SIM_<OPTION> (e.g. FCM_SIM_TOKEN_LIFETIME=2;
     repeatable options take a comma-separated list).
     """
-
-let knownFlags: Set<String> = [
-    "listen", "tls-cert", "tls-key", "h2c", "device-listen", "service-account", "token-lifetime", "project-quota",
-    "device-rate", "collapsible-burst", "collapsible-refill-seconds", "device-connection-limit", "fault-drop",
-    "fault-429", "fault-503", "fault-seed", "fault-latency-ms",
-]
 
 func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2297"))
@@ -66,7 +69,7 @@ func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguratio
             faults: faults))
 }
 
-await runSimulator(name: "fcm-sim", usage: usage, environmentPrefix: "FCM_SIM_", knownFlags: knownFlags) {
+await runSimulator(name: "fcm-sim", usage: usage, environmentPrefix: "FCM_SIM_", flags: flags) {
     let configuration = try configuration(from: $0)
     let server = FCMSimulatorServer(configuration: configuration)
     try server.start()

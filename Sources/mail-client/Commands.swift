@@ -5,25 +5,32 @@ import MailSyncHTTP
 import MailSyncSQLite
 
 enum SendCommand {
+    /// Every flag `send` takes, in the order its help lists them.
+    static let flags =
+        ServerOptions.flags
+        + FlagTable(
+            column: 26,
+            [
+                Flag("delivery-token-file", "F", help: "file holding the delivery token (from mailboxd dev-setup)"),
+                Flag("to", "USERNAME", help: "recipient account"),
+                Flag("from", "ADDRESS", help: "sender address"),
+                Flag("subject", "TEXT", help: "subject"),
+                Flag("body", "TEXT", help: "body (--body-file FILE reads it from a file instead)"),
+                Flag("body-file", "FILE", help: "file holding the body (instead of --body)"),
+            ])
+
     static let usage = """
         usage: mail-client send --server URL [--ca PEM] --delivery-token-file FILE --to USERNAME --from ADDRESS
                                 --subject TEXT --body TEXT
 
         Delivers one message with POST /v1/deliveries and prints {"id","state"}.
 
-        \(ServerOptions.usage)
-          --delivery-token-file F file holding the delivery token (from mailboxd dev-setup)
-          --to USERNAME           recipient account
-          --from ADDRESS          sender address
-          --subject TEXT          subject
-          --body TEXT             body (--body-file FILE reads it from a file instead)
+        \(flags.help)
         Every flag may also come from MAIL_CLIENT_<FLAG> (e.g. MAIL_CLIENT_DELIVERY_TOKEN_FILE).
         """
 
     static func main(_ argv: [String]) async throws {
-        let arguments = try parse(
-            argv, usage: usage,
-            known: ServerOptions.flags.union(["delivery-token-file", "to", "from", "subject", "body", "body-file"]))
+        let arguments = try parse(argv, usage: usage, flags: flags)
         let server = try ServerOptions(arguments)
         let tokenFile = try arguments.required("delivery-token-file")
         guard let token = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
@@ -53,6 +60,31 @@ enum SendCommand {
 }
 
 enum UpdateCommand {
+    /// The flags `mark-read`, `update` and `delete` take: the server, the account and the message.
+    static let messageFlags =
+        ServerOptions.flags
+        + FlagTable(
+            column: 26,
+            [
+                Flag("username", "U", help: "account to log in as"),
+                Flag("message-id", "ID", help: "the message"),
+                Flag("device-name", "N", help: "session name (default: mail-client)"),
+            ])
+
+    /// What `update` changes.
+    static let changeFlags = FlagTable(
+        column: 26,
+        [
+            Flag("seen", "BOOL", help: "set or clear the read flag"),
+            Flag("flagged", "BOOL", help: "set or clear the flag"),
+            Flag("mailbox", "NAME", help: "move to inbox, archive or trash"),
+        ])
+
+    /// The flags of the command `name`, in the order its help lists them.
+    static func flags(_ name: String) -> FlagTable {
+        name == "update" ? messageFlags + changeFlags : messageFlags
+    }
+
     static func usage(_ name: String) -> String {
         """
         usage: mail-client \(name) --server URL [--ca PEM] --username U --message-id ID\
@@ -60,16 +92,7 @@ enum UpdateCommand {
 
         \(summary(name)) The password is read from standard input.
 
-        \(ServerOptions.usage)
-          --username U            account to log in as
-          --message-id ID         the message
-          --device-name N         session name (default: mail-client)
-        \(name == "update" ? """
-              --seen BOOL             set or clear the read flag
-              --flagged BOOL          set or clear the flag
-              --mailbox NAME          move to inbox, archive or trash
-
-            """ : "")\
+        \(flags(name).help)
         Prints {"id","mailbox","seen","flagged"} (\(name == "delete" ? "{\"id\",\"deleted\":true}" : "never content")).
         Every flag may also come from MAIL_CLIENT_<FLAG>.
         """
@@ -84,9 +107,7 @@ enum UpdateCommand {
     }
 
     static func main(_ name: String, _ argv: [String]) async throws {
-        let arguments = try parse(
-            argv, usage: usage(name),
-            known: ServerOptions.flags.union(["username", "message-id", "device-name", "seen", "flagged", "mailbox"]))
+        let arguments = try parse(argv, usage: usage(name), flags: flags(name))
         let server = try ServerOptions(arguments)
         let username = try arguments.required("username")
         let id = try arguments.required("message-id")
@@ -139,6 +160,14 @@ enum UpdateCommand {
 }
 
 enum DumpCommand {
+    /// Every flag `dump` takes, in the order its help lists them.
+    static let flags = FlagTable(
+        column: 26,
+        [
+            Flag("state-dir", "DIR", help: "the folder given to `mail-client run`"),
+            Flag("mailbox", "NAME", help: "only messages in this mailbox"),
+        ])
+
     static let usage = """
         usage: mail-client dump --state-dir DIR [--mailbox NAME]
 
@@ -148,13 +177,12 @@ enum DumpCommand {
         "body"?,"htmlBody"?}]} with messages newest first ("to" and "cc" as [{"name","address"}], "attachments"
         as [{"partId","filename","type","size"}]).
 
-          --state-dir DIR         the folder given to `mail-client run`
-          --mailbox NAME          only messages in this mailbox
+        \(flags.help)
         Every flag may also come from MAIL_CLIENT_<FLAG>.
         """
 
     static func main(_ argv: [String]) throws {
-        let arguments = try parse(argv, usage: usage, known: ["state-dir", "mailbox"])
+        let arguments = try parse(argv, usage: usage, flags: flags)
         let directory = try arguments.required("state-dir")
         let path = RunCommand.cachePath(directory)
         guard FileManager.default.fileExists(atPath: path) else { throw UsageError("no cache in \(directory)") }

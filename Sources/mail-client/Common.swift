@@ -7,12 +7,14 @@ import MailSyncHTTP
 
 /// Options shared by the commands that talk to mailboxd.
 struct ServerOptions {
-    static let flags: Set<String> = ["server", "ca", "pin"]
-    static let usage = """
-          --server URL            mailboxd base URL, e.g. https://127.0.0.1:8443
-          --ca PEM                CA certificate file to trust for the server (default: system store)
-          --pin SPKI              base64 SHA-256 of the server's SubjectPublicKeyInfo (repeatable)
-        """
+    /// `--server`, `--ca` and `--pin`, which every command that talks to mailboxd takes.
+    static let flags = FlagTable(
+        column: 26,
+        [
+            Flag("server", "URL", help: "mailboxd base URL, e.g. https://127.0.0.1:8443"),
+            Flag("ca", "PEM", help: "CA certificate file to trust for the server (default: system store)"),
+            Flag("pin", "SPKI", help: "base64 SHA-256 of the server's SubjectPublicKeyInfo (repeatable)"),
+        ])
 
     var server: String
     var ca: String?
@@ -42,14 +44,13 @@ func readPassword() throws -> String {
     return line
 }
 
-/// Parses the arguments of a subcommand, printing its help and exiting on `--help`.
-func parse(_ arguments: [String], usage: String, known: Set<String>, switches: Set<String> = []) throws -> Arguments {
-    let parsed = try Arguments(arguments, switches: switches.union(["help"]), environmentPrefix: "MAIL_CLIENT_")
+/// Parses the arguments of a subcommand with its flags, printing its help and exiting on `--help`.
+func parse(_ arguments: [String], usage: String, flags: FlagTable) throws -> Arguments {
+    let parsed = try flags.parse(arguments, environmentPrefix: "MAIL_CLIENT_")
     if parsed.wantsHelp {
         print(usage)
         exit(0)
     }
-    try parsed.rejectUnknownFlags(known: known)
     return parsed
 }
 

@@ -16,35 +16,42 @@ enum FleetCommand {
         services in one fleet. Every event line carries the device's NAME as "device". A device that cannot start ends the whole
         fleet with status 1.
 
-        \(ServerOptions.usage)
-          --sim URL               apns-sim device-side base URL (for apns devices)
-          --fcm-sim URL           fcm-sim device-side base URL (for fcm devices)
-          --webpush-sim URL       webpush-sim device-side base URL (for webpush devices)
-          --service S             the service of lines that name none: apns (default), fcm or webpush
-          --app PACKAGE           fcm devices' Android package (default: com.example.signalfetch)
-          --fcm-project ID        fcm devices' Firebase project (default: signalfetch-dev)
-          --sim-ca PEM            CA for an https --sim (default: --ca)
-          --state-dir DIR         folder for the devices' caches
-          --topic BUNDLE_ID       push topic (default: com.example.signalfetch)
-          --environment ENV       sandbox or production (default: sandbox)
-          --fallback-interval S   seconds between timer syncs (default: 300; 0 disables)
-          --signal-deadline S     seconds a signal-started sync may take (default: 25)
-          --page-size N           max changes per page (default: 100)
-          --live                  every device holds the server's event stream while running and syncs on each
-                                  change at once (pushes still wake it when the stream is down)
-          --start-concurrency N   devices starting at once (default: 16)
-          --fetch api|imap        what every device's syncs fetch over: /v1 (default) or IMAP with QRESYNC
-          --imap HOST:PORT        with --fetch imap: the server's IMAPS address
+        \(flags.help)
         SIGTERM or SIGINT unregisters every device, logs out and exits 0.
         """
 
-    static let flags: Set<String> = ServerOptions.flags.union([
-        "sim", "sim-ca", "state-dir", "topic", "environment", "fallback-interval", "signal-deadline", "page-size",
-        "start-concurrency", "fcm-sim", "webpush-sim", "service", "app", "fcm-project", "live", "fetch", "imap",
-    ])
+    /// Every flag `fleet` takes, in the order its help lists them.
+    static let flags =
+        ServerOptions.flags
+        + FlagTable(
+            column: 26,
+            [
+                Flag("sim", "URL", help: "apns-sim device-side base URL (for apns devices)"),
+                Flag("fcm-sim", "URL", help: "fcm-sim device-side base URL (for fcm devices)"),
+                Flag("webpush-sim", "URL", help: "webpush-sim device-side base URL (for webpush devices)"),
+                Flag("service", "S", help: "the service of lines that name none: apns (default), fcm or webpush"),
+                Flag("app", "PACKAGE", help: "fcm devices' Android package (default: com.example.signalfetch)"),
+                Flag("fcm-project", "ID", help: "fcm devices' Firebase project (default: signalfetch-dev)"),
+                Flag("sim-ca", "PEM", help: "CA for an https --sim (default: --ca)"),
+                Flag("state-dir", "DIR", help: "folder for the devices' caches"),
+                Flag("topic", "BUNDLE_ID", help: "push topic (default: com.example.signalfetch)"),
+                Flag("environment", "ENV", help: "sandbox or production (default: sandbox)"),
+                Flag("fallback-interval", "S", help: "seconds between timer syncs (default: 300; 0 disables)"),
+                Flag("signal-deadline", "S", help: "seconds a signal-started sync may take (default: 25)"),
+                Flag("page-size", "N", help: "max changes per page (default: 100)"),
+                Flag(
+                    switch: "live",
+                    help: "every device holds the server's event stream while running and syncs on each",
+                    "change at once (pushes still wake it when the stream is down)"),
+                Flag("start-concurrency", "N", help: "devices starting at once (default: 16)"),
+                Flag(
+                    "fetch", "api|imap",
+                    help: "what every device's syncs fetch over: /v1 (default) or IMAP with QRESYNC"),
+                Flag("imap", "HOST:PORT", help: "with --fetch imap: the server's IMAPS address"),
+            ])
 
     static func main(_ argv: [String]) async throws {
-        let arguments = try parse(argv, usage: usage, known: flags, switches: ["live"])
+        let arguments = try parse(argv, usage: usage, flags: flags)
         let live = arguments.flag("live")
         let server = try ServerOptions(arguments)
         let stateDirectory = try arguments.required("state-dir")

@@ -28,40 +28,54 @@ enum RunCommand {
           error {code, message}             exit {reason}
         A trigger is launch, signal, timer, manual or (with --live) change.
 
-        \(ServerOptions.usage)
-          --service S             apns (default), fcm or webpush: the push service the device is reached
-                                  through
-          --sim URL               the simulator's device-side base URL, e.g. http://127.0.0.1:2198
-          --app PACKAGE           with --service fcm: the Android package (default: com.example.signalfetch)
-          --fcm-project ID        with --service fcm: the Firebase project (default: signalfetch-dev)
-          --sim-ca PEM            CA for an https --sim (default: --ca)
-          --username U            account to log in as
-          --state-dir DIR         folder for the local cache (created when missing)
-          --topic BUNDLE_ID       push topic (default: com.example.signalfetch)
-          --environment ENV       sandbox or production (default: sandbox)
-          --device-name N         session and device name (default: mail-client)
-          --fallback-interval S   seconds between timer syncs (default: 300; 0 disables)
-          --signal-deadline S     seconds a signal-started sync may take (default: 25)
-          --page-size N           max changes per page (default: 100)
-          --live                  while running, hold the server's event stream (JMAP event source) and sync on
-                                  each change at once; pushes still wake the device when the stream is down
-          --fetch api|imap        what a sync fetches over: /v1 delta sync (default), or IMAP with QRESYNC, as a
-                                  mail app does after its signal (the API still logs in and registers the device)
-          --imap HOST:PORT        with --fetch imap: the server's IMAPS address (its certificate checked with --ca)
-          --once                  no push: sync once, print the events and exit (status 0 when complete)
-          --until-messages N      exit 0 after a complete sync leaves N messages in the cache
-          --until-state STATE     exit 0 after a complete sync reaches STATE
-          --timeout S             exit after S seconds: status 3 with an error event when an --until-…
-                                  condition was not met, else status 0
+        \(flags.help)
         Every flag may also come from MAIL_CLIENT_<FLAG> (e.g. MAIL_CLIENT_FALLBACK_INTERVAL).
         SIGTERM or SIGINT unregisters the device, logs out and exits 0.
         """
 
-    static let flags: Set<String> = ServerOptions.flags.union([
-        "sim", "sim-ca", "username", "state-dir", "topic", "environment", "device-name", "fallback-interval",
-        "signal-deadline", "page-size", "until-messages", "until-state", "timeout", "once", "service", "app",
-        "fcm-project", "live", "fetch", "imap",
-    ])
+    /// Every flag `run` takes, in the order its help lists them.
+    static let flags =
+        ServerOptions.flags
+        + FlagTable(
+            column: 26,
+            [
+                Flag(
+                    "service", "S",
+                    help: "apns (default), fcm or webpush: the push service the device is reached",
+                    "through"),
+                Flag("sim", "URL", help: "the simulator's device-side base URL, e.g. http://127.0.0.1:2198"),
+                Flag(
+                    "app", "PACKAGE",
+                    help: "with --service fcm: the Android package (default: com.example.signalfetch)"),
+                Flag("fcm-project", "ID", help: "with --service fcm: the Firebase project (default: signalfetch-dev)"),
+                Flag("sim-ca", "PEM", help: "CA for an https --sim (default: --ca)"),
+                Flag("username", "U", help: "account to log in as"),
+                Flag("state-dir", "DIR", help: "folder for the local cache (created when missing)"),
+                Flag("topic", "BUNDLE_ID", help: "push topic (default: com.example.signalfetch)"),
+                Flag("environment", "ENV", help: "sandbox or production (default: sandbox)"),
+                Flag("device-name", "N", help: "session and device name (default: mail-client)"),
+                Flag("fallback-interval", "S", help: "seconds between timer syncs (default: 300; 0 disables)"),
+                Flag("signal-deadline", "S", help: "seconds a signal-started sync may take (default: 25)"),
+                Flag("page-size", "N", help: "max changes per page (default: 100)"),
+                Flag(
+                    switch: "live",
+                    help: "while running, hold the server's event stream (JMAP event source) and sync on",
+                    "each change at once; pushes still wake the device when the stream is down"),
+                Flag(
+                    "fetch", "api|imap",
+                    help: "what a sync fetches over: /v1 delta sync (default), or IMAP with QRESYNC, as a",
+                    "mail app does after its signal (the API still logs in and registers the device)"),
+                Flag(
+                    "imap", "HOST:PORT",
+                    help: "with --fetch imap: the server's IMAPS address (its certificate checked with --ca)"),
+                Flag(switch: "once", help: "no push: sync once, print the events and exit (status 0 when complete)"),
+                Flag("until-messages", "N", help: "exit 0 after a complete sync leaves N messages in the cache"),
+                Flag("until-state", "STATE", help: "exit 0 after a complete sync reaches STATE"),
+                Flag(
+                    "timeout", "S",
+                    help: "exit after S seconds: status 3 with an error event when an --until-…",
+                    "condition was not met, else status 0"),
+            ])
 
     /// What a device's syncs fetch over when `--fetch imap` says so (`nil`: the API, through its own transport).
     static func fetchTransport(
@@ -87,7 +101,7 @@ enum RunCommand {
     }
 
     static func main(_ argv: [String]) async throws {
-        let arguments = try parse(argv, usage: usage, known: flags, switches: ["once", "live"])
+        let arguments = try parse(argv, usage: usage, flags: flags)
         let server = try ServerOptions(arguments)
         let once = arguments.flag("once")
         let options = Options(

@@ -10,11 +10,23 @@ import PushAPNs
 /// (same apps, endpoints, keys and saved provider token), prints APNs's answer and, for a refusal, its likely
 /// cause. Exits 0 when APNs accepted the signal, 1 otherwise.
 enum APNsCheck {
-    static let knownFlags = Set(["data-dir", "token", "topic", "environment", "apns-config", "legacy-payload-limit"])
-        .union(Serve.singleAppFlags)
+    /// The flags only `apns-check` takes: which device to signal, and how.
+    static let ownFlags = FlagTable(
+        column: 28,
+        [
+            Flag("token", "HEX", help: "the device token to signal (hexadecimal, usually 64 characters)"),
+            Flag("environment", "ENV", help: "sandbox or production: the environment the device registered in"),
+            Flag("topic", "BUNDLE_ID", help: "the app to signal (default: the only app configured)"),
+        ])
+
+    /// Every flag `apns-check` takes: its own, and `serve`'s that describe the apps and endpoints.
+    static let flags = FlagTable(
+        column: 28,
+        ownFlags.flags + [Serve.dataDirectoryFlag, Serve.apnsConfigFlag, Serve.legacyPayloadLimitFlag]
+            + Serve.singleAppFlags.flags)
 
     static func run(_ args: Arguments, dataDir: String) async throws {
-        try args.rejectUnknownFlags(known: knownFlags)
+        try flags.rejectUnknownFlags(in: args)
         let configuration = try Serve.apnsConfiguration(args, dataDir: dataDir)
         let token = try args.required("token")
         guard let environment = PushEnvironment(rawValue: try args.required("environment")) else {

@@ -14,23 +14,143 @@ import SignalDispatch
 
 /// `mailboxd serve`: reads the configuration, starts the service, and stops it on SIGTERM or SIGINT.
 enum Serve {
-    static let knownFlags = Set([
-        "data-dir", "listen", "tls-cert", "tls-key", "plain-http", "delivery-token-file", "signal-burst",
-        "signal-refill-per-minute",
-        "background-budget", "synchronous", "legacy-payload-limit", "access-log", "apns-config", "lmtp-listen",
-        "lmtp-hostname", "max-message-bytes", "lmtp-max-connections", "database", "instance-id", "fcm-config",
-        "tls-min-version", "max-devices-per-account", "webpush-vapid-key", "webpush-subject", "webpush-ca",
-        "webpush-allow-host", "webpush-signal-kind", "metrics-listen", "session-idle-timeout", "session-lifetime",
-        "max-sessions-per-account", "device-registrations-per-hour", "console-token-file",
-        "jmap-base-url", "jmap-push-allow-unencrypted", "imap-listen", "imap-plain", "imap-max-connections",
-        "max-connections",
-    ]).union(singleAppFlags)
+    /// `--data-dir`, which every command takes.
+    static let dataDirectoryFlag = Flag("data-dir", "DIR", help: "data folder (default ./data)")
+    /// `--database`, for every command that opens the store.
+    static let databaseFlag = Flag(
+        "database", "URL",
+        help: "the store: a file path or sqlite:PATH (default DIR/mailbox.sqlite), or a libpq",
+        "URI postgresql://USER[:PASSWORD]@HOST:PORT/DB shared by several instances")
+    /// `--synchronous`, the SQLite store's durability.
+    static let synchronousFlag = Flag("synchronous", "MODE", help: "SQLite synchronous: FULL (default) or NORMAL")
+    /// `--apns-config`, every APNs app and endpoint in one file.
+    static let apnsConfigFlag = Flag(
+        "apns-config", "FILE",
+        help: "several apps and both endpoints in one JSON file (instead of the --apns-* flags,",
+        "--apns-ca and --signal-kind; see docs/apns.md)")
+    /// `--legacy-payload-limit`, the smaller APNs payload.
+    static let legacyPayloadLimitFlag = Flag(
+        switch: "legacy-payload-limit",
+        help: "cap payloads at 2048 bytes instead of 4096")
 
     /// The flags that describe one app and its endpoints; `--apns-config` replaces them all.
-    static let singleAppFlags: Set<String> = [
-        "apns-url", "apns-sandbox-url", "apns-ca", "apns-key", "apns-key-id", "apns-team-id", "apns-topic",
-        "signal-kind",
-    ]
+    static let singleAppFlags = FlagTable(
+        column: 28,
+        [
+            Flag(
+                "apns-url", "URL",
+                help: "production endpoint for devices registered as \"production\"",
+                "(default https://api.push.apple.com; apns-sim: e.g. https://127.0.0.1:2197)"),
+            Flag(
+                "apns-sandbox-url", "URL",
+                help: "sandbox endpoint for devices registered as \"sandbox\" (development builds)",
+                "(default https://api.sandbox.push.apple.com; apns-sim: its --sandbox-listen)"),
+            Flag("apns-ca", "PEM", help: "CA that signs the endpoints' certificates (for apns-sim)"),
+            Flag("apns-key", "F", help: "APNs signing key, .p8 (default DIR/apns/key.p8)"),
+            Flag("apns-key-id", "ID", help: "key id (default: contents of DIR/apns/key-id)"),
+            Flag("apns-team-id", "ID", help: "team id (default: contents of DIR/apns/team-id)"),
+            Flag("apns-topic", "BUNDLE_ID", help: "the app's bundle id (required unless only --fcm-config is given)"),
+            Flag(
+                "signal-kind", "KIND",
+                help: "badge (badge + content-available, push type alert; default) or background"),
+        ])
+
+    /// Every flag `serve` takes, in the order the help lists them.
+    static let flags = FlagTable(
+        column: 28,
+        [
+            dataDirectoryFlag,
+            databaseFlag,
+            Flag("instance-id", "NAME", help: "this instance's name in outbox leases (default HOSTNAME-PID)"),
+            Flag("listen", "HOST:PORT", help: "API address (default 127.0.0.1:8443)"),
+            Flag("tls-cert", "F", help: "TLS certificate chain (default DIR/tls/server.pem)"),
+            Flag("tls-key", "F", help: "TLS private key (default DIR/tls/server.key)"),
+            Flag(
+                "tls-min-version", "V",
+                help: "the oldest TLS version accepted: 1.2 (default; AEAD ciphers only) or 1.3"),
+            Flag(switch: "plain-http", help: "serve without TLS (development only; prints a warning)"),
+            Flag("delivery-token-file", "F", help: "token for POST /v1/deliveries (default DIR/delivery-token)"),
+        ] + singleAppFlags.flags + [
+            apnsConfigFlag,
+            Flag(
+                "fcm-config", "FILE",
+                help: "Android apps signalled through FCM HTTP v1: endpoint, service accounts,",
+                "signal kinds (JSON; see docs/fcm.md)"),
+            Flag(
+                "webpush-vapid-key", "PEM",
+                help: "the VAPID key browsers subscribe with and Web Push is signed with (default",
+                "DIR/webpush/vapid.pem from dev-setup; Web Push is off when there is none)"),
+            Flag(
+                "webpush-subject", "URI",
+                help: "the VAPID contact, mailto:… or https://… (default mailto:postmaster@localhost)"),
+            Flag(
+                "webpush-ca", "PEM",
+                help: "trust this CA instead of the system store for push services (for webpush-sim)"),
+            Flag(
+                "webpush-allow-host", "H[:P]",
+                help: "accept endpoints on this host although it is loopback, link-local or private",
+                "(repeatable; for a local push service; see docs/webpush.md)"),
+            Flag("webpush-signal-kind", "KIND", help: "badge (with the unread count; default) or background"),
+            Flag("signal-burst", "N", help: "signals a quiet device may get back to back (default 20)"),
+            Flag(
+                "signal-refill-per-minute", "N",
+                help: "signals a device gets back each minute once its burst is spent (default 60);",
+                "changes meanwhile are coalesced and the newest state goes out with the next"),
+            Flag("background-budget", "N", help: "background signals per device per hour (default 3)"),
+            Flag(
+                "max-devices-per-account", "N",
+                help: "devices one account may register (default 100; one more is 409 tooManyDevices)"),
+            Flag(
+                "max-connections", "N",
+                help: "simultaneous API connections, idle and held streams included (default: the",
+                "open-file limit less 1024, here \(ServiceConfiguration.defaultConnectionLimit()))"),
+            synchronousFlag,
+            legacyPayloadLimitFlag,
+            Flag(switch: "access-log", help: "log one line per request to standard error"),
+            Flag(
+                "metrics-listen", "HOST:PORT",
+                help: "serve /metrics on a plain-HTTP listener of its own, never the API's (a port alone",
+                "is on loopback; default: no /metrics)"),
+            Flag(
+                "console-token-file", "F",
+                help: "the console's token (default DIR/console-token from dev-setup; no file: no console)"),
+            Flag(
+                "session-idle-timeout", "D",
+                help: "a session unused this long ends (90s, 15m, 12h, 30d…; default 30d)"),
+            Flag(
+                "session-lifetime", "D",
+                help: "a session ends this long after sign-in whatever its use (default 90d)"),
+            Flag(
+                "max-sessions-per-account", "N",
+                help: "sessions one account may hold; one more ends the least recently used (default 20)"),
+            Flag(
+                "device-registrations-per-hour", "N",
+                help: "device registrations an account may make per hour (default 60; more is 429)"),
+            Flag(
+                "lmtp-listen", "HOST:PORT",
+                help: "also take mail from an MTA over LMTP (RFC 2033) here (default: off); plain TCP,",
+                "so bind it to loopback or a private network the MTA shares"),
+            Flag(
+                "lmtp-hostname", "NAME",
+                help: "the name the LMTP listener announces (default mailboxd.HOSTNAME; it must differ",
+                "from the MTA's own name)"),
+            Flag("max-message-bytes", "N", help: "the largest LMTP message (default 26214400, 25 MiB)"),
+            Flag("lmtp-max-connections", "N", help: "simultaneous LMTP sessions (default 64)"),
+            Flag(
+                "imap-listen", "HOST:PORT",
+                help: "also serve IMAP (IMAP4rev2/rev1, IDLE, CONDSTORE/QRESYNC, MOVE; see docs/imap.md)",
+                "here, implicit TLS with the API's certificate and --tls-min-version (default: off)"),
+            Flag(switch: "imap-plain", help: "serve IMAP without TLS and with logins disabled (development only)"),
+            Flag("imap-max-connections", "N", help: "simultaneous IMAP connections (default 10000)"),
+            Flag(
+                "jmap-base-url", "URL",
+                help: "the prefix of the JMAP Session's URLs behind a proxy (default: the scheme and the",
+                "request's Host)"),
+            Flag(
+                switch: "jmap-push-allow-unencrypted",
+                help: "accept JMAP push subscriptions without keys (their pushes are plain JSON, readable",
+                "by whoever runs the URL's server; see docs/jmap.md)"),
+        ])
 
     static func readTrimmed(_ path: String, what: String) throws -> String {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
@@ -44,7 +164,7 @@ enum Serve {
     /// The apps and endpoints: from `--apns-config`, or one app from the single-app flags.
     static func apnsConfiguration(_ args: Arguments, dataDir: String) throws -> APNsConfiguration {
         if let file = args.string("apns-config") {
-            if let clash = singleAppFlags.sorted().first(where: { args.string($0) != nil }) {
+            if let clash = singleAppFlags.names.sorted().first(where: { args.string($0) != nil }) {
                 throw UsageError("--apns-config describes every app and endpoint: leave out --\(clash)")
             }
             do {
@@ -203,7 +323,7 @@ enum Serve {
     }
 
     static func run(_ args: Arguments, dataDir: String) async throws {
-        try args.rejectUnknownFlags(known: knownFlags)
+        try flags.rejectUnknownFlags(in: args)
         warnIfReadableByOthers(dataDir)
         let listen = try HostPort(parsing: args.string("listen", default: "127.0.0.1:8443"))
         let deliveryToken = try readTrimmed(

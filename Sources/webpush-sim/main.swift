@@ -3,6 +3,30 @@ import Foundation
 import SimulatorSupport
 import WebPushSimulator
 
+/// Every flag webpush-sim takes, in the order its help lists them.
+let flags = FlagTable(
+    column: 34,
+    [
+        Flag("listen", "HOST:PORT", help: "push resources (default 127.0.0.1:2201; port 0 picks one)"),
+        Flag("tls-cert", "FILE", help: "push-resource certificate chain (PEM; required unless --h2c)"),
+        Flag("tls-key", "FILE", help: "push-resource private key (PEM; required unless --h2c)"),
+        Flag(switch: "h2c", help: "serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)"),
+        Flag("device-listen", "HOST:PORT", help: "device and control API (default 127.0.0.1:2202)"),
+        Flag("mozilla-listen", "HOST:PORT", help: "Mozilla WebSocket push protocol, plain ws (default: none)"),
+        Flag(
+            "endpoint-base", "URL",
+            help: "what push endpoints start with (default https://<listen address>);",
+            "the VAPID aud must be its origin"),
+        Flag("max-ttl", "SECONDS", help: "longest TTL kept (default 5184000, 60 days)"),
+        Flag("device-connection-limit", "N", help: "most device-API connections (default 16384)"),
+        Flag("fault-drop", "P", help: "probability of answering 201 and never delivering"),
+        Flag("fault-429", "P", help: "probability of 429"),
+        Flag("fault-503", "P", help: "probability of 503"),
+        Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
+        Flag("fault-latency-ms", "N", help: "delay every push response by N milliseconds"),
+        Flag.help,
+    ])
+
 let usage = """
     usage: webpush-sim [options]
 
@@ -10,30 +34,10 @@ let usage = """
     a device and control API where a simulated browser subscribes and reads its decrypted messages (HTTP/1.1 +
     SSE), and optionally Mozilla's WebSocket push protocol for Firefox (dom.push.serverURL).
 
-      --listen HOST:PORT              push resources (default 127.0.0.1:2201; port 0 picks one)
-      --tls-cert FILE                 push-resource certificate chain (PEM; required unless --h2c)
-      --tls-key FILE                  push-resource private key (PEM; required unless --h2c)
-      --h2c                           serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)
-      --device-listen HOST:PORT       device and control API (default 127.0.0.1:2202)
-      --mozilla-listen HOST:PORT      Mozilla WebSocket push protocol, plain ws (default: none)
-      --endpoint-base URL             what push endpoints start with (default https://<listen address>);
-                                      the VAPID aud must be its origin
-      --max-ttl SECONDS               longest TTL kept (default 5184000, 60 days)
-      --device-connection-limit N     most device-API connections (default 16384)
-      --fault-drop P                  probability of answering 201 and never delivering
-      --fault-429 P                   probability of 429
-      --fault-503 P                   probability of 503
-      --fault-seed N                  seed for the fault generator (same seed, same faults)
-      --fault-latency-ms N            delay every push response by N milliseconds
-      --help                          show this help
+    \(flags.help)
 
     Every option can also be set through WEBPUSH_SIM_<OPTION> (e.g. WEBPUSH_SIM_MOZILLA_LISTEN=127.0.0.1:2203).
     """
-
-let knownFlags: Set<String> = [
-    "listen", "tls-cert", "tls-key", "h2c", "device-listen", "mozilla-listen", "endpoint-base", "max-ttl",
-    "device-connection-limit", "fault-drop", "fault-429", "fault-503", "fault-seed", "fault-latency-ms",
-]
 
 func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2201"))
@@ -60,7 +64,7 @@ func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfigur
         gateway: WebPushGatewayConfiguration(maxTTL: maxTTL, faults: faults))
 }
 
-await runSimulator(name: "webpush-sim", usage: usage, environmentPrefix: "WEBPUSH_SIM_", knownFlags: knownFlags) {
+await runSimulator(name: "webpush-sim", usage: usage, environmentPrefix: "WEBPUSH_SIM_", flags: flags) {
     let configuration = try configuration(from: $0)
     let server = WebPushSimulatorServer(configuration: configuration)
     try server.start()

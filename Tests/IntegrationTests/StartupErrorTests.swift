@@ -205,34 +205,145 @@ struct StartupErrorTests {
     }
 }
 
-/// `mailboxd --help` names every flag `serve` takes: the flags are read from the one list the parser checks
-/// (`Serve.knownFlags` and `singleAppFlags` in Sources/mailboxd/Serve.swift), so a flag added there without its help
-/// line fails here.
+/// Every binary's help and its code agree on its flags: each flag the code reads has an option line in the help,
+/// each option line names a flag the code reads, and the real binary accepts every flag its help lists (it never
+/// answers "unknown option" for one).
 @Suite struct HelpListsEveryFlagTests {
-    static func declaredServeFlags() throws -> Set<String> {
-        let source = try String(
-            contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Sources/mailboxd/Serve.swift"),
-            encoding: .utf8)
+    /// A command of a binary: the arguments that print its help, and those that try one of its flags, failing fast
+    /// on another argument (or a missing one) so that nothing starts.
+    struct Command: Sendable {
+        let help: [String]
+        let probe: @Sendable (String) -> [String]
+    }
+
+    /// A binary, its commands, and the source folders whose code reads its flags.
+    struct Binary: Sendable {
+        let name: String
+        let commands: [Command]
+        let sources: [String]
+    }
+
+    /// Folders that do not exist, so that no probe finds or makes a data folder.
+    static let nowhere = "/dev/null/signalfetch-help-test"
+
+    static let binaries: [Binary] = {
+        let simulator = [Command(help: ["--help"]) { ["--\($0)=1", "--listen=nowhere"] }]
+        return [
+            Binary(
+                name: "mailboxd",
+                // One help for every command; a flag is accepted when one of these commands takes it.
+                commands: [
+                    Command(help: ["--help"]) { ["serve", "--\($0)=1", "--listen=nowhere", "--data-dir=" + nowhere] },
+                    Command(help: ["--help"]) { ["apns-check", "--\($0)=1", "--data-dir=" + nowhere] },
+                    Command(help: ["--help"]) { ["migrate", "--\($0)=1", "--data-dir=" + nowhere] },
+                    Command(help: ["--help"]) { ["account", "--\($0)=1", "--data-dir=" + nowhere] },
+                    Command(help: ["--help"]) { ["dev-setup", "--\($0)=1", "--data-dir=" + nowhere] },
+                ],
+                sources: ["Sources/mailboxd"]),
+            Binary(name: "apns-sim", commands: simulator, sources: ["Sources/apns-sim", "Sources/SimulatorSupport"]),
+            Binary(name: "fcm-sim", commands: simulator, sources: ["Sources/fcm-sim", "Sources/SimulatorSupport"]),
+            Binary(
+                name: "webpush-sim", commands: simulator, sources: ["Sources/webpush-sim", "Sources/SimulatorSupport"]),
+            Binary(
+                name: "mail-client",
+                commands: ["run", "fleet", "send", "mark-read", "update", "delete", "dump"].map { command in
+                    Command(help: [command, "--help"]) { [command, "--\($0)=1"] }
+                },
+                sources: ["Sources/mail-client"]),
+        ]
+    }()
+
+    /// The flags a help lists: those that start an option line (`  --name`).
+    static func listedFlags(_ help: String) -> [String] {
+        help.split(separator: "\n").compactMap { line in
+            guard line.hasPrefix("  --") else { return nil }
+            let name = line.dropFirst(4).prefix { $0.isLetter || $0.isNumber || $0 == "-" }
+            return name.isEmpty ? nil : String(name)
+        }
+    }
+
+    /// The flags the Swift code under `folders` reads from an `Arguments` (`args.string("name")`,
+    /// `arguments.int("name", …)`, a helper given the arguments and a name, or a method of an `Arguments`
+    /// extension called with a name).
+    static func readFlags(in folders: [String]) throws -> Set<String> {
+        let reading = ["string", "int", "double", "seconds", "flag", "all", "required"]
+        let name = #""([a-z0-9][a-z0-9-]*)""#
         var flags: Set<String> = []
-        for (start, end) in [
-            ("static let knownFlags = Set([", "]).union(singleAppFlags)"),
-            ("static let singleAppFlags: Set<String> = [", "]"),
-        ] {
-            let from = try #require(source.range(of: start), "\(start) is gone from Serve.swift")
-            let to = try #require(source.range(of: end, range: from.upperBound..<source.endIndex))
-            for piece in source[from.upperBound..<to.lowerBound].split(separator: "\"").enumerated()
-            where piece.offset % 2 == 1 {
-                flags.insert(String(piece.element))
+        var files = 0
+        for folder in folders {
+            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
+            for file in try FileManager.default.contentsOfDirectory(atPath: root.path) where file.hasSuffix(".swift") {
+                let source = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+                files += 1
+                var patterns = [
+                    #"\b(?:args|arguments)\s*\.\s*(?:"# + reading.joined(separator: "|") + #")\(\s*"# + name,
+                    #"\b\w+\(\s*(?:args|arguments)\s*,\s*"# + name,
+                ]
+                if source.contains("extension Arguments") {
+                    // Inside the extension the reading methods, and the extension's own, are called bare.
+                    let declared = try NSRegularExpression(pattern: #"func (\w+)\(\s*_ \w+: String"#)
+                        .matches(in: source, range: NSRange(source.startIndex..., in: source))
+                        .compactMap { Range($0.range(at: 1), in: source).map { String(source[$0]) } }
+                    patterns.append(
+                        #"(?<![\w.])(?:"# + (reading + declared).joined(separator: "|") + #")\(\s*"# + name)
+                }
+                for pattern in patterns {
+                    let expression = try NSRegularExpression(pattern: pattern)
+                    for match in expression.matches(in: source, range: NSRange(source.startIndex..., in: source)) {
+                        if let range = Range(match.range(at: 1), in: source) { flags.insert(String(source[range])) }
+                    }
+                }
             }
         }
+        #expect(files > 0, "no Swift sources in \(folders)")
         return flags
     }
 
-    @Test func mailboxdHelpNamesEveryServeFlag() throws {
-        let flags = try Self.declaredServeFlags()
-        #expect(flags.count > 40, "the flag list was not read: \(flags)")
-        let help = try Subprocess.run(TestEnvironment.executable("mailboxd").path, ["--help"]).stdout
-        let missing = flags.filter { !help.contains("--\($0) ") && !help.contains("--\($0)\n") }.sorted()
-        #expect(missing.isEmpty, "mailboxd --help does not name: \(missing)")
+    @Test(arguments: HelpListsEveryFlagTests.binaries.map(\.name))
+    func helpListsEveryFlagTheCodeReadsAndTheBinaryAcceptsThem(_ name: String) throws {
+        let binary = try #require(Self.binaries.first { $0.name == name })
+        let executable = TestEnvironment.executable(binary.name).path
+        // Each help, and the commands that print it: a flag it lists must be accepted by one of them.
+        var helps: [(arguments: [String], commands: [Command])] = []
+        for command in binary.commands {
+            if let index = helps.firstIndex(where: { $0.arguments == command.help }) {
+                helps[index].commands.append(command)
+            } else {
+                helps.append((command.help, [command]))
+            }
+        }
+        var listed: [(flag: String, commands: [Command])] = []
+        for (arguments, commands) in helps {
+            let help = try Subprocess.run(executable, arguments, input: "")
+            #expect(help.status == 0, "\(name) \(arguments): exit \(help.status): \(help.stderr)")
+            let flags = Self.listedFlags(help.stdout)
+            #expect(flags.count >= 2, "\(name) \(arguments) lists no flags:\n\(help.stdout)")
+            #expect(Set(flags).count == flags.count, "\(name) \(arguments) lists a flag twice: \(flags)")
+            listed += flags.map { ($0, commands) }
+        }
+        let listedNames = Set(listed.map(\.flag))
+
+        let read = try Self.readFlags(in: binary.sources)
+        #expect(read.count >= 5, "the flags \(name) reads were not found: \(read.sorted())")
+        let unlisted = read.subtracting(listedNames).sorted()
+        #expect(unlisted.isEmpty, "\(name) reads flags its help does not list: \(unlisted)")
+        let unread = listedNames.subtracting(read).subtracting(["help"]).sorted()
+        #expect(unread.isEmpty, "\(name)'s help lists flags its code never reads: \(unread)")
+
+        for (flag, commands) in listed {
+            var refusals: [String] = []
+            for command in commands {
+                let arguments = command.probe(flag)
+                let result = try Subprocess.run(executable, arguments, input: "")
+                guard result.stderr.contains("unknown option") else {
+                    // The probe is built to stop on a bad argument before anything starts.
+                    #expect(result.status != 0 || flag == "help", "\(name) \(arguments) succeeded")
+                    refusals = []
+                    break
+                }
+                refusals.append("\(arguments): \(result.stderr.prefix { $0 != "\n" })")
+            }
+            #expect(refusals.isEmpty, "\(name) lists --\(flag) but refuses it: \(refusals)")
+        }
     }
 }
