@@ -49,13 +49,15 @@ let package = Package(
         // The lock for shared state, on pthread_mutex_t, so the sanitizers see it; threads of their own for blocking
         // work (BlockingExecutor).
         .target(name: "Locking"),
+        // `HOST[:PORT]` text read one way for the command line, URL authorities and PostgreSQL host lists.
+        .target(name: "NetworkAddress"),
         // Duration in seconds, milliseconds and nanoseconds, for C APIs, metrics and logs.
         .target(name: "Durations"),
         // What the store's SQL is written against, whatever the engine: values, rows, a connection, a dialect.
         .target(name: "SQLSupport"),
         .target(name: "SQLiteKit", dependencies: ["CSQLite", "SQLSupport"]),
         // libpq: the only importer of CPostgres.
-        .target(name: "PostgresKit", dependencies: ["CPostgres", "SQLSupport", "Locking"]),
+        .target(name: "PostgresKit", dependencies: ["CPostgres", "SQLSupport", "Locking", "NetworkAddress"]),
         .target(name: "OpenSSLCrypto", dependencies: ["COpenSSL", "JSONText"]),
         // JSON string literals written by hand (JWTs, FCM messages, capture logs, console events).
         .target(name: "JSONText"),
@@ -70,7 +72,10 @@ let package = Package(
             dependencies: ["CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
         .target(
             name: "HTTP2Client",
-            dependencies: ["CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+            dependencies: [
+                "CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking",
+                "NetworkAddress",
+            ]),
         .target(name: "HTTPClient", dependencies: ["HTTPTypes", "Durations", "CCurl", "Locking"]),
 
         // MARK: Domain
@@ -164,7 +169,7 @@ let package = Package(
             ]),
 
         // MARK: Executables (argument parsing and wiring only)
-        .target(name: "CommandLineSupport", dependencies: ["Locking"]),
+        .target(name: "CommandLineSupport", dependencies: ["Locking", "NetworkAddress"]),
         .executableTarget(
             name: "mailboxd",
             dependencies: [

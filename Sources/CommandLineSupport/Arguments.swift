@@ -1,4 +1,5 @@
 import Foundation
+import NetworkAddress
 
 /// A command-line usage error: printed with the command's help, exit status 2.
 public struct UsageError: Error, CustomStringConvertible, Sendable {
@@ -156,23 +157,17 @@ public struct HostPort: Sendable, Equatable, CustomStringConvertible {
         self.port = port
     }
 
-    /// Parses `HOST:PORT` (`[v6]:PORT` for IPv6).
+    /// Parses `HOST:PORT` (`[v6]:PORT` for IPv6; an empty host is every address, port 0 picks one).
     public init(parsing text: String) throws {
-        var hostPart: Substring
-        let portPart: Substring
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            hostPart = text[text.index(after: text.startIndex)..<close]
-            let rest = text[text.index(after: close)...]
-            guard rest.hasPrefix(":") else { throw UsageError("expected [HOST]:PORT, got '\(text)'") }
-            portPart = rest.dropFirst()
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { throw UsageError("expected HOST:PORT, got '\(text)'") }
-            hostPart = text[..<colon]
-            portPart = text[text.index(after: colon)...]
+        let parts: (host: Substring, port: Substring?)
+        do {
+            parts = try HostPortSyntax.split(Substring(text))
+        } catch {
+            throw UsageError("expected HOST:PORT, got '\(text)' (\(error))")
         }
-        guard let port = UInt16(portPart) else { throw UsageError("invalid port in '\(text)'") }
-        if hostPart.isEmpty { hostPart = "0.0.0.0" }
-        self.host = String(hostPart)
+        guard let portText = parts.port else { throw UsageError("expected HOST:PORT, got '\(text)'") }
+        guard let port = UInt16(portText) else { throw UsageError("invalid port in '\(text)'") }
+        self.host = parts.host.isEmpty ? "0.0.0.0" : String(parts.host)
         self.port = port
     }
 

@@ -1,3 +1,5 @@
+import NetworkAddress
+
 extension HTTP2Client {
     /// One header field. Names are sent in lowercase, as HTTP/2 requires.
     public struct Header: Sendable, Hashable {
@@ -157,27 +159,19 @@ struct Origin: Sendable, Equatable {
         guard !hostPort.isEmpty, !hostPort.contains("/"), !hostPort.contains("@") else {
             throw .invalidRequest("base URL must be scheme://host[:port]")
         }
-        var portText: Substring?
-        if hostPort.hasPrefix("[") {
-            guard let close = hostPort.firstIndex(of: "]") else { throw .invalidRequest("unterminated IPv6 address") }
-            host = String(hostPort[hostPort.index(after: hostPort.startIndex)..<close])
-            let after = hostPort[hostPort.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw .invalidRequest("unexpected text after the IPv6 address") }
-                portText = after.dropFirst()
-            }
-        } else if let colon = hostPort.lastIndex(of: ":") {
-            host = String(hostPort[..<colon])
-            portText = hostPort[hostPort.index(after: colon)...]
-        } else {
-            host = String(hostPort)
+        let parts: (host: Substring, port: Substring?)
+        do {
+            parts = try HostPortSyntax.split(hostPort)
+        } catch {
+            throw .invalidRequest("base URL has \(error)")
         }
+        host = String(parts.host)
         guard !host.isEmpty else { throw .invalidRequest("base URL has no host") }
-        if let portText {
-            guard let port = Int(portText), (1...65535).contains(port) else {
+        if let portText = parts.port {
+            guard let port = HostPortSyntax.port(portText) else {
                 throw .invalidRequest("base URL has an invalid port")
             }
-            self.port = port
+            self.port = Int(port)
         } else {
             port = isTLS ? 443 : 80
         }

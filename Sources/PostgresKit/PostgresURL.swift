@@ -1,4 +1,5 @@
 import Foundation
+import NetworkAddress
 
 /// A libpq connection URI checked before it is handed to libpq as written:
 /// `postgresql://[USER[:PASSWORD]@][HOST[:PORT][,HOST[:PORT]…]][/DB][?KEY=VALUE&…]`, where a host is a name, an
@@ -67,34 +68,26 @@ public struct PostgresURL: Sendable {
 
     private static func hostAndPort(_ entry: Substring) throws(Invalid) -> (String, Int?) {
         guard !entry.isEmpty else { throw Invalid(description: "an empty host in the host list") }
-        var host = entry
-        var port: Substring?
+        let parts: (host: Substring, port: Substring?)
+        do {
+            parts = try HostPortSyntax.split(entry)
+        } catch {
+            throw Invalid(description: error.description)
+        }
+        let host = parts.host
         if entry.hasPrefix("[") {
-            guard let close = entry.firstIndex(of: "]") else {
-                throw Invalid(description: "an unclosed [IPv6 address]")
-            }
-            host = entry[entry.index(after: entry.startIndex)..<close]
-            let after = entry[entry.index(after: close)...]
-            guard after.isEmpty || after.hasPrefix(":") else {
-                throw Invalid(description: "text after an [IPv6 address] that is not :PORT")
-            }
-            port = after.isEmpty ? nil : after.dropFirst()
-            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." || $0 == "%" }) else {
+            guard host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." || $0 == "%" }) else {
                 throw Invalid(description: "a malformed [IPv6 address]")
             }
         } else {
-            if let colon = entry.firstIndex(of: ":") {
-                host = entry[..<colon]
-                port = entry[entry.index(after: colon)...]
-            }
             let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_%")
             guard host.allSatisfy(allowed.contains) else { throw Invalid(description: "a bad character in a host") }
         }
-        guard let port else { return (String(host), nil) }
-        guard !port.isEmpty, port.count <= 5, port.allSatisfy(\.isASCII), port.allSatisfy(\.isNumber),
-            let number = Int(port), (1...65535).contains(number)
-        else { throw Invalid(description: "a port that is not a number from 1 to 65535") }
-        return (String(host), number)
+        guard let port = parts.port else { return (String(host), nil) }
+        guard let number = HostPortSyntax.port(port) else {
+            throw Invalid(description: "a port that is not a number from 1 to 65535")
+        }
+        return (String(host), Int(number))
     }
 
     /// The URI with any password (in the user part or a `password=` parameter) replaced by `***`, for logs.
