@@ -4,6 +4,7 @@ peers/ run in their own venvs).
   harness   processes, ports, TLS material and the local topology (dev-setup, accounts, apns-sim, fcm-sim,
             webpush-sim, mailboxd on SQLite or PostgreSQL, simulated devices): the one launcher every caller uses
   measure   percentiles, CPU from /proc, the load tools' figures (wrk, h2load), freshness
+  idle      idle TLS connections held from several processes and source addresses (holder processes)
   report    the figure rows written to bench-results/results.jsonl and the report made from them
   bench     one module per benchmark section (python3 -m signalfetch.bench SECTION)
   drills    failure drills (python3 -m signalfetch.drills)

@@ -1,11 +1,11 @@
 """SignalFetch failure drills: real release binaries, real faults, invariants checked at the end.
 
 Usage: python3 -m signalfetch.drills [--short] [--rounds N] [crash] [gateway-faults] [gateway-down] [storage] [hostile]
-       [scale] [failover]
+       [connections] [scale] [failover]
 Exits non-zero when a drill's invariant fails; prints one summary line per drill."""
-import argparse, asyncio, json, os, random, re, signal, socket, ssl, subprocess, sys, threading, time
+import argparse, asyncio, json, os, random, re, resource, signal, socket, ssl, subprocess, sys, threading, time
 
-from . import data_path, harness, log
+from . import data_path, harness, idle, log
 from .harness import server_states, wait_converged
 from .measure import percentile
 
@@ -700,6 +700,84 @@ def drill_hostile(bin_path, short):
         cluster.close()
 
 
+# MARK: - Idle TLS connections up to the limit
+
+IDLE_TIMEOUT = 60  # s: mailboxd ends a connection that has sent no request for this long
+LEGIT_REQUESTS = 50
+PROMPT_EXIT = 5.0  # s from SIGTERM to mailboxd's exit with nothing in flight
+
+
+def served_fresh(cluster, token, requests):
+    """`requests` GETs of /v1/mailboxes, each on a fresh TLS connection; (answered 200, the failures)."""
+    ok, failures = 0, []
+    for _ in range(requests):
+        api = harness.API(cluster.api_port, cluster.ca, timeout=5)
+        try:
+            status, _ = api.raw("GET", "/v1/mailboxes", token=token)
+            ok += status == 200
+            if status != 200:
+                failures.append(f"HTTP {status}")
+        except Exception as error:  # refused, reset or timed out: the server did not serve it
+            failures.append(type(error).__name__)
+        finally:
+            api.reset()
+    return ok, failures
+
+
+def drill_connections(bin_path, short):
+    """mailboxd holding idle TLS connections (10,000 with --short; else its limit, the hard open-file limit less
+    1,024, less a few places for the legitimate client) from several processes and source addresses
+    (signalfetch.idle), each handshake completed, nothing sent. A legitimate client on fresh connections is served,
+    mailboxd stays up, no held connection is ended before the idle timeout, and SIGTERM with all of them open ends
+    mailboxd with status 0 at once, every held connection seeing the close."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 1024
+    target = 10000 if short else limit - 16
+    cluster = harness.Cluster(bin_path, prefix="signalfetch-drill-connections-")
+    held = None
+    try:
+        cluster.add_accounts(["mia"])
+        cluster.sim_port = 9  # no gateway: nothing here signals
+        cluster.start_mailboxd(extra=["--max-connections", str(limit)])
+        token = cluster.api().login("mia", "password-mia", "legit")
+        held = idle.IdleConnections(cluster.api_port, cluster.ca, target, cluster.work, label="drill")
+        started = time.monotonic()
+        opened = held.open_to(target)
+        ok, failures = served_fresh(cluster, token, LEGIT_REQUESTS)
+        alive = cluster.mailboxd.poll() is None
+        state = held.check()
+        held_for = time.monotonic() - started
+        stopped_at = time.monotonic()
+        status = cluster.mailboxd.stop(timeout=3 * PROMPT_EXIT)  # SIGTERM; SIGKILL if it is still there after
+        exited = time.monotonic() - stopped_at
+        cluster.procs.remove(cluster.mailboxd)
+        closes = held.await_close(10)
+        last_close = closes["last"] - stopped_at if closes["last"] is not None else None
+        summary = (f"{opened['opened']:,}/{target:,} idle TLS connections held from {len(held.holders)} processes "
+                   f"({opened['opened'] / opened['seconds']:.0f} handshakes/s"
+                   f"{', failures ' + str(opened['errors']) if opened['errors'] else ''}; limit {limit:,}); legitimate "
+                   f"client served {ok}/{LEGIT_REQUESTS}{' (' + ', '.join(failures[:5]) + ')' if failures else ''}; "
+                   f"after {held_for:.0f} s {state['open']:,} still open, {state['closed']} ended by the server; "
+                   f"SIGTERM: exit status {status} in {exited:.2f} s, {closes['closed']:,} connections saw the close"
+                   + (f" (the last {last_close:.2f} s after the signal)" if last_close is not None else "")
+                   + (f", {closes['open']:,} did not" if closes["open"] else ""))
+        check(opened["opened"] == target, f"not every idle connection could be opened — {summary}")
+        check(alive, f"mailboxd died while holding them: {cluster.mailboxd.stderr_tail(300)!r} — {summary}")
+        check(ok >= 0.95 * LEGIT_REQUESTS, f"the legitimate client was not served — {summary}")
+        check(held_for < IDLE_TIMEOUT, f"held longer than the {IDLE_TIMEOUT} s idle timeout: the check of open "
+                                       f"connections says nothing — {summary}")
+        check(state["closed"] == 0, f"mailboxd ended idle connections before the idle timeout — {summary}")
+        check(status == 0 and exited <= PROMPT_EXIT, f"SIGTERM did not end mailboxd with status 0 within "
+                                                     f"{PROMPT_EXIT:g} s: {cluster.mailboxd.stderr_tail(300)!r} — "
+                                                     f"{summary}")
+        check(closes["open"] == 0 and closes["closed"] == target, f"held connections did not see the close — "
+                                                                   f"{summary}")
+        return summary
+    finally:
+        if held:
+            held.close()
+        cluster.close()
+
+
 def check_cluster_invariants(loader, lost, wrong, violations, integrity, summary):
     """What every drill on a shared store must end with: nothing acknowledged lost or changed, no 5xx but 503, no
     signal backwards, the modseq invariant."""
@@ -857,8 +935,8 @@ def drill_failover(bin_path, short):
 
 
 DRILLS = {"crash": drill_crash, "gateway-faults": drill_gateway_faults, "gateway-down": drill_gateway_down,
-          "storage": drill_storage, "hostile": drill_hostile, "scale": drill_scale,
-          "failover": drill_failover}
+          "storage": drill_storage, "hostile": drill_hostile, "connections": drill_connections,
+          "scale": drill_scale, "failover": drill_failover}
 
 
 def main():

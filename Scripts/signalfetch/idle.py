@@ -3,9 +3,10 @@ connection's handshake is completed and the server verified against the topology
 
 One process holds at most its open-file limit of descriptors, and one source address at most the ephemeral port range
 of connections to one server, so `IdleConnections` spreads them over holder processes (`python3 -m signalfetch.idle
-HOST PORT CA SOURCE`), at most PER_PROCESS each, every one connecting from a loopback address of its own (127.0.0.2,
-127.0.0.3, …). Handshakes run without blocking, CONCURRENCY in flight per holder, over memory BIOs, so the raw socket
-stays the holder's to look at: a held connection is closed once the server ends it (end of stream or a reset).
+HOST PORT CA SOURCE`), at most PER_PROCESS each and at least PROCESSES of them (a handshake costs the client about as
+much CPU as the server), every one connecting from a loopback address of its own (127.0.0.2, 127.0.0.3, …).
+Handshakes run without blocking, CONCURRENCY in flight per holder, over memory BIOs, so the raw socket stays the
+holder's to look at: a held connection is closed once the server ends it (end of stream or a reset).
 
 A holder reads JSON commands on its standard input and answers each with one JSON line on its standard output:
 
@@ -21,6 +22,7 @@ import errno, json, math, os, resource, selectors, signal, socket, ssl, subproce
 from . import SCRIPTS
 
 PER_PROCESS = 5000
+PROCESSES = 4  # at least, so handshakes run on every core however few connections a holder keeps
 CONCURRENCY = 32
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
 
@@ -116,6 +118,8 @@ class Holder:
         self.closed = set()  # indices into held the server has ended
 
     def open(self, count, timeout):
+        """Opens `count` more connections, CONCURRENCY handshakes at a time; those not done within `timeout` s
+        count as failed."""
         start = time.monotonic()
         deadline = start + timeout
         selector = selectors.EpollSelector()
@@ -140,7 +144,8 @@ class Holder:
             if time.monotonic() > deadline:
                 for key in list(selector.get_map().values()):
                     fail(TimeoutError(), key.data)
-                errors["not started"] = count - started
+                if started < count:
+                    errors["not started"] = count - started
                 break
             for key, _ in selector.select(timeout=1.0):
                 hs = key.data
@@ -162,12 +167,14 @@ class Holder:
                 "seconds": time.monotonic() - start}
 
     def check(self):
+        """Marks the held connections the server has ended; how many are open and closed."""
         for index, hs in enumerate(self.held):
             if index not in self.closed and ended(hs.sock):
                 self.closed.add(index)
         return {"open": len(self.held) - len(self.closed), "closed": len(self.closed)}
 
     def await_close(self, timeout):
+        """Waits up to `timeout` s until the server has ended every held connection."""
         deadline = time.monotonic() + timeout
         selector = selectors.EpollSelector()
         last = None
@@ -184,6 +191,7 @@ class Holder:
         return dict(self.check(), last=last)
 
     def serve(self, commands, answers):
+        """Answers each JSON command line of `commands` with one JSON line on `answers`."""
         for line in commands:
             command = json.loads(line)
             if "open" in command:
@@ -243,11 +251,12 @@ class HolderProcess:
 
 
 class IdleConnections:
-    """Up to `capacity` idle TLS connections to 127.0.0.1:`port`, spread evenly over holder processes, the first
-    connecting from 127.0.0.`first_source`, the next from the address after it, and so on."""
+    """Up to `capacity` idle TLS connections to 127.0.0.1:`port`, spread evenly over holder processes (PROCESSES, or
+    more to keep each within PER_PROCESS), the first connecting from 127.0.0.`first_source`, the next from the address
+    after it, and so on."""
 
     def __init__(self, port, ca, capacity, workdir, first_source=2, label="idle"):
-        count = max(1, math.ceil(capacity / PER_PROCESS))
+        count = max(1, min(PROCESSES, capacity), math.ceil(capacity / PER_PROCESS))
         self.holders = [HolderProcess(f"{label}-holder-{i}", "127.0.0.1", port, ca, f"127.0.0.{first_source + i}",
                                       workdir) for i in range(count)]
         self.held = 0
@@ -258,7 +267,7 @@ class IdleConnections:
             holder.send(command)
         return [holder.answer() for holder in self.holders]
 
-    def open_to(self, total, timeout=120):
+    def open_to(self, total, timeout=60):
         """Opens connections until `total` are held (new ones spread evenly); {"opened", "failed", "errors",
         "seconds": wall time from the first connect to the last answer}."""
         more = max(0, total - self.held)

@@ -322,9 +322,36 @@ def imap_section(r):
     return L
 
 
+def connections_section(r):
+    """signalfetch.bench.connections' summary: both servers at each count of idle TLS connections."""
+    steps, opening = r["steps"], r["opening"]
+
+    def cells(step):
+        held = "" if step["connections"] == step["asked"] else f" ({step['connections']:,} held)"
+        kib = step.get("kib_per_connection")
+        return (f"{step['p50_ms']} ms{held} | {step['p99_ms']} ms | {step['p99_ratio']} ({step['plain_p99_ratio']}) | "
+                f"{'–' if kib is None else kib}")
+
+    L = ["## Idle TLS connections against nginx", "",
+         "A legitimate client's keep-alive GET while N idle TLS connections are held (handshake done, nothing sent; "
+         f"{r['requests']:,} requests a step in rounds of {r['round']}, p50 and p99 the median round's) and the "
+         "server's memory per held connection, the same counts against both. p99 ÷ none: each round's p99 ÷ that of "
+         "an idle twin of the server measured right after it, the median round (at 0, two idle twins: the "
+         "measurement's noise); in brackets p99 at N ÷ p99 measured with none before the climb.", "",
+         "| idle connections | mailboxd p50 | p99 | p99 ÷ none | KiB each | nginx p50 | p99 | p99 ÷ none | KiB each |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for ours, theirs in zip(steps["mailboxd"], steps["nginx"]):
+        L.append(f"| {ours['asked']:,} | {cells(ours)} | {cells(theirs)} |")
+    L += ["", "| while the connections opened | mailboxd | nginx |", "|---|---|---|"]
+    for key, label in (("accepts_per_s", "TLS accepts/s"), ("server_cpu_ms_per_accept", "server CPU per accept (ms)"),
+                       ("client_cpu_ms_per_handshake", "the holders' CPU per handshake (ms)")):
+        L.append(f"| {label} | {fmt(opening['mailboxd'][key])} | {fmt(opening['nginx'][key])} |")
+    return L + [""]
+
+
 SECTIONS = {"apns-sim-rss": apns_sim_rss_section, "e2e-freshness": freshness_section, "e2e-fleet": fleet_section,
             "e2e-burst": burst_section, "e2e-traffic": traffic_section, "scale-cpu": cpu_section,
-            "imap-summary": imap_section}
+            "imap-summary": imap_section, "connections-summary": connections_section}
 
 
 def findings_section(rows, missed):

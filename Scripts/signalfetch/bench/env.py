@@ -9,8 +9,8 @@ TINY_JSON = '{"status":"ok","service":"signalfetch","version":1}'
 
 NGINX_CONF = """worker_processes auto;
 worker_rlimit_nofile {files};
-pid {work}/nginx.pid;
-error_log {work}/nginx-error.log;
+pid {work}/{name}.pid;
+error_log {work}/{name}-error.log;
 events {{ worker_connections {connections}; }}
 http {{
     access_log off;
@@ -66,18 +66,19 @@ class Env:
         harness.wait_port(port, proc=proc)
         return proc, port
 
-    def nginx(self, tls=False, connections=1024):
+    def nginx(self, tls=False, connections=1024, name="nginx"):
         """nginx serving www/ on a port of its own, plain HTTP or, with `tls`, HTTPS with the topology's certificate
-        and key; `connections` per worker (its open-file limit raised to fit them, within the hard limit)."""
+        and key; `connections` per worker (its open-file limit raised to fit them, within the hard limit); `name`
+        tells its files and process apart from another nginx's."""
         port = harness.free_port()
-        conf = os.path.join(self.work, "nginx.conf")
+        conf = os.path.join(self.work, f"{name}.conf")
         files = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], connections + 100)
         certificate = (f" ssl;\n        ssl_certificate {self.cert};\n        ssl_certificate_key {self.key}"
                        if tls else "")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(work=self.work, port=port, www=self.www, files=files,
+            f.write(NGINX_CONF.format(work=self.work, port=port, www=self.www, files=files, name=name,
                                       connections=min(connections, files - 16), tls=certificate))
-        proc = self.start("nginx", ["nginx", "-c", conf, "-p", self.work, "-g", "daemon off;"])
+        proc = self.start(name, ["nginx", "-c", conf, "-p", self.work, "-g", "daemon off;"])
         harness.wait_port(port, proc=proc)
         return proc, port
 
