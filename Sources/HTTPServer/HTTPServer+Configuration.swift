@@ -81,11 +81,13 @@ extension HTTPServer {
         }
 
         /// The GnuTLS priority string libmicrohttpd is given: TLS 1.3 (and 1.2 unless refused), AEAD ciphers
-        /// only, ECDHE key exchange, the server's order.
+        /// only, ECDHE key exchange over X25519 first — the group most clients send a key share for, so their
+        /// handshake needs no HelloRetryRequest round trip — then P-256 and P-384, the server's order.
         var gnuTLSPriorities: String {
             let versions = minimumVersion == .tls13 ? "+VERS-TLS1.3" : "+VERS-TLS1.3:+VERS-TLS1.2"
             return "NORMAL:-VERS-ALL:\(versions):-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:+CHACHA20-POLY1305:"
-                + "-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:%SERVER_PRECEDENCE"
+                + "-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:"
+                + "+GROUP-SECP384R1:%SERVER_PRECEDENCE"
         }
     }
 
