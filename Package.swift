@@ -96,7 +96,8 @@ let package = Package(
             name: "SignalDispatch", dependencies: ["Durations", "MailboxStore", "Push", "ServiceMetrics", "Locking"]),
         // JMAP (RFC 8620, RFC 8621) over the store: the Session, method calls, blobs, per-type states.
         .target(
-            name: "JMAP", dependencies: ["MailboxStore", "MailMIME", "JSONText", "Locking", "Push", "OpenSSLCrypto"]),
+            name: "JMAP",
+            dependencies: ["Durations", "MailboxStore", "MailMIME", "JSONText", "Locking", "Push", "OpenSSLCrypto"]),
         .target(
             name: "MailboxHTTPAPI",
             dependencies: [

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import MailboxStore
@@ -53,6 +54,8 @@ public final class JMAPPushNotifier: Sendable {
     private let state = LockedValue(State())
     private let wakeup: AsyncStream<Void>.Continuation
     private let tasks: LockedValue<[Task<Void, Never>]> = LockedValue([])
+    /// A wake-up for when the earliest waiting push comes due, sooner than the next sweep.
+    private let timer: LockedValue<Task<Void, Never>?> = LockedValue(nil)
     private let log: @Sendable (String) -> Void
 
     /// Watches `store`'s commits and pushes through `service`. `log` gets one line per subscription removed or
@@ -88,6 +91,7 @@ public final class JMAPPushNotifier: Sendable {
             for await _ in stream {
                 guard let self else { return }
                 await self.sendOwed()
+                await self.wakeWhenNextDue()
             }
         }
         tasks.withLock { $0 = [sweeper, worker] }
@@ -97,6 +101,22 @@ public final class JMAPPushNotifier: Sendable {
     public func shutdown() {
         wakeup.finish()
         for task in tasks.withLock({ $0 }) { task.cancel() }
+        timer.withLock { $0?.cancel() }
+    }
+
+    /// Wakes the worker when the earliest push that waits for its time (a retry, a pacing token) comes due, when that
+    /// is before the next sweep: a subscription whose burst is spent is told at the refill rate.
+    private func wakeWhenNextDue() async {
+        guard let seconds = try? await store.secondsUntilNextPushDue(), seconds < configuration.sweepInterval.seconds
+        else { return }
+        let task = Task { [weak self] in
+            guard (try? await Task.sleep(for: .seconds(max(0.001, seconds)))) != nil else { return }
+            self?.wakeup.yield()
+        }
+        timer.withLock { timer in
+            timer?.cancel()
+            timer = task
+        }
     }
 
     deinit { shutdown() }
@@ -134,7 +154,7 @@ public final class JMAPPushNotifier: Sendable {
     private func tell(_ item: DuePush) async {
         let subscription = item.subscription
         guard let counters = try? await store.changeCounters(accountID: subscription.accountID) else {
-            await retry(item, retryAfter: nil, failed: true)
+            await retry(item, retryAfter: nil)
             return
         }
         let named = TypeStates(counters, epoch: store.epoch).changed(since: item.toldModseq, of: counters).filter {
@@ -159,13 +179,13 @@ public final class JMAPPushNotifier: Sendable {
             log("mailboxd: JMAP push not sent (\(reason))")
         case .retry(let reason, let retryAfter):
             if item.attempts == 0 { log("mailboxd: JMAP push failed, will retry (\(reason))") }
-            await retry(item, retryAfter: retryAfter, failed: true)
+            await retry(item, retryAfter: retryAfter)
         }
     }
 
-    private func retry(_ item: DuePush, retryAfter: Double?, failed: Bool) async {
+    private func retry(_ item: DuePush, retryAfter: Double?) async {
         let delay = configuration.backoff.delay(attempt: item.attempts + 1, retryAfter: retryAfter)
-        _ = try? await store.reschedulePush(id: item.subscription.id, after: delay, failed: failed)
+        _ = try? await store.reschedulePush(id: item.subscription.id, after: delay)
     }
 
     /// Sends the PushVerification for a new subscription, retried a few times with the one backoff. It is not kept

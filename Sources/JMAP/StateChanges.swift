@@ -148,7 +148,14 @@ public final class AccountWakeups: Sendable {
             if state.byAccount[accountID] != nil { state.reads[accountID] = (modseq, task) }
             return task
         }
-        return await shared.value
+        let states = await shared.value
+        if states == nil {
+            // A failed read is not kept: the next stream to ask reads again.
+            subscribers.withLock { state in
+                if state.reads[accountID]?.read == shared { state.reads[accountID] = nil }
+            }
+        }
+        return states
     }
 
     /// Wakes one subscription with a ``Wakeup/tick``.

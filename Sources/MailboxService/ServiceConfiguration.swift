@@ -32,12 +32,13 @@ public struct ServiceConfiguration: Sendable {
     public static let reservedDescriptors = 1_024
 
     /// The open-file limit (the hard one: the server raises its soft limit towards it) less
-    /// `reservedDescriptors`, at least 64 and at most 1,000,000.
+    /// `reservedDescriptors`, at least 64 and at most 65,536 (a larger limit, as containers often have, is no reason
+    /// to let idle connections take every descriptor and their memory; `--max-connections` goes higher).
     public static func defaultConnectionLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 16_000 }
         let files = Int(clamping: limit.rlim_max)  // RLIM_INFINITY clamps to Int.max
-        return min(1_000_000, max(64, files - reservedDescriptors))
+        return min(65_536, max(64, files - reservedDescriptors))
     }
     /// The largest accepted request body.
     public var maxBodySize = 1 << 20

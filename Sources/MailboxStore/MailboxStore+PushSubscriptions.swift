@@ -209,12 +209,14 @@ extension MailboxStore {
     }
 
     /// Records that the subscription was told of the account up to `modseq` (its StateChange was delivered, or had
-    /// nothing the subscription asked for): its lease and failures end. A push sent spends one of the subscription's
+    /// nothing the subscription asked for): its lease and failures end. Only under this process's lease: one that
+    /// ran out and was claimed by another instance is that instance's to record. A push sent spends one of the subscription's
     /// pacing tokens (``Configuration/pacing``, as a device's signals do), so a burst of changes is told at once and
     /// a steady stream at the refill rate, each push carrying the newest states.
     public func completePush(id: String, toldModseq modseq: Int64, sent: Bool) async throws {
         let time = now()
         let pacing = configuration.pacing
+        let owner = configuration.instanceID
         try await write { db, _ in
             let bucket = try db.queryOne("SELECT pace_tokens, pace_at FROM push_subscriptions WHERE id = ?", id)
             var tokens = pacing.tokens(
@@ -225,22 +227,37 @@ extension MailboxStore {
                 UPDATE push_subscriptions
                 SET told_modseq = \(db.dialect.greatest("told_modseq", "?")), attempts = 0, next_attempt_at = ?,
                     leased_until = 0, leased_by = NULL, pace_tokens = ?, pace_at = ?
-                WHERE id = ?
-                """, modseq, pacing.dueTime(tokens: tokens, now: time), tokens, time, id)
+                WHERE id = ? AND leased_by = ?
+                """, modseq, pacing.dueTime(tokens: tokens, now: time), tokens, time, id, owner)
         }
     }
 
-    /// Puts a subscription's failed StateChange back, to be tried again after `delay` seconds (the one backoff);
-    /// `failed` counts the attempt (a push service's throttle does not).
-    public func reschedulePush(id: String, after delay: Double, failed: Bool = true) async throws {
+    /// Puts a subscription's failed StateChange back, to be tried again after `delay` seconds (the one backoff),
+    /// counting the attempt (the next backoff's exponent).
+    public func reschedulePush(id: String, after delay: Double) async throws {
         let next = now() + delay
+        let owner = configuration.instanceID
         try await write { db, _ in
             try db.run(
                 """
                 UPDATE push_subscriptions
-                SET attempts = attempts + ?, next_attempt_at = ?, leased_until = 0, leased_by = NULL
-                WHERE id = ?
-                """, failed ? 1 : 0, next, id)
+                SET attempts = attempts + 1, next_attempt_at = ?, leased_until = 0, leased_by = NULL
+                WHERE id = ? AND leased_by = ?
+                """, next, id, owner)
+        }
+    }
+
+    /// How many seconds until the earliest owed push that waits for its time (a retry, a pacing token) is due;
+    /// `nil` when none waits.
+    public func secondsUntilNextPushDue() async throws -> Double? {
+        let time = now()
+        return try await read { db in
+            try db.scalar(
+                """
+                SELECT min(s.next_attempt_at) FROM push_subscriptions s JOIN accounts a ON a.id = s.account_id
+                WHERE s.verified = 1 AND s.told_modseq < a.modseq AND s.expires_at > ? AND s.next_attempt_at > ?
+                """, time, time
+            ).double.map { $0 - time }
         }
     }
 

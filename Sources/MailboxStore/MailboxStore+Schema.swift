@@ -335,6 +335,7 @@ extension MailboxStore {
             ALTER TABLE push_subscriptions ADD COLUMN pace_at \(t.real) NOT NULL DEFAULT 0;
             UPDATE push_subscriptions SET told_modseq = (SELECT modseq FROM accounts
                                                          WHERE accounts.id = push_subscriptions.account_id);
+            CREATE INDEX push_subscriptions_due ON push_subscriptions (verified, next_attempt_at);
             """
         },
     ]

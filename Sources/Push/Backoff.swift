@@ -17,13 +17,19 @@ public struct Backoff: Sendable, Equatable {
     }
 
     /// The delay before retry number `attempt` (1 for the first retry): uniform in [0, ceiling] with the ceiling
-    /// `base · 2^(attempt-1)` capped at `maximum`, raised to `retryAfter` when the service gave one. `unit` is
+    /// `base · 2^(attempt-1)` capped at `maximum`, raised to `retryAfter` when the service gave one (at most
+    /// ``longestRetryAfter``; ignored unless finite). `unit` is
     /// the random draw in [0, 1].
     public func delay(attempt: Int, retryAfter: Double?, unit: Double) -> Double {
         let exponent = Double(min(max(attempt, 1), 62) - 1)
         let ceiling = min(maximum, base * Double(sign: .plus, exponent: Int(exponent), significand: 1))
-        return max(ceiling * min(max(unit, 0), 1), retryAfter ?? 0, minimum)
+        // A service's Retry-After is taken up to a day; a value that is not a finite number is ignored.
+        let asked = retryAfter.flatMap { $0.isFinite ? min(max($0, 0), Self.longestRetryAfter) : nil } ?? 0
+        return max(ceiling * min(max(unit, 0), 1), asked, minimum)
     }
+
+    /// The longest `Retry-After` honoured, in seconds: a day.
+    public static let longestRetryAfter: Double = 86_400
 
     /// ``delay(attempt:retryAfter:unit:)`` with a draw from the system generator.
     public func delay(attempt: Int, retryAfter: Double?) -> Double {

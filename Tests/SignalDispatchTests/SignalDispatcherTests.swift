@@ -209,4 +209,12 @@ struct SignalDispatcherTests {
         #expect(backoff.delay(attempt: 1, retryAfter: nil, unit: 0) == 0.05)
         #expect(backoff.delay(attempt: 1, retryAfter: 120, unit: 1) == 120)
     }
+
+    @Test func aRetryAfterThatIsNotAFiniteNumberIsIgnoredAndAHugeOneCappedAtADay() {
+        let backoff = Backoff(base: 0.5, maximum: 60, minimum: 0.05)
+        #expect(backoff.delay(attempt: 1, retryAfter: .nan, unit: 1) == 0.5)
+        #expect(backoff.delay(attempt: 1, retryAfter: .infinity, unit: 1) == 0.5)
+        #expect(backoff.delay(attempt: 1, retryAfter: -5, unit: 1) == 0.5)
+        #expect(backoff.delay(attempt: 1, retryAfter: 1e12, unit: 1) == Backoff.longestRetryAfter)
+    }
 }
