@@ -103,7 +103,7 @@ enum Serve {
             Flag(
                 "max-connections", "N",
                 help: "simultaneous API connections, idle and held streams included (default: the",
-                "open-file limit less 1024, here \(ServiceConfiguration.defaultConnectionLimit()))"),
+                "open-file limit less 1024, at most 65536; here \(ServiceConfiguration.defaultConnectionLimit()))"),
             synchronousFlag,
             legacyPayloadLimitFlag,
             Flag(switch: "access-log", help: "log one line per request to standard error"),
