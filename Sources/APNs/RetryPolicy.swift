@@ -1,6 +1,7 @@
 import Durations
 import Foundation
 import HTTP2Client
+import Push
 
 /// Decides what to do after each attempt to send one notification: a value-type state machine.
 ///
@@ -101,13 +102,12 @@ public struct RetryPolicy: Sendable {
     ) -> RetryAction {
         guard attempts < configuration.maximumAttempts else { return .giveUp(error) }
         retryableFailures += 1
-        let base = configuration.baseDelay.seconds
-        let ceiling = min(configuration.maximumDelay.seconds, base * pow(2, Double(min(retryableFailures - 1, 62))))
-        // Full jitter: uniform in [0, ceiling), from the top 53 bits of one draw (so a fixed source gives a
-        // fixed delay).
+        // The one backoff (full jitter, never sooner than Retry-After), its draw from the top 53 bits of one value
+        // of `random`, so a fixed source gives a fixed delay.
+        let schedule = Backoff(
+            base: configuration.baseDelay.seconds, maximum: configuration.maximumDelay.seconds, minimum: 0)
         let unit = Double(random.next() >> 11) * 0x1p-53
-        let jittered = ceiling * unit
-        let delay = max(jittered, retryAfter?.seconds ?? 0)
+        let delay = schedule.delay(attempt: retryableFailures, retryAfter: retryAfter?.seconds, unit: unit)
         return .retry(after: .milliseconds(Int64((delay * 1000).rounded())))
     }
 
