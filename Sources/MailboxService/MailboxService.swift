@@ -154,12 +154,14 @@ public final class MailboxService: Sendable {
 
     /// Opens the store. A shared database that cannot be reached yet (a cluster with no primary, a server still
     /// starting) is not a reason to exit: the API listener answers every request 503 `storageUnavailable` (so
-    /// `/healthz` tells a load balancer to wait) while the store is tried again after 1 s, 2 s, 4 s … at most 30 s.
+    /// `/healthz` tells a load balancer to wait) while the store is tried again with the one backoff (full jitter under
+    /// 1 s, 2 s, 4 s … at most 30 s, so instances restarted together do not knock together).
     /// Any other failure (a schema from a newer build, a bad SQLite file) is thrown at once.
     public static func openStore(
         configuration: ServiceConfiguration, log: @escaping @Sendable (String) -> Void
     ) async throws -> MailboxStore {
-        var delay = 1.0
+        let backoff = Backoff(base: 1, maximum: 30, minimum: 0.25)
+        var attempt = 0
         var waiting: HTTPServer?
         while true {
             do {
@@ -180,11 +182,13 @@ public final class MailboxService: Sendable {
                             headers: ["Retry-After": "5"])
                     }
                 }
+                attempt += 1
+                let delay = backoff.delay(attempt: attempt, retryAfter: nil)
                 log(
                     "mailboxd: the database \(configuration.storeDatabase) is unavailable (\(failure.code): "
-                        + "\(failure.message)); answering 503 meanwhile, trying again in \(Int(delay)) s")
+                        + "\(failure.message)); answering 503 meanwhile, trying again in \(String(format: "%.1f", delay)) s"
+                )
                 try await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 30)
             }
         }
     }
