@@ -10,6 +10,8 @@ final class ClientConnection {
     enum State {
         case resolving
         case connecting
+        /// Through a proxy: `CONNECT` sent, its answer awaited.
+        case tunnelling
         case handshaking
         /// The session is up; requests wait for the server's first SETTINGS (its stream limit).
         case waitingForSettings
@@ -28,6 +30,10 @@ final class ClientConnection {
     private var fd: Int32 = -1
     private var addresses: [(storage: sockaddr_storage, length: socklen_t)] = []
     private var lastConnectError = ""
+    /// Through a proxy: what the proxy is asked to `CONNECT` to (`host:port`), and its answer so far.
+    private var tunnelTarget: String?
+    private var tunnelAnswer: [UInt8] = []
+    private var tunnelOpen = false
     private var tls: TLSEngine?
     var session: OpaquePointer?
     private var output = OutputBuffer()
@@ -79,24 +85,50 @@ final class ClientConnection {
 
     // MARK: Opening
 
-    /// Resolves the host (on this thread: a reconnect waits for the resolver) and starts connecting.
+    /// Resolves the host (on this thread: a reconnect waits for the resolver) and starts connecting: to the origin,
+    /// or to the proxy with a tunnel to the origin's name or to its checked address (``HTTP2Client/Proxy``).
     func start() {
+        let configuration = loop.configuration
+        guard let proxy = configuration.proxy, proxy.applies(to: origin.host) else {
+            guard resolve(origin.host, port: origin.port, checked: true) else { return }
+            connectNextAddress()
+            return
+        }
+        if configuration.permitsAddress != nil {
+            guard resolve(origin.host, port: origin.port, checked: true) else { return }
+            var (storage, length) = addresses[0]
+            let numeric = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Self.numericHost($0, length) }
+            }
+            tunnelTarget = numeric.contains(":") ? "[\(numeric)]:\(origin.port)" : "\(numeric):\(origin.port)"
+            addresses = []
+        } else {
+            tunnelTarget =
+                origin.host.contains(":") ? "[\(origin.host)]:\(origin.port)" : "\(origin.host):\(origin.port)"
+        }
+        guard resolve(proxy.host, port: proxy.port, checked: false) else { return }
+        connectNextAddress()
+    }
+
+    /// Fills `addresses` with what `host` resolves to (`checked`: only those ``HTTP2Client/Configuration/permitsAddress``
+    /// allows); fails the connection and returns `false` when none is left.
+    private func resolve(_ host: String, port: Int, checked: Bool) -> Bool {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICSERV
         var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(origin.host, String(origin.port), &hints, &list)
+        let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let list else {
-            fail(.connectionFailed("cannot resolve \(origin.host): \(String(cString: gai_strerror(status)))"))
-            return
+            fail(.connectionFailed("cannot resolve \(host): \(String(cString: gai_strerror(status)))"))
+            return false
         }
         defer { freeaddrinfo(list) }
+        let permits = checked ? loop.configuration.permitsAddress : nil
         var entry: UnsafeMutablePointer<addrinfo>? = list
         while let current = entry {
             if let address = current.pointee.ai_addr,
-                loop.configuration.permitsAddress.map({ $0(Self.numericHost(address, current.pointee.ai_addrlen)) })
-                    ?? true
+                permits.map({ $0(Self.numericHost(address, current.pointee.ai_addrlen)) }) ?? true
             {
                 var storage = sockaddr_storage()
                 withUnsafeMutableBytes(of: &storage) { target in
@@ -108,10 +140,10 @@ final class ClientConnection {
             entry = current.pointee.ai_next
         }
         guard !addresses.isEmpty else {
-            fail(.connectionFailed("no address of \(origin.host) is permitted"))
-            return
+            fail(.connectionFailed("no address of \(host) is permitted"))
+            return false
         }
-        connectNextAddress()
+        return true
     }
 
     /// The numeric form of a resolved address.
@@ -152,10 +184,21 @@ final class ClientConnection {
             }
             return
         }
-        fail(.connectionFailed("cannot connect to \(origin.authority): \(lastConnectError)"))
+        let target = tunnelTarget == nil ? origin.authority : "the proxy \(loop.configuration.proxy?.displayName ?? "")"
+        fail(.connectionFailed("cannot connect to \(target): \(lastConnectError)"))
     }
 
     private func connected() {
+        if let tunnelTarget, !tunnelOpen {
+            var request = "CONNECT \(tunnelTarget) HTTP/1.1\r\nHost: \(tunnelTarget)\r\n"
+            if let authorization = loop.configuration.proxy?.authorization {
+                request += "Proxy-Authorization: \(authorization)\r\n"
+            }
+            request += "\r\n"
+            state = .tunnelling
+            Array(request.utf8).withUnsafeBytes { output.append($0) }
+            return
+        }
         if let tlsContext {
             do throws(HTTP2ClientError) {
                 let engine = try tlsContext.makeEngine(host: origin.host)
@@ -238,6 +281,10 @@ final class ClientConnection {
     }
 
     private func receive(_ bytes: UnsafeRawBufferPointer) {
+        if state == .tunnelling {
+            receiveTunnelAnswer(bytes)
+            return
+        }
         guard let tls else {
             feed(bytes)
             return
@@ -264,6 +311,38 @@ final class ClientConnection {
         case .failed: fail(.connectionLost("TLS error"))
         }
     }
+
+    /// The proxy's answer to `CONNECT`: a 2xx opens the tunnel, and TLS (or the h2c session) starts inside it;
+    /// anything else fails the connection with the status (never the credentials).
+    private func receiveTunnelAnswer(_ bytes: UnsafeRawBufferPointer) {
+        tunnelAnswer.append(contentsOf: bytes)
+        let end = Array("\r\n\r\n".utf8)
+        guard let headEnd = tunnelAnswer.firstRange(of: end) else {
+            if tunnelAnswer.count > Self.maxTunnelAnswer {
+                fail(.connectionFailed("the proxy's answer to CONNECT is longer than \(Self.maxTunnelAnswer) bytes"))
+            }
+            return
+        }
+        let statusLine = tunnelAnswer[..<headEnd.lowerBound].split(separator: UInt8(ascii: "\r")).first ?? []
+        let words = statusLine.split(separator: UInt8(ascii: " "))
+        guard words.count >= 2, words[0].starts(with: Array("HTTP/1.".utf8)),
+            let status = Int(String(decoding: words[1], as: UTF8.self))
+        else {
+            fail(.connectionFailed("the proxy did not answer CONNECT with HTTP/1.1"))
+            return
+        }
+        guard (200..<300).contains(status) else {
+            fail(.connectionFailed("the proxy refused the tunnel: HTTP \(status)"))
+            return
+        }
+        let rest = Array(tunnelAnswer[headEnd.upperBound...])
+        tunnelAnswer = []
+        tunnelOpen = true
+        connected()
+        if !rest.isEmpty, state != .closed { rest.withUnsafeBytes { receive($0) } }
+    }
+
+    private static let maxTunnelAnswer = 16 * 1024
 
     private func feed(_ bytes: UnsafeRawBufferPointer) {
         guard let session, state != .closed, bytes.count > 0 else { return }

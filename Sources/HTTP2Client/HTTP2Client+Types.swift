@@ -111,12 +111,15 @@ extension HTTP2Client {
         /// resolves to a refused address (DNS rebinding included) is never connected to; when no address is left
         /// the request fails with ``HTTP2ClientError/connectionFailed(_:)``.
         public var permitsAddress: (@Sendable (String) -> Bool)?
+        /// The proxy connections are tunnelled through, unless it names the origin's host as direct; `nil`: none.
+        public var proxy: Proxy?
 
         /// Creates a configuration.
         public init(
             baseURL: String, tls: TLS = TLS(), connectTimeout: Duration = .seconds(10),
             requestTimeout: Duration = .seconds(30), maximumConcurrentStreams: Int = 1000,
-            maximumResponseBodySize: Int = 1 << 20, permitsAddress: (@Sendable (String) -> Bool)? = nil
+            maximumResponseBodySize: Int = 1 << 20, permitsAddress: (@Sendable (String) -> Bool)? = nil,
+            proxy: Proxy? = nil
         ) {
             self.baseURL = baseURL
             self.tls = tls
@@ -125,6 +128,7 @@ extension HTTP2Client {
             self.maximumConcurrentStreams = maximumConcurrentStreams
             self.maximumResponseBodySize = maximumResponseBodySize
             self.permitsAddress = permitsAddress
+            self.proxy = proxy
         }
     }
 }
