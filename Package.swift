@@ -83,7 +83,7 @@ let package = Package(
         .target(name: "Push", dependencies: ["OpenSSLCrypto"]),
         .target(name: "APNs", dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         // Each push service behind `PushService`: its configuration, its wire form, its answers as outcomes.
-        .target(name: "PushAPNs", dependencies: ["Durations", "Push", "APNs", "Locking"]),
+        .target(name: "PushAPNs", dependencies: ["Durations", "Push", "APNs", "HTTP2Client", "Locking"]),
         .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking", "JSONText"]),
         .target(name: "PushWebPush", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         .target(
@@ -175,7 +175,7 @@ let package = Package(
             name: "mailboxd",
             dependencies: [
                 "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "PushWebPush", "MailIngest", "IMAP",
-                "CommandLineSupport", "HTTPServer",
+                "CommandLineSupport", "HTTPServer", "HTTP2Client",
                 "OpenSSLCrypto",
             ]),
         .executableTarget(

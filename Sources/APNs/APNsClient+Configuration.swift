@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Client
 
 extension APNsClient {
     /// Where and how an ``APNsClient`` sends.
@@ -18,12 +19,15 @@ extension APNsClient {
         public var requestTimeout: Duration
         /// The clock used for `apns-expiration` and `Retry-After` dates.
         public var now: @Sendable () -> Date
+        /// The HTTP proxy the connection is tunnelled through (`nil`: direct).
+        public var proxy: HTTP2Client.Proxy?
 
         /// Creates a configuration.
         public init(
             endpoint: APNsEndpoint, authentication: APNsAuthentication, maximumConcurrentStreams: Int = 1000,
             payloadLimit: PayloadGuard.Limit = .standard, connectTimeout: Duration = .seconds(10),
-            requestTimeout: Duration = .seconds(30), now: @escaping @Sendable () -> Date = { Date() }
+            requestTimeout: Duration = .seconds(30), now: @escaping @Sendable () -> Date = { Date() },
+            proxy: HTTP2Client.Proxy? = nil
         ) {
             self.endpoint = endpoint
             self.authentication = authentication
@@ -32,6 +36,7 @@ extension APNsClient {
             self.connectTimeout = connectTimeout
             self.requestTimeout = requestTimeout
             self.now = now
+            self.proxy = proxy
         }
     }
 }

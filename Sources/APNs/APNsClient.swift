@@ -40,7 +40,7 @@ public final class APNsClient: Sendable {
                 baseURL: configuration.endpoint.baseURL, tls: tls, connectTimeout: configuration.connectTimeout,
                 requestTimeout: configuration.requestTimeout,
                 maximumConcurrentStreams: configuration.maximumConcurrentStreams,
-                maximumResponseBodySize: 64 * 1024))
+                maximumResponseBodySize: 64 * 1024, proxy: configuration.proxy))
     }
 
     deinit {

@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import HTTP2Client
 import Push
 
 /// The apps mailboxd signals and where APNs's two environments are: from `serve`'s flags (one app) or from
@@ -52,6 +53,8 @@ public struct APNsConfiguration: Sendable, Equatable {
     public var sandbox: String
     /// A CA file to trust for both endpoints instead of the system store (a local gateway's CA).
     public var caFile: String?
+    /// The HTTP proxy connections to the gateway are tunnelled through (`nil`: direct; `--push-proxy`).
+    public var proxy: HTTP2Client.Proxy?
     /// The apps, each topic once.
     public var apps: [App]
 

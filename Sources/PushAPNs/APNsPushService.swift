@@ -76,7 +76,7 @@ public final class APNsPushService: PushService {
             APNsClient(
                 configuration: .init(
                     endpoint: .custom(url: configuration.endpoint(for: key.environment), caFile: configuration.caFile),
-                    authentication: .token(managers[key.key]), payloadLimit: limit))
+                    authentication: .token(managers[key.key]), payloadLimit: limit, proxy: configuration.proxy))
         }
         tokenSetup = Task {
             for (manager, files) in cacheFiles {

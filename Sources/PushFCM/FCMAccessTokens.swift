@@ -27,14 +27,15 @@ actor FCMAccessTokens {
     private var fetching: Task<(token: String, expiresAt: Double), any Error>?
 
     /// Tokens for `account`, asked for at `tokenURI` (the account's own `token_uri` when `nil`).
-    init(account: GoogleServiceAccount, tokenURI: String?, caFile: String?) {
+    init(account: GoogleServiceAccount, tokenURI: String?, caFile: String?, proxy: HTTP2Client.Proxy? = nil) {
         self.account = account
         let uri = tokenURI ?? account.tokenURI
         tokenURL = URLComponents(string: uri) ?? URLComponents()
         var origin = "\(tokenURL.scheme ?? "https")://\(tokenURL.host ?? "invalid")"
         if let port = tokenURL.port { origin += ":\(port)" }
         client = HTTP2Client(
-            configuration: .init(baseURL: origin, tls: .init(caFile: caFile), requestTimeout: .seconds(15)))
+            configuration: .init(
+                baseURL: origin, tls: .init(caFile: caFile), requestTimeout: .seconds(15), proxy: proxy))
     }
 
     /// The key the account's token is kept under in a shared store.

@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Client
 import Push
 
 /// The Android apps mailboxd signals through FCM, from `--fcm-config FILE`:
@@ -38,6 +39,8 @@ public struct FCMConfiguration: Sendable {
     public var tokenURI: String?
     /// A CA (PEM) to trust for the endpoint and token URI, for a local simulator.
     public var caFile: String?
+    /// The HTTP proxy the FCM endpoint and the token endpoint are reached through (`nil`: direct; `--push-proxy`).
+    public var proxy: HTTP2Client.Proxy?
     /// The apps.
     public var apps: [App]
 

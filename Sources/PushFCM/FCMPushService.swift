@@ -39,15 +39,16 @@ public final class FCMPushService: PushService {
             let tokens =
                 byEmail[email]
                 ?? FCMAccessTokens(
-                    account: app.serviceAccount, tokenURI: configuration.tokenURI, caFile: configuration.caFile)
+                    account: app.serviceAccount, tokenURI: configuration.tokenURI, caFile: configuration.caFile,
+                    proxy: configuration.proxy)
             byEmail[email] = tokens
             routes[app.app] = Route(app: app, tokens: tokens)
         }
         self.routes = routes
         client = HTTP2Client(
             configuration: .init(
-                baseURL: configuration.endpoint, tls: .init(caFile: configuration.caFile), requestTimeout: .seconds(15)
-            ))
+                baseURL: configuration.endpoint, tls: .init(caFile: configuration.caFile), requestTimeout: .seconds(15),
+                proxy: configuration.proxy))
     }
 
     deinit { client.shutdown() }

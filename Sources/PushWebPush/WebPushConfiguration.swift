@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Client
 import OpenSSLCrypto
 import Push
 
@@ -10,6 +11,9 @@ public struct WebPushConfiguration: Sendable {
     public var subject: String
     /// A CA (PEM) to trust instead of the system store, for a local push service.
     public var caFile: String?
+    /// The HTTP proxy push services are reached through (`nil`: direct; `--push-proxy`). A subscription's endpoint
+    /// is resolved and checked here, and the tunnel asked for to the checked address (``HTTP2Client/Proxy``).
+    public var proxy: HTTP2Client.Proxy?
     /// Which endpoints are sent to.
     public var endpointPolicy: WebPushEndpointPolicy
     /// What the web app's signals are: `badge` (with the unread count, for `navigator.setAppBadge`) or

@@ -179,7 +179,7 @@ public final class WebPushPushService: PushService {
             let created = HTTP2Client(
                 configuration: .init(
                     baseURL: endpoint.origin, tls: tls, connectTimeout: .seconds(5), requestTimeout: .seconds(15),
-                    maximumResponseBodySize: 16 << 10, permitsAddress: permits))
+                    maximumResponseBodySize: 16 << 10, permitsAddress: permits, proxy: configuration.proxy))
             clients[endpoint.origin] = created
             return (created, retired)
         }

@@ -1,5 +1,6 @@
 import CommandLineSupport
 import Foundation
+import HTTP2Client
 import HTTPServer
 import IMAP
 import MailIngest
@@ -91,6 +92,13 @@ enum Serve {
                 help: "accept endpoints on this host although it is loopback, link-local or private",
                 "(repeatable; for a local push service; see docs/webpush.md)"),
             Flag("webpush-signal-kind", "KIND", help: "badge (with the unread count; default) or background"),
+            Flag(
+                "push-proxy", "URL",
+                help: "reach APNs, FCM (and its token endpoint) and Web Push through this HTTP proxy:",
+                "http://[user:password@]host:port, CONNECT tunnels (default: direct)"),
+            Flag(
+                "push-no-proxy", "HOSTS",
+                help: "with --push-proxy: hosts reached directly, the NO_PROXY form (a.com,.b.org,10.0.0.1)"),
             Flag("signal-burst", "N", help: "signals a quiet device may get back to back (default 20)"),
             Flag(
                 "signal-refill-per-minute", "N",
@@ -204,6 +212,21 @@ enum Serve {
     }
 
     /// The Android apps, from `--fcm-config`, when given.
+    /// The HTTP proxy every push sender goes through (`--push-proxy`, `--push-no-proxy`); `nil`: direct.
+    static func pushProxy(_ args: Arguments) throws -> HTTP2Client.Proxy? {
+        guard let url = args.string("push-proxy") else {
+            if args.string("push-no-proxy") != nil { throw UsageError("--push-no-proxy goes with --push-proxy") }
+            return nil
+        }
+        do {
+            return try HTTP2Client.Proxy(url: url, noProxy: args.string("push-no-proxy") ?? "")
+        } catch {
+            // The reason names the URL's shape, never the URL (it may hold a password).
+            guard case .invalidRequest(let reason) = error else { throw UsageError("--push-proxy: \(error)") }
+            throw UsageError("--push-proxy: \(reason)")
+        }
+    }
+
     static func fcmConfiguration(_ args: Arguments) throws -> FCMConfiguration? {
         guard let file = args.string("fcm-config") else { return nil }
         do {
@@ -411,20 +434,25 @@ enum Serve {
         configuration.imap = try imapConfiguration(args, configuration)
 
         var services: [any PushService] = []
+        let proxy = try pushProxy(args)
         // APNs unless only FCM is configured.
         let apns: APNsPushService?
         if args.string("fcm-config") == nil || args.string("apns-config") != nil || args.string("apns-topic") != nil {
+            var apnsConfiguration = try apnsConfiguration(args, dataDir: dataDir)
+            apnsConfiguration.proxy = proxy
             let service = try APNsPushService(
-                configuration: try apnsConfiguration(args, dataDir: dataDir),
+                configuration: apnsConfiguration,
                 legacyPayloadLimit: args.flag("legacy-payload-limit"), tokenCacheDirectory: dataDir + "/apns")
             services.append(service)
             apns = service
         } else {
             apns = nil
         }
-        let fcm = try fcmConfiguration(args)
+        var fcm = try fcmConfiguration(args)
+        fcm?.proxy = proxy
         if let fcm { services.append(FCMPushService(configuration: fcm)) }
-        let webPush = try webPushConfiguration(args, dataDir: dataDir)
+        var webPush = try webPushConfiguration(args, dataDir: dataDir)
+        webPush?.proxy = proxy
         if let webPush {
             let service = try WebPushPushService(configuration: webPush, log: { printError($0) })
             configuration.webPushPublicKey = service.vapidPublicKey
@@ -465,6 +493,9 @@ enum Serve {
         if let fcm {
             printError(
                 "mailboxd: FCM \(fcm.endpoint); apps \(fcm.apps.map(\.app).joined(separator: ", "))")
+        }
+        if let proxy {
+            printError("mailboxd: push services through the proxy \(proxy.host):\(proxy.port)")
         }
         if let webPush {
             let allowed = webPush.endpointPolicy.allowedHosts.sorted().joined(separator: ", ")

@@ -37,7 +37,7 @@ import Testing
 
     @Test func aRequestGoesThroughTheProxysTunnelWithItsCredentials() async throws {
         let fixture = try Fixture()
-        let (proxy, log) = try ServerProcess.tinyproxy(in: fixture.directory, credentials: ("mail", "s3cret-pw"))
+        let proxy = try TinyProxy.start(in: fixture.directory.url.path, credentials: ("mail", "s3cret-pw"))
         let client = fixture.client(
             proxy: try HTTP2Client.Proxy(url: "http://mail:s3cret-pw@127.0.0.1:\(proxy.port)"))
         defer { client.shutdown() }
@@ -45,14 +45,14 @@ import Testing
         #expect(response.status == 200)
         #expect(String(decoding: response.body, as: UTF8.self) == "through /hello")
         // The proxy saw the tunnel to the origin and nothing of the request inside it.
-        let seen = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let seen = proxy.log
         #expect(seen.contains("CONNECT 127.0.0.1:\(fixture.server.port)"), "\(seen)")
         #expect(!seen.contains("/hello"))
     }
 
     @Test func wrongCredentialsFailWithTheProxysStatusAndNeverThePassword() async throws {
         let fixture = try Fixture()
-        let (proxy, _) = try ServerProcess.tinyproxy(in: fixture.directory, credentials: ("mail", "s3cret-pw"))
+        let proxy = try TinyProxy.start(in: fixture.directory.url.path, credentials: ("mail", "s3cret-pw"))
         let client = fixture.client(
             proxy: try HTTP2Client.Proxy(url: "http://mail:wrong-pw@127.0.0.1:\(proxy.port)"))
         defer { client.shutdown() }
@@ -87,7 +87,7 @@ import Testing
 
     @Test func theAddressCheckComesFirstAndTheTunnelGoesToTheCheckedAddress() async throws {
         let fixture = try Fixture()
-        let (proxy, log) = try ServerProcess.tinyproxy(in: fixture.directory)
+        let proxy = try TinyProxy.start(in: fixture.directory.url.path)
         let settings = try HTTP2Client.Proxy(url: "http://127.0.0.1:\(proxy.port)")
         let refusing = fixture.client(proxy: settings, host: "localhost", permitsAddress: { _ in false })
         defer { refusing.shutdown() }
@@ -97,7 +97,7 @@ import Testing
         let checked = fixture.client(proxy: settings, host: "localhost", permitsAddress: { $0 == "127.0.0.1" })
         defer { checked.shutdown() }
         #expect(try await checked.execute(.init(path: "/checked")).status == 200)
-        let seen = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let seen = proxy.log
         #expect(seen.contains("CONNECT 127.0.0.1:\(fixture.server.port)"), "\(seen)")
         #expect(!seen.contains("CONNECT localhost"))
     }

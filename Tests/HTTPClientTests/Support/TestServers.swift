@@ -1,4 +1,5 @@
 import Foundation
+import HTTPClient
 import TestSupport
 
 /// Errors raised while setting up a peer program for a test.
@@ -86,36 +87,6 @@ final class ServerProcess {
         throw TestSetupError(description: "nghttpd did not start listening")
     }
 
-    /// Starts Debian's `tinyproxy` on loopback, allowing `CONNECT` to any port, with Basic credentials when given;
-    /// its log (each request line) is at `logPath`.
-    static func tinyproxy(
-        in directory: TemporaryDirectory, credentials: (user: String, password: String)? = nil
-    ) throws -> (server: ServerProcess, logPath: String) {
-        guard let executable = Subprocess.which("tinyproxy") else {
-            throw TestSetupError(description: "tinyproxy not found on PATH (Debian package tinyproxy)")
-        }
-        let logPath = directory.path("tinyproxy.log")
-        for _ in 0..<5 {
-            let port = freeLocalPort()
-            var config = [
-                "Port \(port)", "Listen 127.0.0.1", "Allow 127.0.0.1", "Timeout 30", "LogLevel Info",
-                "LogFile \"\(logPath)\"", "MaxClients 20",
-            ]
-            if let credentials { config.append("BasicAuth \(credentials.user) \(credentials.password)") }
-            let configPath = directory.path("tinyproxy-\(port).conf")
-            try (config.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["-d", "-c", configPath]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let server = ServerProcess(process: process, port: port)
-            if waitUntilListening(port: port, process: process) { return (server, logPath) }
-        }
-        throw TestSetupError(description: "tinyproxy did not start listening")
-    }
-
     private static func waitUntilListening(port: UInt16, process: Process) -> Bool {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline && process.isRunning {
@@ -189,6 +160,20 @@ struct TestCertificates {
         let pin = try Data(contentsOf: URL(fileURLWithPath: digest)).base64EncodedString()
         return TestCertificates(
             caCertificate: caCertificate, serverCertificate: serverCertificate, serverKey: serverKey, serverPin: pin)
+    }
+}
+
+/// What the echo server is busy with, from its `/stats`.
+struct EchoStats: Decodable {
+    /// `/sse-forever` responses it still writes.
+    let openStreams: Int
+    /// `/delay` requests it holds, not answered yet.
+    let delaying: Int
+
+    /// Asks the echo server at `base` through `client`.
+    static func read(_ client: HTTPClient, base: String) async throws -> EchoStats {
+        let response = try await client.execute(HTTPRequest(url: "\(base)/stats"))
+        return try JSONDecoder().decode(EchoStats.self, from: response.body)
     }
 }
 
