@@ -122,16 +122,6 @@ final class Probe: Sendable {
     func didCancel() { counters.withLock { $0.cancelled += 1 } }
 }
 
-/// Polls `condition` every 50 ms for at most `seconds`; returns whether it became true.
-func eventually(seconds: Double = 15, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
-    return condition()
-}
-
 /// The handler used by the tests:
 /// `/hello` → text; `/echo` → the request body; `/info` → request fields as JSON;
 /// `/slow?ms=N` → answers after N ms; `/goaway` → answers and asks for GOAWAY.

@@ -39,10 +39,11 @@ import Testing
         let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
-        let url = "http://127.0.0.1:\(server.port)/delay?ms=10000"
+        let base = "http://127.0.0.1:\(server.port)"
+        let url = "\(base)/delay?ms=10000"
 
         let inFlight = Task { try await client.execute(HTTPRequest(url: url)) }
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await eventually { try await EchoStats.read(client, base: base).delaying == 1 })
         inFlight.cancel()
         await #expect(throws: CancellationError.self) { try await inFlight.value }
 
@@ -60,10 +61,11 @@ import Testing
     @Test func shutdownFailsPendingAndLaterRequests() async throws {
         let server = try ServerProcess.echoServer()
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
-        let url = "http://127.0.0.1:\(server.port)/delay?ms=10000"
+        let base = "http://127.0.0.1:\(server.port)"
+        let url = "\(base)/delay?ms=10000"
 
         let pending = Task { try await client.execute(HTTPRequest(url: url)) }
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await eventually { try await EchoStats.read(client, base: base).delaying == 1 })
         client.shutdown()
         client.shutdown()
         await #expect(throws: HTTPClientError.shutdown) { try await pending.value }

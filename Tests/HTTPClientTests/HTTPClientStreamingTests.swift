@@ -94,12 +94,7 @@ import Testing
 
     /// Waits until the echo server reports that it stopped writing every endless stream.
     private func expectStreamsToClose(client: HTTPClient, base: String) async throws {
-        struct Stats: Decodable { let openStreams: Int }
-        for _ in 0..<200 {
-            let stats = try await client.execute(HTTPRequest(url: "\(base)/stats"))
-            if try JSONDecoder().decode(Stats.self, from: stats.body).openStreams == 0 { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        Issue.record("the server still writes a stream the client gave up")
+        let closed = try await eventually { try await EchoStats.read(client, base: base).openStreams == 0 }
+        #expect(closed, "the server still writes a stream the client gave up")
     }
 }

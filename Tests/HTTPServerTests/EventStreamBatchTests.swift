@@ -14,6 +14,12 @@ private func batchedRouter(_ batch: EventStreamBatch, streams: StreamRegistry) -
     return router
 }
 
+/// Reads each socket's response head and the stream's opening comment, so the streams have sent all they had.
+private func readOpenings(_ sockets: [RawSocket]) async throws {
+    let opened = try await offPool { sockets.map { $0.read { $0.contains(": stream opened") }.text } }
+    for text in opened { #expect(text.contains(": stream opened"), "\(text.debugDescription)") }
+}
+
 extension HTTPServerTests {
     @Suite("Event-stream batches")
     struct EventStreamBatchTests {
@@ -30,8 +36,8 @@ extension HTTPServerTests {
                 sockets.append(socket)
             }
             #expect(await eventually { streams.count == names.count })
-            // Let every stream drain its opening comment and wait (suspended) for events.
-            try await Task.sleep(for: .milliseconds(200))
+            // Every stream has drained its opening comment (and waits, suspended, for events).
+            try await readOpenings(sockets)
             let perStream = 150
             let all = streams.all
             // Several rounds, each a batch; within a round every stream gets several events.
@@ -98,7 +104,7 @@ extension HTTPServerTests {
                 sockets.append(socket)
             }
             #expect(await eventually { streams.count == 10 })
-            try await Task.sleep(for: .milliseconds(200))
+            try await readOpenings(sockets)
             batch.begin()
             for stream in streams.all { stream.send(data: "held") }
             let first = try #require(streams.all.first)

@@ -42,14 +42,18 @@ extension HTTPServerTests {
         func curlSubscriber() async throws {
             let streams = StreamRegistry()
             let server = try startServer(router: makeTestRouter(streams: streams))
-            async let output = curl(["-N", "--max-time", "20", "http://127.0.0.1:\(server.port)/events/curl"])
+            let logs = try TemporaryDirectory(prefix: "sse-curl")
+            let subscriber = try ChildProcess(
+                try #require(Subprocess.which("curl"), "curl is not installed"),
+                ["--silent", "--show-error", "-N", "--max-time", "20", "http://127.0.0.1:\(server.port)/events/curl"],
+                logDirectory: logs.url.path)
             #expect(await eventually { streams.count == 1 })
             for n in 1...3 { streams.broadcast(event: "n", data: "event \(n)") }
-            try await Task.sleep(for: .milliseconds(200))
+            #expect(await eventually { eventData(in: subscriber.output).count == 3 })
             await server.shutdown()
-            let result = try await output
-            #expect(result.status == 0, "\(result.stderr)")
-            #expect(eventData(in: result.stdout) == ["event 1", "event 2", "event 3"])
+            let status = try await offPool { subscriber.waitForExit() }
+            #expect(status == 0, "curl ended with wait status \(status): \(subscriber.errorOutput)")
+            #expect(eventData(in: subscriber.output) == ["event 1", "event 2", "event 3"])
         }
 
         @Test("an abrupt disconnect runs onTermination (via heartbeats) and the server keeps serving")

@@ -315,15 +315,16 @@ struct HTTPServerTests {
     func shutdownUnderArrivingConnections() async throws {
         for _ in 0..<100 {
             let server = try startServer { $0.shutdownGracePeriod = .milliseconds(50) }
-            let (port, stop) = (server.port, Flag())
+            let (port, stop, connected) = (server.port, Flag(), Flag())
             // Connections arrive on every worker thread while the server drains and stops.
             Thread.start(named: "test-connector") {
                 while !stop.isSet {
                     guard let socket = try? RawSocket(port: port, receiveTimeout: 1) else { continue }
                     socket.send("GET /hello HTTP/1.1\r\nHost: test\r\n\r\n")
+                    connected.set()
                 }
             }
-            try await Task.sleep(for: .milliseconds(5))
+            #expect(await eventually { connected.isSet })
             await server.shutdown()
             stop.set()
             #expect(server.inFlightCount == 0)

@@ -141,16 +141,6 @@ final class RawSocket: @unchecked Sendable {  // used by one test at a time, fro
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}
-
 /// A thread-safe list, for collecting log lines and events in tests.
 final class Collector<Element: Sendable>: Sendable {
     private let items = LockedValue<[Element]>([])

@@ -382,21 +382,33 @@ final class NotificationStream: Sendable {
     /// Every payload received so far, as JSON text.
     var payloads: [String] { received.all }
 
-    /// Waits until at least `count` payloads arrived (or `timeout` seconds pass) and returns them parsed.
-    func waitFor(count: Int, timeout: Double = 5) async -> [[String: Any]] {
-        let deadline = Date().addingTimeInterval(timeout)
-        while payloads.count < count && Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-        return payloads.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    /// The payloads received so far, parsed.
+    var parsed: [[String: Any]] {
+        payloads.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
-    /// Waits until a payload containing `text` arrived (or `timeout` seconds pass); returns whether one did.
-    func waitForPayload(containing text: String, timeout: Double = 5) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !payloads.contains(where: { $0.contains(text) }) {
-            guard Date() < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+    /// The `st` (state tag) of the newest payload.
+    var lastTag: String? { parsed.last?["st"] as? String }
+
+    /// Waits until at least `count` payloads arrived and returns them parsed. `timeout` (seconds) only guards
+    /// against a signal that never comes.
+    func waitFor(count: Int, timeout: Double = Double(eventTimeout.components.seconds)) async -> [[String: Any]] {
+        _ = await eventually(timeout: .seconds(timeout)) { payloads.count >= count }
+        return parsed
+    }
+
+    /// Waits until a payload containing `text` arrived; returns whether one did. `timeout` (seconds) only guards
+    /// against a signal that never comes.
+    func waitForPayload(
+        containing text: String, timeout: Double = Double(eventTimeout.components.seconds)
+    ) async -> Bool {
+        await eventually(timeout: .seconds(timeout)) { payloads.contains { $0.contains(text) } }
+    }
+
+    /// Waits until the newest payload carries the state tag `tag` (the device has converged on that state); returns
+    /// whether it did.
+    func waitForLastTag(_ tag: String) async -> Bool {
+        await eventually { lastTag == tag }
     }
 
     deinit {

@@ -110,9 +110,7 @@ import Testing
         let listing = try await cluster.call(.get, cluster.api + "/v1/messages", token: session)
         let launched = try #require(listing.body["state"] as? String)
         _ = try await cluster.call(.get, cluster.api + "/v1/changes?since=\(launched)", token: session)
-        for _ in 0..<250 where Set(events.all.map(\.event)).isSuperset(of: ["change", "signal", "fetch"]) == false {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        _ = await eventually { Set(events.all.map(\.event)).isSuperset(of: ["change", "signal", "fetch"]) }
         let seen = events.all
         #expect(Set(seen.map(\.event)).isSuperset(of: ["change", "signal", "fetch"]), "\(seen.map(\.event))")
         let change = try #require(seen.first { $0.event == "change" })

@@ -70,20 +70,17 @@ import Testing
                 _ = try await cluster.call(.delete, cluster.api + "/v1/messages/\(id)", token: sessions[to])
             }
         }
-        var converged = false
         var last: [String] = []
-        for _ in 0..<60 where !converged {
-            try await Task.sleep(for: .milliseconds(500))
+        let converged = try await eventually(timeout: .seconds(60)) {
             last = []
-            converged = true
             for (index, (_, stateDir)) in clients.enumerated() {
                 let server = try await serverMailbox(cluster, session: sessions[users[index]]!)
                 let cache = try await offPool { try cachedMailbox(stateDir) }
                 if server != cache {
-                    converged = false
                     last.append("\(users[index]) #\(index): server \(server.count), cache \(cache.count)")
                 }
             }
+            return last.isEmpty
         }
         #expect(converged, "not converged: \(last)")
         let log = String(decoding: try await cluster.call(.get, cluster.sim + "/sim/log").data, as: UTF8.self)
@@ -112,11 +109,10 @@ import Testing
             _ = try await cluster.deliver(to: user, from: sender, subject: subject, body: body)
         }
         var text = ""
-        for _ in 0..<100 {
+        _ = try await eventually {
             let log = try await cluster.call(.get, cluster.sim + "/sim/log")
             text = String(decoding: log.data, as: UTF8.self)
-            if text.contains("delivered") && client.output.components(separatedBy: "\"signal\"").count > 2 { break }
-            try await Task.sleep(for: .milliseconds(100))
+            return text.contains("delivered") && client.output.components(separatedBy: "\"signal\"").count > 2
         }
         #expect(text.count > 100, "the gateway log is empty")
         for canary in canaries { #expect(!text.contains(canary), "a canary reached the gateway") }

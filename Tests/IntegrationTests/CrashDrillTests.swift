@@ -74,15 +74,9 @@ import Testing
         // Each device converges on a signal carrying the final state's tag.
         for (token, stream) in streams {
             let finalTag = try #require(cluster.tag(of: finalState, device: token))
-            var last: String?
-            for _ in 0..<200 {
-                last = stream.payloads.last.flatMap {
-                    (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
-                }
-                if last == finalTag { break }
-                try await Task.sleep(for: .milliseconds(25))
-            }
-            #expect(last == finalTag, "a device's last signal is \(last ?? "none"), the final state \(finalState)")
+            #expect(
+                await stream.waitForLastTag(finalTag),
+                "a device's last signal is \(stream.lastTag ?? "none"), the final state \(finalState)")
         }
     }
 }
@@ -108,14 +102,7 @@ final class Shared<Value: Sendable>: Sendable {
             let receipt = try await cluster.deliver(to: "alice", subject: "after restart \(round)", body: "x")
             let state = try #require(receipt["state"] as? String)
             let tag = try #require(cluster.tag(of: state, device: token))
-            var last: String?
-            for _ in 0..<200 where last != tag {
-                try await Task.sleep(for: .milliseconds(25))
-                last = stream.payloads.last.flatMap {
-                    (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
-                }
-            }
-            #expect(last == tag, "round \(round): no signal for \(state)")
+            #expect(await stream.waitForLastTag(tag), "round \(round): no signal for \(state)")
         }
         let log = String(decoding: try await cluster.call(.get, cluster.sim + "/sim/log").data, as: UTF8.self)
         #expect(!log.contains("TooManyProviderTokenUpdates"))

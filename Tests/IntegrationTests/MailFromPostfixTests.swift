@@ -42,18 +42,16 @@ struct MailFromPostfixTests {
         var maillog: String { ChildProcess.read(postfix.path("i/maillog")) }
 
         /// Waits until Postfix's log has a final status for each recipient; returns each one's status line.
-        func outcomes(_ recipients: [String], timeout: Double = 30) -> [String: String] {
-            let deadline = Date().addingTimeInterval(timeout)
+        func outcomes(_ recipients: [String]) async -> [String: String] {
             var found: [String: String] = [:]
-            while Date() < deadline {
+            _ = await eventually {
                 found = [:]
                 for line in maillog.split(separator: "\n") where line.contains(" status=") {
                     for recipient in recipients where line.contains("to=<\(recipient)>") && !line.contains("deferred") {
                         found[recipient] = String(line)
                     }
                 }
-                if found.count == recipients.count { break }
-                usleep(100_000)
+                return found.count == recipients.count
             }
             return found
         }
@@ -80,9 +78,7 @@ struct MailFromPostfixTests {
             ])
         }
         #expect(sent.status == 0, "swaks: \(sent.stdout)")
-        let outcomes = await Task.detached {
-            setup.outcomes(["alice@example.test", "bob@example.test", "nobody@example.test"])
-        }.value
+        let outcomes = await setup.outcomes(["alice@example.test", "bob@example.test", "nobody@example.test"])
         #expect(outcomes["alice@example.test"]?.contains("status=sent (250 2.0.0") == true, "\(outcomes)")
         #expect(outcomes["bob@example.test"]?.contains("status=sent (250 2.0.0") == true, "\(outcomes)")
         #expect(outcomes["nobody@example.test"]?.contains("status=bounced") == true, "\(outcomes)")
@@ -111,7 +107,7 @@ struct MailFromPostfixTests {
             ])
         }
         #expect(sent.status == 0, "swaks: \(sent.stdout)")
-        let outcomes = await Task.detached { setup.outcomes(["alice@example.test"]) }.value
+        let outcomes = await setup.outcomes(["alice@example.test"])
         let line = outcomes["alice@example.test"] ?? ""
         #expect(line.contains("status=bounced") && line.contains("5.3.4"), "\(outcomes)")
         #expect(try await messages(setup.cluster, "alice").isEmpty)
@@ -146,7 +142,7 @@ struct MailFromPostfixTests {
                 TestEnvironment.python, [TestEnvironment.peer("smtp_send.py"), String(setup.smtpPort)], input: input)
         }
         #expect(sent.status == 0, "smtplib: \(sent.stderr)")
-        let outcomes = await Task.detached { setup.outcomes(["alice@example.test", "jürgen@example.test"]) }.value
+        let outcomes = await setup.outcomes(["alice@example.test", "jürgen@example.test"])
         #expect(outcomes.values.allSatisfy { $0.contains("status=sent") } && outcomes.count == 2, "\(outcomes)")
         let alice = try await messages(setup.cluster, "alice")
         #expect(alice.first?["subject"] as? String == "8-bit über SMTP")
@@ -220,7 +216,7 @@ struct MailFromPostfixTests {
             ])
         }
         #expect(sent.status == 0, "swaks: \(sent.stdout)")
-        let payloads = await stream.waitFor(count: 2, timeout: 30)  // registration, then the message
+        let payloads = await stream.waitFor(count: 2)  // registration, then the message
         #expect(payloads.count == 2, "signals: \(payloads)")
         let stored = try #require(try await messages(cluster, "alice").first)
         #expect(stored["subject"] as? String == subject)

@@ -21,8 +21,8 @@ import Testing
         let sender = "cfo-\(UUID().uuidString.prefix(8))@example.com"
         let body = "Confidential body \(UUID().uuidString)"
         let receipt = try await cluster.deliver(to: "alice", from: sender, subject: subject, body: body)
-        let payloads = await stream.waitFor(count: before + 1, timeout: 1)
-        let signal = try #require(payloads.last, "no signal within 1 s: \(cluster.mailboxd.errorOutput)")
+        let payloads = await stream.waitFor(count: before + 1)
+        let signal = try #require(payloads.last, "no signal: \(cluster.mailboxd.errorOutput)")
         #expect(Set(signal.keys).isSubset(of: Self.allowedTopLevel))
         let aps = try #require(signal["aps"] as? [String: Any])
         #expect(Set(aps.keys).isSubset(of: Self.allowedAPS))
@@ -96,13 +96,10 @@ import Testing
         let stream = try await cluster.notifications(token)
         _ = await stream.waitFor(count: 1)
         #expect(try await cluster.call(.delete, cluster.sim + "/sim/devices/\(token)").status == 204)
-        try await Task.sleep(for: .milliseconds(50))
         _ = try await cluster.deliver(to: "alice", subject: "after uninstall", body: "x")
         // mailboxd gets 410 Unregistered and drops the registration; deleting it again finds nothing.
-        var gone = false
-        for _ in 0..<100 where !gone {
-            try await Task.sleep(for: .milliseconds(50))
-            gone = try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: session).status == 404
+        let gone = try await eventually {
+            try await cluster.call(.delete, cluster.api + "/v1/devices/\(token)", token: session).status == 404
         }
         #expect(gone, "the device is still registered: \(cluster.mailboxd.errorOutput)")
     }

@@ -158,6 +158,21 @@ struct StartupErrorTests {
         #expect(refused.stderr.contains("newer than this build (it has migration 999-next)"), "\(refused.stderr)")
     }
 
+    @Test func badPushProxyFlagsAreClearErrorsThatNeverEchoTheURL() throws {
+        let setup = try Setup(prefix: "startup-errors-proxy")
+        let serve = setup.serve
+        try expectUsageErrors(
+            [
+                (serve + ["--push-proxy", "https://u:s3cret@127.0.0.1:3128"], "--push-proxy: the proxy URL must be"),
+                (serve + ["--push-proxy", "http://u:s3cret@127.0.0.1"], "--push-proxy: the proxy URL needs a port"),
+                (serve + ["--push-proxy", "http://127.0.0.1:3128/x"], "without a path"),
+                (serve + ["--push-no-proxy", "example.com"], "--push-no-proxy goes with --push-proxy"),
+            ])
+        let result = try Subprocess.run(
+            TestEnvironment.executable("mailboxd").path, serve + ["--push-proxy", "https://u:s3cret@127.0.0.1:3128"])
+        #expect(!result.stderr.contains("s3cret"))
+    }
+
     @Test func badIMAPFlagsAreClearErrors() throws {
         let setup = try Setup(prefix: "startup-errors-imap")
         let serve = setup.serve

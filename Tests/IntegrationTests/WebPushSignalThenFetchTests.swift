@@ -41,14 +41,10 @@ final class WebPushMessages: Sendable {
         }
     }
 
-    /// Waits until a signal carries `tag` (or `timeout` seconds pass); returns it.
-    func waitFor(tag: String, timeout: Double = 10) async -> [String: Any]? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let match = signals.last(where: { $0["st"] as? String == tag }) { return match }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return nil
+    /// Waits until a signal carries `tag`; returns it.
+    func waitFor(tag: String) async -> [String: Any]? {
+        _ = await eventually { signals.contains { $0["st"] as? String == tag } }
+        return signals.last { $0["st"] as? String == tag }
     }
 
     deinit {
@@ -115,7 +111,7 @@ final class WebPushMessages: Sendable {
         let session = try await cluster.login("alice")
         let browser = try await cluster.registerBrowser(session: session)
         let stream = try await messages(cluster, browser.id)
-        _ = await stream.waitFor(tag: "", timeout: 0.5)
+        #expect(await eventually { !stream.events.isEmpty }, "no signal for the registration")
         if status == 410 {
             #expect(try await cluster.call(.delete, cluster.webPush + "/sim/subscriptions/\(browser.id)").status == 204)
         } else {
@@ -124,11 +120,9 @@ final class WebPushMessages: Sendable {
             #expect([200, 204].contains(scripted.status), "\(scripted.body)")
         }
         _ = try await cluster.deliver(to: "alice", subject: "after unsubscribe", body: "x")
-        var gone = false
-        for _ in 0..<100 where !gone {
-            try await Task.sleep(for: .milliseconds(50))
-            gone =
-                try await cluster.call(.delete, cluster.api + "/v1/devices/\(browser.deviceID)", token: session)
+        // Once the subscription is dropped, deleting it finds nothing.
+        let gone = try await eventually {
+            try await cluster.call(.delete, cluster.api + "/v1/devices/\(browser.deviceID)", token: session)
                 .status == 404
         }
         #expect(gone, "the subscription is still registered: \(cluster.mailboxd.errorOutput)")
@@ -166,17 +160,21 @@ final class WebPushMessages: Sendable {
             let receipt = try await cluster.deliver(to: "alice", subject: "queued \(index)", body: "x")
             let state = try #require(receipt["state"] as? String)
             lastTag = try #require(cluster.tag(of: state, device: browser.id))
-            for _ in 0..<200 where try await pushesAccepted(cluster) <= accepted {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            #expect(try await eventually { try await pushesAccepted(cluster) > accepted }, "delivery \(index)")
         }
         let stream = try await messages(cluster, browser.id)
         let online = try await cluster.call(
             .put, cluster.webPush + "/sim/subscriptions/\(browser.id)/online", json: ["online": true])
         #expect([200, 204].contains(online.status))
         #expect(await stream.waitFor(tag: lastTag) != nil)
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(stream.signals.count == 1, "the queued signals collapsed into the newest: \(stream.events)")
+        // A change made now, online, arrives after whatever was queued: the queue held the newest signal only.
+        let receipt = try await cluster.deliver(to: "alice", subject: "online", body: "x")
+        let onlineState = try #require(receipt["state"] as? String)
+        let onlineTag = try #require(cluster.tag(of: onlineState, device: browser.id))
+        #expect(await stream.waitFor(tag: onlineTag) != nil)
+        #expect(
+            stream.signals.map { $0["st"] as? String } == [lastTag, onlineTag],
+            "the queued signals collapsed into the newest: \(stream.events)")
     }
 
     /// How many pushes webpush-sim accepted so far (its capture log's 201s).

@@ -534,12 +534,10 @@ import Testing
         #expect(answered.strings("notFound").count == 499)
         #expect(try await f.store.message(id: id, accountID: f.alice.id) != nil)
 
-        // Many small values cost one pass over the bytes, not a failed decode each.
-        let start = ContinuousClock.now
+        // Many small values are read whole (what they cost is measured by the benchmarks, not here).
         let empties = JSONValue.array(Array(repeating: [:], count: 100_000))
         let echoed = try await f.request([["Core/echo", ["v": empties], "c"]])
         #expect(echoed[0].arguments["v"]?.array?.count == 100_000)
-        #expect(ContinuousClock.now - start < .seconds(10))
     }
 }
 

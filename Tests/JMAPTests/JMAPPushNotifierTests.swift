@@ -33,10 +33,15 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
     var sent: [Sent] { state.withLock { $0.sent } }
     func script(_ outcomes: PushOutcome...) { state.withLock { $0.script += outcomes } }
 
-    /// Waits until `count` messages were sent (or 5 s pass); returns them all.
+    /// Waits until `count` messages were sent; returns them all.
     func waitForCount(_ count: Int) async -> [Sent] {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline, sent.count < count { try? await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually { sent.count >= count }
+        return sent
+    }
+
+    /// Waits until what was sent satisfies `predicate`; returns it all.
+    func waitFor(_ predicate: ([Sent]) -> Bool) async -> [Sent] {
+        _ = await eventually { predicate(sent) }
         return sent
     }
 }
@@ -104,10 +109,9 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
         #expect(subscriptionID == id)
         #expect(first[0].url == "https://push.example.test/s/1" && first[0].keys == "BPoint.AuthSecret")
 
-        // Nothing but the verification until the code comes back.
+        // Nothing but the verification until the code comes back: this change is never pushed (the next push,
+        // after the code, is the next change's; the one worker would have sent this one before it).
         try await setup.fixture.deliver(to: setup.fixture.alice)
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(setup.service.sent.count == 1)
         let wrong = try await setup.call(
             "PushSubscription/set", ["update": [id: ["verificationCode": "nope"]]])
         #expect(wrong.arguments["notUpdated"]?[id]?["type"] == "invalidProperties")
@@ -120,6 +124,7 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
         let delivered = try await setup.fixture.deliver(to: setup.fixture.alice, subject: "Second")
         let afterDelivery = await setup.service.waitForCount(2)
         let states = try await setup.server.typeStates(accountID: setup.fixture.alice.id)
+        #expect(afterDelivery.count == 2, "a push for the change made before the code came back: \(afterDelivery)")
         #expect(
             afterDelivery.last?.message
                 == .stateChange(
@@ -135,10 +140,16 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
             afterFlag.last?.message
                 == .stateChange(accountID: setup.fixture.alice.jmapID, states: ["Email": flagged.states["Email"]!]))
 
-        // Another account's changes are not this subscription's.
+        // Another account's changes are not this subscription's: after bob's delivery, the next push is alice's
+        // next change.
         try await setup.fixture.deliver(to: setup.fixture.bob)
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(setup.service.sent.count == 3)
+        try await setup.fixture.store.updateMessage(id: delivered, accountID: setup.fixture.alice.id, seen: false)
+        let afterOther = await setup.service.waitForCount(4)
+        let unflagged = try await setup.server.typeStates(accountID: setup.fixture.alice.id)
+        #expect(afterOther.count == 4, "a push for another account's change: \(afterOther)")
+        #expect(
+            afterOther.last?.message
+                == .stateChange(accountID: setup.fixture.alice.jmapID, states: ["Email": unflagged.states["Email"]!]))
 
         // /get: never url or keys; the code once verified.
         let got = try await setup.call("PushSubscription/get", ["ids": .null])
@@ -151,14 +162,11 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
         // The push service says the subscription is gone: it is removed.
         setup.service.script(.dropRegistration(reason: "HTTP 410", unregisteredAt: nil))
         try await setup.fixture.deliver(to: setup.fixture.alice, subject: "Third")
-        _ = await setup.service.waitForCount(4)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline,
-            try await !setup.fixture.store.pushSubscriptions(accountID: setup.fixture.alice.id).isEmpty
-        {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        #expect(try await setup.fixture.store.pushSubscriptions(accountID: setup.fixture.alice.id).isEmpty)
+        _ = await setup.service.waitForCount(5)
+        #expect(
+            try await eventually {
+                try await setup.fixture.store.pushSubscriptions(accountID: setup.fixture.alice.id).isEmpty
+            })
     }
 
     @Test(arguments: JMAPEngine.allCases) func creationsAreCheckedAndDestroyedSubscriptionsHearNothing(
@@ -198,9 +206,28 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
         #expect(destroyed.arguments["destroyed"] == [.string(id)])
         #expect(destroyed.arguments["notDestroyed"]?["missing"]?["type"] == "notFound")
         _ = await setup.service.waitForCount(1)
+
+        // A subscription made and verified afterwards hears the next two changes; by the second, the one worker has
+        // finished every push for the first, and the destroyed subscription has heard nothing but its verification.
+        let otherURL = "https://push.example.test/y"
+        let other = try await setup.create(["deviceClientId": "d2", "url": .string(otherURL), "keys": Setup.keys])
+        let otherID = try #require(other["created"]?["k1"]?["id"]?.string)
+        guard case .verification(_, let code)? = await setup.service.waitForCount(2).last?.message else {
+            Issue.record("no PushVerification for the second subscription: \(setup.service.sent)")
+            return
+        }
+        _ = try await setup.call("PushSubscription/set", ["update": [otherID: ["verificationCode": .string(code)]]])
+        func changesHeard(_ sent: [RecordingSubscriptionPush.Sent]) -> Int {
+            sent.filter {
+                if case .stateChange = $0.message { $0.url == otherURL } else { false }
+            }.count
+        }
         try await setup.fixture.deliver(to: setup.fixture.alice)
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(setup.service.sent.count == 1)  // the verification only
+        #expect(changesHeard(await setup.service.waitFor { changesHeard($0) == 1 }) == 1)
+        try await setup.fixture.deliver(to: setup.fixture.alice, subject: "Again")
+        #expect(changesHeard(await setup.service.waitFor { changesHeard($0) == 2 }) == 2)
+        let destroyedHeard = setup.service.sent.filter { $0.url == "https://push.example.test/x" }
+        #expect(destroyedHeard.count == 1, "the verification only: \(destroyedHeard)")
     }
 
     @Test(arguments: JMAPEngine.allCases) func anOwedStateChangeOutlivesItsNotifierAndIsRetriedWithTheBackoff(

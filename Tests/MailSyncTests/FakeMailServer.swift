@@ -1,6 +1,7 @@
 import Foundation
 import Locking
 import MailSync
+import TestSupport
 
 /// An in-process mailbox server speaking the transport protocol, with fault injection.
 final class FakeMailServer: MailTransport {
@@ -29,6 +30,9 @@ final class FakeMailServer: MailTransport {
         var faults: [Fault] = []
         var calls: [Call] = []
         var gateClosed = false
+        /// Requests held at the closed gate, by id; each is resumed with whether it was cancelled.
+        var held: [Int: CheckedContinuation<Bool, Never>] = [:]
+        var nextHeld = 0
         var requestsStarted = 0
     }
 
@@ -90,8 +94,40 @@ final class FakeMailServer: MailTransport {
     /// Faults for the next requests (one per request, in order; `.pass` lets one through).
     func inject(_ faults: Fault...) { state.withLock { $0.faults.append(contentsOf: faults) } }
 
+    /// Holds every request from now on until ``openGate()``.
     func closeGate() { state.withLock { $0.gateClosed = true } }
-    func openGate() { state.withLock { $0.gateClosed = false } }
+
+    /// Lets the held requests and later ones through.
+    func openGate() {
+        let held = state.withLock { state in
+            state.gateClosed = false
+            defer { state.held = [:] }
+            return Array(state.held.values)
+        }
+        for request in held { request.resume(returning: false) }
+    }
+
+    /// Waits while the gate is closed; a request cancelled while it waits throws `CancellationError`.
+    private func passGate() async throws {
+        let id = state.withLock { state in
+            state.nextHeld += 1
+            return state.nextHeld
+        }
+        let cancelled = await withTaskCancellationHandler {
+            await withCheckedContinuation { (request: CheckedContinuation<Bool, Never>) in
+                let answer = state.withLock { state -> Bool? in
+                    guard state.gateClosed else { return false }
+                    guard !Task.isCancelled else { return true }
+                    state.held[id] = request
+                    return nil
+                }
+                if let answer { request.resume(returning: answer) }
+            }
+        } onCancel: {
+            state.withLock { $0.held.removeValue(forKey: id) }?.resume(returning: true)
+        }
+        if cancelled { throw CancellationError() }
+    }
 
     // MARK: - MailTransport
 
@@ -172,7 +208,7 @@ final class FakeMailServer: MailTransport {
             $0.calls.append(Call(endpoint: endpoint, argument: argument))
             $0.requestsStarted += 1
         }
-        while state.withLock({ $0.gateClosed }) { try await Task.sleep(for: .milliseconds(5)) }
+        try await passGate()
         let fault = state.withLock { $0.faults.isEmpty ? Fault.pass : $0.faults.removeFirst() }
         switch fault {
         case .pass: return
@@ -215,13 +251,9 @@ final class EventRecorder: Sendable {
         events.filter { if case .retrying = $0 { true } else { false } }.count
     }
 
-    /// Waits (up to 10 s) until `predicate` holds on the events.
+    /// Waits until `predicate` holds on the events.
     func wait(_ predicate: ([SyncEvent]) -> Bool) async -> Bool {
-        for _ in 0..<1000 {
-            if predicate(events) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return predicate(events)
+        await eventually { predicate(events) }
     }
 }
 

@@ -188,14 +188,9 @@ final class InProcessMailboxd: Sendable {
         return try await body()
     }
 
-    /// Waits up to `seconds` for the access log to hold a request matching `predicate`.
-    func waitForRequest(timeout seconds: Double = 20, _ predicate: (Request) -> Bool) async -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if requests.contains(where: predicate) { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return requests.contains(where: predicate)
+    /// Waits until the access log holds a request matching `predicate`.
+    func waitForRequest(_ predicate: (Request) -> Bool) async -> Bool {
+        await eventually { requests.contains(where: predicate) }
     }
 
     /// The server's mailbox: the state, the message ids (sorted) and the APNs tokens of the registered devices.

@@ -1,5 +1,6 @@
 import Foundation
 import MailSync
+import TestSupport
 import Testing
 
 @Suite("LiveSync with an in-process event stream")
@@ -11,6 +12,11 @@ struct LiveSyncTests {
 
     func makeEngine(_ server: StreamingMailServer, cache: InMemoryMailCache) throws -> SyncEngine {
         try SyncEngine(transport: server, cache: cache, configuration: .init(retryPolicy: quickRetries))
+    }
+
+    /// Whether `event` is the end of a run that reached `state`.
+    static func finished(_ event: SyncEvent, at state: String) -> Bool {
+        if case .syncFinished(let report, _, _) = event { report.state == state } else { false }
     }
 
     func changeRuns(_ recorder: EventRecorder) -> Int {
@@ -59,14 +65,18 @@ struct LiveSyncTests {
         server.deliverAndAnnounce()
         #expect(await recorder.wait { _ in changeRuns(recorder) == 1 })
         for _ in 0..<200 { server.deliverAndAnnounce() }
-        try await Task.sleep(for: .milliseconds(200))
+        // The follower has taken in all 200 announcements while the run is held.
+        #expect(await eventually { server.hasReadEveryNotice })
         server.server.openGate()
-        #expect(await recorder.wait { _ in (try? cache.state()) == server.server.currentState })
+        let newest = server.server.currentState
+        #expect(await recorder.wait { events in events.contains { Self.finished($0, at: newest) } })
         #expect(try cache.messageCount() == 201)
-        try await Task.sleep(for: .milliseconds(50))
         // The run that was held pages up to the newest state (100 changes a page), so the follow-up the 200
-        // announcements left is dropped (an announcement read only after the run ended costs one more run at most).
-        #expect(changeRuns(recorder) <= 2)
+        // announcements left is dropped. A signal naming that state is then skipped at once (during a follow-up run
+        // it would join that run instead), and its event comes after every event of the runs.
+        #expect(await engine.sync(.signal(state: newest)).outcome == .skipped)
+        #expect(await recorder.wait { $0.contains(.skipped(.signal(state: newest))) })
+        #expect(changeRuns(recorder) == 1)
         #expect(server.server.calls.filter { $0.endpoint == "changes" }.count <= 4)
         #expect(!(await engine.isSyncing))
     }
@@ -119,16 +129,16 @@ struct LiveSyncTests {
         await live.start()
         #expect(await liveEvents.wait { $0 == [.stopped(.notFound)] })
         await live.credentialsRenewed()
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(server.openings.count == 1 && !server.isOpen)
+        // Nothing the follower does later could show a reopening, so it is watched for a moment.
+        #expect(await never(within: .milliseconds(100)) { server.openings.count > 1 || server.isOpen })
 
         let other = LiveSync(transport: server, engine: engine, configuration: Self.quick)
         let otherEvents = LiveEventRecorder(other)
         server.refuse(.unauthorized)
         await other.start()
         #expect(await otherEvents.wait { $0 == [.stopped(.unauthorized)] })
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(server.openings.count == 2)
+        // A reopening before the renewal would look the same afterwards, so it is watched for now.
+        #expect(await never(within: .milliseconds(100)) { server.openings.count > 2 })
         await other.credentialsRenewed()
         #expect(await otherEvents.wait { $0 == [.stopped(.unauthorized), .connected] })
     }
@@ -168,8 +178,9 @@ struct LiveSyncTests {
         #expect(await liveEvents.wait { $0.count == 1 })
         await live.stop()
         #expect(await liveEvents.wait { _ in server.closedStreams == 1 })
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(server.openings.count == 1 && liveEvents.events == [.connected])
+        // After a stop nothing is left to show a reopening, so it is watched for a moment.
+        #expect(
+            await never(within: .milliseconds(100)) { server.openings.count > 1 || liveEvents.events != [.connected] })
         await live.start()
         #expect(await liveEvents.wait { $0 == [.connected, .connected] })
     }

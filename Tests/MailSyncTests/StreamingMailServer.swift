@@ -1,9 +1,10 @@
 import Foundation
 import Locking
 import MailSync
+import TestSupport
 
 /// ``FakeMailServer`` with an event stream the test drives: it records each opening's `Last-Event-ID`, refuses
-/// openings on request, and announces changes on the open stream.
+/// openings on request, announces changes on the open stream, and tells when the client has read them all.
 final class StreamingMailServer: ChangeStreamTransport {
     typealias Sink = AsyncThrowingStream<ChangeNotice, any Error>.Continuation
 
@@ -12,6 +13,11 @@ final class StreamingMailServer: ChangeStreamTransport {
         var refusals: [MailSyncError] = []
         var sink: Sink?
         var closedStreams = 0
+        /// Counts openings, so a read of an older stream is not taken for one of the open stream.
+        var streamID = 0
+        /// Notices announced on the open stream, and reads of it the client has begun.
+        var announced = 0
+        var reads = 0
     }
 
     let server: FakeMailServer
@@ -25,6 +31,9 @@ final class StreamingMailServer: ChangeStreamTransport {
     var closedStreams: Int { state.withLock { $0.closedStreams } }
     /// Whether a stream is open.
     var isOpen: Bool { state.withLock { $0.sink != nil } }
+    /// Whether the client has handled every notice announced on the open stream and waits for the next: it reads
+    /// the next notice only once it is done with the one before.
+    var hasReadEveryNotice: Bool { state.withLock { $0.sink != nil && $0.reads > $0.announced } }
 
     /// The next openings fail with these errors, in order.
     func refuse(_ errors: MailSyncError...) { state.withLock { $0.refusals += errors } }
@@ -36,7 +45,13 @@ final class StreamingMailServer: ChangeStreamTransport {
     }
 
     /// Sends `notice` on the open stream.
-    func announce(_ notice: ChangeNotice) { _ = state.withLock { $0.sink }?.yield(notice) }
+    func announce(_ notice: ChangeNotice) {
+        let sink = state.withLock { state -> Sink? in
+            if state.sink != nil { state.announced += 1 }
+            return state.sink
+        }
+        _ = sink?.yield(notice)
+    }
 
     /// Ends the open stream: cleanly, or with `error`.
     func endStream(throwing error: (any Error)? = nil) {
@@ -51,15 +66,25 @@ final class StreamingMailServer: ChangeStreamTransport {
         lastEventID: String?, pingInterval: Duration
     ) async throws -> AsyncThrowingStream<ChangeNotice, any Error> {
         let (stream, sink) = AsyncThrowingStream.makeStream(of: ChangeNotice.self)
-        let refusal = state.withLock { state -> MailSyncError? in
+        let opened = state.withLock { state -> Result<Int, MailSyncError> in
             state.openings.append(lastEventID)
-            guard state.refusals.isEmpty else { return state.refusals.removeFirst() }
+            guard state.refusals.isEmpty else { return .failure(state.refusals.removeFirst()) }
             state.sink = sink
-            return nil
+            state.streamID += 1
+            state.announced = 0
+            state.reads = 0
+            return .success(state.streamID)
         }
-        if let refusal { throw refusal }
+        let id = try opened.get()
         sink.onTermination = { [weak self] _ in self?.state.withLock { $0.closedStreams += 1 } }
-        return stream
+        // The client's reads go through a counter: each read it begins is counted before it waits.
+        let reader = NoticeReader(stream)
+        return AsyncThrowingStream { [weak self] in
+            self?.state.withLock { state in
+                if state.streamID == id { state.reads += 1 }
+            }
+            return try await reader.next()
+        }
     }
 
     // MARK: - MailTransport
@@ -81,6 +106,15 @@ final class StreamingMailServer: ChangeStreamTransport {
     func deleteMessage(id: String) async throws { try await server.deleteMessage(id: id) }
 }
 
+/// The notices of one opened stream, read by its one consumer, one read at a time.
+private final class NoticeReader: @unchecked Sendable {  // `next()` is only called by the stream's one consumer
+    private var iterator: AsyncThrowingStream<ChangeNotice, any Error>.AsyncIterator
+
+    init(_ stream: AsyncThrowingStream<ChangeNotice, any Error>) { iterator = stream.makeAsyncIterator() }
+
+    func next() async throws -> ChangeNotice? { try await iterator.next() }
+}
+
 /// Collects a ``LiveSync``'s events in the background.
 final class LiveEventRecorder: Sendable {
     private let recorded = LockedValue<[LiveSyncEvent]>([])
@@ -99,12 +133,8 @@ final class LiveEventRecorder: Sendable {
 
     var connections: Int { events.filter { $0 == .connected }.count }
 
-    /// Waits (up to 10 s) until `predicate` holds on the events.
+    /// Waits until `predicate` holds on the events.
     func wait(_ predicate: ([LiveSyncEvent]) -> Bool) async -> Bool {
-        for _ in 0..<1000 {
-            if predicate(events) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return predicate(events)
+        await eventually { predicate(events) }
     }
 }

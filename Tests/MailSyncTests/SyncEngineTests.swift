@@ -1,6 +1,15 @@
 import Foundation
 import MailSync
+import TestSupport
 import Testing
+
+extension SyncEngine {
+    /// Starts a sync for `trigger` in a task of its own and returns once the engine has taken the trigger in (a run
+    /// started, or joined to the follow-up of the one in progress): the task then only waits for its run.
+    func startSync(_ trigger: SyncTrigger) -> Task<SyncReport, Never> {
+        Task.immediate { await self.sync(trigger) }
+    }
+}
 
 @Suite("SyncEngine with an in-process server")
 struct SyncEngineTests {
@@ -64,17 +73,15 @@ struct SyncEngineTests {
         server.deliver()
         server.closeGate()
         let started = server.requestsStarted
-        let first = Task { await engine.sync(.signal(state: server.currentState)) }
-        while server.requestsStarted == started { try await Task.sleep(for: .milliseconds(2)) }
+        let first = await engine.startSync(.signal(state: server.currentState))
+        #expect(await eventually { server.requestsStarted > started }, "the signal's run is held at the gate")
         var followers: [Task<SyncReport, Never>] = []
         for _ in 0..<5 {
             server.deliver()
-            let state = server.currentState
-            followers.append(Task { await engine.sync(.signal(state: state)) })
+            followers.append(await engine.startSync(.signal(state: server.currentState)))
         }
-        followers.append(Task { await engine.sync(.timer) })
-        while await !engine.isSyncing { try await Task.sleep(for: .milliseconds(2)) }
-        try await Task.sleep(for: .milliseconds(50))
+        followers.append(await engine.startSync(.timer))
+        #expect(await engine.isSyncing)
         server.openGate()
         #expect(await first.value.outcome == .completed)
         for follower in followers {
@@ -90,17 +97,20 @@ struct SyncEngineTests {
         let server = FakeMailServer()
         let cache = InMemoryMailCache()
         let engine = try makeEngine(server, cache: cache, fallback: .milliseconds(20))
+        let recorder = EventRecorder(engine)
+        /// The timer's runs so far.
+        func timerRuns() -> Int {
+            recorder.events.filter { if case .syncStarted(.timer, _) = $0 { true } else { false } }.count
+        }
         await engine.start()
+        // Each delivery comes with no signal, and the next one only after the timer's next run has begun.
         for round in 0..<5 {
+            let runs = timerRuns()
             server.deliver(subject: "no signal \(round)")
-            try await Task.sleep(for: .milliseconds(5))
+            #expect(await eventually { timerRuns() > runs })
         }
         let target = server.currentState
-        var converged = false
-        for _ in 0..<500 where !converged {
-            converged = try cache.state() == target
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        let converged = try await eventually { try cache.state() == target }
         await engine.stopFallbackTimer()
         #expect(converged)
         #expect(syncedView(try cache.messages(in: nil)) == syncedView(server.mailbox))

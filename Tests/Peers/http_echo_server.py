@@ -7,7 +7,8 @@ Usage: http_echo_server.py — binds 127.0.0.1 port 0 and prints the port on its
 - /release: opens the gate of /gated;
 - /sse: a short Server-Sent Events stream with comments, multi-line data, ids, then ends;
 - /sse-forever: one event, then a comment heartbeat every 50 ms until the client goes away;
-- /stats: {"openStreams": N}, the number of /sse-forever responses still being written.
+- /stats: {"openStreams": N, "delaying": M}, the number of /sse-forever responses still being written and of
+  /delay requests still waiting to answer.
 Fixed-length answers carry `X-Echo-Server: yes`; anything else is a 404 with `{}`.
 """
 import json
@@ -19,6 +20,7 @@ from urllib.parse import parse_qs, urlparse
 gate = threading.Event()
 lock = threading.Lock()
 open_streams = 0
+delaying = 0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -50,7 +52,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def handle_any(self):
-        global open_streams
+        global open_streams, delaying
         url = urlparse(self.path)
         query = parse_qs(url.query)
         length = int(self.headers.get("Content-Length") or 0)
@@ -64,7 +66,13 @@ class Handler(BaseHTTPRequestHandler):
             }
             self.send_body(200, json.dumps(payload).encode())
         elif url.path == "/delay":
-            time.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
+            with lock:
+                delaying += 1
+            try:
+                time.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
+            finally:
+                with lock:
+                    delaying -= 1
             self.send_body(200, b"delayed", "text/plain")
         elif url.path == "/gated":
             gate.clear()
@@ -101,8 +109,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
         elif url.path == "/stats":
             with lock:
-                count = open_streams
-            self.send_body(200, json.dumps({"openStreams": count}).encode())
+                stats = {"openStreams": open_streams, "delaying": delaying}
+            self.send_body(200, json.dumps(stats).encode())
         else:
             self.send_body(404, b"{}")
 

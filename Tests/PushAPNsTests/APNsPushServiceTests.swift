@@ -133,9 +133,10 @@ struct APNsPushServiceTests {
         _ = try await Self.send(sender, item)
         let recent = sender.closeIdleConnections(now: .now + .seconds(30))
         // Hold the next answer back: the connection has a send in flight however long ago it was first used.
-        f.simulator.gateway.setFaults(APNsFaults(SimulatorFaults(latency: .milliseconds(500))))
+        f.simulator.gateway.setFaults(APNsFaults(SimulatorFaults(latency: .seconds(1))))
         let inFlight = Task { try await Self.send(sender, item) }
-        try await Task.sleep(for: .milliseconds(150))
+        // The gateway has the second send (it logs a request before holding its answer back).
+        #expect(await eventually { f.simulator.gateway.logEntries().count == 2 })
         let busy = sender.closeIdleConnections(now: .now + .seconds(3600))
         let outcome = try await inFlight.value
         let stale = sender.closeIdleConnections(now: .now + .seconds(61))

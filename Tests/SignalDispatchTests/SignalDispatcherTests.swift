@@ -33,7 +33,7 @@ struct SignalDispatcherTests {
             store = try MailboxStore(path: directory.path("mail.sqlite"), configuration: configuration) {
                 [clock] in clock.now
             }
-            service = RecordingPushService(kind: kind, throttlesBackgroundSignals: throttles)
+            service = RecordingPushService(kind: kind, throttlesBackgroundSignals: throttles) { [clock] in clock.now }
             service.script(outcomes)
             var dispatch = SignalDispatcher.Configuration()
             dispatch.backgroundBudget = backgroundBudget
@@ -56,15 +56,6 @@ struct SignalDispatcherTests {
             try await store.deliver(NewMessage(to: "alice", from: "a@example.com", subject: "Hi", body: "Body")).state
         }
 
-        /// Waits (real time) until `condition` holds, up to five seconds.
-        func waitFor(_ condition: @Sendable () async throws -> Bool) async throws -> Bool {
-            for _ in 0..<500 {
-                if try await condition() { return true }
-                try? await Task.sleep(for: .milliseconds(10))
-            }
-            return false
-        }
-
         func stop() async { await dispatcher.stop() }
     }
 
@@ -73,7 +64,7 @@ struct SignalDispatcherTests {
         let device = try await f.device()
         let state = try await f.deliver()
         f.dispatcher.start()
-        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        #expect(try await eventually { try await f.store.outboxStats().depth == 0 })
         await f.stop()
         let sent = try #require(f.service.sent.last)
         let key = try #require(device.signalKey)
@@ -87,22 +78,24 @@ struct SignalDispatcherTests {
     /// A change that must wait for the device's pacing token is sent when the token returns, not at the next idle
     /// check: its commit wakes the dispatcher, which then sleeps until the row is due.
     @Test func aPacedSignalGoesOutWhenItsTokenReturnsNotAtTheIdleCheck() async throws {
-        let f = try await Fixture(pacing: SignalPacing(burst: 1, refillPerSecond: 1), idleCheckInterval: 60)
+        let f = try await Fixture(pacing: SignalPacing(burst: 1, refillPerSecond: 1), idleCheckInterval: 3600)
         let watch = f.store.watchQueuedSignals { [dispatcher = f.dispatcher] in dispatcher.wake() }
         defer { watch.cancel() }
         _ = try await f.device()
         f.dispatcher.start()
         #expect(
-            try await f.waitFor {
+            try await eventually {
                 let depth = try await f.store.outboxStats().depth
                 return f.service.sent.count == 1 && depth == 0
             })
         // The token is spent: the next change is due in a second (on the store's clock), and the outbox was empty
-        // when the dispatcher went to sleep for its idle check.
+        // when the dispatcher went to sleep for its idle check. Nothing shows when it has gone to sleep, so this one
+        // wait is for time: without it the change could come while the dispatcher is still awake, which passes
+        // without testing the wake-up.
         try await Task.sleep(for: .milliseconds(100))
         _ = try await f.deliver()
         f.clock.advance(1)
-        #expect(try await f.waitFor { f.service.sent.count == 2 }, "the paced signal waited for the idle check")
+        #expect(await eventually { f.service.sent.count == 2 }, "the paced signal waited for the idle check")
         await f.stop()
     }
 
@@ -111,7 +104,7 @@ struct SignalDispatcherTests {
         _ = try await f.device()
         _ = try await f.deliver()
         f.dispatcher.start()
-        #expect(try await f.waitFor { !f.service.sent.isEmpty })
+        #expect(await eventually { !f.service.sent.isEmpty })
         await f.stop()
         #expect(f.service.sent.allSatisfy { $0.signal.badge == nil && $0.signal.kind == .background })
     }
@@ -120,7 +113,7 @@ struct SignalDispatcherTests {
         let f = try await Fixture(outcomes: [.dropRegistration(reason: "UNREGISTERED", unregisteredAt: nil)])
         _ = try await f.device()
         f.dispatcher.start()
-        #expect(try await f.waitFor { try await f.store.devices(accountID: f.accountID).isEmpty })
+        #expect(try await eventually { try await f.store.devices(accountID: f.accountID).isEmpty })
         await f.stop()
         #expect(try await f.store.outboxStats().depth == 0)
     }
@@ -130,8 +123,8 @@ struct SignalDispatcherTests {
         let device = try await f.device()
         f.service.script([.dropRegistration(reason: "Unregistered", unregisteredAt: device.registeredAt - 10)])
         f.dispatcher.start()
-        #expect(try await f.waitFor { !f.service.sent.isEmpty })
-        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        #expect(await eventually { !f.service.sent.isEmpty })
+        #expect(try await eventually { try await f.store.outboxStats().depth == 0 })
         await f.stop()
         #expect(try await f.store.devices(accountID: f.accountID).count == 1, "registered after APNs's timestamp")
     }
@@ -140,13 +133,27 @@ struct SignalDispatcherTests {
         let f = try await Fixture(outcomes: [.retry(reason: "QUOTA_EXCEEDED", retryAfter: 60)])
         let device = try await f.device()
         f.dispatcher.start()
-        #expect(try await f.waitFor { try await f.store.signalAttempts(deviceID: device.id) == 1 })
-        try? await Task.sleep(for: .milliseconds(200))
-        #expect(f.service.sent.count == 1, "not before Retry-After")
-        f.clock.advance(61)
+        #expect(try await eventually { try await f.store.signalAttempts(deviceID: device.id) == 1 })
+        // A second short of Retry-After on the store's clock the retry is not due. Another device's two signals go
+        // out meanwhile; the second is claimed after the first one's batch has finished, so any send the retry
+        // would have made is recorded by then.
+        f.clock.advance(59)
+        let other = try await f.device(2)
+        func sends(to device: DeviceRecord) -> [RecordingPushService.Sent] {
+            f.service.sent.filter { $0.address == device.address }
+        }
         f.dispatcher.wake()
-        #expect(try await f.waitFor { f.service.sent.count == 2 })
-        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        #expect(await eventually { sends(to: other).count == 1 })
+        _ = try await f.deliver()
+        f.dispatcher.wake()
+        #expect(await eventually { sends(to: other).count == 2 })
+        #expect(sends(to: device).count == 1, "not before Retry-After")
+        f.clock.advance(2)
+        f.dispatcher.wake()
+        #expect(await eventually { sends(to: device).count == 2 })
+        let times = sends(to: device).compactMap(\.at)
+        #expect(times.count == 2 && times[1] - times[0] >= 60, "sent at \(times)")
+        #expect(try await eventually { try await f.store.outboxStats().depth == 0 })
         await f.stop()
     }
 
@@ -154,7 +161,7 @@ struct SignalDispatcherTests {
         let f = try await Fixture(outcomes: [.defect(reason: "payloadGuard")])
         _ = try await f.device()
         f.dispatcher.start()
-        #expect(try await f.waitFor { try await f.store.outboxStats().depth == 0 })
+        #expect(try await eventually { try await f.store.outboxStats().depth == 0 })
         await f.stop()
         #expect(f.service.sent.count == 1)
         #expect(try await f.store.devices(accountID: f.accountID).count == 1)
@@ -164,16 +171,16 @@ struct SignalDispatcherTests {
         let f = try await Fixture(kind: .background, throttles: true, backgroundBudget: 1)
         let device = try await f.device()
         f.dispatcher.start()
-        #expect(try await f.waitFor { f.service.sent.count == 1 })
+        #expect(await eventually { f.service.sent.count == 1 })
         _ = try await f.deliver()
         f.dispatcher.wake()
-        #expect(try await f.waitFor { try await f.store.nextSignalDue().map { $0 > f.clock.now + 60 } == true })
+        #expect(try await eventually { try await f.store.nextSignalDue().map { $0 > f.clock.now + 60 } == true })
         // The regression: a deferral used to count as a failed attempt and lengthen the next real backoff.
         #expect(try await f.store.signalAttempts(deviceID: device.id) == 0)
         #expect(f.service.sent.count == 1)
         f.clock.advance(3601)
         f.dispatcher.wake()
-        #expect(try await f.waitFor { f.service.sent.count == 2 })
+        #expect(await eventually { f.service.sent.count == 2 })
         await f.stop()
     }
 
@@ -181,11 +188,11 @@ struct SignalDispatcherTests {
         let f = try await Fixture(kind: .background, throttles: false, backgroundBudget: 1)
         _ = try await f.device()
         f.dispatcher.start()
-        #expect(try await f.waitFor { f.service.sent.count == 1 })
+        #expect(await eventually { f.service.sent.count == 1 })
         f.clock.advance(1)
         _ = try await f.deliver()
         f.dispatcher.wake()
-        #expect(try await f.waitFor { f.service.sent.count == 2 })
+        #expect(await eventually { f.service.sent.count == 2 })
         await f.stop()
     }
 
@@ -196,7 +203,7 @@ struct SignalDispatcherTests {
         #expect(try await f.store.claimDueSignals().count == 1)
         #expect(try await f.store.claimDueSignals().isEmpty, "leased")
         f.dispatcher.start()
-        #expect(try await f.waitFor { f.service.sent.count == 1 }, "sent at once, not after the lease ran out")
+        #expect(await eventually { f.service.sent.count == 1 }, "sent at once, not after the lease ran out")
         await f.stop()
     }
 

@@ -5,12 +5,14 @@ import Push
 /// given (in order; `.delivered` once they run out). It takes registrations the way the real APNs service does
 /// for its one topic, so the API's device routes run unchanged.
 public final class RecordingPushService: PushService {
-    /// One send: where to, and the signal.
+    /// One send: where to, the signal, and when.
     public struct Sent: Sendable, Equatable {
         /// The device's address.
         public var address: PushAddress
         /// The signal.
         public var signal: PushSignal
+        /// The time of the send on the recorder's clock (`nil` without one).
+        public var at: Double?
     }
 
     /// The service it stands in for.
@@ -21,17 +23,19 @@ public final class RecordingPushService: PushService {
     public let kind: PushSignal.Kind
     /// Whether it throttles background signals (as APNs does).
     public let throttlesBackgroundSignals: Bool
+    private let clock: (@Sendable () -> Double)?
     private let state = LockedValue<(sent: [Sent], outcomes: [PushOutcome])>(([], []))
 
-    /// A recorder for `app`.
+    /// A recorder for `app`; with `clock` (a test clock the store also reads), each send records its time on it.
     public init(
         name: PushServiceName = .apns, app: String = "com.example.mail", kind: PushSignal.Kind = .badge,
-        throttlesBackgroundSignals: Bool = false
+        throttlesBackgroundSignals: Bool = false, clock: (@Sendable () -> Double)? = nil
     ) {
         self.name = name
         self.app = app
         self.kind = kind
         self.throttlesBackgroundSignals = throttlesBackgroundSignals
+        self.clock = clock
     }
 
     /// The signals sent so far, oldest first.
@@ -67,8 +71,9 @@ public final class RecordingPushService: PushService {
 
     /// Records the signal and answers the next scripted outcome.
     public func send(_ signal: PushSignal, to address: PushAddress) async -> PushOutcome {
-        state.withLock { state in
-            state.sent.append(Sent(address: address, signal: signal))
+        let at = clock?()
+        return state.withLock { state in
+            state.sent.append(Sent(address: address, signal: signal, at: at))
             return state.outcomes.isEmpty ? .delivered : state.outcomes.removeFirst()
         }
     }
