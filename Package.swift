@@ -189,7 +189,7 @@ let package = Package(
             dependencies: [
                 "Durations",
                 "MailSync", "MailSyncHTTP", "MailSyncIMAP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport",
-                "OpenSSLCrypto",
+                "OpenSSLCrypto", "JSONText",
             ]),
         // The reference libcurl client loop (C) that the transport benchmark measures HTTPClient against.
         .executableTarget(name: "curl-multi-load", linkerSettings: [.linkedLibrary("curl")]),

@@ -52,7 +52,8 @@ enum SendCommand {
         do {
             let receipt = try await transport.deliver(
                 message, deliveryToken: token.trimmingCharacters(in: .whitespacesAndNewlines))
-            EventOutput.writeLine("{\"id\":\(JSONValue.quote(receipt.id)),\"state\":\(JSONValue.quote(receipt.state))}")
+            EventOutput.writeLine(
+                "{\"id\":\(EventField.quote(receipt.id)),\"state\":\(EventField.quote(receipt.state))}")
         } catch {
             fail(error, context: "delivery failed")
         }
@@ -135,11 +136,11 @@ enum UpdateCommand {
         do {
             if name == "delete" {
                 try await transport.deleteMessage(id: id)
-                EventOutput.writeLine("{\"id\":\(JSONValue.quote(id)),\"deleted\":true}")
+                EventOutput.writeLine("{\"id\":\(EventField.quote(id)),\"deleted\":true}")
             } else {
                 let message = try await transport.updateMessage(id: id, update)
                 EventOutput.writeLine(
-                    "{\"id\":\(JSONValue.quote(message.id)),\"mailbox\":\(JSONValue.quote(message.mailbox.rawValue)),"
+                    "{\"id\":\(EventField.quote(message.id)),\"mailbox\":\(EventField.quote(message.mailbox.rawValue)),"
                         + "\"seen\":\(message.seen),\"flagged\":\(message.flagged)}")
             }
         } catch {
@@ -191,8 +192,8 @@ enum DumpCommand {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let messagesJSON = String(decoding: try encoder.encode(messages), as: UTF8.self)
-        let account = try cache.accountID().map(JSONValue.string) ?? .null
-        let state = try cache.state().map(JSONValue.string) ?? .null
+        let account = try cache.accountID().map(EventField.string) ?? .null
+        let state = try cache.state().map(EventField.string) ?? .null
         EventOutput.writeLine(
             "{\"account\":\(account.serialized),\"state\":\(state.serialized),"
                 + "\"messageCount\":\(try cache.messageCount()),\"messages\":\(messagesJSON)}")

@@ -1,7 +1,8 @@
 import Foundation
+import JSONText
 
-/// A JSON value printed in an event line.
-enum JSONValue: Sendable {
+/// A field's value in an event line (mail-client's output); arbitrary JSON from a simulator comes as `.raw`.
+enum EventField: Sendable {
     case string(String)
     case int(Int)
     case bool(Bool)
@@ -11,7 +12,7 @@ enum JSONValue: Sendable {
 
     var serialized: String {
         switch self {
-        case .string(let text): JSONValue.quote(text)
+        case .string(let text): EventField.quote(text)
         case .int(let number): String(number)
         case .bool(let flag): flag ? "true" : "false"
         case .null: "null"
@@ -19,15 +20,10 @@ enum JSONValue: Sendable {
         }
     }
 
-    static func quote(_ text: String) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes]),
-            let array = String(data: data, encoding: .utf8)
-        else { return "\"\"" }
-        return String(array.dropFirst().dropLast())
-    }
+    static func quote(_ text: String) -> String { JSONText.quoted(text) }
 
     /// Serializes a JSON object (from `JSONSerialization`) with sorted keys.
-    static func object(_ value: Any) -> JSONValue {
+    static func object(_ value: Any) -> EventField {
         guard JSONSerialization.isValidJSONObject(value),
             let data = try? JSONSerialization.data(
                 withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]),
@@ -45,15 +41,15 @@ enum EventOutput {
     /// lines carry it as `"device"`, second after `"event"`.
     @TaskLocal static var device: String?
 
-    static func emit(_ event: String, _ fields: [(String, JSONValue)] = []) {
-        let tag = device.map { [("device", JSONValue.string($0))] } ?? []
-        let body = ([("event", JSONValue.string(event))] + tag + fields)
-            .map { "\(JSONValue.quote($0.0)):\($0.1.serialized)" }
+    static func emit(_ event: String, _ fields: [(String, EventField)] = []) {
+        let tag = device.map { [("device", EventField.string($0))] } ?? []
+        let body = ([("event", EventField.string(event))] + tag + fields)
+            .map { "\(EventField.quote($0.0)):\($0.1.serialized)" }
             .joined(separator: ",")
         writeLine("{" + body + "}")
     }
 
-    static func error(_ code: String, _ message: String, _ extra: [(String, JSONValue)] = []) {
+    static func error(_ code: String, _ message: String, _ extra: [(String, EventField)] = []) {
         emit("error", [("code", .string(code)), ("message", .string(message))] + extra)
     }
 

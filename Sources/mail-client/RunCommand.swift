@@ -317,10 +317,10 @@ actor DeviceClient {
             "registered",
             [
                 ("deviceToken", .string(token)), ("service", .string(options.service)),
-                ("alias", registration.alias.map(JSONValue.string) ?? .null),
+                ("alias", registration.alias.map(EventField.string) ?? .null),
                 // The device's own key, printed for the drills that check what its signals named; never sent to a
                 // push service.
-                ("signalKey", registration.signalKey.map(JSONValue.string) ?? .null),
+                ("signalKey", registration.signalKey.map(EventField.string) ?? .null),
             ])
     }
 
@@ -362,7 +362,7 @@ actor DeviceClient {
             EventOutput.error("invalidSignal", "a notification could not be parsed")
             return
         }
-        EventOutput.emit("signal", notification.fields + [("payload", JSONValue.object(notification.payload))])
+        EventOutput.emit("signal", notification.fields + [("payload", EventField.object(notification.payload))])
         if let badge = notification.badge { EventOutput.emit("badge", [("badge", .int(badge))]) }
         guard let engine else { return }
         let state = notification.state
@@ -420,7 +420,7 @@ actor DeviceClient {
                     "sync-skipped",
                     [
                         ("trigger", .string(trigger.description)),
-                        ("state", (await engine.localState).map(JSONValue.string) ?? .null),
+                        ("state", (await engine.localState).map(EventField.string) ?? .null),
                     ])
             case .retrying(let attempt, let delay, let error):
                 EventOutput.error(
@@ -430,7 +430,7 @@ actor DeviceClient {
                 EventOutput.emit(
                     "sync-done",
                     [
-                        ("state", report.state.map(JSONValue.string) ?? .null), ("messages", .int(count)),
+                        ("state", report.state.map(EventField.string) ?? .null), ("messages", .int(count)),
                         ("created", .int(report.created)), ("updated", .int(report.updated)),
                         ("destroyed", .int(report.destroyed)), ("ms", .int(Int(duration.wholeMilliseconds))),
                         ("trigger", .string(currentTrigger)), ("full", .bool(report.fullResync)),

@@ -159,7 +159,7 @@ struct WebPushReceiver: Sendable {
 /// decrypts to the JSON signal.
 struct SimulatorNotification {
     /// The fields printed in the `signal` event.
-    var fields: [(String, JSONValue)]
+    var fields: [(String, EventField)]
     /// The payload (APNs), data (FCM) or decrypted signal (Web Push).
     var payload: [String: Any]
     /// The `st` key: the tag of the state the signal announces.
@@ -171,8 +171,10 @@ struct SimulatorNotification {
         guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
             return nil
         }
-        func string(_ key: String) -> JSONValue { (object[key] as? String).map(JSONValue.string) ?? .null }
-        func int(_ key: String) -> JSONValue { (object[key] as? NSNumber).map { JSONValue.int($0.intValue) } ?? .null }
+        func string(_ key: String) -> EventField { (object[key] as? String).map(EventField.string) ?? .null }
+        func int(_ key: String) -> EventField {
+            (object[key] as? NSNumber).map { EventField.int($0.intValue) } ?? .null
+        }
         switch kind {
         case .apns:
             guard let payload = object["payload"] as? [String: Any] else { return nil }
