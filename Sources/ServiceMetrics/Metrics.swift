@@ -92,7 +92,4 @@ public final class Metrics: Sendable {
             return page.text
         }
     }
-
-    /// `value` as a Prometheus label value (see ``PrometheusText/escape(_:)``).
-    public static func escape(_ value: String) -> String { PrometheusText.escape(value) }
 }

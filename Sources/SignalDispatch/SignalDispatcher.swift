@@ -230,13 +230,13 @@ public final class SignalDispatcher: Sendable {
 
     private func countFailure(_ reason: String, _ labels: String) {
         metrics.increment(
-            "mailboxd_signals_failed_total", labels: labels + ",reason=\"\(Metrics.escape(reason))\"",
+            "mailboxd_signals_failed_total", labels: labels + ",reason=\"\(PrometheusText.escape(reason))\"",
             help: "Signals refused, by app, environment and reason.")
     }
 
     /// The `service`, `app` and `environment` labels of a row's signal metrics.
     static func labels(_ item: OutboxItem) -> String {
-        "service=\"\(item.address.service.rawValue)\",app=\"\(Metrics.escape(item.address.app))\","
+        "service=\"\(item.address.service.rawValue)\",app=\"\(PrometheusText.escape(item.address.app))\","
             + "environment=\"\(item.address.environment.rawValue)\""
     }
 

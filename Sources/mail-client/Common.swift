@@ -5,6 +5,26 @@ import HTTPClient
 import MailSync
 import MailSyncHTTP
 
+/// The flags `run` and `fleet` share for the devices they simulate.
+enum DeviceOptions {
+    /// Where the devices' pushes are addressed: `--topic`, `--environment`.
+    static let pushTarget = FlagTable(
+        column: 26,
+        [
+            Flag("topic", "BUNDLE_ID", help: "push topic (default: com.example.signalfetch)"),
+            Flag("environment", "ENV", help: "sandbox or production (default: sandbox)"),
+        ])
+
+    /// When and how much the devices sync: `--fallback-interval`, `--signal-deadline`, `--page-size`.
+    static let syncSchedule = FlagTable(
+        column: 26,
+        [
+            Flag("fallback-interval", "S", help: "seconds between timer syncs (default: 300; 0 disables)"),
+            Flag("signal-deadline", "S", help: "seconds a signal-started sync may take (default: 25)"),
+            Flag("page-size", "N", help: "max changes per page (default: 100)"),
+        ])
+}
+
 /// Options shared by the commands that talk to mailboxd.
 struct ServerOptions {
     /// `--server`, `--ca` and `--pin`, which every command that talks to mailboxd takes.

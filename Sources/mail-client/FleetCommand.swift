@@ -34,11 +34,12 @@ enum FleetCommand {
                 Flag("fcm-project", "ID", help: "fcm devices' Firebase project (default: signalfetch-dev)"),
                 Flag("sim-ca", "PEM", help: "CA for an https --sim (default: --ca)"),
                 Flag("state-dir", "DIR", help: "folder for the devices' caches"),
-                Flag("topic", "BUNDLE_ID", help: "push topic (default: com.example.signalfetch)"),
-                Flag("environment", "ENV", help: "sandbox or production (default: sandbox)"),
-                Flag("fallback-interval", "S", help: "seconds between timer syncs (default: 300; 0 disables)"),
-                Flag("signal-deadline", "S", help: "seconds a signal-started sync may take (default: 25)"),
-                Flag("page-size", "N", help: "max changes per page (default: 100)"),
+            ])
+        + DeviceOptions.pushTarget
+        + DeviceOptions.syncSchedule
+        + FlagTable(
+            column: 26,
+            [
                 Flag(
                     switch: "live",
                     help: "every device holds the server's event stream while running and syncs on each",

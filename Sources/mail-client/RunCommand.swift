@@ -51,12 +51,14 @@ enum RunCommand {
                 Flag("sim-ca", "PEM", help: "CA for an https --sim (default: --ca)"),
                 Flag("username", "U", help: "account to log in as"),
                 Flag("state-dir", "DIR", help: "folder for the local cache (created when missing)"),
-                Flag("topic", "BUNDLE_ID", help: "push topic (default: com.example.signalfetch)"),
-                Flag("environment", "ENV", help: "sandbox or production (default: sandbox)"),
-                Flag("device-name", "N", help: "session and device name (default: mail-client)"),
-                Flag("fallback-interval", "S", help: "seconds between timer syncs (default: 300; 0 disables)"),
-                Flag("signal-deadline", "S", help: "seconds a signal-started sync may take (default: 25)"),
-                Flag("page-size", "N", help: "max changes per page (default: 100)"),
+            ])
+        + DeviceOptions.pushTarget
+        + FlagTable(
+            column: 26, [Flag("device-name", "N", help: "session and device name (default: mail-client)")])
+        + DeviceOptions.syncSchedule
+        + FlagTable(
+            column: 26,
+            [
                 Flag(
                     switch: "live",
                     help: "while running, hold the server's event stream (JMAP event source) and sync on",
