@@ -150,6 +150,24 @@ enum IMAPFuzz {
             completion(.success(IMAPMoveResult(uidValidity: 43, states: moved)))
         }
 
+        func append(
+            account: Int64, mailbox: String, message: IMAPNewMessage,
+            completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+        ) {
+            guard mailbox.uppercased() == "INBOX" || mailbox == "Archive" else {
+                return completion(.failure(.noMailbox))
+            }
+            let state = IMAPMessageState(uid: 21, id: "m21", seen: message.seen, flagged: message.flagged, modseq: 21)
+            completion(.success(IMAPMoveResult(uidValidity: 43, states: [state])))
+        }
+
+        func copy(
+            account: Int64, ids: [String], to mailbox: String,
+            completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+        ) {
+            move(account: account, ids: ids, to: mailbox, completion: completion)
+        }
+
         func expunge(
             account: Int64, ids: [String], completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
         ) {

@@ -28,6 +28,16 @@ public protocol IMAPBackend: Sendable {
     func move(
         account: Int64, ids: [String], to mailbox: String,
         completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void)
+    /// Files a new message (RFC 5322 bytes) in a mailbox (by IMAP name) with its flags and INTERNALDATE (nil: now);
+    /// answers where it went. The message counts against the account like any delivery.
+    func append(
+        account: Int64, mailbox: String, message: IMAPNewMessage,
+        completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void)
+    /// Copies messages to another mailbox (by IMAP name): each copy is a new message with the same bytes, flags and
+    /// INTERNALDATE; answers the copies' states there, in order.
+    func copy(
+        account: Int64, ids: [String], to mailbox: String,
+        completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void)
     /// Destroys messages for good.
     func expunge(
         account: Int64, ids: [String], completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void)
@@ -153,12 +163,18 @@ public struct IMAPMessageContent: Sendable, Equatable {
     public var receivedAt: Double
     /// The envelope's fields.
     public var envelope: IMAPEnvelope
+    /// The text body, decoded (what SEARCH BODY and TEXT look in beside the raw bytes).
+    public var text: String
+    /// The Date header, seconds since 1970 (SENTBEFORE, SENTON, SENTSINCE).
+    public var sentAt: Double?
 
     /// Creates a message's content.
-    public init(raw: [UInt8], receivedAt: Double, envelope: IMAPEnvelope) {
+    public init(raw: [UInt8], receivedAt: Double, envelope: IMAPEnvelope, text: String = "", sentAt: Double? = nil) {
         self.raw = raw
         self.receivedAt = receivedAt
         self.envelope = envelope
+        self.text = text
+        self.sentAt = sentAt
     }
 }
 
@@ -208,7 +224,27 @@ public struct IMAPAddress: Sendable, Equatable {
     }
 }
 
-/// Where a MOVE put the messages.
+/// A message a client files with APPEND.
+public struct IMAPNewMessage: Sendable, Equatable {
+    /// The RFC 5322 bytes.
+    public var raw: [UInt8]
+    /// `\Seen`.
+    public var seen: Bool
+    /// `\Flagged`.
+    public var flagged: Bool
+    /// The INTERNALDATE the client gave (seconds since 1970), or nil.
+    public var receivedAt: Double?
+
+    /// Creates a message to file.
+    public init(raw: [UInt8], seen: Bool, flagged: Bool, receivedAt: Double?) {
+        self.raw = raw
+        self.seen = seen
+        self.flagged = flagged
+        self.receivedAt = receivedAt
+    }
+}
+
+/// Where a MOVE, COPY or APPEND put the messages.
 public struct IMAPMoveResult: Sendable, Equatable {
     /// The target mailbox's UIDVALIDITY.
     public var uidValidity: UInt32

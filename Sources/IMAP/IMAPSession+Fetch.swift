@@ -272,103 +272,79 @@ extension IMAPSession {
     }
 
     /// SEARCH over what the session holds: sets, flags and MODSEQ; text keys are refused with `NO [CANNOT]`.
-    func search(tag: String, uid: Bool, arguments: [IMAPToken], selected: Selected) -> [LoopAction<IMAPAnswer>] {
+    /// A SEARCH, parsed, waiting for its messages' contents when its keys read them.
+    struct Search {
+        var tag: String
+        var uid: Bool
+        var key: IMAPSearchKey
+        /// ESEARCH's RETURN options (RFC 4731, RFC 9051); nil for a plain SEARCH.
+        var returning: Set<String>?
+    }
+
+    mutating func search(
+        tag: String, uid: Bool, arguments: [IMAPToken], selected: Selected
+    ) -> [LoopAction<IMAPAnswer>] {
         var tokens = arguments[...]
-        var esearch = false
+        var returning: Set<String>?
         if tokens.first?.text?.uppercased() == "RETURN" {
-            esearch = true
-            tokens = tokens.dropFirst(2)
-        }
-        if tokens.first?.text?.uppercased() == "CHARSET" { tokens = tokens.dropFirst(2) }
-        var keys = Array(tokens)
-        var criteria: [(IMAPMessageState, Int) -> Bool] = []
-        var usedModseq = false
-        do {
-            while !keys.isEmpty {
-                criteria.append(try Self.criterion(&keys, selected: selected, usedModseq: &usedModseq))
+            tokens.removeFirst()
+            guard case .list(let options) = tokens.popFirst() else { return [send("\(tag) BAD RETURN needs a list")] }
+            let named = Set(options.compactMap { $0.text?.uppercased() })
+            guard named.isSubset(of: ["MIN", "MAX", "COUNT", "ALL"]) else {
+                return [send("\(tag) BAD RETURN takes MIN, MAX, COUNT and ALL")]
             }
+            returning = named.isEmpty ? ["ALL"] : named
+        }
+        if tokens.first?.text?.uppercased() == "CHARSET" {
+            tokens.removeFirst()
+            guard let charset = tokens.popFirst()?.text?.uppercased(), ["UTF-8", "US-ASCII"].contains(charset) else {
+                return [send("\(tag) NO [BADCHARSET (UTF-8 US-ASCII)] Only UTF-8 and US-ASCII are searched")]
+            }
+        }
+        let key: IMAPSearchKey
+        do {
+            key = try IMAPSearchKey.parse(Array(tokens))
         } catch {
             return [send("\(tag) \(error.message)")]
         }
-        let matched = selected.snapshot.messages.enumerated().filter { entry in
-            criteria.allSatisfy { $0(entry.element, entry.offset + 1) }
+        let search = Search(tag: tag, uid: uid, key: key, returning: returning)
+        guard key.needsContent, !selected.snapshot.messages.isEmpty, let account = currentAccount else {
+            return searchResponses(search, contents: [:])
         }
-        let numbers = matched.map { uid ? $0.element.uid : UInt32($0.offset + 1) }
-        let highest = matched.map(\.element.modseq).max()
-        if esearch {
-            var line = "* ESEARCH (TAG \"\(tag)\")" + (uid ? " UID" : "")
-            if !numbers.isEmpty { line += " ALL \(IMAPSequenceSet.write(numbers))" }
-            return [send(line), send("\(tag) OK SEARCH completed")]
-        }
-        var line = "* SEARCH" + numbers.map { " \($0)" }.joined()
-        if usedModseq, let highest { line += " (MODSEQ \(highest))" }
-        return [send(line), send("\(tag) OK SEARCH completed")]
+        // Content keys read every message of the mailbox once (there is no index of words): the backend answers in
+        // slices, and nothing else runs on this connection meanwhile.
+        pending = .search(search)
+        let ids = selected.snapshot.messages.map(\.id)
+        let backend = backend
+        return [.ask { _, answer in backend.contents(account: account, ids: ids) { answer(.contents($0)) } }]
     }
 
-    struct SearchError: Error {
-        var message: String
-    }
-
-    static func criterion(
-        _ keys: inout [IMAPToken], selected: Selected, usedModseq: inout Bool
-    ) throws(SearchError) -> (IMAPMessageState, Int) -> Bool {
-        let token = keys.removeFirst()
-        if case .list(let inner) = token {
-            var innerKeys = inner
-            var all: [(IMAPMessageState, Int) -> Bool] = []
-            while !innerKeys.isEmpty {
-                all.append(try criterion(&innerKeys, selected: selected, usedModseq: &usedModseq))
-            }
-            return { message, number in all.allSatisfy { $0(message, number) } }
+    /// The SEARCH or ESEARCH answer, the messages matched against the mailbox as selected now.
+    func searchResponses(_ search: Search, contents: [String: IMAPMessageContent]) -> [LoopAction<IMAPAnswer>] {
+        guard case .selected(_, let selected) = state else { return [send("\(search.tag) OK SEARCH completed")] }
+        let messages = selected.snapshot.messages
+        let context = IMAPSearchKey.Context(
+            deleted: selected.deleted, messageCount: UInt32(messages.count), largestUID: messages.last?.uid ?? 0)
+        var numbers: [UInt32] = []
+        var highest: Int64 = 0
+        for (index, message) in messages.enumerated()
+        where search.key.matches(message, number: UInt32(index + 1), content: contents[message.id], in: context) {
+            numbers.append(search.uid ? message.uid : UInt32(index + 1))
+            highest = max(highest, message.modseq)
         }
-        guard let key = token.text?.uppercased() else { throw SearchError(message: "BAD Invalid search key") }
-        let deleted = selected.deleted
-        let largestUID = selected.snapshot.messages.last?.uid ?? 0
-        let count = UInt32(selected.snapshot.messages.count)
-        switch key {
-        case "ALL": return { _, _ in true }
-        case "SEEN": return { message, _ in message.seen }
-        case "UNSEEN", "NEW": return { message, _ in !message.seen }
-        case "FLAGGED": return { message, _ in message.flagged }
-        case "UNFLAGGED": return { message, _ in !message.flagged }
-        case "DELETED": return { message, _ in deleted.contains(message.uid) }
-        case "UNDELETED": return { message, _ in !deleted.contains(message.uid) }
-        case "ANSWERED", "DRAFT", "RECENT": return { _, _ in false }
-        case "UNANSWERED", "UNDRAFT", "OLD": return { _, _ in true }
-        case "NOT":
-            guard !keys.isEmpty else { throw SearchError(message: "BAD NOT needs a key") }
-            let inner = try criterion(&keys, selected: selected, usedModseq: &usedModseq)
-            return { message, number in !inner(message, number) }
-        case "OR":
-            guard keys.count >= 2 else { throw SearchError(message: "BAD OR needs two keys") }
-            let left = try criterion(&keys, selected: selected, usedModseq: &usedModseq)
-            let right = try criterion(&keys, selected: selected, usedModseq: &usedModseq)
-            return { message, number in left(message, number) || right(message, number) }
-        case "UID":
-            guard !keys.isEmpty, let set = keys.removeFirst().text.flatMap(IMAPSequenceSet.init) else {
-                throw SearchError(message: "BAD UID needs a set")
-            }
-            return { message, _ in set.contains(message.uid, largest: largestUID) }
-        case "MODSEQ":
-            // MODSEQ [entry-name entry-type] value (RFC 7162 section 3.1.5).
-            if keys.count >= 3, case .string = keys[0] { keys.removeFirst(2) }
-            guard !keys.isEmpty, let value = keys.removeFirst().text.flatMap({ Int64($0) }) else {
-                throw SearchError(message: "BAD MODSEQ needs a value")
-            }
-            usedModseq = true
-            return { message, _ in message.modseq >= value }
-        default:
-            if let set = IMAPSequenceSet(key) {
-                return { _, number in set.contains(UInt32(number), largest: count) }
-            }
-            let textKeys: Set = [
-                "FROM", "TO", "CC", "BCC", "SUBJECT", "BODY", "TEXT", "HEADER", "BEFORE", "ON", "SINCE", "SENTBEFORE",
-                "SENTON", "SENTSINCE", "LARGER", "SMALLER", "KEYWORD", "UNKEYWORD",
-            ]
-            if textKeys.contains(key) {
-                throw SearchError(message: "NO [CANNOT] Searching by \(key) is not supported yet")
-            }
-            throw SearchError(message: "BAD Unknown search key \(printable(key))")
+        // With a MODSEQ key the answer names the highest MODSEQ of the messages found (RFC 7162 section 3.1.5).
+        let modseq = search.key.usesModseq && !numbers.isEmpty ? highest : nil
+        guard let returning = search.returning else {
+            var line = "* SEARCH" + numbers.map { " \($0)" }.joined()
+            if let modseq { line += " (MODSEQ \(modseq))" }
+            return [send(line), send("\(search.tag) OK SEARCH completed")]
         }
+        var line = "* ESEARCH (TAG \"\(search.tag)\")" + (search.uid ? " UID" : "")
+        if let first = numbers.first, returning.contains("MIN") { line += " MIN \(first)" }
+        if let last = numbers.last, returning.contains("MAX") { line += " MAX \(last)" }
+        if returning.contains("COUNT") { line += " COUNT \(numbers.count)" }
+        if !numbers.isEmpty, returning.contains("ALL") { line += " ALL \(IMAPSequenceSet.write(numbers))" }
+        if let modseq { line += " MODSEQ \(modseq)" }
+        return [send(line), send("\(search.tag) OK SEARCH completed")]
     }
 }

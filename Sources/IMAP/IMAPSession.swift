@@ -63,8 +63,11 @@ public struct IMAPSession: LoopSession {
         case select(tag: String, name: String, readOnly: Bool, qresync: QResync?)
         case refresh(tag: String?, completion: String)
         case fetch(tag: String, uid: Bool, messages: [IMAPMessageState], items: [String], changedSince: Int64?)
+        case search(Search)
         case store(tag: String, uid: Bool, silent: Bool, failed: [UInt32])
         case move(tag: String, moved: [IMAPMessageState])
+        case append(tag: String, mailbox: String)
+        case copy(tag: String, mailbox: String, copied: [IMAPMessageState])
         case expunge(tag: String?, uids: [UInt32], completion: (() -> [LoopAction<IMAPAnswer>])?)
     }
 
@@ -287,7 +290,7 @@ public struct IMAPSession: LoopSession {
         case "CREATE", "DELETE", "RENAME":
             return [send("\(tag) NO [CANNOT] The mailboxes are fixed: INBOX, Archive and Trash")]
         case "APPEND":
-            return [send("\(tag) NO [CANNOT] Mail arrives by delivery (LMTP or the API), not APPEND")]
+            return append(tag: tag, arguments: arguments, account: account)
         case "STATUS":
             guard arguments.count == 2, let name = arguments[0].text, case .list(let items) = arguments[1] else {
                 return bad("STATUS needs a mailbox and a list of items")
@@ -362,7 +365,7 @@ public struct IMAPSession: LoopSession {
             let ids = messages.map(\.id)
             return [.ask { _, answer in backend.move(account: account, ids: ids, to: target) { answer(.moved($0)) } }]
         case "COPY":
-            return [send("\(tag) NO [CANNOT] A message is in one mailbox at a time: use MOVE")]
+            return copy(tag: tag, uid: uid, arguments: rest, selected: selected, account: account)
         case "EXPUNGE":
             guard !selected.readOnly else { return [send("\(tag) NO [READ-ONLY] The mailbox is read-only")] }
             var uids = selected.deleted
@@ -526,6 +529,9 @@ public struct IMAPSession: LoopSession {
             return fetchResponses(
                 tag: tag, uid: uid, messages: messages, items: items, contents: contents,
                 changedSince: changedSince)
+        case (.search(let search), .contents(let result)):
+            guard case .success(let contents) = result else { return [failure(search.tag, result.error)] }
+            return searchResponses(search, contents: contents)
         case (.store(let tag, let uid, let silent, let failed), .states(let result)):
             guard case .success(let states) = result else { return [failure(tag, result.error)] }
             var actions: [LoopAction<IMAPAnswer>] = []
@@ -566,6 +572,23 @@ public struct IMAPSession: LoopSession {
             actions += removeMessages(Set(moved.map(\.uid)), from: &selected)
             state = .selected(account: account, selected)
             return actions + [send("\(tag) OK MOVE completed")]
+        case (.append(let tag, let mailbox), .moved(let result)), (.copy(let tag, let mailbox, _), .moved(let result)):
+            if case .failure(.noMailbox) = result {
+                return [send("\(tag) NO [TRYCREATE] No such mailbox (mailboxes cannot be created here)")]
+            }
+            guard case .success(let target) = result else { return [failure(tag, result.error)] }
+            var code = "APPENDUID \(target.uidValidity) \(IMAPSequenceSet.write(target.states.map(\.uid)))"
+            if case .copy(_, _, let copied) = pending {
+                code =
+                    "COPYUID \(target.uidValidity) \(IMAPSequenceSet.write(copied.map(\.uid))) "
+                    + IMAPSequenceSet.write(target.states.map(\.uid))
+            }
+            let completion = "[\(code)] \(code.hasPrefix("APPEND") ? "APPEND" : "COPY") completed"
+            // Into the selected mailbox: the client hears of the new messages (EXISTS) before the tagged OK.
+            if case .selected(_, let selected) = state, selected.name.uppercased() == mailbox.uppercased() {
+                return refresh(tag: tag, completion: completion)
+            }
+            return [send("\(tag) OK \(completion)")]
         case (.expunge(let tag, let uids, let completion), .done(let result)):
             if case .failure(let error) = result {
                 return tag.map { [failure($0, error)] } ?? (completion?() ?? [])
@@ -630,7 +653,7 @@ public struct IMAPSession: LoopSession {
 
     /// Looks at the selected mailbox again: what changed since the HIGHESTMODSEQ the session holds (work in
     /// proportion to the changes), or the whole mailbox when a delta cannot say (`whole`).
-    private mutating func refresh(tag: String?, completion: String, whole: Bool = false) -> [LoopAction<IMAPAnswer>] {
+    mutating func refresh(tag: String?, completion: String, whole: Bool = false) -> [LoopAction<IMAPAnswer>] {
         guard case .selected(let account, let selected) = state else {
             return tag.map { [send("\($0) OK \(completion)")] } ?? []
         }

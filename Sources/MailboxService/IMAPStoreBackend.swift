@@ -239,7 +239,8 @@ final class IMAPStoreBackend: IMAPBackend {
                 for record in records {
                     guard let source = sources[record.id] else { continue }
                     contents[record.id] = IMAPMessageContent(
-                        raw: source.rfc5322, receivedAt: record.receivedAt, envelope: Self.envelope(record))
+                        raw: source.rfc5322, receivedAt: record.receivedAt, envelope: Self.envelope(record),
+                        text: record.body, sentAt: record.sentAt)
                 }
             }
             return contents
@@ -305,6 +306,65 @@ final class IMAPStoreBackend: IMAPBackend {
             return IMAPMoveResult(
                 uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID), states: states)
         }
+    }
+
+    func append(
+        account: Int64, mailbox: String, message: IMAPNewMessage,
+        completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            guard let username = try await store.username(accountID: account) else { throw IMAPBackendError.noMailbox }
+            var filed = MessageParts.ingested(message.raw, recipient: username, envelopeSender: "")
+            (filed.mailbox, filed.seen, filed.flagged) = (role, message.seen, message.flagged)
+            filed.deduplicates = false  // a client filing the same bytes twice has two messages
+            filed.receivedAt = message.receivedAt
+            return try await Self.file([filed], account: account, in: role, store: store)
+        }
+    }
+
+    func copy(
+        account: Int64, ids: [String], to mailbox: String,
+        completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            guard let username = try await store.username(accountID: account) else { throw IMAPBackendError.noMailbox }
+            let records = Dictionary(
+                try await store.messages(ids: ids, accountID: account).map { ($0.id, $0) },
+                uniquingKeysWith: { a, _ in a })
+            let sources = try await store.messageSources(ids: ids, accountID: account)
+            // Each copy is a new message with the original's bytes, flags and INTERNALDATE.
+            let copies = try ids.map { id in
+                guard let record = records[id], let source = sources[id] else { throw MailboxStoreError.notFound }
+                var copy = MessageParts.ingested(source.rfc5322, recipient: username, envelopeSender: "")
+                (copy.mailbox, copy.seen, copy.flagged) = (role, record.seen, record.flagged)
+                copy.deduplicates = false  // the bytes of a message the account has: a copy is a new message
+                copy.receivedAt = record.receivedAt
+                return copy
+            }
+            return try await Self.file(copies, account: account, in: role, store: store)
+        }
+    }
+
+    /// Stores messages a client filed, in order, and answers their UIDs in the mailbox: a message's UID is the modseq
+    /// it was stored at.
+    private static func file(
+        _ messages: [NewMessage], account: Int64, in role: MailboxRole, store: MailboxStore
+    ) async throws -> IMAPMoveResult {
+        var states: [IMAPMessageState] = []
+        for message in messages {
+            let receipt = try await store.deliver(message)
+            states.append(
+                IMAPMessageState(
+                    uid: UInt32(truncatingIfNeeded: receipt.state.modseq), id: receipt.id, seen: message.seen,
+                    flagged: message.flagged, modseq: imapModseq(receipt.state.modseq)))
+        }
+        let listing = try await store.mailboxListing(accountID: account, mailbox: role)
+        return IMAPMoveResult(
+            uidValidity: uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID), states: states)
     }
 
     func expunge(

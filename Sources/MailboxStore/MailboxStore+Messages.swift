@@ -145,8 +145,8 @@ extension MailboxStore {
         write: @Sendable (any SQLConnection, BatchLedger) throws -> (Int64, String, Int64),
         receipt: @Sendable ((Int64, String, Int64)) -> DeliveryReceipt
     ) {
-        let received = now()
-        let id = Self.newMessageID(time: received)
+        let received = message.receivedAt ?? now()
+        let id = Self.newMessageID(time: now())
         let preview = Self.preview(of: message.body)
         let recipient = message.to.lowercased()
         let blobHash = message.raw.map { Hex.encode(SHA256.hash($0)) }
@@ -164,6 +164,16 @@ extension MailboxStore {
             {
                 return (target.account, existing, try ledger.nextModseq(db, account: target.account) - 1)
             }
+            var mailbox = target.inbox
+            if message.mailbox != .inbox {
+                guard
+                    let id = try db.scalar(
+                        "SELECT id FROM mailboxes WHERE account_id = ? AND role = ?", target.account,
+                        message.mailbox.rawValue
+                    ).int64
+                else { throw MailboxStoreError.notFound }
+                mailbox = id
+            }
             let modseq = try ledger.nextModseq(db, account: target.account)
             if let raw = message.raw, let blobHash {
                 try db.runDeferred(
@@ -174,16 +184,17 @@ extension MailboxStore {
                 """
                 INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
                                       size, received_at, created_modseq, modseq, message_id, in_reply_to, to_json,
-                                      cc_json, sent_at, attachments_json, html_body, blob_hash, ingest_key, uid)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      cc_json, sent_at, attachments_json, html_body, blob_hash, ingest_key, uid,
+                                      seen, flagged)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 arguments: [
-                    id, target.account, target.inbox, message.from, recipient, message.subject, preview,
+                    id, target.account, mailbox, message.from, recipient, message.subject, preview,
                     message.body, message.body.utf8.count, received, modseq, modseq, message.messageID,
                     message.inReplyTo, to, cc, message.sentAt, attachments, message.htmlBody, blobHash, ingestKey,
-                    modseq,
+                    modseq, message.seen ? 1 : 0, message.flagged ? 1 : 0,
                 ])
-            try db.runDeferred("UPDATE mailboxes SET uid_next = ? WHERE id = ?", modseq + 1, target.inbox)
+            try db.runDeferred("UPDATE mailboxes SET uid_next = ? WHERE id = ?", modseq + 1, mailbox)
             ledger.use(modseq, account: target.account)
             return (target.account, id, modseq)
         }

@@ -156,6 +156,16 @@ public struct NewMessage: Sendable, Equatable {
     /// Set for mail from an MTA: a second delivery of the same bytes to the same account (a retransmission after
     /// a lost reply) stores nothing and returns the first copy's id.
     public var deduplicates = false
+    /// The mailbox it is stored in: the inbox for a delivery; another for a message a mail client files itself
+    /// (IMAP APPEND and COPY).
+    public var mailbox = MailboxRole.inbox
+    /// Stored as read.
+    public var seen = false
+    /// Stored as flagged.
+    public var flagged = false
+    /// When it arrived (seconds since 1970); nil: now. A client filing a message may give its own (IMAP's
+    /// INTERNALDATE).
+    public var receivedAt: Double? = nil
 
     /// Creates a message.
     public init(to: String, from: String, subject: String, body: String) {

@@ -119,6 +119,11 @@ imap = {
                           "e EXPUNGE\r\nf CLOSE\r\n",
     "qresync-idle-search": "a LOGIN u pw\r\nb ENABLE QRESYNC\r\nc SELECT INBOX (QRESYNC (42 1 1:9))\r\n"
                            "d UID SEARCH OR SEEN NOT FLAGGED MODSEQ 2\r\ne SEARCH RETURN () 1:*\r\nf IDLE\r\nDONE\r\n",
+    "append-copy-search": "a LOGIN u pw\r\nb SELECT INBOX\r\n"
+                          "c APPEND Archive (\\Seen) \"05-Dec-2026 19:01:31 +0100\" {21}\r\nSubject: hi\r\n\r\nbody\r\n\r\n"
+                          "d APPEND INBOX {5+}\r\nhello\r\ne UID COPY 3,7 Archive\r\nf COPY 1 Nowhere\r\n"
+                          "g SEARCH CHARSET UTF-8 OR FROM a SUBJECT \"hello\" NOT BODY x SINCE 1-Feb-2026 LARGER 3\r\n"
+                          "h UID SEARCH RETURN (MIN MAX COUNT) HEADER X-A \"\" SENTBEFORE 1-Jan-2100 TEXT body\r\n",
     "refusals": "a FETCH 1 FLAGS\r\nb LOGIN {4096}\r\nc " + "x" * 600 + "\r\nd NOOP\r\ne LOGIN {9999+}\r\nxx",
     "garbage": "\r\n* \r\n(((\r\na \"unterminated\r\nb LOGIN \"\\q\" x\r\n",
 }

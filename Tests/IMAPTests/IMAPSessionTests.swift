@@ -54,6 +54,16 @@ import Testing
             account: Int64, ids: [String], completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
         ) { completion(.success(())) }
 
+        func append(
+            account: Int64, mailbox: String, message: IMAPNewMessage,
+            completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+        ) { completion(.failure(.noMailbox)) }
+
+        func copy(
+            account: Int64, ids: [String], to mailbox: String,
+            completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
+        ) { completion(.failure(.noMailbox)) }
+
         func watch(account: Int64, connection: UInt64) {}
         func unwatch(connection: UInt64) {}
     }

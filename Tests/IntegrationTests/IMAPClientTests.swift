@@ -80,11 +80,20 @@ import Testing
         let session = try await cluster.login("alice")
         let listing = try await cluster.call(.get, cluster.api + "/v1/messages", token: session)
         let messages = listing.body["messages"] as? [[String: Any]] ?? []
-        let archived = messages.first { $0["mailbox"] as? String == "archive" }
+        let archived = messages.first { $0["mailbox"] as? String == "archive" && $0["subject"] as? String == "first" }
         #expect(archived?["flagged"] as? Bool == true)
         #expect(archived?["seen"] as? Bool == true)
-        #expect(archived?["subject"] as? String == "first")
-        #expect(messages.count == 3)
+        // What imaplib filed with APPEND (with \Seen \Flagged) and COPY is in the store as any message.
+        let filed = messages.first { $0["subject"] as? String == "filed by the client" }
+        #expect(filed?["mailbox"] as? String == "archive")
+        #expect(filed?["seen"] as? Bool == true && filed?["flagged"] as? Bool == true)
+        func mailboxes(_ subject: String) -> [String] {
+            messages.filter { $0["subject"] as? String == subject }.compactMap { $0["mailbox"] as? String }.sorted()
+        }
+        #expect(mailboxes("second") == ["archive", "inbox"])
+        #expect(mailboxes("appended to the inbox") == ["inbox"])
+        // first, second, while idling (LMTP); filed, appended (APPEND); second's copy (COPY).
+        #expect(messages.count == 6)
     }
 
     @Test func theSameImaplibChecksPassAgainstDovecot() async throws {

@@ -158,6 +158,90 @@ def uid_set(text):
     return uids
 
 
+def uid_search(m, *criteria):
+    """UID SEARCH with these criteria: (tagged status, the UIDs found)."""
+    typ, data = m.uid("SEARCH", None, *criteria)
+    return typ, [int(x) for x in (data[0] or b"").split()] if typ == "OK" else []
+
+
+def search_by_content(m):
+    """SEARCH keys that read the messages (INBOX now holds "second", body "two", and "while idling", body "three",
+    both from Carol): addresses, subject, header, body, text, dates and sizes, with NOT and OR."""
+    typ, inbox = uid_search(m, "ALL")
+    check(typ == "OK" and len(inbox) == 2, "UID SEARCH ALL after the move: 2 messages")
+    second, idling = (inbox + [0, 0])[:2]
+    cases = {
+        "FROM carol": [second, idling],
+        'FROM "Carol <carol@"': [second, idling],
+        "SUBJECT IDLING": [idling],
+        f"TO {user}@example.com": [second, idling],
+        "BODY three": [idling],
+        "NOT BODY three": [second],
+        'TEXT "while idling"': [idling],
+        "HEADER Message-ID second": [second],
+        'HEADER X-Not-There ""': [],
+        "OR SUBJECT second SUBJECT idling": [second, idling],
+        "SINCE 1-Jan-2000": [second, idling],
+        "BEFORE 1-Jan-2000": [],
+        "SENTSINCE 1-Jan-2000 SENTBEFORE 1-Jan-2100": [second, idling],
+        "LARGER 10000000": [],
+        "SMALLER 100000 SUBJECT second": [second],
+        "UNSEEN BODY two": [second],
+    }
+    results["searchByContent"] = {}
+    for criteria, wanted in cases.items():
+        typ, found = uid_search(m, criteria)
+        results["searchByContent"][criteria] = found
+        check(typ == "OK" and sorted(found) == sorted(wanted), f"UID SEARCH {criteria}")
+    typ, data = m._simple_command("UID", "SEARCH", "RETURN", "(MIN MAX COUNT)", "FROM", "carol")
+    esearch = [d.decode() for d in m.untagged_responses.pop("ESEARCH", [])]
+    results["esearch"] = esearch
+    check(typ == "OK" and any(f"MIN {second}" in e and f"MAX {idling}" in e and "COUNT 2" in e for e in esearch),
+          "UID SEARCH RETURN (MIN MAX COUNT) FROM carol")
+    try:
+        typ, data = m._simple_command("SEARCH", "SINCE", "31-Foo-2026")
+    except imaplib.IMAP4.error:  # imaplib raises on BAD
+        typ = "BAD"
+    results["badDate"] = typ
+    check(typ == "BAD", "SEARCH with a malformed date is BAD")
+
+
+def file_messages(m):
+    """APPEND (with flags and a date) and COPY, answered with APPENDUID and COPYUID (UIDPLUS); a mailbox that does
+    not exist is NO [TRYCREATE]."""
+    message = (f"From: Dave <dave@example.com>\r\nTo: {user}@example.com\r\nSubject: filed by the client\r\n"
+               f"Date: Sat, 05 Dec 2026 10:00:00 +0000\r\nMessage-ID: <{time.time_ns()}.filed@example.com>\r\n"
+               f"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nkept in the archive\r\n").encode()
+    typ, data = m.append("Archive", "(\\Seen \\Flagged)", '"05-Dec-2026 10:00:01 +0100"', message)
+    results["append"] = [d.decode() if isinstance(d, bytes) else str(d) for d in data]
+    appenduid = re.search(r"APPENDUID (\d+) (\d+)", " ".join(results["append"]))
+    check(typ == "OK" and appenduid is not None, "APPEND to Archive: OK [APPENDUID ...]")
+    typ, data = m.status("Archive", "(MESSAGES UNSEEN)")
+    results["statusAfterAppend"] = data[0].decode()
+    check("MESSAGES 2" in results["statusAfterAppend"] and "UNSEEN 0" in results["statusAfterAppend"],
+          "STATUS Archive after APPEND \\Seen: 2 messages, none unseen")
+    typ, data = m.append("INBOX", None, None, message.replace(b"filed by the client", b"appended to the inbox"))
+    check(typ == "OK", "APPEND to the selected INBOX")
+    m.noop()
+    typ, found = uid_search(m, "SUBJECT", '"appended to the inbox"')
+    check(typ == "OK" and len(found) == 1, "SEARCH finds the message APPENDed to the selected mailbox")
+    typ, inbox = uid_search(m, "SUBJECT", "second")
+    # At the wire level: imaplib's uid() keeps the untagged FETCH responses, not the tagged OK that holds COPYUID.
+    untagged, tagged = command(m, f"UID COPY {inbox[0] if inbox else 1} Archive")
+    results["copy"] = [line.decode(errors="replace") for line in untagged + [tagged]]
+    check(b" OK " in tagged and any("COPYUID" in line for line in results["copy"]), "UID COPY to Archive: OK [COPYUID ...]")
+    typ, found = uid_search(m, "SUBJECT", "second")
+    check(found == inbox, "UID COPY leaves the original in place")
+    typ, data = m.status("Archive", "(MESSAGES)")
+    check("MESSAGES 3" in data[0].decode(), "STATUS Archive after COPY: 3 messages")
+    try:
+        typ, data = m.append("No-Such-Box", None, None, message)
+        results["appendNowhere"] = " ".join(d.decode() for d in data if d)
+    except imaplib.IMAP4.error as error:
+        results["appendNowhere"] = str(error)
+    check("TRYCREATE" in results["appendNowhere"], "APPEND to a mailbox that does not exist: NO [TRYCREATE]")
+
+
 def run():
     results["deliveredBefore"] = [deliver("first", "one"), deliver("second", "two")]
     check(results["deliveredBefore"] == [250, 250], "two deliveries over LMTP before SELECT")
@@ -292,6 +376,8 @@ def run():
     typ, data = m.status("Archive", "(MESSAGES UIDNEXT UIDVALIDITY UNSEEN HIGHESTMODSEQ)")
     results["status"] = data[0].decode()
     check("MESSAGES 1" in results["status"] and "UNSEEN 0" in results["status"], "STATUS Archive: 1 message, seen")
+    search_by_content(m)
+    file_messages(m)
     m.logout()
 
     # CONDSTORE/QRESYNC on a second connection: ENABLE, SELECT with QRESYNC, FETCH CHANGEDSINCE.
