@@ -27,14 +27,23 @@ extension IMAPSession {
         }
         items = Self.expand(items)
         var changedSince: Int64?
+        var vanished = false
         if arguments.count == 3, case .list(let modifiers) = arguments[2] {
-            for (index, modifier) in modifiers.enumerated() where modifier.text?.uppercased() == "CHANGEDSINCE" {
-                guard index + 1 < modifiers.count, let value = modifiers[index + 1].text.flatMap({ Int64($0) }) else {
-                    return [send("\(tag) BAD CHANGEDSINCE needs a modseq")]
+            for (index, modifier) in modifiers.enumerated() {
+                switch modifier.text?.uppercased() {
+                case "CHANGEDSINCE":
+                    guard index + 1 < modifiers.count, let value = modifiers[index + 1].text.flatMap({ Int64($0) })
+                    else { return [send("\(tag) BAD CHANGEDSINCE needs a modseq")] }
+                    changedSince = value
+                    condstore = true
+                case "VANISHED": vanished = true
+                default: continue
                 }
-                changedSince = value
-                condstore = true
             }
+        }
+        // RFC 7162 section 3.2.6: VANISHED only in a UID FETCH with CHANGEDSINCE, once QRESYNC is enabled.
+        if vanished, !(uid && qresync && changedSince != nil) {
+            return [send("\(tag) BAD VANISHED needs UID FETCH, CHANGEDSINCE and ENABLE QRESYNC")]
         }
         let known: Set<String> = [
             "FLAGS", "UID", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODYSTRUCTURE", "BODY", "RFC822",
@@ -52,15 +61,26 @@ extension IMAPSession {
         }
         var messages = Self.messages(in: set, uid: uid, of: selected.snapshot)
         if let changedSince { messages = messages.filter { $0.modseq > changedSince } }
+        var vanishedLine: [LoopAction<IMAPAnswer>] = []
+        if vanished {
+            // The UIDs of the set that are not in the mailbox. As for a QRESYNC SELECT, the store keeps no UIDs of
+            // messages gone, so this may name UIDs that never were here (RFC 7162 allows it); sent before the FETCHes.
+            let largest = max(selected.snapshot.uidNext, 1) - 1
+            let gone = set.subtracting(sortedUIDs: selected.snapshot.messages.map(\.uid), largest: largest)
+            if !gone.isEmpty { vanishedLine = [send("* VANISHED (EARLIER) \(IMAPSequenceSet.write(ranges: gone))")] }
+        }
         let needsContent = items.contains { !["FLAGS", "UID", "MODSEQ", "EMAILID", "THREADID"].contains($0) }
         guard needsContent, !messages.isEmpty, let account = currentAccount else {
-            return fetchResponses(
-                tag: tag, uid: uid, messages: messages, items: items, contents: [:], changedSince: changedSince)
+            return vanishedLine
+                + fetchResponses(
+                    tag: tag, uid: uid, messages: messages, items: items, contents: [:], changedSince: changedSince)
         }
         pending = .fetch(tag: tag, uid: uid, messages: messages, items: items, changedSince: changedSince)
         let backend = backend
         let ids = messages.map(\.id)
-        return [.ask { _, answer in backend.contents(account: account, ids: ids) { answer(.contents($0)) } }]
+        return vanishedLine + [
+            .ask { _, answer in backend.contents(account: account, ids: ids) { answer(.contents($0)) } }
+        ]
     }
 
     /// An item in upper case but for the header names inside a section, which are compared without case anyway.

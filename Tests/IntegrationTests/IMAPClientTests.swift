@@ -109,6 +109,26 @@ import Testing
         #expect(results["moveCopyUID"] as? Bool == true)
     }
 
+    @Test func imapclientSyncsWithCondstoreAndQresyncAgainstMailboxdAndDovecot() async throws {
+        let (cluster, imapPort, lmtpPort) = try await Self.mailboxd()
+        let ca = cluster.ca
+        let (ours, dovecot) = try await offPool {
+            let arguments = { (imap: UInt16, lmtp: UInt16) in
+                [String(imap), ca, "alice", "password-alice", String(lmtp)]
+            }
+            let ours = try Self.run("imap_imapclient.py", arguments(imapPort, lmtpPort))
+            let dovecot = try Self.withDovecot(certificateFrom: cluster) { imap, lmtp in
+                try Self.run("imap_imapclient.py", arguments(imap, lmtp))
+            }
+            return (ours, dovecot)
+        }
+        for (server, output) in [("mailboxd", ours), ("Dovecot", dovecot)] {
+            let results = try output.json()
+            #expect(results["failures"] as? [String] == [], "\(server): \(results) \(output.stderr)")
+            #expect((results["vanished"] as? [Int])?.isEmpty == false, "\(server): VANISHED after an expunge")
+        }
+    }
+
     @Test func mbsyncSyncsAMaildirBothWaysWithMailboxdAndWithDovecot() async throws {
         let (cluster, imapPort, lmtpPort) = try await Self.mailboxd()
         let ca = cluster.ca
@@ -126,7 +146,9 @@ import Testing
         }
         for (server, output) in [("mailboxd", ours), ("Dovecot", dovecot)] {
             let results = try output.json()
-            for key in ["firstArrived", "flagsReachedServer", "secondArrived", "firstStillFlaggedLocally"] {
+            for key in [
+                "firstArrived", "flagsReachedServer", "secondArrived", "firstStillFlaggedLocally", "filedReachedServer",
+            ] {
                 #expect(results[key] as? Bool == true, "\(server): \(key): \(results)")
             }
         }

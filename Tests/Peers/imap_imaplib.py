@@ -36,10 +36,11 @@ whether the server sends RECENT or HIGHESTMODSEQ unasked.
 import imaplib
 import json
 import re
-import smtplib
 import ssl
 import sys
 import time
+
+import lmtp_deliver
 
 port, ca, user, password, lmtp_port = sys.argv[1:6]
 context = ssl.create_default_context(cafile=ca)
@@ -54,20 +55,7 @@ def check(condition, what):
 
 def deliver(subject, body):
     """Delivers one message over LMTP; returns the reply code to DATA for the one recipient (250)."""
-    message = (f"From: Carol <carol@example.com>\r\nTo: {user}@example.com\r\nSubject: {subject}\r\n"
-               f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime())}\r\n"
-               f"Message-ID: <{time.time_ns()}.{subject.replace(' ', '-')}@example.com>\r\n"
-               f"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n{body}\r\n").encode()
-    with smtplib.LMTP("127.0.0.1", int(lmtp_port), timeout=30) as lmtp:
-        lmtp.ehlo_or_helo_if_needed()
-        code, reply = lmtp.mail("carol@example.com")
-        if code != 250:
-            return code
-        code, reply = lmtp.rcpt(f"{user}@example.com")
-        if code not in (250, 251):
-            return code
-        code, reply = lmtp.data(message)
-        return code
+    return lmtp_deliver.deliver("127.0.0.1", lmtp_port, user, subject, body)[0]
 
 
 def command(conn, line):

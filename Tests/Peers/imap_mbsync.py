@@ -18,10 +18,12 @@ SyncState * (state kept in each Maildir folder).
 Steps: deliver message A; mbsync -a; A must be in the Maildir's INBOX. Rename A's file into cur/ with the info
 suffix ":2,FS" (flagged + seen); mbsync -a; over IMAP (imaplib, EXAMINE, so nothing changes), A must have \\Flagged
 and \\Seen on the server. Deliver message B; mbsync -a; B must be in the Maildir and A still ":2,FS". Messages are
-recognised by their Message-ID, so a server that already holds mail is fine.
+recognised by their Message-ID, so a server that already holds mail is fine. Last, a message written into the
+Maildir's Archive (cur/, ":2,S"); mbsync -a; mbsync APPENDs it: the server's Archive must have it, \\Seen.
 
 Output: one JSON object: firstArrived, flagsReachedServer, serverFlags (A's FLAGS on the server), secondArrived,
-firstStillFlaggedLocally, archiveSynced (the Maildir has an Archive folder), delivered (LMTP reply codes),
+firstStillFlaggedLocally, archiveSynced (the Maildir has an Archive folder), filedReachedServer, filedFlags (its
+FLAGS on the server), delivered (LMTP reply codes),
 mbsyncOutput: per run {step, exitCode, log, commands (the client's IMAP commands, ">>> " lines; the password is
 shown as mbsync shows it, <authdata>/<pass>), refusals (each tagged NO or BAD from the server, with the command it
 answered), messages (mbsync's own errors and warnings)}, and failures (the checks that failed; exit 1 when any).
@@ -31,12 +33,13 @@ import imaplib
 import json
 import os
 import re
-import smtplib
 import ssl
 import subprocess
 import sys
 import time
 import uuid
+
+import lmtp_deliver
 
 host, port, ca, user, password, lmtp_port, workdir = sys.argv[1:8]
 workdir = os.path.abspath(workdir)
@@ -58,16 +61,7 @@ def quote(value):
 
 def deliver(subject):
     """Delivers one message over LMTP; returns its Message-ID."""
-    message_id = f"<{uuid.uuid4().hex}@mbsync.example.com>"
-    message = (f"From: Carol <carol@example.com>\r\nTo: {user}@example.com\r\nSubject: {subject}\r\n"
-               f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime())}\r\nMessage-ID: {message_id}\r\n"
-               f"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n{subject}\r\n").encode()
-    with smtplib.LMTP(host, int(lmtp_port), timeout=30) as lmtp:
-        lmtp.ehlo_or_helo_if_needed()
-        lmtp.mail("carol@example.com")
-        code, _ = lmtp.rcpt(f"{user}@example.com")
-        if code in (250, 251):
-            code, _ = lmtp.data(message)
+    code, message_id = lmtp_deliver.deliver(host, lmtp_port, user, subject)
     results["delivered"].append(code)
     check(code == 250, f"LMTP delivery of {subject!r}")
     return message_id
@@ -120,24 +114,20 @@ def find(folder, message_id):
     return next((path for path, mid in maildir_files(folder) if mid == message_id), None)
 
 
-def server_flags(message_id):
-    """The FLAGS the server has on the message with this Message-ID in INBOX (EXAMINE: read-only), or None."""
+def server_flags(message_id, folder="INBOX"):
+    """The FLAGS the server has on the message with this Message-ID in FOLDER (EXAMINE: read-only), or None."""
     context = ssl.create_default_context(cafile=ca)
     m = imaplib.IMAP4_SSL(host, int(port), ssl_context=context, timeout=30)
     try:
         m.login(user, password)
-        m.select("INBOX", readonly=True)
-        # SEARCH HEADER is not offered by every server (mailboxd answers NO [CANNOT]): read every Message-ID.
-        typ, data = m.uid("FETCH", "1:*", "(UID FLAGS BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])")
-        for part in data:
-            if isinstance(part, tuple) and message_id.encode() in part[1]:
-                flags = re.search(rb"FLAGS \(([^)]*)\)", part[0])
-                if flags is None:  # FLAGS after the literal, in the closing part
-                    index = data.index(part)
-                    tail = data[index + 1] if index + 1 < len(data) and isinstance(data[index + 1], bytes) else b""
-                    flags = re.search(rb"FLAGS \(([^)]*)\)", tail)
-                return flags.group(1).decode().split() if flags else []
-        return None
+        m.select(folder, readonly=True)
+        typ, data = m.uid("SEARCH", None, f'HEADER Message-ID "{message_id}"')
+        uids = data[0].split() if typ == "OK" and data and data[0] else []
+        if not uids:
+            return None
+        typ, data = m.uid("FETCH", uids[0].decode(), "(FLAGS)")
+        flags = re.search(rb"FLAGS \(([^)]*)\)", data[0] or b"")
+        return flags.group(1).decode().split() if flags else []
     finally:
         m.logout()
 
@@ -198,6 +188,20 @@ SyncState *
     first_now = find("INBOX", first)
     results["firstStillFlaggedLocally"] = check(first_now is not None and first_now.endswith(":2,FS"),
                                                 "the first message is still :2,FS in the Maildir")
+
+    # A message filed in the Maildir's Archive (cur/, seen): mbsync APPENDs it to the server's Archive.
+    filed_id = f"<{uuid.uuid4().hex}@filed.mbsync.example.com>"
+    filed = (f"From: Alice <{user}@example.com>\r\nTo: Carol <carol@example.com>\r\nSubject: filed locally\r\n"
+             f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime())}\r\nMessage-ID: {filed_id}\r\n"
+             f"\r\nwritten into the Maildir\r\n")
+    name = f"{time.time_ns()}.{os.getpid()}.filed:2,S"
+    with open(os.path.join(maildir, "Archive", "cur", name), "w", newline="") as f:
+        f.write(filed)
+    mbsync("filed")
+    flags = server_flags(filed_id, "Archive")
+    results["filedFlags"] = flags
+    results["filedReachedServer"] = check(flags is not None and "\\Seen" in flags,
+                                          "a message filed in the Maildir's Archive reached the server's, \\Seen")
 
 
 try:
