@@ -129,6 +129,39 @@ import Testing
         }
     }
 
+    /// Thunderbird ESR, headless under Marionette (Tests/Peers/imap_thunderbird.py): a person's mail client signs in,
+    /// downloads the inbox whole, and a message read there becomes `\Seen` on the server, here and on Dovecot.
+    @Test func thunderbirdDownloadsTheInboxAndSendsBackAReadMarkOnMailboxdAndDovecot() async throws {
+        let (cluster, imapPort, lmtpPort) = try await Self.mailboxd()
+        let ca = cluster.ca
+        let work = try TemporaryDirectory(prefix: "signalfetch-thunderbird")
+        let (ours, dovecot) = try await offPool {
+            let arguments = { (imap: UInt16, lmtp: UInt16, profile: String) in
+                [
+                    "--port", String(imap), "--lmtp", String(lmtp), "--ca", ca, "--user", "alice", "--password",
+                    "password-alice", "--profile-dir", work.path(profile),
+                ]
+            }
+            let ours = try Self.run("imap_thunderbird.py", arguments(imapPort, lmtpPort, "ours"))
+            let dovecot = try Self.withDovecot(certificateFrom: cluster) { imap, lmtp in
+                try Self.run("imap_thunderbird.py", arguments(imap, lmtp, "dovecot"))
+            }
+            return (ours, dovecot)
+        }
+        for (server, output) in [("mailboxd", ours), ("Dovecot", dovecot)] {
+            let results = try output.json()
+            #expect(results["failures"] as? [String] == [], "\(server): \(results) \(output.stderr)")
+            #expect(results["subjects"] as? [String] == ["hello thunderbird", "second for thunderbird"], "\(server)")
+            #expect(results["offline"] as? Int == 2, "\(server)")
+        }
+        // The read mark is the store's: /v1 shows it.
+        let session = try await cluster.login("alice")
+        let listing = try await cluster.call(.get, cluster.api + "/v1/messages", token: session)
+        let messages = listing.body["messages"] as? [[String: Any]] ?? []
+        #expect(messages.first { $0["subject"] as? String == "hello thunderbird" }?["seen"] as? Bool == true)
+        #expect(messages.first { $0["subject"] as? String == "second for thunderbird" }?["seen"] as? Bool == false)
+    }
+
     @Test func mbsyncSyncsAMaildirBothWaysWithMailboxdAndWithDovecot() async throws {
         let (cluster, imapPort, lmtpPort) = try await Self.mailboxd()
         let ca = cluster.ca
