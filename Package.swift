@@ -76,7 +76,9 @@ let package = Package(
                 "CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking",
                 "NetworkAddress",
             ]),
-        .target(name: "HTTPClient", dependencies: ["HTTPTypes", "Durations", "CCurl", "Locking"]),
+        .target(name: "HTTPClient", dependencies: ["HTTPTypes", "Durations", "CCurl", "Locking", "ServerSentEvents"]),
+        // `text/event-stream` (Server-Sent Events) parsing, Foundation only: HTTPClient's streams and MailSync's.
+        .target(name: "ServerSentEvents"),
 
         // MARK: Domain
         // What every push service shares: the content-free signal, state tags, addresses, outcomes, the protocol.
@@ -119,7 +121,8 @@ let package = Package(
                 "MailIngest", "Console", "JMAP", "IMAP",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
-        .target(name: "MailSync"),
+        // The client's sync engine, portable (Foundation and ServerSentEvents only): what an app copies.
+        .target(name: "MailSync", dependencies: ["ServerSentEvents"]),
         // The web client (plain HTML and JavaScript, no build step), embedded in mailboxd and served at /web/.
         .target(
             name: "WebClient",
@@ -139,8 +142,10 @@ let package = Package(
         .target(name: "IMAP", dependencies: ["ConnectionLoop", "Locking"]),
         // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.
         .target(name: "MailMIME", dependencies: ["CGMime"]),
-        .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "Locking"]),
+        .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "HTTPTypes"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
+        // MailSync over URLSession: the exchange an app ships (FoundationNetworking on Linux), MailSync alone beside it.
+        .target(name: "MailSyncURLSession", dependencies: ["MailSync"]),
         // MailSync over IMAP (QRESYNC): the device that fetches over IMAP after its signal.
         .target(name: "MailSyncIMAP", dependencies: ["MailSync", "IMAP", "ConnectionLoop"]),
         // What the push-service simulators share: the injectable clock, a seeded generator, process limits, start-up
@@ -188,8 +193,8 @@ let package = Package(
             name: "mail-client",
             dependencies: [
                 "Durations",
-                "MailSync", "MailSyncHTTP", "MailSyncIMAP", "MailSyncSQLite", "HTTPClient", "CommandLineSupport",
-                "OpenSSLCrypto", "JSONText",
+                "MailSync", "MailSyncHTTP", "MailSyncIMAP", "MailSyncSQLite", "MailSyncURLSession", "HTTPClient",
+                "CommandLineSupport", "OpenSSLCrypto", "JSONText", "ServerSentEvents",
             ]),
         // The reference libcurl client loop (C) that the transport benchmark measures HTTPClient against.
         .executableTarget(name: "curl-multi-load", linkerSettings: [.linkedLibrary("curl")]),
@@ -201,7 +206,7 @@ let package = Package(
                 "APNs", "APNsSimulator", "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
                 "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
                 "HTTPServer", "JMAP", "IMAP", "ConnectionLoop",
-                "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking",
+                "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking", "ServerSentEvents",
             ]),
         .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(
@@ -225,7 +230,10 @@ let package = Package(
             dependencies: ["Locking", "HTTP2Server", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "HTTPClientTests",
-            dependencies: ["HTTPClient", "HTTP2Client", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: [
+                "HTTPClient", "HTTP2Client", "HTTPServer", "HTTP2Server", "OpenSSLCrypto", "ServerSentEvents",
+                "TestSupport",
+            ]),
         .testTarget(
             name: "APNsTests",
             dependencies: [
@@ -238,7 +246,8 @@ let package = Package(
             name: "MailSyncTests",
             dependencies: [
                 "Locking",
-                "MailSync", "MailSyncSQLite", "MailSyncHTTP", "HTTPClient", "SQLiteKit", "OpenSSLCrypto", "TestSupport",
+                "MailSync", "MailSyncSQLite", "MailSyncHTTP", "MailSyncURLSession", "HTTPClient", "SQLiteKit",
+                "OpenSSLCrypto", "TestSupport",
                 "MailboxService", "MailboxStore", "SignalDispatch", "PushAPNs", "APNsSimulator",
             ]),
         .testTarget(
@@ -279,7 +288,7 @@ let package = Package(
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Locking", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: ["Locking", "HTTPClient", "OpenSSLCrypto", "ServerSentEvents", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -6,6 +6,7 @@ import JMAP
 import MailboxStore
 import OpenSSLCrypto
 import Push
+import ServerSentEvents
 
 /// Parsers of short untrusted strings and byte streams.
 enum TextFuzz {

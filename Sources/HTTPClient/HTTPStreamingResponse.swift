@@ -1,4 +1,5 @@
 import Foundation
+import ServerSentEvents
 
 /// A response whose body is still arriving, returned by ``HTTPClient/stream(_:)``.
 public struct HTTPStreamingResponse: Sendable {

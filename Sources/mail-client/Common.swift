@@ -4,6 +4,7 @@ import Foundation
 import HTTPClient
 import MailSync
 import MailSyncHTTP
+import MailSyncURLSession
 
 /// The flags `run` and `fleet` share for the devices they simulate.
 enum DeviceOptions {
@@ -34,25 +35,51 @@ struct ServerOptions {
             Flag("server", "URL", help: "mailboxd base URL, e.g. https://127.0.0.1:8443"),
             Flag("ca", "PEM", help: "CA certificate file to trust for the server (default: system store)"),
             Flag("pin", "SPKI", help: "base64 SHA-256 of the server's SubjectPublicKeyInfo (repeatable)"),
+            Flag(
+                "transport", "T",
+                help: "the HTTP stack: curl (libcurl, default) or urlsession (Foundation's URLSession, as an app"
+                    + " ships; it trusts the system store only: no --ca or --pin)"),
         ])
+
+    /// The HTTP stacks a device can talk to mailboxd through.
+    enum Transport: String {
+        case curl, urlsession
+    }
 
     var server: String
     var ca: String?
     var pins: [String]
+    var transport: Transport
 
     init(_ arguments: Arguments) throws {
         server = try arguments.required("server")
         ca = arguments.string("ca")
         pins = arguments.all("pin")
+        let transportName = arguments.string("transport") ?? "curl"
+        guard let transport = Transport(rawValue: transportName) else {
+            throw UsageError("--transport must be curl or urlsession")
+        }
+        self.transport = transport
         if let ca, !FileManager.default.fileExists(atPath: ca) { throw UsageError("--ca file not found: \(ca)") }
+        if transport == .urlsession, ca != nil || !pins.isEmpty {
+            throw UsageError(
+                "--transport urlsession trusts the system's CA store only (FoundationNetworking takes no CA or pin"
+                    + " from code): drop --ca and --pin, and add the CA to the system store")
+        }
     }
 
-    func makeTransport() throws -> HTTPMailTransport {
-        let client = HTTPClient(
-            configuration: .init(
-                httpVersion: .http1, tls: TLSConfiguration(caFile: ca, pinnedPublicKeys: pins),
-                requestTimeout: .seconds(30)))
-        return try HTTPMailTransport(baseURL: server, client: client)
+    /// The API client over the chosen HTTP stack.
+    func makeTransport() throws -> MailAPIClient {
+        switch transport {
+        case .urlsession:
+            return MailAPIClient(exchange: try URLSessionMailExchange(baseURL: server))
+        case .curl:
+            let client = HTTPClient(
+                configuration: .init(
+                    httpVersion: .http1, tls: TLSConfiguration(caFile: ca, pinnedPublicKeys: pins),
+                    requestTimeout: .seconds(30)))
+            return try MailAPIClient(baseURL: server, client: client)
+        }
     }
 }
 

@@ -4,6 +4,7 @@ import HTTPClient
 import MailSync
 import MailSyncHTTP
 import MailSyncSQLite
+import MailSyncURLSession
 
 /// `mail-client fleet`: many simulated devices in one process, each the same `DeviceClient` as `run` with its own
 /// sync engine, cache and notification stream; they share one HTTP client for the server and one for apns-sim.
@@ -115,7 +116,10 @@ enum FleetCommand {
                 app: arguments.string("app", default: "com.example.signalfetch"),
                 fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))
             try FileManager.default.createDirectory(atPath: options.stateDirectory, withIntermediateDirectories: true)
-            let transport = try HTTPMailTransport(baseURL: server.server, client: api)
+            let transport =
+                server.transport == .urlsession
+                ? MailAPIClient(exchange: try URLSessionMailExchange(baseURL: server.server))
+                : try MailAPIClient(baseURL: server.server, client: api)
             let client = DeviceClient(
                 options: options, password: device.password,
                 cache: try SQLiteMailCache(path: RunCommand.cachePath(options.stateDirectory)),

@@ -7,6 +7,7 @@ import MailSyncHTTP
 import MailSyncIMAP
 import MailSyncSQLite
 import OpenSSLCrypto
+import ServerSentEvents
 
 enum RunCommand {
     static let usage = """
@@ -184,7 +185,7 @@ enum RunCommand {
 
         /// What the device registers as with its simulator; a Web Push device asks `transport`'s server for its
         /// VAPID key.
-        func simulatorKind(transport: HTTPMailTransport) throws -> SimulatorDevice.Kind {
+        func simulatorKind(transport: MailAPIClient) throws -> SimulatorDevice.Kind {
             switch service {
             case "fcm": return .fcm(app: app, project: fcmProject)
             case "webpush": return .webpush(try WebPushReceiver { try await transport.vapidPublicKey() })
@@ -201,7 +202,7 @@ actor DeviceClient {
     let options: Options
     let password: String
     let cache: SQLiteMailCache
-    let transport: HTTPMailTransport
+    let transport: MailAPIClient
     let device: SimulatorDevice?
     /// What syncs fetch over when it is not the API (`--fetch imap`).
     let fetchTransport: (any MailTransport)?
@@ -221,7 +222,7 @@ actor DeviceClient {
     private var reloginAttempted = false
 
     init(
-        options: Options, password: String, cache: SQLiteMailCache, transport: HTTPMailTransport,
+        options: Options, password: String, cache: SQLiteMailCache, transport: MailAPIClient,
         device: SimulatorDevice?, fetchTransport: (any MailTransport)? = nil
     ) {
         self.options = options

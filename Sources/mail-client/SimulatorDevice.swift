@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import MailSync
 import MailSyncHTTP
 import OpenSSLCrypto
 
@@ -44,7 +45,7 @@ struct SimulatorDevice: Sendable {
 
     /// Registers the simulator's device with mailboxd (`POST /v1/devices` in the service's form).
     func registerWithServer(
-        _ registration: Registration, transport: HTTPMailTransport
+        _ registration: Registration, transport: MailAPIClient
     ) async throws -> DeviceRegistration {
         switch kind {
         case .apns(let topic, let environment):

@@ -1,4 +1,5 @@
 import Foundation
+import ServerSentEvents
 import Testing
 
 @testable import HTTPClient

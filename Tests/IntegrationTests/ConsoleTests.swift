@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import Locking
+import ServerSentEvents
 import TestSupport
 import Testing
 

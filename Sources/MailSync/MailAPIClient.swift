@@ -1,33 +1,25 @@
 import Foundation
-import HTTPClient
-import Locking
-import MailSync
+import Synchronization
 
-/// The mailbox API over ``HTTPClient``: a ``MailTransport`` for the sync engine plus the session, device
-/// and delivery calls a client needs around it.
+/// The mailbox API (`/v1` and JMAP's event source) over any ``MailHTTPExchange``: a ``ChangeStreamTransport`` for
+/// the sync engine plus the session, device and delivery calls a client needs around it. The paths, the JSON and
+/// the mapping of refusals to ``MailSyncError`` are here, once; the exchange only moves bytes.
 ///
 /// ```swift
-/// let http = HTTPClient(configuration: .init(tls: .init(caFile: "ca.pem")))
-/// let transport = try HTTPMailTransport(baseURL: "https://127.0.0.1:8443", client: http)
-/// try await transport.login(username: "alice", password: password, deviceName: "phone")
-/// let changes = try await transport.fetchChanges(since: state, max: 100)
+/// let exchange = try URLSessionMailExchange(baseURL: "https://mail.example.com")   // MailSyncURLSession
+/// let api = MailAPIClient(exchange: exchange)
+/// try await api.login(username: "alice", password: password, deviceName: "phone")
+/// let changes = try await api.fetchChanges(since: state, max: 100)
 /// ```
-public final class HTTPMailTransport: MailTransport {
-    /// The server's base URL without a trailing slash, e.g. `https://127.0.0.1:8443`.
-    public let baseURL: String
-    let client: HTTPClient
-    private let token: LockedValue<String?>
+public final class MailAPIClient: MailTransport {
+    /// The HTTP stack the calls go through.
+    public let exchange: any MailHTTPExchange
+    private let token: Mutex<String?>
 
-    /// Creates a transport for the server at `baseURL`, optionally with an access token already known.
-    public init(baseURL: String, client: HTTPClient, accessToken: String? = nil) throws {
-        var base = baseURL
-        while base.hasSuffix("/") { base.removeLast() }
-        guard base.hasPrefix("http://") || base.hasPrefix("https://") else {
-            throw MailSyncError.invalidResponse("the server URL must start with http:// or https://")
-        }
-        self.baseURL = base
-        self.client = client
-        self.token = LockedValue(accessToken)
+    /// Creates a client over `exchange`, optionally with an access token already known.
+    public init(exchange: any MailHTTPExchange, accessToken: String? = nil) {
+        self.exchange = exchange
+        self.token = Mutex(accessToken)
     }
 
     /// The bearer token sent with each call (set by ``login(username:password:deviceName:)``).
@@ -40,7 +32,7 @@ public final class HTTPMailTransport: MailTransport {
 
     /// `GET /v1/changes?since=…&max=…`.
     public func fetchChanges(since state: String, max: Int) async throws -> MessageChanges {
-        let response = try await send(.get, "/v1/changes?since=\(Self.query(state))&max=\(max)", endpoint: "changes")
+        let response = try await send("GET", "/v1/changes?since=\(Self.query(state))&max=\(max)", endpoint: "changes")
         return try decode(MessageChanges.self, response, endpoint: "changes")
     }
 
@@ -48,26 +40,27 @@ public final class HTTPMailTransport: MailTransport {
     public func fetchAllMessages(cursor: String?, limit: Int) async throws -> MessagePage {
         var path = "/v1/messages?limit=\(limit)"
         if let cursor { path += "&cursor=\(Self.query(cursor))" }
-        let response = try await send(.get, path, endpoint: "messages")
+        let response = try await send("GET", path, endpoint: "messages")
         return try decode(MessagePage.self, response, endpoint: "messages")
     }
 
     /// `GET /v1/messages/{id}`.
     public func fetchMessage(id: String) async throws -> MailMessage {
-        let response = try await send(.get, "/v1/messages/\(Self.pathSegment(id))", endpoint: "message")
+        let response = try await send("GET", "/v1/messages/\(Self.pathSegment(id))", endpoint: "message")
         return try decode(MailMessage.self, response, endpoint: "message")
     }
 
     /// `PATCH /v1/messages/{id}`.
     public func updateMessage(id: String, _ update: MessageUpdate) async throws -> MailMessage {
         let response = try await send(
-            .patch, "/v1/messages/\(Self.pathSegment(id))", body: try JSONEncoder().encode(update), endpoint: "message")
+            "PATCH", "/v1/messages/\(Self.pathSegment(id))", body: try JSONEncoder().encode(update), endpoint: "message"
+        )
         return try decode(MailMessage.self, response, endpoint: "message")
     }
 
     /// `DELETE /v1/messages/{id}`.
     public func deleteMessage(id: String) async throws {
-        _ = try await send(.delete, "/v1/messages/\(Self.pathSegment(id))", endpoint: "message")
+        _ = try await send("DELETE", "/v1/messages/\(Self.pathSegment(id))", endpoint: "message")
     }
 
     // MARK: - Plumbing
@@ -75,25 +68,20 @@ public final class HTTPMailTransport: MailTransport {
     /// Sends a request with the bearer token (or `bearer` when given; `""` sends none) and returns a 2xx response; any other
     /// status becomes a ``MailSyncError``.
     func send(
-        _ method: HTTPMethod, _ path: String, body: Data? = nil, bearer: String? = nil, endpoint: String
-    ) async throws -> HTTPResponse {
-        var headers: HTTPHeaders = ["Accept": "application/json"]
+        _ method: String, _ path: String, body: Data? = nil, bearer: String? = nil, endpoint: String
+    ) async throws -> MailHTTPResponse {
+        var headers = [(name: "Accept", value: "application/json")]
         if let authorization = bearer ?? accessToken, !authorization.isEmpty {
-            headers.add(name: "Authorization", value: "Bearer " + authorization)
+            headers.append((name: "Authorization", value: "Bearer " + authorization))
         }
-        if body != nil { headers.add(name: "Content-Type", value: "application/json") }
-        let response: HTTPResponse
-        do {
-            response = try await client.execute(
-                HTTPRequest(method: method, url: baseURL + path, headers: headers, body: body))
-        } catch let error as HTTPClientError {
-            throw MailSyncError.network(error.description)
-        }
+        if body != nil { headers.append((name: "Content-Type", value: "application/json")) }
+        let response = try await exchange.send(
+            MailHTTPRequest(method: method, path: path, headers: headers, body: body))
         guard (200..<300).contains(response.status) else { throw Self.error(for: response) }
         return response
     }
 
-    func decode<T: Decodable>(_ type: T.Type, _ response: HTTPResponse, endpoint: String) throws -> T {
+    func decode<T: Decodable>(_ type: T.Type, _ response: MailHTTPResponse, endpoint: String) throws -> T {
         do {
             return try JSONDecoder().decode(type, from: response.body)
         } catch {
@@ -102,7 +90,7 @@ public final class HTTPMailTransport: MailTransport {
     }
 
     /// Maps an error response to a ``MailSyncError`` from its status and `{"error": code}` body.
-    static func error(for response: HTTPResponse) -> MailSyncError {
+    static func error(for response: MailHTTPResponse) -> MailSyncError {
         let code = (try? JSONDecoder().decode(ErrorBody.self, from: response.body))?.error
         switch (response.status, code) {
         case (401, "invalidCredentials"): return .server(status: 401, code: code, retryAfter: nil)
@@ -115,8 +103,8 @@ public final class HTTPMailTransport: MailTransport {
         }
     }
 
-    static func retryAfter(_ headers: HTTPHeaders) -> Duration? {
-        guard let text = headers["Retry-After"]?.trimmingCharacters(in: .whitespaces), let seconds = Int(text),
+    static func retryAfter(_ headers: [String: String]) -> Duration? {
+        guard let text = headers["retry-after"]?.trimmingCharacters(in: .whitespaces), let seconds = Int(text),
             seconds >= 0
         else { return nil }
         return .seconds(seconds)

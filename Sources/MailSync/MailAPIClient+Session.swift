@@ -1,6 +1,4 @@
 import Foundation
-import HTTPClient
-import MailSync
 
 /// A session opened by `POST /v1/session`.
 public struct MailSession: Sendable, Equatable, Codable {
@@ -106,7 +104,7 @@ public struct OutgoingMessage: Sendable, Equatable, Codable {
     }
 }
 
-extension HTTPMailTransport {
+extension MailAPIClient {
     /// `POST /v1/session`: logs in and keeps the access token for later calls.
     ///
     /// Wrong credentials throw `.server(status: 401, code: "invalidCredentials", …)`; throttling throws
@@ -119,7 +117,7 @@ extension HTTPMailTransport {
             var deviceName: String
         }
         let body = try JSONEncoder().encode(Body(username: username, password: password, deviceName: deviceName))
-        let response = try await send(.post, "/v1/session", body: body, bearer: "", endpoint: "session")
+        let response = try await send("POST", "/v1/session", body: body, bearer: "", endpoint: "session")
         let session = try decode(MailSession.self, response, endpoint: "session")
         accessToken = session.accessToken
         return session
@@ -127,7 +125,7 @@ extension HTTPMailTransport {
 
     /// `DELETE /v1/session`: ends the session and forgets the token.
     public func logout() async throws {
-        _ = try await send(.delete, "/v1/session", endpoint: "session")
+        _ = try await send("DELETE", "/v1/session", endpoint: "session")
         accessToken = nil
     }
 
@@ -157,7 +155,7 @@ extension HTTPMailTransport {
 
     /// `GET /v1/webpush/vapid-public-key`: the key a Web Push subscription must be made for.
     public func vapidPublicKey() async throws -> String {
-        let response = try await send(.get, "/v1/webpush/vapid-public-key", bearer: "", endpoint: "webpush")
+        let response = try await send("GET", "/v1/webpush/vapid-public-key", bearer: "", endpoint: "webpush")
         return try decode(VAPIDPublicKey.self, response, endpoint: "webpush").publicKey
     }
 
@@ -171,7 +169,7 @@ extension HTTPMailTransport {
     }
 
     private func registerDevice(body: Data, token: String) async throws -> DeviceRegistration {
-        let response = try await send(.post, "/v1/devices", body: body, endpoint: "devices")
+        let response = try await send("POST", "/v1/devices", body: body, endpoint: "devices")
         if let registration = try? JSONDecoder().decode(DeviceRegistration.self, from: response.body) {
             return registration
         }
@@ -180,13 +178,13 @@ extension HTTPMailTransport {
 
     /// `DELETE /v1/devices/{id}`: stops signals to a device (an APNs device may be named by its token).
     public func unregisterDevice(token: String) async throws {
-        _ = try await send(.delete, "/v1/devices/\(Self.pathSegment(token))", endpoint: "devices")
+        _ = try await send("DELETE", "/v1/devices/\(Self.pathSegment(token))", endpoint: "devices")
     }
 
     /// `POST /v1/deliveries` with a delivery token: stores a message for its recipient.
     public func deliver(_ message: OutgoingMessage, deliveryToken: String) async throws -> DeliveryReceipt {
         let response = try await send(
-            .post, "/v1/deliveries", body: try JSONEncoder().encode(message), bearer: deliveryToken,
+            "POST", "/v1/deliveries", body: try JSONEncoder().encode(message), bearer: deliveryToken,
             endpoint: "deliveries")
         return try decode(DeliveryReceipt.self, response, endpoint: "deliveries")
     }

@@ -3,21 +3,37 @@ import HTTPClient
 import MailSync
 import MailSyncHTTP
 import MailSyncSQLite
+import MailSyncURLSession
 import OpenSSLCrypto
 import TestSupport
 import Testing
 
-@Suite("HTTPMailTransport against mailboxd in process")
-struct HTTPMailTransportTests {
+/// The HTTP stacks MailSync runs over: each test of the API client runs over both, against the same server.
+enum Exchange: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// libcurl (`MailSyncHTTP`): the simulated devices' default.
+    case curl
+    /// `URLSession` (`MailSyncURLSession`): what an app ships.
+    case urlsession
+
+    var testDescription: String { rawValue }
+
+    /// A client of the server at `baseURL` over this stack (for curl, with `tls`).
+    func client(_ baseURL: String, tls: TLSConfiguration = TLSConfiguration()) throws -> MailAPIClient {
+        switch self {
+        case .curl:
+            try MailAPIClient(
+                baseURL: baseURL,
+                client: HTTPClient(configuration: .init(httpVersion: .http1, tls: tls, requestTimeout: .seconds(10))))
+        case .urlsession: MailAPIClient(exchange: try URLSessionMailExchange(baseURL: baseURL, timeout: 10))
+        }
+    }
+}
+
+@Suite("MailAPIClient over libcurl and over URLSession against mailboxd in process")
+struct MailAPIClientTests {
     static let delivery = InProcessMailboxd.deliveryToken
 
-    func makeTransport(_ baseURL: String, tls: TLSConfiguration = TLSConfiguration()) throws -> HTTPMailTransport {
-        try HTTPMailTransport(
-            baseURL: baseURL,
-            client: HTTPClient(configuration: .init(httpVersion: .http1, tls: tls, requestTimeout: .seconds(10))))
-    }
-
-    func deliver(_ transport: HTTPMailTransport, _ count: Int, bodySize: Int = 10) async throws -> [DeliveryReceipt] {
+    func deliver(_ transport: MailAPIClient, _ count: Int, bodySize: Int = 10) async throws -> [DeliveryReceipt] {
         var receipts: [DeliveryReceipt] = []
         for index in 0..<count {
             receipts.append(
@@ -30,10 +46,10 @@ struct HTTPMailTransportTests {
         return receipts
     }
 
-    @Test("login, listing, changes, message, update and delete over plain HTTP")
-    func happyPath() async throws {
+    @Test("login, listing, changes, message, update and delete over plain HTTP", arguments: Exchange.allCases)
+    func happyPath(exchange: Exchange) async throws {
         let backend = try await InProcessMailboxd()
-        let transport = try makeTransport(backend.baseURL + "/")
+        let transport = try exchange.client(backend.baseURL + "/")
         let receipts = try await deliver(transport, 3)
         let large = try await deliver(transport, 1, bodySize: 20_000)[0]
         let session = try await transport.login(
@@ -76,10 +92,12 @@ struct HTTPMailTransportTests {
         }
     }
 
-    @Test("401, 400 cannotCalculateChanges, 400 invalidState, 503 with Retry-After and a dead port map to typed errors")
-    func errorMapping() async throws {
+    @Test(
+        "401, 400 cannotCalculateChanges, 400 invalidState, 503 with Retry-After and a dead port map to typed errors",
+        arguments: Exchange.allCases)
+    func errorMapping(exchange: Exchange) async throws {
         let backend = try await InProcessMailboxd()
-        let transport = try makeTransport(backend.baseURL)
+        let transport = try exchange.client(backend.baseURL)
         await #expect(throws: MailSyncError.server(status: 401, code: "invalidCredentials", retryAfter: nil)) {
             try await transport.login(username: "alice", password: "wrong", deviceName: "test")
         }
@@ -114,7 +132,7 @@ struct HTTPMailTransportTests {
         }
         // A 200 whose JSON is not a changes response (the server's health answer, reached through a base URL that
         // turns the changes path into a query).
-        let elsewhere = try makeTransport(backend.baseURL + "/healthz?path=")
+        let elsewhere = try exchange.client(backend.baseURL + "/healthz?path=")
         elsewhere.accessToken = transport.accessToken
         await #expect(throws: MailSyncError.invalidResponse("malformed JSON in the changes response")) {
             try await elsewhere.fetchChanges(since: receipt.state, max: 5)
@@ -126,7 +144,7 @@ struct HTTPMailTransportTests {
             try await transport.fetchChanges(since: receipt.state, max: 5)
         }
 
-        let dead = try makeTransport("http://127.0.0.1:\(freeLocalPort())")
+        let dead = try exchange.client("http://127.0.0.1:\(freeLocalPort())")
         do {
             _ = try await dead.fetchChanges(since: receipt.state, max: 5)
             Issue.record("expected a network error")
@@ -138,11 +156,13 @@ struct HTTPMailTransportTests {
         }
     }
 
-    @Test("the engine over HTTP and SQLite converges, resyncs fully after compaction and fetches large bodies")
-    func engineOverHTTP() async throws {
+    @Test(
+        "the engine over HTTP and SQLite converges, resyncs fully after compaction and fetches large bodies",
+        arguments: Exchange.allCases)
+    func engineOverHTTP(exchange: Exchange) async throws {
         let backend = try await InProcessMailboxd()
         let directory = try TemporaryDirectory()
-        let transport = try makeTransport(backend.baseURL)
+        let transport = try exchange.client(backend.baseURL)
         _ = try await deliver(transport, 5)
         let large = try await deliver(transport, 1, bodySize: 40_000)[0]
         try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
@@ -170,7 +190,7 @@ struct HTTPMailTransportTests {
         #expect(try await engine.body(ofMessage: large.id).count == 40_000)
     }
 
-    @Test("TLS with a dev CA and SPKI pinning")
+    @Test("libcurl: TLS with a dev CA and SPKI pinning")
     func tls() async throws {
         let authority = try DevCertificates.makeCertificateAuthority(commonName: "MailSync Test CA")
         let server = try DevCertificates.makeServerCertificate(hosts: ["127.0.0.1", "localhost"], signedBy: authority)
@@ -179,17 +199,18 @@ struct HTTPMailTransportTests {
         try authority.certificatePEM.write(toFile: caPath, atomically: true, encoding: .utf8)
         let pin = try DevCertificates.spkiSHA256Base64(certificatePEM: server.certificatePEM)
 
-        let trusted = try makeTransport(backend.baseURL, tls: TLSConfiguration(caFile: caPath, pinnedPublicKeys: [pin]))
+        let trusted = try Exchange.curl.client(
+            backend.baseURL, tls: TLSConfiguration(caFile: caPath, pinnedPublicKeys: [pin]))
         let session = try await trusted.login(
             username: "alice", password: InProcessMailboxd.password, deviceName: "tls")
         #expect(!session.accessToken.isEmpty)
 
-        let untrusted = try makeTransport(backend.baseURL)
+        let untrusted = try Exchange.curl.client(backend.baseURL)
         await #expect(throws: MailSyncError.self) {
             try await untrusted.login(username: "alice", password: InProcessMailboxd.password, deviceName: "tls")
         }
         let wrongPin = try DevCertificates.spkiSHA256Base64(certificatePEM: authority.certificatePEM)
-        let pinned = try makeTransport(
+        let pinned = try Exchange.curl.client(
             backend.baseURL, tls: TLSConfiguration(caFile: caPath, pinnedPublicKeys: [wrongPin]))
         do {
             try await pinned.login(username: "alice", password: InProcessMailboxd.password, deviceName: "tls")
@@ -197,5 +218,46 @@ struct HTTPMailTransportTests {
         } catch let error as MailSyncError {
             #expect(error.description.contains("pinned") || error.code == "network")
         }
+    }
+
+    /// On Linux URLSession trusts the system store only: a server whose CA is not there is refused, as a network
+    /// error that names TLS rather than the URL (the positive case runs mail-client with the CA in a private mount
+    /// namespace's system store: `MailClientTests`).
+    @Test("URLSession: a server signed by a CA outside the system store is refused")
+    func urlSessionRefusesAnUntrustedServer() async throws {
+        let authority = try DevCertificates.makeCertificateAuthority(commonName: "MailSync Test CA")
+        let server = try DevCertificates.makeServerCertificate(hosts: ["127.0.0.1", "localhost"], signedBy: authority)
+        let backend = try await InProcessMailboxd(tls: (server.certificatePEM, server.privateKeyPEM))
+        let untrusted = try Exchange.urlsession.client(backend.baseURL)
+        do {
+            try await untrusted.login(username: "alice", password: InProcessMailboxd.password, deviceName: "tls")
+            Issue.record("a server the system store does not trust must be refused")
+        } catch let error as MailSyncError {
+            guard case .network(let reason) = error else {
+                Issue.record("expected .network, got \(error)")
+                return
+            }
+            #expect(!reason.contains("127.0.0.1"), "the error names no URL: \(reason)")
+        }
+        #expect(backend.requests.isEmpty, "no request reached the API")
+    }
+
+    /// A server that promises a body and closes before sending it: a network error, never a partial answer.
+    @Test("a response cut short by the server is a network error", arguments: Exchange.allCases)
+    func aResponseCutShortIsANetworkError(exchange: Exchange) async throws {
+        let server = try OneShotHTTPServer(
+            response: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"created\": ["
+        )
+        let transport = try exchange.client("http://127.0.0.1:\(server.port)")
+        do {
+            _ = try await transport.fetchChanges(since: "0-0", max: 5)
+            Issue.record("expected a network error")
+        } catch let error as MailSyncError {
+            guard case .network = error else {
+                Issue.record("expected .network, got \(error)")
+                return
+            }
+        }
+        #expect(server.waitForRequest().hasPrefix("GET /v1/changes?since=0-0&max=5 HTTP/1.1"))
     }
 }

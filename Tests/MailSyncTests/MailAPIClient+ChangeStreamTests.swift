@@ -1,19 +1,12 @@
 import Foundation
-import HTTPClient
 import MailSync
 import MailSyncHTTP
 import TestSupport
 import Testing
 
-@Suite("HTTPMailTransport's event stream against mailboxd in process")
-struct HTTPMailTransportChangeStreamTests {
-    func makeTransport(_ baseURL: String) throws -> HTTPMailTransport {
-        try HTTPMailTransport(
-            baseURL: baseURL,
-            client: HTTPClient(configuration: .init(httpVersion: .http1, requestTimeout: .seconds(10))))
-    }
-
-    func deliver(_ transport: HTTPMailTransport) async throws -> DeliveryReceipt {
+@Suite("MailAPIClient's event stream over libcurl and over URLSession against mailboxd in process")
+struct MailAPIClientChangeStreamTests {
+    func deliver(_ transport: MailAPIClient) async throws -> DeliveryReceipt {
         try await transport.deliver(
             OutgoingMessage(to: "alice", from: "bob@example.com", subject: "s", body: "b"),
             deliveryToken: InProcessMailboxd.deliveryToken)
@@ -48,10 +41,10 @@ struct HTTPMailTransportChangeStreamTests {
         return changes
     }
 
-    @Test("state events with their ids, pings, Last-Event-ID and the bearer token")
-    func stateEvents() async throws {
+    @Test("state events with their ids, pings, Last-Event-ID and the bearer token", arguments: Exchange.allCases)
+    func stateEvents(exchange: Exchange) async throws {
         let backend = try await InProcessMailboxd()
-        let transport = try makeTransport(backend.baseURL)
+        let transport = try exchange.client(backend.baseURL)
         try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
         let stream = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(1))
         var iterator = stream.makeAsyncIterator()
@@ -72,7 +65,7 @@ struct HTTPMailTransportChangeStreamTests {
         #expect(try await nextChange(&replay, pings: &pings) == third.state)
         // The server answers 401 without the bearer token; both openings were accepted. Without Last-Event-ID the
         // first stream announced nothing before the first delivery; naming `first` the second announced at once.
-        let anonymous = try makeTransport(backend.baseURL)
+        let anonymous = try exchange.client(backend.baseURL)
         await #expect(throws: MailSyncError.unauthorized) {
             _ = try await anonymous.openChangeStream(lastEventID: nil, pingInterval: .seconds(1))
         }
@@ -84,16 +77,18 @@ struct HTTPMailTransportChangeStreamTests {
         #expect(opened.filter { $0.status == 401 }.count == 1)
     }
 
-    @Test("refusals map to typed errors: 401 without a session, 404 where there is no stream, 503 retryable")
-    func refusals() async throws {
+    @Test(
+        "refusals map to typed errors: 401 without a session, 404 where there is no stream, 503 retryable",
+        arguments: Exchange.allCases)
+    func refusals(exchange: Exchange) async throws {
         let backend = try await InProcessMailboxd()
-        let transport = try makeTransport(backend.baseURL)
+        let transport = try exchange.client(backend.baseURL)
         await #expect(throws: MailSyncError.unauthorized) {
             _ = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
         }
         try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
         // mailboxd's metrics listener serves no event stream.
-        let metrics = try makeTransport(backend.metricsURL)
+        let metrics = try exchange.client(backend.metricsURL)
         metrics.accessToken = transport.accessToken
         await #expect(throws: MailSyncError.notFound) {
             _ = try await metrics.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
@@ -109,12 +104,12 @@ struct HTTPMailTransportChangeStreamTests {
         #expect(MailSyncError.server(status: 503, code: "storageUnavailable", retryAfter: .seconds(5)).isRetryable)
         // A 200 that is not an event stream (the server's health answer, reached through a base URL that turns the
         // stream's path into a query).
-        let elsewhere = try makeTransport(backend.baseURL + "/healthz?path=")
+        let elsewhere = try exchange.client(backend.baseURL + "/healthz?path=")
         elsewhere.accessToken = transport.accessToken
         await #expect(throws: MailSyncError.invalidResponse("the event stream is not text/event-stream")) {
             _ = try await elsewhere.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
         }
-        let dead = try makeTransport("http://127.0.0.1:\(freeLocalPort())")
+        let dead = try exchange.client("http://127.0.0.1:\(freeLocalPort())")
         do {
             _ = try await dead.openChangeStream(lastEventID: nil, pingInterval: .seconds(5))
             Issue.record("expected a network error")
@@ -126,10 +121,10 @@ struct HTTPMailTransportChangeStreamTests {
         }
     }
 
-    @Test("a stream the server drops ends the sequence with a network error or its end")
-    func serverDrop() async throws {
+    @Test("a stream the server drops ends the sequence with a network error or its end", arguments: Exchange.allCases)
+    func serverDrop(exchange: Exchange) async throws {
         let backend = try await InProcessMailboxd()
-        let transport = try makeTransport(backend.baseURL)
+        let transport = try exchange.client(backend.baseURL)
         try await transport.login(username: "alice", password: InProcessMailboxd.password, deviceName: "test")
         let stream = try await transport.openChangeStream(lastEventID: nil, pingInterval: .seconds(1))
         await backend.stop()
