@@ -77,7 +77,7 @@ class Demo:
     def start_devices(self):
         """alice's phone and tablet run development builds (sandbox tokens); bob's phone an App Store build; bob's
         Android phone is signalled through FCM; alice's browser through Web Push (its signals encrypted to it); bob's
-        mail app fetches over IMAP (QRESYNC) after each APNs signal."""
+        mail app fetches over IMAP (QRESYNC) after each APNs signal; alice's iPad app fetches through URLSession."""
         clients = harness.MailClients(self.cluster, fallback=30, on_event=show)
         for name, user, service, environment in [
                 ("alice-phone", "alice", "apns", "sandbox"), ("alice-tablet", "alice", "apns", "sandbox"),
@@ -86,6 +86,13 @@ class Demo:
             self.devices.append(clients.add(name, user, service=service, environment=environment))
         self.devices.append(clients.add("bob-mail-app", "bob", service="apns", environment="production",
                                         imap_port=self.imap_port))
+        # alice's iPad app talks to the API through URLSession, as an app ships MailSync (MailSyncURLSession).
+        if harness.can_trust_in_namespace():
+            self.devices.append(clients.add("alice-ipad", "alice", service="apns", environment="sandbox",
+                                            urlsession=True))
+        else:
+            say("alice-ipad", "not started: its URLSession trusts the system store only, and giving it the dev CA in "
+                              "a mount namespace of its own needs root")
         try:
             clients.wait_ready(timeout=30)
         except RuntimeError as error:

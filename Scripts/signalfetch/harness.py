@@ -569,6 +569,25 @@ class Fleet:
         self.buffer = b""
 
 
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def can_trust_in_namespace():
+    """Whether a process can be given the dev CA in its system store: root, unshare and the system bundle."""
+    return os.geteuid() == 0 and shutil.which("unshare") is not None and os.path.exists(SYSTEM_CA_BUNDLE)
+
+
+def urlsession_trust(cluster):
+    """The command prefix that runs a process in a mount namespace of its own where the system CA bundle also holds
+    the cluster's dev CA (a bind mount over the bundle, seen by that process only): how a `--transport urlsession`
+    device trusts the dev CA, since FoundationNetworking takes no CA from code. The prefix execs, so the process
+    keeps the pid it is started with."""
+    bundle = os.path.join(cluster.work, "ca-certificates.crt")
+    with open(SYSTEM_CA_BUNDLE) as system, open(cluster.ca) as ca, open(bundle, "w") as out:
+        out.write(system.read() + "\n" + ca.read())
+    return ["unshare", "--mount", "sh", "-c", f'mount --bind "$0" {SYSTEM_CA_BUNDLE} && exec "$@"', bundle]
+
+
 class MailClients:
     """`mail-client run` processes (one per simulated device), or `mail-client fleet` processes (many devices
     each); one thread reads every event line. `on_sync(device, (time, modseq, messages))` and
@@ -596,20 +615,27 @@ class MailClients:
             return ["--service", "webpush", "--sim", c.webpush_sim_url]
         return ["--sim", c.sim_url, "--topic", TOPIC, *(["--environment", environment] if environment else [])]
 
-    def add(self, name, user, service="apns", live=False, environment=None, imap_port=None):
+    def add(self, name, user, service="apns", live=False, environment=None, imap_port=None, urlsession=False):
         """One device in its own `mail-client run`; `live` holds the server's event stream too; `imap_port` makes
-        it fetch over IMAP (`--fetch imap`) after each signal, as a mail app does."""
+        it fetch over IMAP (`--fetch imap`) after each signal, as a mail app does; `urlsession` makes it talk to the
+        API through URLSession (`--transport urlsession`), which trusts the system store only: the dev CA is added
+        to it in the device's own mount namespace (root only; see `urlsession_trust`)."""
         c = self.cluster
         device = Device(name, user)
         device.live, device.service, device.environment = live, service, environment
         device.imap = imap_port is not None
         fetch = ["--fetch", "imap", "--imap", f"localhost:{imap_port}"] if imap_port is not None else []
         device.state_dir = os.path.join(c.work, "devices", name)
-        device.proc = Proc(f"client-{name}", [
-            c.exe("mail-client"), "run", "--server", c.api_url, "--ca", c.ca, *self.push_flags(service, environment),
+        trust = ["--ca", c.ca]
+        if urlsession:
+            trust = ["--transport", "urlsession"]
+        command = [
+            c.exe("mail-client"), "run", "--server", c.api_url, *trust, *self.push_flags(service, environment),
             "--username", user, "--state-dir", device.state_dir, "--device-name", name, "--fallback-interval",
-            str(self.fallback), *(["--live"] if live else []), *fetch], c.work, stdin_text=f"password-{user}\n",
-            stdout_pipe=True)
+            str(self.fallback), *(["--live"] if live else []), *fetch]
+        if urlsession:
+            command = urlsession_trust(c) + command
+        device.proc = Proc(f"client-{name}", command, c.work, stdin_text=f"password-{user}\n", stdout_pipe=True)
         self._watch(device.proc, device, [device])
         return device
 

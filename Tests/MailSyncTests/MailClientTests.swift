@@ -1,4 +1,5 @@
 import APNsSimulator
+import OpenSSLCrypto
 import Foundation
 import TestSupport
 import Testing
@@ -68,6 +69,51 @@ struct MailClientTests {
                 stateDir, "--device-name", "test-device",
             ] + extra,
             stdin: password + "\n", logDirectory: backend.directory.url.path)
+    }
+
+    /// `--transport urlsession`, as an app ships it: FoundationNetworking trusts the system store only, so the dev CA
+    /// goes there, in a mount namespace of the client's own (`unshare -m`, a bind mount over the bundle), never for
+    /// the machine.
+    @Test("a device on URLSession trusts the dev CA through the system store, syncs on each signal and converges")
+    func aDeviceOnURLSessionConverges() async throws {
+        let authority = try DevCertificates.makeCertificateAuthority(commonName: "mail-client URLSession CA")
+        let server = try DevCertificates.makeServerCertificate(hosts: ["127.0.0.1", "localhost"], signedBy: authority)
+        let backend = try await InProcessMailboxd(tls: (server.certificatePEM, server.privateKeyPEM))
+        let bundle = backend.directory.path("ca-certificates.crt")
+        let system = "/etc/ssl/certs/ca-certificates.crt"
+        let trusted = (try? String(contentsOfFile: system, encoding: .utf8)) ?? ""
+        try (trusted + "\n" + authority.certificatePEM).write(toFile: bundle, atomically: true, encoding: .utf8)
+        _ = try await backend.deliver(subject: "before launch")
+        let state = try TemporaryDirectory()
+        let client = try ChildProcess(
+            "/usr/bin/unshare",
+            [
+                "--mount", "sh", "-c", "mount --bind \"$0\" \(system) && exec \"$@\"", bundle, try Self.binary, "run",
+                "--transport", "urlsession", "--server", backend.baseURL, "--sim", backend.simURL, "--username",
+                "alice", "--state-dir", state.path("client"), "--device-name", "urlsession-device",
+                "--fallback-interval", "0",
+            ],
+            stdin: InProcessMailboxd.password + "\n", logDirectory: backend.directory.url.path)
+        #expect(
+            try await Self.wait(client, timeout: 20) { $0.contains("\"sync-done\"") && $0.contains("\"stream\"") },
+            "\(client.output) \(client.errorOutput)")
+        #expect(Self.events(client, named: "registered").first?["deviceToken"] is String)
+        _ = try await backend.deliver(subject: "one")
+        _ = try await backend.deliver(subject: "two")
+        let latest = try await backend.mailbox().state
+        #expect(
+            try await Self.wait(client, timeout: 20) { output in
+                Self.events(output).contains {
+                    $0["event"] as? String == "sync-done" && $0["state"] as? String == latest
+                }
+            })
+        #expect(Self.events(client, named: "signal").count >= 1, "synced after a signal, not a timer")
+        let status = try await offPool { client.stop(signal: SIGTERM) }
+        #expect(status == 0, "exit status \(status): \(client.errorOutput)")
+        let dump = try await Self.run(["dump", "--state-dir", state.path("client")])
+        let cache = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        let mailbox = try await backend.mailbox()
+        #expect(cache["state"] as? String == mailbox.state && cache["messageCount"] as? Int == 3)
     }
 
     @Test("registers, syncs on launch and on signals, recovers from 401, matches the server, exits on SIGTERM")
