@@ -1,6 +1,6 @@
 import APNsSimulator
-import OpenSSLCrypto
 import Foundation
+import OpenSSLCrypto
 import TestSupport
 import Testing
 
