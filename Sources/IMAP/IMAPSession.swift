@@ -58,7 +58,7 @@ public struct IMAPSession: LoopSession {
     /// What the command waiting for the backend was.
     enum Pending {
         case login(tag: String)
-        case list(tag: String, lsub: Bool, pattern: String)
+        case list(ListRequest)
         case status(tag: String, name: String, items: [String])
         case select(tag: String, name: String, readOnly: Bool, qresync: QResync?)
         case refresh(tag: String?, completion: String)
@@ -276,13 +276,14 @@ public struct IMAPSession: LoopSession {
         case "NAMESPACE":
             return [send("* NAMESPACE ((\"\" \"/\")) NIL NIL"), send("\(tag) OK NAMESPACE completed")]
         case "LIST", "LSUB":
-            guard arguments.count >= 2 else { return bad("\(command.name) needs a reference and a pattern") }
-            var pattern = arguments[1].text ?? ""
-            if case .list(let patterns) = arguments[1] { pattern = patterns.first?.text ?? "" }
-            if pattern.isEmpty {
+            guard let request = ListRequest(tag: tag, lsub: command.name == "LSUB", arguments: arguments) else {
+                return bad("\(command.name) needs a reference and a pattern")
+            }
+            if request.patterns == [""] {
+                // An empty pattern asks for the hierarchy delimiter and the root (RFC 9051 section 6.3.9).
                 return [send("* LIST (\\Noselect) \"/\" \"\""), send("\(tag) OK LIST completed")]
             }
-            pending = .list(tag: tag, lsub: command.name == "LSUB", pattern: pattern)
+            pending = .list(request)
             let backend = backend
             return [.ask { _, answer in backend.mailboxes(account: account) { answer(.mailboxes($0)) } }]
         case "SUBSCRIBE", "UNSUBSCRIBE":
@@ -443,12 +444,17 @@ public struct IMAPSession: LoopSession {
             case .throttled: return [send("\(tag) NO [UNAVAILABLE] Too many failed logins; try again later")]
             case .unavailable: return [send("\(tag) NO [UNAVAILABLE] The mailbox store is unavailable")]
             }
-        case (.list(let tag, let lsub, let pattern), .mailboxes(let result)):
+        case (.list(let request), .mailboxes(let result)):
+            let tag = request.tag
             guard case .success(let boxes) = result else { return [failure(tag, result.error)] }
-            let verb = lsub ? "LSUB" : "LIST"
+            let verb = request.lsub ? "LSUB" : "LIST"
             var actions: [LoopAction<IMAPAnswer>] = []
-            for box in boxes where Self.matches(box.name, pattern: pattern) {
-                let attributes = ["\\HasNoChildren"] + (box.specialUse.map { [$0] } ?? [])
+            for box in boxes where request.patterns.contains(where: { Self.matches(box.name, pattern: $0) }) {
+                if request.specialUseOnly, box.specialUse == nil { continue }
+                // Every mailbox is subscribed: `\Subscribed` when the client asked about subscriptions (RFC 5258).
+                let attributes =
+                    ["\\HasNoChildren"] + (request.tellsSubscribed ? ["\\Subscribed"] : [])
+                    + (box.specialUse.map { [$0] } ?? [])
                 actions.append(
                     .send(
                         Array("* \(verb) (\(attributes.joined(separator: " "))) \"/\" ".utf8)

@@ -17,7 +17,13 @@ import Testing
 
         func mailboxes(
             account: Int64, completion: @escaping @Sendable (Result<[IMAPMailboxInfo], IMAPBackendError>) -> Void
-        ) { completion(.success([IMAPMailboxInfo(name: "INBOX", specialUse: nil, messages: 0, unseen: 0)])) }
+        ) {
+            completion(
+                .success([
+                    IMAPMailboxInfo(name: "INBOX", specialUse: nil, messages: 0, unseen: 0),
+                    IMAPMailboxInfo(name: "Archive", specialUse: "\\Archive", messages: 0, unseen: 0),
+                ]))
+        }
 
         func snapshot(
             account: Int64, mailbox: String,
@@ -101,6 +107,28 @@ import Testing
         IMAPMessageState(uid: 5, id: "b", seen: false, flagged: false, modseq: 6),
         IMAPMessageState(uid: 8, id: "c", seen: true, flagged: false, modseq: 9),
     ]
+
+    /// LIST as Thunderbird sends it (RFC 5258 selection and return options before and after the pattern), several
+    /// patterns, SPECIAL-USE as a selection (RFC 6154), and the empty pattern.
+    @Test func listTakesTheExtendedFormsThunderbirdSends() {
+        var session = IMAPSession(configuration: IMAPSession.Configuration(), backend: Backend(messages: []))
+        _ = Self.run(&session, session.opened())
+        #expect(Self.send(&session, "1 LOGIN u pw\r\n").last?.hasPrefix("1 OK") == true)
+        #expect(
+            Self.send(&session, "2 list (subscribed) \"\" \"*\" return (special-use)\r\n") == [
+                "* LIST (\\HasNoChildren \\Subscribed) \"/\" \"INBOX\"",
+                "* LIST (\\HasNoChildren \\Subscribed \\Archive) \"/\" \"Archive\"", "2 OK LIST completed",
+            ])
+        #expect(
+            Self.send(&session, "3 LIST (SPECIAL-USE) \"\" \"*\"\r\n") == [
+                "* LIST (\\HasNoChildren \\Archive) \"/\" \"Archive\"", "3 OK LIST completed",
+            ])
+        #expect(
+            Self.send(&session, "4 LIST \"\" (\"inbox\" \"Nothing\")\r\n").first
+                == "* LIST (\\HasNoChildren) \"/\" \"INBOX\"")
+        #expect(Self.send(&session, "5 LIST \"\" \"\"\r\n").first == "* LIST (\\Noselect) \"/\" \"\"")
+        #expect(Self.send(&session, "6 LSUB \"\" \"*\"\r\n").first == "* LSUB (\\HasNoChildren) \"/\" \"INBOX\"")
+    }
 
     @Test func anIdleSessionToldOfAChangeSendsWhatTheDeltaHolds() {
         // b left (moved away), c was flagged, d arrived, and a came back by a move under a new UID.

@@ -157,7 +157,8 @@ def js(script, args=None):
     return client.execute_script(script, script_args=args or [], sandbox="system", new_sandbox=False)
 
 
-# The inbox of the one account, from the chrome context.
+# The one account's server and its inbox (null until Thunderbird has listed the server's folders), from the chrome
+# context.
 INBOX = """
 const { MailServices } = ChromeUtils.importESModule("resource:///modules/MailServices.sys.mjs");
 const server = MailServices.accounts.accounts[0].incomingServer;
@@ -181,6 +182,7 @@ def wait_for(condition, timeout, what):
 def headers():
     return js(INBOX + """
         const out = [];
+        if (!inbox) return out;
         for (const hdr of inbox.messages) {
             out.push({subject: hdr.mime2DecodedSubject, key: hdr.messageKey, read: hdr.isRead,
                       offline: (hdr.flags & Ci.nsMsgMessageFlags.Offline) != 0});
@@ -222,8 +224,11 @@ def main():
     start(directory, marionette_port, time.monotonic() + args.timeout)
     try:
         results["version"] = js("return Services.appinfo.version;")
-        # The password as the account's saved one would be; then "Get Messages" for the inbox.
-        js(INBOX + "server.password = arguments[0]; inbox.updateFolder(null); return true;", [args.password])
+        # The password as the account's saved one would be; the server's folders listed (a new account knows none
+        # yet, not even its inbox); then "Get Messages" for the inbox.
+        js(INBOX + "server.password = arguments[0]; server.performExpand(null); return true;", [args.password])
+        wait_for(lambda: js(INBOX + "return inbox != null;"), args.timeout, "Thunderbird to list the server's inbox")
+        js(INBOX + "inbox.updateFolder(null); return true;")
         wait_for(lambda: len(headers()) >= args.expect, args.timeout, f"{args.expect} messages in Thunderbird's inbox")
         listed = headers()
         results["subjects"] = sorted(h["subject"] for h in listed)
