@@ -20,16 +20,13 @@ import argparse
 import imaplib
 import json
 import os
-import shutil
 import signal
-import socket
 import ssl
-import subprocess
 import sys
 import time
 
 import lmtp_deliver
-from marionette_driver.marionette import Marionette
+import mozilla_headless
 
 MARKER = ".imap-thunderbird-profile"  # only a directory holding this file (or an empty one) is ever cleared
 results = {}
@@ -44,20 +41,8 @@ def check(condition, what):
     return bool(condition)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def prepare_profile(directory, port, user, marionette_port, ca):
     """A fresh profile: one IMAP account in user.js and an NSS database that trusts the CA."""
-    if os.path.isdir(directory) and os.listdir(directory):
-        if not os.path.exists(os.path.join(directory, MARKER)):
-            raise SystemExit(f"{directory} is not empty and was not made by this script; refusing to clear it")
-        shutil.rmtree(directory)
-    os.makedirs(directory)
-    open(os.path.join(directory, MARKER), "w").close()
     prefs = {
         "mail.accountmanager.accounts": "account1",
         "mail.accountmanager.defaultaccount": "account1",
@@ -99,58 +84,22 @@ def prepare_profile(directory, port, user, marionette_port, ca):
         "mail.biff.show_alert": False,
         "mail.biff.play_sound": False,
     }
-    with open(os.path.join(directory, "user.js"), "w") as f:
-        for name, value in prefs.items():
-            f.write(f"user_pref({json.dumps(name)}, {json.dumps(value)});\n")
-    nss = "sql:" + directory
-    subprocess.run(["certutil", "-N", "-d", nss, "--empty-password"], check=True, capture_output=True)
-    subprocess.run(["certutil", "-A", "-d", nss, "-n", "SignalFetch test CA", "-t", "C,,", "-i", ca],
-                   check=True, capture_output=True)
+    mozilla_headless.fresh_profile(directory, MARKER, prefs, ca, "SignalFetch test CA")
 
 
 def start(directory, marionette_port, deadline):
     global thunderbird, client
-    env = dict(os.environ, MOZ_HEADLESS="1", MOZ_CRASHREPORTER_DISABLE="1")
-    with open(os.path.join(directory, "thunderbird.log"), "wb") as out:
-        thunderbird = subprocess.Popen(
-            ["thunderbird", "--headless", "--no-remote", "--marionette", "--remote-allow-system-access", "--profile",
-             directory],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    while True:
-        if thunderbird.poll() is not None:
-            raise RuntimeError(f"Thunderbird exited with {thunderbird.returncode} during startup")
-        try:
-            with socket.create_connection(("127.0.0.1", marionette_port), timeout=1):
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError("Marionette did not start listening")
-            time.sleep(0.2)
-    client = Marionette(host="127.0.0.1", port=marionette_port)
-    client.start_session()
+    thunderbird, client = mozilla_headless.start(
+        ["thunderbird", "--headless", "--no-remote", "--marionette", "--remote-allow-system-access", "--profile",
+         directory], os.path.join(directory, "thunderbird.log"), marionette_port, deadline)
     client.set_context(client.CONTEXT_CHROME)
 
 
 def stop():
-    """Stops Thunderbird by pid: SIGTERM, then SIGKILL to its process group if it lingers."""
+    """Stops Thunderbird by pid (and its process group)."""
     global thunderbird
-    if thunderbird is None:
-        return
     process, thunderbird = thunderbird, None
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
+    mozilla_headless.stop(process)
 
 
 def js(script, args=None):
@@ -219,7 +168,7 @@ def main():
         check(lmtp_deliver.deliver("127.0.0.1", args.lmtp, args.user, subject)[0] == 250, f"LMTP delivery of {subject}")
     signal.signal(signal.SIGTERM, lambda number, _frame: (stop(), sys.exit(128 + number)))
     directory = os.path.abspath(args.profile_dir)
-    marionette_port = free_port()
+    marionette_port = mozilla_headless.free_port()
     prepare_profile(directory, args.port, args.user, marionette_port, os.path.abspath(args.ca))
     start(directory, marionette_port, time.monotonic() + args.timeout)
     try:

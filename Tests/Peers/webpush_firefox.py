@@ -15,14 +15,11 @@ Firefox is stopped by its pid on every exit; nothing outside DIR is written or d
 import argparse
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
 
-from marionette_driver.marionette import Marionette
+import mozilla_headless
 
 MARKER = ".webpush-firefox-profile"   # only a directory holding this file (or an empty one) is ever cleared
 CA_NICKNAME = "signalfetch-dev"
@@ -54,25 +51,8 @@ def fail(message):
     sys.exit(1)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def prepare_profile(directory, push_server, marionette_port, ca):
     """A fresh profile: user.js prefs and an NSS database that trusts the dev CA for TLS servers."""
-    if os.path.isdir(directory) and os.listdir(directory):
-        if not os.path.exists(os.path.join(directory, MARKER)):
-            raise SystemExit(f"{directory} is not empty and was not made by this script; refusing to clear it")
-        for name in os.listdir(directory):
-            path = os.path.join(directory, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
-    os.makedirs(directory, exist_ok=True)
-    open(os.path.join(directory, MARKER), "w").close()
     prefs = {
         # Firefox's push service, pointed at a local Mozilla-protocol server (plain ws:// on loopback).
         "dom.push.enabled": True,
@@ -110,57 +90,25 @@ def prepare_profile(directory, push_server, marionette_port, ca):
         "network.dns.disablePrefetch": True,
         "network.prefetch-next": False,
     }
-    with open(os.path.join(directory, "user.js"), "w") as f:
-        for name, value in prefs.items():
-            f.write(f"user_pref({json.dumps(name)}, {json.dumps(value)});\n")
-    nss = "sql:" + directory
-    subprocess.run(["certutil", "-N", "-d", nss, "--empty-password"], check=True, capture_output=True)
-    subprocess.run(["certutil", "-A", "-d", nss, "-n", CA_NICKNAME, "-t", "C,,", "-i", ca],
-                   check=True, capture_output=True)
+    mozilla_headless.fresh_profile(directory, MARKER, prefs, ca, CA_NICKNAME)
 
 
 def start_firefox(directory, marionette_port, deadline, url="about:blank"):
     global firefox, client, log_path
     log_path = os.path.join(directory, "firefox.log")
-    env = dict(os.environ, MOZ_HEADLESS="1", MOZ_CRASHREPORTER_DISABLE="1")
-    with open(log_path, "wb") as out:
-        firefox = subprocess.Popen(
-            ["firefox-esr", "--headless", "--no-remote", "--marionette", "--profile", directory, url],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    while True:
-        if firefox.poll() is not None:
-            fail(f"Firefox exited with {firefox.returncode} during startup")
-        try:
-            with socket.create_connection(("127.0.0.1", marionette_port), timeout=1):
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                fail("Marionette did not start listening")
-            time.sleep(0.2)
-    client = Marionette(host="127.0.0.1", port=marionette_port)
-    client.start_session()
+    try:
+        firefox, client = mozilla_headless.start(
+            ["firefox-esr", "--headless", "--no-remote", "--marionette", "--profile", directory, url], log_path,
+            marionette_port, deadline)
+    except RuntimeError as error:
+        fail(str(error))
 
 
 def stop_firefox():
     """Stops Firefox by pid: SIGTERM, then SIGKILL to its process group (its content processes) if it lingers."""
     global firefox
-    if firefox is None:
-        return
     process, firefox = firefox, None
-    if process.poll() is None:
-        try:
-            process.terminate()
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)   # the group Firefox leads (start_new_session)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
+    mozilla_headless.stop(process)
 
 
 def on_signal(number, _frame):
@@ -207,7 +155,7 @@ def main():
     directory = os.path.abspath(args.profile_dir)
     deadline = time.monotonic() + args.timeout
     try:
-        marionette_port = free_port()
+        marionette_port = mozilla_headless.free_port()
         prepare_profile(directory, args.push_server, marionette_port, os.path.abspath(args.ca))
         started = time.monotonic()
         start_firefox(directory, marionette_port, deadline)
