@@ -556,7 +556,6 @@ class Device:
         self.server_streams = 0  # times the device opened the server's event stream (--live)
         self.state_dir = None
         self.service, self.environment = "apns", None
-        self.urlsession = False  # talks to the API through URLSession (`--transport urlsession`)
         self.proc = None
         self.buffer = b""
 
@@ -625,7 +624,6 @@ class MailClients:
         device = Device(name, user)
         device.live, device.service, device.environment = live, service, environment
         device.imap = imap_port is not None
-        device.urlsession = urlsession
         fetch = ["--fetch", "imap", "--imap", f"localhost:{imap_port}"] if imap_port is not None else []
         device.state_dir = os.path.join(c.work, "devices", name)
         trust = ["--ca", c.ca]

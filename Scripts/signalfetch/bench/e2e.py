@@ -48,25 +48,10 @@ def traffic(api, users, sent, epoch):
             "accounts_sampled": len(full)}
 
 
-class Devices:
-    """Some of the devices, where `freshness` wants a MailClients."""
-
-    def __init__(self, devices):
-        self.devices = devices
-
-
 def hundred_devices(env, cluster, users, accounts, deliveries, rate):
-    """Two devices per account; as root, each account's second device talks to the API through URLSession (the
-    stack an app ships), so the fleet is mixed and each stack's freshness is reported too."""
     start = time.monotonic()
-    mixed = harness.can_trust_in_namespace()
-    clients = harness.MailClients(cluster, fallback=0)
-    for user in users:
-        clients.add(f"{user}-d0", user)
-        clients.add(f"{user}-d1", user, urlsession=mixed)
-    clients.wait_ready(timeout=300)
-    log(f"e2e: {len(clients.devices)} devices registered and synced in {time.monotonic() - start:.1f} s"
-        f"{' (half on URLSession)' if mixed else ''}")
+    clients = harness.start_devices(cluster, users, 2)
+    log(f"e2e: {len(clients.devices)} devices registered and synced in {time.monotonic() - start:.1f} s")
     api = cluster.api()
     start = time.monotonic()
     sent = harness.deliver_poisson(api, cluster, users, deliveries, rate, seed=7)  # (user, modseq, t201)
@@ -83,15 +68,6 @@ def hundred_devices(env, cluster, users, accounts, deliveries, rate):
                      floor_p99_ms=round(percentile(floor, 99), 2), ratio_p50_to_floor=round(p50 / f50, 1),
                      synced_before_201=early, signals_received=sum(d.signals for d in clients.devices),
                      syncs=sum(len(d.syncs) for d in clients.devices)))
-    if mixed:
-        over = {name: Devices([d for d in clients.devices if d.urlsession == (name == "urlsession")])
-                for name in ("urlsession", "curl")}
-        by_stack = {name: freshness(devices, sent)[0] for name, devices in over.items()}
-        emit(latency_row("e2e-freshness-urlsession", "Freshness of the URLSession devices (one of each account's two; "
-                         "the other on libcurl)", by_stack["urlsession"], 25.0, "freshness of URLSession devices",
-                         devices=len(over["urlsession"].devices), deliveries=deliveries, offered_rate=rate,
-                         curl_p50_ms=round(percentile(by_stack["curl"], 50), 2),
-                         curl_p99_ms=round(percentile(by_stack["curl"], 99), 2)))
     emit(traffic(api, users, sent, epoch))
     return clients
 
