@@ -121,8 +121,9 @@ let package = Package(
                 "MailIngest", "Console", "JMAP", "IMAP",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
-        // The client's sync engine, portable (Foundation and ServerSentEvents only): what an app copies.
-        .target(name: "MailSync", dependencies: ["ServerSentEvents"]),
+        // The client's sync engine, portable (Foundation, ServerSentEvents and the Locking primitives only): what an
+        // app copies.
+        .target(name: "MailSync", dependencies: ["ServerSentEvents", "Locking"]),
         // The web client (plain HTML and JavaScript, no build step), embedded in mailboxd and served at /web/.
         .target(
             name: "WebClient",
@@ -145,7 +146,7 @@ let package = Package(
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "HTTPTypes"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         // MailSync over URLSession: the exchange an app ships (FoundationNetworking on Linux), MailSync alone beside it.
-        .target(name: "MailSyncURLSession", dependencies: ["MailSync"]),
+        .target(name: "MailSyncURLSession", dependencies: ["MailSync", "Locking"]),
         // MailSync over IMAP (QRESYNC): the device that fetches over IMAP after its signal.
         .target(name: "MailSyncIMAP", dependencies: ["MailSync", "IMAP", "ConnectionLoop"]),
         // What the push-service simulators share: the injectable clock, a seeded generator, process limits, start-up

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The mailbox API (`/v1` and JMAP's event source) over any ``MailHTTPExchange``: a ``ChangeStreamTransport`` for
 /// the sync engine plus the session, device and delivery calls a client needs around it. The paths, the JSON and
@@ -14,12 +14,12 @@ import Synchronization
 public final class MailAPIClient: MailTransport {
     /// The HTTP stack the calls go through.
     public let exchange: any MailHTTPExchange
-    private let token: Mutex<String?>
+    private let token: LockedValue<String?>
 
     /// Creates a client over `exchange`, optionally with an access token already known.
     public init(exchange: any MailHTTPExchange, accessToken: String? = nil) {
         self.exchange = exchange
-        self.token = Mutex(accessToken)
+        self.token = LockedValue(accessToken)
     }
 
     /// The bearer token sent with each call (set by ``login(username:password:deviceName:)``).

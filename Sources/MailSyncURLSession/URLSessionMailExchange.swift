@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import MailSync
-import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -125,7 +125,7 @@ private final class TaskRouter: NSObject, URLSessionDataDelegate, Sendable {
         var body: AsyncThrowingStream<Data, any Error>.Continuation
     }
 
-    private let handlers = Mutex<[Int: Handler]>([:])
+    private let handlers = LockedValue<[Int: Handler]>([:])
     private let pinnedCA: Data?
 
     init(pinnedCA: Data?) {

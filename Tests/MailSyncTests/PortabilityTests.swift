@@ -2,18 +2,22 @@ import Foundation
 import TestSupport
 import Testing
 
-/// What an app copies (the sync engine, its event-stream parser and the URLSession exchange) builds with Apple's
-/// Foundation as it does here: its sources import nothing Linux-only (no Glibc, no libcurl, no C target of this
-/// project), FoundationNetworking and Security only under `#if canImport`, and its targets depend on nothing else.
+/// What an app copies (the sync engine, its event-stream parser, the lock and the URLSession exchange) builds with
+/// Apple's Foundation as it does here: its sources import nothing Linux-only (no libcurl, no C target of this
+/// project), each platform's modules (FoundationNetworking, Security, Glibc, Darwin) only under `#if canImport` of
+/// that module, and its targets depend on nothing else.
 @Suite struct PortabilityTests {
     /// The portable targets and the modules each may import.
     static let portable: [String: Set<String>] = [
         "ServerSentEvents": ["Foundation"],
-        "MailSync": ["Foundation", "Synchronization", "ServerSentEvents"],
-        "MailSyncURLSession": ["Foundation", "Synchronization", "MailSync"],
+        // The project's lock (pthread-based, so ThreadSanitizer sees it, which it does not for `Mutex` on Linux).
+        "Locking": ["Foundation", "Dispatch"],
+        "MailSync": ["Foundation", "ServerSentEvents", "Locking"],
+        "MailSyncURLSession": ["Foundation", "MailSync", "Locking"],
     ]
-    /// Modules a portable source may import only inside `#if canImport(…)` of the same module.
-    static let conditional: Set<String> = ["FoundationNetworking", "Security"]
+    /// Modules a portable source may import only inside `#if canImport(…)` (or `#elseif canImport(…)`) of the same
+    /// module: each platform's own.
+    static let conditional: Set<String> = ["FoundationNetworking", "Security", "Glibc", "Darwin"]
 
     /// The imports of a Swift source: (module, the `#if canImport` module it sits under, if any).
     static func imports(of source: String) -> [(module: String, guardedBy: String?)] {
@@ -22,11 +26,13 @@ import Testing
         for raw in source.split(separator: "\n", omittingEmptySubsequences: false) {
             let line = raw.trimmingCharacters(in: .whitespaces)
             if line.hasPrefix("#if ") {
-                let condition = line.dropFirst(4)
-                let module =
-                    condition.hasPrefix("canImport(")
-                    ? String(condition.dropFirst("canImport(".count).prefix { $0 != ")" }) : nil
-                guards.append(module)
+                guards.append(canImported(line.dropFirst("#if ".count)))
+            } else if line.hasPrefix("#elseif ") {
+                _ = guards.popLast()
+                guards.append(canImported(line.dropFirst("#elseif ".count)))
+            } else if line.hasPrefix("#else") {
+                _ = guards.popLast()
+                guards.append(nil)
             } else if line.hasPrefix("#endif") {
                 _ = guards.popLast()
             } else if line.hasPrefix("import ") || line.hasPrefix("@testable import ")
@@ -37,6 +43,12 @@ import Testing
             }
         }
         return found
+    }
+
+    /// The module a `canImport(…)` condition names, if that is the condition.
+    static func canImported(_ condition: Substring) -> String? {
+        guard condition.hasPrefix("canImport(") else { return nil }
+        return String(condition.dropFirst("canImport(".count).prefix { $0 != ")" })
     }
 
     /// Every import of the portable targets' sources that breaks the rule, as `file: module`.
@@ -65,8 +77,9 @@ import Testing
             contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
         let compact = manifest.filter { !$0.isWhitespace }
         #expect(compact.contains(#".target(name:"ServerSentEvents"),"#))
-        #expect(compact.contains(#".target(name:"MailSync",dependencies:["ServerSentEvents"]),"#))
-        #expect(compact.contains(#".target(name:"MailSyncURLSession",dependencies:["MailSync"]),"#))
+        #expect(compact.contains(#".target(name:"Locking"),"#))
+        #expect(compact.contains(#".target(name:"MailSync",dependencies:["ServerSentEvents","Locking"]),"#))
+        #expect(compact.contains(#".target(name:"MailSyncURLSession",dependencies:["MailSync","Locking"]),"#))
     }
 
     /// The check itself fails on what it is there to catch.
@@ -75,6 +88,7 @@ import Testing
             "import Glibc\nimport MailSync\n",
             "import Foundation\nimport CCurl\n",
             "#if canImport(Security)\nimport FoundationNetworking\n#endif\n",
+            "#if canImport(Darwin)\nimport Darwin\n#else\nimport Glibc\n#endif\n",
             "import FoundationNetworking\n",
         ]
         for source in sources {
@@ -84,7 +98,9 @@ import Testing
             }
             #expect(!bad.isEmpty, "\(source)")
         }
-        let fine = "import Foundation\n#if canImport(FoundationNetworking)\n    import FoundationNetworking\n#endif\n"
+        let fine =
+            "import Foundation\n#if canImport(FoundationNetworking)\n    import FoundationNetworking\n#endif\n"
+            + "#if canImport(Glibc)\n    import Glibc\n#elseif canImport(Darwin)\n    import Darwin\n#endif\n"
         #expect(Self.imports(of: fine).allSatisfy { $0.module == "Foundation" || $0.guardedBy == $0.module })
     }
 }
