@@ -302,9 +302,9 @@ final class IMAPStoreBackend: IMAPBackend {
                         uid: UInt32(truncatingIfNeeded: uid), id: id, seen: record.seen, flagged: record.flagged,
                         modseq: Self.imapModseq(record.modseq)))
             }
-            let listing = try await store.mailboxListing(accountID: account, mailbox: role)
+            let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: role)
             return IMAPMoveResult(
-                uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID), states: states)
+                uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: mailboxID), states: states)
         }
     }
 
@@ -362,9 +362,8 @@ final class IMAPStoreBackend: IMAPBackend {
                     uid: UInt32(truncatingIfNeeded: receipt.state.modseq), id: receipt.id, seen: message.seen,
                     flagged: message.flagged, modseq: imapModseq(receipt.state.modseq)))
         }
-        let listing = try await store.mailboxListing(accountID: account, mailbox: role)
-        return IMAPMoveResult(
-            uidValidity: uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID), states: states)
+        let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: role)
+        return IMAPMoveResult(uidValidity: uidValidity(epoch: store.epoch, mailboxID: mailboxID), states: states)
     }
 
     func expunge(

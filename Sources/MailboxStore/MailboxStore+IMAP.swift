@@ -46,6 +46,12 @@ extension MailboxStore {
         }
     }
 
+    /// The row id of the account's mailbox `role` (stable for the mailbox's life: what IMAP's UIDVALIDITY is made of),
+    /// in one small read, without its messages.
+    public func mailboxRowID(accountID: Int64, mailbox role: MailboxRole) async throws -> Int64 {
+        try await read { db in try Self.imapMailbox(db, accountID: accountID, role: role).int64("id") }
+    }
+
     /// The mailbox `role` of the account with what IMAP reads of it and its account: `id`, `uid_next`, `modseq` and
     /// `horizon_modseq`.
     static func imapMailbox(_ db: any SQLConnection, accountID: Int64, role: MailboxRole) throws -> Row {
