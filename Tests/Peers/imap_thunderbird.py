@@ -61,8 +61,7 @@ def prepare_profile(directory, port, user, marionette_port, ca):
         "mail.server.server1.check_new_mail": False,
         "mail.server.server1.offline_download": True,
         "mail.server.server1.directory-rel": "[ProfD]ImapMail/localhost",
-        "marionette.port": marionette_port,
-        # A quiet client: no first-run wizard, no default-client prompt, no network of its own.
+        # A quiet client (beside mozilla_headless.QUIET_PREFS): no first-run wizard, no default-client prompt.
         "mail.provider.suppress_dialog_on_startup": True,
         "mail.shell.checkDefaultClient": False,
         "mail.spotlight.firstRunDone": True,
@@ -72,19 +71,10 @@ def prepare_profile(directory, port, user, marionette_port, ca):
         "mail.rights.version": 1,
         "mailnews.auto_config_url": "",
         "mail.cloud_files.enabled": False,
-        "datareporting.policy.dataSubmissionEnabled": False,
-        "datareporting.healthreport.uploadEnabled": False,
-        "toolkit.telemetry.reportingpolicy.firstRun": False,
-        "app.update.disabledForTesting": True,
-        "extensions.update.enabled": False,
-        "services.settings.server": "data:,",
-        "network.captive-portal-service.enabled": False,
-        "network.connectivity-service.enabled": False,
-        "network.dns.disablePrefetch": True,
         "mail.biff.show_alert": False,
         "mail.biff.play_sound": False,
     }
-    mozilla_headless.fresh_profile(directory, MARKER, prefs, ca, "SignalFetch test CA")
+    mozilla_headless.fresh_profile(directory, MARKER, prefs, ca, "SignalFetch test CA", marionette_port)
 
 
 def start(directory, marionette_port, deadline):

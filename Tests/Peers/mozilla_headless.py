@@ -18,9 +18,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def fresh_profile(directory, marker, prefs, ca, ca_nickname):
-    """Empties DIRECTORY (only if it is empty or holds the file MARKER, which a profile made here has), writes the
-    prefs to user.js and makes an NSS database that trusts the CA file CA for TLS servers."""
+# What every application here is told: no telemetry, updates, remote settings or network checks of its own.
+QUIET_PREFS = {
+    "datareporting.policy.dataSubmissionEnabled": False,
+    "datareporting.healthreport.uploadEnabled": False,
+    "toolkit.telemetry.reportingpolicy.firstRun": False,
+    "app.update.disabledForTesting": True,
+    "extensions.update.enabled": False,
+    "services.settings.server": "data:,",
+    "network.captive-portal-service.enabled": False,
+    "network.connectivity-service.enabled": False,
+    "network.dns.disablePrefetch": True,
+}
+
+
+def fresh_profile(directory, marker, prefs, ca, ca_nickname, marionette_port):
+    """Empties DIRECTORY (only if it is empty or holds the file MARKER, which a profile made here has), writes
+    QUIET_PREFS, Marionette's port and the application's PREFS to user.js, and makes an NSS database that trusts the
+    CA file CA for TLS servers."""
     if os.path.isdir(directory) and os.listdir(directory):
         if not os.path.exists(os.path.join(directory, marker)):
             raise SystemExit(f"{directory} is not empty and was not made by this script; refusing to clear it")
@@ -28,7 +43,7 @@ def fresh_profile(directory, marker, prefs, ca, ca_nickname):
     os.makedirs(directory, exist_ok=True)
     open(os.path.join(directory, marker), "w").close()
     with open(os.path.join(directory, "user.js"), "w") as f:
-        for name, value in prefs.items():
+        for name, value in {**QUIET_PREFS, "marionette.port": marionette_port, **prefs}.items():
             f.write(f"user_pref({json.dumps(name)}, {json.dumps(value)});\n")
     nss = "sql:" + directory
     subprocess.run(["certutil", "-N", "-d", nss, "--empty-password"], check=True, capture_output=True)

@@ -62,35 +62,25 @@ def prepare_profile(directory, push_server, marionette_port, ca):
         "dom.push.testing.ignorePermission": True,   # no notification-permission prompt for subscribe()
         "dom.push.loglevel": "Debug",                # PushService logs go to Firefox's stdout
         "dom.serviceWorkers.enabled": True,
-        "marionette.port": marionette_port,
         # Console messages of pages and workers on stdout, for debugging failures.
         "devtools.console.stdout.content": True,
         "devtools.console.stdout.chrome": True,
         "browser.dom.window.dump.enabled": True,
-        # A quiet, offline-friendly browser.
+        # A quiet, offline-friendly browser (beside mozilla_headless.QUIET_PREFS).
         "browser.shell.checkDefaultBrowser": False,
         "browser.startup.homepage_override.mstone": "ignore",
         "browser.startup.page": 0,
         "browser.aboutwelcome.enabled": False,
-        "datareporting.policy.dataSubmissionEnabled": False,
-        "datareporting.healthreport.uploadEnabled": False,
-        "toolkit.telemetry.reportingpolicy.firstRun": False,
-        "app.update.disabledForTesting": True,
         "app.normandy.enabled": False,
         "app.shield.optoutstudies.enabled": False,
         "messaging-system.rsexperimentloader.enabled": False,
-        "extensions.update.enabled": False,
-        "network.captive-portal-service.enabled": False,
-        "network.connectivity-service.enabled": False,
         "browser.safebrowsing.malware.enabled": False,
         "browser.safebrowsing.phishing.enabled": False,
         "browser.safebrowsing.downloads.enabled": False,
         "browser.safebrowsing.update.enabled": False,
-        "services.settings.server": "data:,",
-        "network.dns.disablePrefetch": True,
         "network.prefetch-next": False,
     }
-    mozilla_headless.fresh_profile(directory, MARKER, prefs, ca, CA_NICKNAME)
+    mozilla_headless.fresh_profile(directory, MARKER, prefs, ca, CA_NICKNAME, marionette_port)
 
 
 def start_firefox(directory, marionette_port, deadline, url="about:blank"):
