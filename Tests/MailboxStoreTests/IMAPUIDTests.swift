@@ -52,6 +52,27 @@ import Testing
         #expect(reopened.store.epoch == f.store.epoch)
     }
 
+    /// What IMAP's APPEND and COPY store: a message filed straight into another mailbox with its flags and arrival time,
+    /// its UID given in the same transaction and the mailbox's UIDNEXT past it; the inbox untouched.
+    @Test(arguments: StoreEngineKind.allCases) func aMessageFiledIntoAnotherMailboxKeepsItsFlagsAndDate(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
+        let alice = try await f.account("alice")
+        let inboxBefore = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        var message = NewMessage(to: "alice", from: "a@example.com", subject: "filed", body: "kept")
+        (message.mailbox, message.seen, message.flagged, message.receivedAt) = (.archive, true, true, 1_700_000_000)
+        let receipt = try await f.store.deliver(message)
+        let archive = try await f.store.mailboxListing(accountID: alice.id, mailbox: .archive)
+        let filed = try #require(archive.entries.first)
+        #expect(archive.entries.count == 1 && filed.id == receipt.id && filed.seen && filed.flagged)
+        #expect(filed.uid == receipt.state.modseq && archive.uidNext == filed.uid + 1)
+        #expect(try await f.store.message(id: receipt.id, accountID: alice.id)?.receivedAt == 1_700_000_000)
+        #expect(try await f.store.mailboxRowID(accountID: alice.id, mailbox: .archive) == archive.mailboxID)
+        let inbox = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox)
+        #expect(inbox.entries.isEmpty && inbox.uidNext == inboxBefore.uidNext)
+    }
+
     @Test func twoInstancesDeliveringAtOnceGiveDistinctAscendingUIDs() async throws {
         let a = try StoreFixture(engine: .postgres, instanceID: "a")
         let b = try StoreFixture(reopening: a, instanceID: "b")
