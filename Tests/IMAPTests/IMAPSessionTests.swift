@@ -130,6 +130,37 @@ import Testing
         #expect(Self.send(&session, "6 LSUB \"\" \"*\"\r\n").first == "* LSUB (\\HasNoChildren) \"/\" \"INBOX\"")
     }
 
+    /// Every refusal of APPEND, COPY, SEARCH and FETCH's VANISHED that the session gives itself, each answered with
+    /// its reason and the connection kept.
+    @Test func badAppendCopySearchAndVanishedAreRefusedWithAReason() {
+        var session = IMAPSession(
+            configuration: IMAPSession.Configuration(), backend: Backend(messages: Self.inbox))
+        _ = Self.run(&session, session.opened())
+        #expect(Self.send(&session, "1 LOGIN u pw\r\n").last?.hasPrefix("1 OK") == true)
+        let refusals: [(String, String)] = [
+            ("2 APPEND INBOX (\\Seen) \"31-Foo-2026 10:00:00 +0000\" {1+}\r\nx\r\n", "2 BAD Invalid date-time"),
+            ("3 APPEND INBOX Seen {1+}\r\nx\r\n", "3 BAD APPEND takes flags in parentheses"),
+            ("4 APPEND INBOX {0+}\r\n\r\n", "4 NO An empty message cannot be filed"),
+            ("5 APPEND INBOX\r\n", "5 BAD APPEND needs a mailbox"),
+            ("6 APPEND Nowhere {1+}\r\nx\r\n", "6 NO [TRYCREATE]"),
+        ]
+        for (command, answer) in refusals {
+            #expect(Self.send(&session, command).last?.hasPrefix(answer) == true, "\(command)")
+        }
+        #expect(Self.send(&session, "7 SELECT INBOX\r\n").last?.hasPrefix("7 OK") == true)
+        let selected: [(String, String)] = [
+            ("8 COPY 1 Nowhere\r\n", "8 NO [TRYCREATE]"),
+            ("9 COPY 9 Archive\r\n", "9 BAD Invalid message sequence number"),
+            ("10 SEARCH CHARSET KOI8-R ALL\r\n", "10 NO [BADCHARSET (UTF-8 US-ASCII)]"),
+            ("11 SEARCH RETURN (SAVE) ALL\r\n", "11 BAD RETURN takes MIN, MAX, COUNT and ALL"),
+            ("12 UID FETCH 1:* (FLAGS) (CHANGEDSINCE 1 VANISHED)\r\n", "12 BAD VANISHED needs"),
+        ]
+        for (command, answer) in selected {
+            #expect(Self.send(&session, command).last?.hasPrefix(answer) == true, "\(command)")
+        }
+        #expect(Self.send(&session, "13 NOOP\r\n").last?.hasPrefix("13 OK") == true)
+    }
+
     @Test func anIdleSessionToldOfAChangeSendsWhatTheDeltaHolds() {
         // b left (moved away), c was flagged, d arrived, and a came back by a move under a new UID.
         let delta = IMAPMailboxDelta(
