@@ -116,6 +116,16 @@ class TagReader:
 
 # MARK: - Processes
 
+def describe_exit(status):
+    """A child's exit as a person reads it: "status 1", or "killed by SIGSEGV"."""
+    if status is not None and status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"status {status}"
+
+
 class Proc:
     """A child process with its output in files (or a pipe), stopped by pid only."""
 
@@ -556,6 +566,7 @@ class Device:
         self.server_streams = 0  # times the device opened the server's event stream (--live)
         self.state_dir = None
         self.service, self.environment = "apns", None
+        self.urlsession = False  # talks to the API through URLSession (--transport urlsession)
         self.proc = None
         self.buffer = b""
 
@@ -623,7 +634,7 @@ class MailClients:
         c = self.cluster
         device = Device(name, user)
         device.live, device.service, device.environment = live, service, environment
-        device.imap = imap_port is not None
+        device.imap, device.urlsession = imap_port is not None, urlsession
         fetch = ["--fetch", "imap", "--imap", f"localhost:{imap_port}"] if imap_port is not None else []
         device.state_dir = os.path.join(c.work, "devices", name)
         trust = ["--ca", c.ca]
@@ -736,7 +747,8 @@ class MailClients:
                 return True
             dead = [d for d in self.devices if d.proc.poll() is not None]
             if dead:
-                raise RuntimeError(f"mail-client {dead[0].name} exited: {dead[0].proc.stderr_tail()}")
+                raise RuntimeError(f"mail-client {dead[0].name} exited ({describe_exit(dead[0].proc.returncode)}): "
+                                   f"{dead[0].proc.stderr_tail()}")
             time.sleep(0.1)
         missing = [d.name for d in self.devices if not (d.token and d.last_sync)]
         raise RuntimeError(f"{len(missing)} devices never registered and synced, e.g. {missing[:3]}")
@@ -757,13 +769,28 @@ class MailClients:
             device.proc.stop(signal.SIGKILL)
 
 
-def start_devices(cluster, users, per_account=2, fallback=0, service="apns", timeout=300, letter="d"):
-    """`per_account` devices per account (`USER-dN`), each its own mail-client, registered and synced."""
+def start_devices(cluster, users, per_account=2, fallback=0, service="apns", timeout=300, letter="d",
+                  urlsession=lambda name: False):
+    """`per_account` devices per account (`USER-dN`), each its own mail-client, registered and synced; those whose
+    name `urlsession` picks talk to the API through URLSession, the others through libcurl.
+
+    The URLSession devices start once the others are ready, two at a time: FoundationNetworking on Linux keeps a
+    write source armed on a connection it has just opened until its first response arrives (see docs/apps.md), so
+    a device waiting for a sign-in behind a hundred others' takes a core for as long as it waits."""
     clients = MailClients(cluster, fallback=fallback)
+    later = []
     for user in users:
         for n in range(per_account):
-            clients.add(f"{user}-{letter}{n}", user, service=service)
+            name = f"{user}-{letter}{n}"
+            if urlsession(name):
+                later.append((name, user))
+            else:
+                clients.add(name, user, service=service)
     clients.wait_ready(timeout=timeout)
+    for first in range(0, len(later), 2):
+        for name, user in later[first:first + 2]:
+            clients.add(name, user, service=service, urlsession=True)
+        clients.wait_ready(timeout=timeout)
     return clients
 
 

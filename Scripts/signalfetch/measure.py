@@ -187,15 +187,17 @@ def run_json(args, timeout=600):
 
 # MARK: - Freshness
 
-def freshness(clients, sent):
+def freshness(clients, sent, devices=None):
     """Per (delivery, device): ms from the delivery's 201 to the first completed sync whose state covers it (0
-    when the sync came first), and how many came first. `sent` is [(user, modseq, t201)]."""
+    when the sync came first), and how many came first. `sent` is [(user, modseq, t201)]; `devices`, when given,
+    picks which devices count (a predicate)."""
     samples, early = [], 0
     by_user = {}
     for d in clients.devices:
-        by_user.setdefault(d.user, []).append(list(d.syncs))
+        if devices is None or devices(d):
+            by_user.setdefault(d.user, []).append(list(d.syncs))
     for user, m, t201 in sent:
-        for syncs in by_user[user]:
+        for syncs in by_user.get(user, []):
             t = next((t for (t, s, _) in syncs if s >= m), None)
             if t is None:
                 raise RuntimeError(f"no sync covered modseq {m} of {user}")

@@ -255,6 +255,17 @@ def fleet_section(r):
             f"{'met' if r['met'] else '**MISSED**'} |", ""]
 
 
+def urlsession_freshness_section(r):
+    return ["## Freshness of the URLSession devices", "",
+            f"{r['devices']} of the 100 devices above talk to the API through URLSession (`--transport urlsession`, "
+            "FoundationNetworking), the others through libcurl; the same deliveries, "
+            f"{r['samples']:,} (delivery, device) pairs.", "",
+            "| p50 | p90 | p99 | max | libcurl devices p50 / p99 | goal p99 | |", "|---|---|---|---|---|---|---|",
+            f"| {r['p50_ms']} ms | {r['p90_ms']} ms | {r['p99_ms']} ms | {r['max_ms']} ms | "
+            f"{r['libcurl_p50_ms']} / {r['libcurl_p99_ms']} ms | ≤ {r['goal_p99_ms']} ms | "
+            f"{'met' if r['met'] else '**MISSED**'} |", ""]
+
+
 def burst_section(r):
     L = ["## A burst to one account", "",
          f"{r['deliveries']:,} deliveries to one account in {r['burst_seconds']} s (8 senders). Pacing: a "
@@ -350,6 +361,7 @@ def connections_section(r):
 
 
 SECTIONS = {"apns-sim-rss": apns_sim_rss_section, "e2e-freshness": freshness_section, "e2e-fleet": fleet_section,
+            "e2e-freshness-urlsession": urlsession_freshness_section,
             "e2e-burst": burst_section, "e2e-traffic": traffic_section, "scale-cpu": cpu_section,
             "imap-summary": imap_section, "connections-summary": connections_section}
 

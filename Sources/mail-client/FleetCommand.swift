@@ -12,10 +12,11 @@ enum FleetCommand {
     static let usage = """
         usage: mail-client fleet --server URL [--ca PEM] --sim URL --state-dir DIR [options] < DEVICES
 
-        Runs one simulated device per line of standard input, "NAME USERNAME PASSWORD [SERVICE]", each as
-        `mail-client run` would (cache in DIR/NAME); SERVICE (apns, fcm or webpush, default --service) mixes
-        services in one fleet. Every event line carries the device's NAME as "device". A device that cannot start ends the whole
-        fleet with status 1.
+        Runs one simulated device per line of standard input, "NAME USERNAME PASSWORD [SERVICE [TRANSPORT]]",
+        each as `mail-client run` would (cache in DIR/NAME); SERVICE (apns, fcm or webpush, default --service)
+        mixes services in one fleet, and TRANSPORT (curl or urlsession, default --transport) HTTP stacks: a
+        urlsession device trusts the system store only, while --ca and --pin are for the curl devices. Every event
+        line carries the device's NAME as "device". A device that cannot start ends the whole fleet with status 1.
 
         \(flags.help)
         SIGTERM or SIGINT unregisters every device, logs out and exits 0.
@@ -67,19 +68,11 @@ enum FleetCommand {
         }
         let startConcurrency = try arguments.int("start-concurrency", default: 16)
         guard startConcurrency > 0 else { throw UsageError("--start-concurrency must be positive") }
-        var devices: [(name: String, username: String, password: String, service: String)] = []
+        var devices: [FleetDevice] = []
         while let line = readLine(strippingNewline: true) {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
-            guard !parts.isEmpty else { continue }
-            guard parts.count == 3 || parts.count == 4, !parts[0].contains("/") else {
-                throw UsageError(
-                    "each line of standard input is NAME USERNAME PASSWORD [SERVICE] (got \(parts.count) fields)")
-            }
-            let service = parts.count == 4 ? parts[3] : defaultService
-            guard ["apns", "fcm", "webpush"].contains(service) else {
-                throw UsageError("SERVICE must be apns, fcm or webpush (device \(parts[0]))")
-            }
-            devices.append((parts[0], parts[1], parts[2], service))
+            guard let device = try FleetDevice(line: line, service: defaultService, transport: server.transport)
+            else { continue }
+            devices.append(device)
         }
         let sims = [
             "apns": arguments.string("sim"), "fcm": arguments.string("fcm-sim"),
@@ -117,7 +110,7 @@ enum FleetCommand {
                 fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))
             try FileManager.default.createDirectory(atPath: options.stateDirectory, withIntermediateDirectories: true)
             let transport =
-                server.transport == .urlsession
+                device.transport == .urlsession
                 ? MailAPIClient(exchange: try URLSessionMailExchange(baseURL: server.server))
                 : try MailAPIClient(baseURL: server.server, client: api)
             let client = DeviceClient(
@@ -151,6 +144,39 @@ enum FleetCommand {
                     }
                 }
             }
+        }
+    }
+}
+
+/// One line of `fleet`'s standard input: "NAME USERNAME PASSWORD [SERVICE [TRANSPORT]]".
+struct FleetDevice {
+    var name: String
+    var username: String
+    var password: String
+    var service: String
+    var transport: ServerOptions.Transport
+
+    /// The device a line names, with `service` and `transport` where it names none; `nil` for a blank line.
+    init?(line: String, service: String, transport: ServerOptions.Transport) throws {
+        let parts = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        guard !parts.isEmpty else { return nil }
+        guard (3...5).contains(parts.count), !parts[0].contains("/") else {
+            throw UsageError(
+                "each line of standard input is NAME USERNAME PASSWORD [SERVICE [TRANSPORT]] (got \(parts.count)"
+                    + " fields)")
+        }
+        (name, username, password) = (parts[0], parts[1], parts[2])
+        self.service = parts.count >= 4 ? parts[3] : service
+        guard ["apns", "fcm", "webpush"].contains(self.service) else {
+            throw UsageError("SERVICE must be apns, fcm or webpush (device \(name))")
+        }
+        if parts.count == 5 {
+            guard let named = ServerOptions.Transport(rawValue: parts[4]) else {
+                throw UsageError("TRANSPORT must be curl or urlsession (device \(name))")
+            }
+            self.transport = named
+        } else {
+            self.transport = transport
         }
     }
 }

@@ -71,11 +71,11 @@ struct MailClientTests {
             stdin: password + "\n", logDirectory: backend.directory.url.path)
     }
 
-    /// `--transport urlsession`, as an app ships it: FoundationNetworking trusts the system store only, so the dev CA
-    /// goes there, in a mount namespace of the client's own (`unshare -m`, a bind mount over the bundle), never for
-    /// the machine.
-    @Test("a device on URLSession trusts the dev CA through the system store, syncs on each signal and converges")
-    func aDeviceOnURLSessionConverges() async throws {
+    /// `--transport urlsession`, as an app ships it, in a fleet beside a libcurl device: FoundationNetworking trusts
+    /// the system store only, so the dev CA goes there, in a mount namespace of the fleet's own (`unshare -m`, a bind
+    /// mount over the bundle), never for the machine; the libcurl device trusts it through `--ca`.
+    @Test("a URLSession device in a mixed fleet trusts the dev CA in the system store and converges with the rest")
+    func aDeviceOnURLSessionConvergesInAMixedFleet() async throws {
         let authority = try DevCertificates.makeCertificateAuthority(commonName: "mail-client URLSession CA")
         let server = try DevCertificates.makeServerCertificate(hosts: ["127.0.0.1", "localhost"], signedBy: authority)
         let backend = try await InProcessMailboxd(tls: (server.certificatePEM, server.privateKeyPEM))
@@ -83,37 +83,48 @@ struct MailClientTests {
         let system = "/etc/ssl/certs/ca-certificates.crt"
         let trusted = (try? String(contentsOfFile: system, encoding: .utf8)) ?? ""
         try (trusted + "\n" + authority.certificatePEM).write(toFile: bundle, atomically: true, encoding: .utf8)
+        let caFile = backend.directory.path("dev-ca.pem")
+        try authority.certificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         _ = try await backend.deliver(subject: "before launch")
         let state = try TemporaryDirectory()
-        let client = try ChildProcess(
+        let password = InProcessMailboxd.password
+        let fleet = try ChildProcess(
             "/usr/bin/unshare",
             [
-                "--mount", "sh", "-c", "mount --bind \"$0\" \(system) && exec \"$@\"", bundle, try Self.binary, "run",
-                "--transport", "urlsession", "--server", backend.baseURL, "--sim", backend.simURL, "--username",
-                "alice", "--state-dir", state.path("client"), "--device-name", "urlsession-device",
-                "--fallback-interval", "0",
+                "--mount", "sh", "-c", "mount --bind \"$0\" \(system) && exec \"$@\"", bundle, try Self.binary,
+                "fleet", "--server", backend.baseURL, "--ca", caFile, "--sim", backend.simURL, "--state-dir",
+                state.path("fleet"), "--fallback-interval", "0",
             ],
-            stdin: InProcessMailboxd.password + "\n", logDirectory: backend.directory.url.path)
+            stdin: "on-curl alice \(password) apns\non-urlsession alice \(password) apns urlsession\n",
+            logDirectory: backend.directory.url.path)
+        let devices = ["on-curl", "on-urlsession"]
+        @Sendable func synced(_ output: String, _ device: String, to state: String?) -> Bool {
+            Self.events(output).contains {
+                $0["event"] as? String == "sync-done" && $0["device"] as? String == device
+                    && (state == nil || $0["state"] as? String == state)
+            }
+        }
         #expect(
-            try await Self.wait(client, timeout: 20) { $0.contains("\"sync-done\"") && $0.contains("\"stream\"") },
-            "\(client.output) \(client.errorOutput)")
-        #expect(Self.events(client, named: "registered").first?["deviceToken"] is String)
+            try await Self.wait(fleet, timeout: 20) { output in devices.allSatisfy { synced(output, $0, to: nil) } },
+            "\(fleet.output) \(fleet.errorOutput)")
+        let tokens = Set(Self.events(fleet, named: "registered").compactMap { $0["deviceToken"] as? String })
+        #expect(tokens.count == 2, "each device registered a token of its own")
         _ = try await backend.deliver(subject: "one")
         _ = try await backend.deliver(subject: "two")
         let latest = try await backend.mailbox().state
         #expect(
-            try await Self.wait(client, timeout: 20) { output in
-                Self.events(output).contains {
-                    $0["event"] as? String == "sync-done" && $0["state"] as? String == latest
-                }
-            })
-        #expect(Self.events(client, named: "signal").count >= 1, "synced after a signal, not a timer")
-        let status = try await offPool { client.stop(signal: SIGTERM) }
-        #expect(status == 0, "exit status \(status): \(client.errorOutput)")
-        let dump = try await Self.run(["dump", "--state-dir", state.path("client")])
-        let cache = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
-        let mailbox = try await backend.mailbox()
-        #expect(cache["state"] as? String == mailbox.state && cache["messageCount"] as? Int == 3)
+            try await Self.wait(fleet, timeout: 20) { output in devices.allSatisfy { synced(output, $0, to: latest) } },
+            "\(fleet.output) \(fleet.errorOutput)")
+        let signals = Self.events(fleet, named: "signal").compactMap { $0["device"] as? String }
+        #expect(signals.contains("on-urlsession"), "the URLSession device synced after a signal, not a timer")
+        let status = try await offPool { fleet.stop(signal: SIGTERM) }
+        #expect(status == 0, "exit status \(status): \(fleet.errorOutput)")
+        for device in devices {
+            let dump = try await Self.run(["dump", "--state-dir", state.path("fleet") + "/" + device])
+            let cache = try #require(
+                try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+            #expect(cache["state"] as? String == latest && cache["messageCount"] as? Int == 3, "\(device): \(cache)")
+        }
     }
 
     @Test("registers, syncs on launch and on signals, recovers from 401, matches the server, exits on SIGTERM")

@@ -3,6 +3,7 @@ a burst to one account against the pacing bound, and freshness with 1,000 device
 import concurrent.futures
 import json
 import os
+import re
 import threading
 import time
 
@@ -48,9 +49,16 @@ def traffic(api, users, sent, epoch):
             "accounts_sampled": len(full)}
 
 
+def on_urlsession(name):
+    """Every fifth account's second device talks to the API through URLSession, as an app ships (root only: its
+    trust of the dev CA is a bind mount in a namespace of its own)."""
+    user, _, device = name.rpartition("-")
+    return harness.can_trust_in_namespace() and device == "d1" and int(re.search(r"\d+$", user).group()) % 5 == 0
+
+
 def hundred_devices(env, cluster, users, accounts, deliveries, rate):
     start = time.monotonic()
-    clients = harness.start_devices(cluster, users, 2)
+    clients = harness.start_devices(cluster, users, 2, urlsession=on_urlsession)
     log(f"e2e: {len(clients.devices)} devices registered and synced in {time.monotonic() - start:.1f} s")
     api = cluster.api()
     start = time.monotonic()
@@ -68,6 +76,15 @@ def hundred_devices(env, cluster, users, accounts, deliveries, rate):
                      floor_p99_ms=round(percentile(floor, 99), 2), ratio_p50_to_floor=round(p50 / f50, 1),
                      synced_before_201=early, signals_received=sum(d.signals for d in clients.devices),
                      syncs=sum(len(d.syncs) for d in clients.devices)))
+    urlsession = [d for d in clients.devices if d.urlsession]
+    if urlsession:
+        # The same deliveries as heard by the URLSession devices alone, against the libcurl devices of the same run.
+        mine, _ = freshness(clients, sent, devices=lambda d: d.urlsession)
+        theirs, _ = freshness(clients, sent, devices=lambda d: not d.urlsession)
+        emit(latency_row("e2e-freshness-urlsession", "Freshness of the URLSession devices among the 100", mine, 25.0,
+                         "freshness (URLSession)", devices=len(urlsession),
+                         libcurl_p50_ms=round(percentile(theirs, 50), 2),
+                         libcurl_p99_ms=round(percentile(theirs, 99), 2)))
     emit(traffic(api, users, sent, epoch))
     return clients
 
