@@ -18,29 +18,29 @@ let package = Package(
         // two HTTP/2 loops over its Poller) and CNGHTTP2 (HTTP2Support, HTTP2Server, HTTP2Client); signalfetch-bench
         // also imports CSQLite (its raw-C baseline) and CEpoll.
         .systemLibrary(
-            name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+            name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(
-            name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+            name: "COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
+        .systemLibrary(name: "CEpoll"),
         .systemLibrary(
-            name: "CNGHTTP2", path: "Sources/CNGHTTP2", pkgConfig: "libnghttp2",
+            name: "CNGHTTP2", pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(
-            name: "CCurlSystem", path: "Sources/CCurlSystem", pkgConfig: "libcurl",
+            name: "CCurlSystem", pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(
-            name: "CMicroHTTPDSystem", path: "Sources/CMicroHTTPDSystem", pkgConfig: "libmicrohttpd",
+            name: "CMicroHTTPDSystem", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(
-            name: "CGMime", path: "Sources/CGMime", pkgConfig: "gmime-3.0",
+            name: "CGMime", pkgConfig: "gmime-3.0",
             providers: [.apt(["libgmime-3.0-dev"])]),
         .systemLibrary(
-            name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+            name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // libwebsockets, with small inline functions in its shim: imported by WebPushSimulator's WebSocket listener only.
         .systemLibrary(
-            name: "CWebSockets", path: "Sources/CWebSockets", pkgConfig: "libwebsockets",
+            name: "CWebSockets", pkgConfig: "libwebsockets",
             providers: [.apt(["libwebsockets-dev"])]),
         .target(name: "CCurl", dependencies: ["CCurlSystem"]),
         .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
@@ -293,3 +293,48 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// MARK: - Where each target lives
+// The tree reads as the architecture: `Sources/<layer>/<target>`, and each layer's tests in `Tests/<layer>/`. From the
+// bottom: C (module maps and C wrappers); Foundation (locks, addresses, durations, SQL, crypto, JSON text, flags);
+// Transport (the event loop, HTTP/1.1, HTTP/2, server-sent events); then the domain, Push (signals and the push
+// services) and Mail (the store, MIME, LMTP, JMAP, IMAP); Service (mailboxd's parts wired together); Client (MailSync,
+// what an app copies); Simulators (the push services' stand-ins); Executables (the five binaries, argument parsing and
+// wiring only); Tools (the fuzz and bench harnesses). Tests/IntegrationTests (the binaries together), TestSupport,
+// Peers, Fuzz and Sanitizers span the layers and stay at the top of Tests/.
+let layers: KeyValuePairs<String, [String]> = [
+    "C": [
+        "CSQLite", "COpenSSL", "CEpoll", "CNGHTTP2", "CCurlSystem", "CMicroHTTPDSystem", "CGMime", "CPostgres",
+        "CWebSockets", "CCurl", "CMicroHTTPD",
+    ],
+    "Foundation": [
+        "Locking", "NetworkAddress", "Durations", "SQLSupport", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "JSONText",
+        "CommandLineSupport", "SQLiteKitTests", "OpenSSLCryptoTests",
+    ],
+    "Transport": [
+        "ConnectionLoop", "HTTPTypes", "HTTPServer", "HTTP2Support", "HTTP2Server", "HTTP2Client", "HTTPClient",
+        "ServerSentEvents", "HTTPServerTests", "HTTP2ServerTests", "HTTPClientTests",
+    ],
+    "Push": [
+        "Push", "APNs", "PushAPNs", "PushFCM", "PushWebPush", "SignalDispatch", "APNsTests", "PushAPNsTests",
+        "PushFCMTests", "PushWebPushTests", "SignalDispatchTests",
+    ],
+    "Mail": [
+        "MailboxStore", "MailMIME", "MailIngest", "JMAP", "IMAP", "MailboxStoreTests", "MailMIMETests",
+        "MailIngestTests", "JMAPTests", "IMAPTests",
+    ],
+    "Service": ["ServiceMetrics", "Console", "WebClient", "MailboxHTTPAPI", "MailboxService", "MailboxServiceTests"],
+    "Client": ["MailSync", "MailSyncHTTP", "MailSyncSQLite", "MailSyncURLSession", "MailSyncIMAP", "MailSyncTests"],
+    "Simulators": [
+        "SimulatorSupport", "APNsSimulator", "FCMSimulator", "WebPushSimulator", "APNsSimulatorTests",
+        "FCMSimulatorTests", "WebPushSimulatorTests",
+    ],
+    "Executables": ["mailboxd", "apns-sim", "fcm-sim", "webpush-sim", "mail-client"],
+    "Tools": ["FuzzTargets", "signalfetch-fuzz", "signalfetch-bench", "curl-multi-load", "FuzzTargetsTests"],
+]
+for (layer, names) in layers {
+    for target in package.targets where names.contains(target.name) {
+        precondition(target.path == nil, "\(target.name): its folder is set here, by its layer")
+        target.path = (target.type == .test ? "Tests/" : "Sources/") + layer + "/" + target.name
+    }
+}

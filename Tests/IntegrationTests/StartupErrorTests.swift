@@ -254,17 +254,22 @@ struct StartupErrorTests {
                     Command(help: ["--help"]) { ["account", "--\($0)=1", "--data-dir=" + nowhere] },
                     Command(help: ["--help"]) { ["dev-setup", "--\($0)=1", "--data-dir=" + nowhere] },
                 ],
-                sources: ["Sources/mailboxd"]),
-            Binary(name: "apns-sim", commands: simulator, sources: ["Sources/apns-sim", "Sources/SimulatorSupport"]),
-            Binary(name: "fcm-sim", commands: simulator, sources: ["Sources/fcm-sim", "Sources/SimulatorSupport"]),
+                sources: ["Sources/Executables/mailboxd"]),
             Binary(
-                name: "webpush-sim", commands: simulator, sources: ["Sources/webpush-sim", "Sources/SimulatorSupport"]),
+                name: "apns-sim", commands: simulator,
+                sources: ["Sources/Executables/apns-sim", "Sources/Simulators/SimulatorSupport"]),
+            Binary(
+                name: "fcm-sim", commands: simulator,
+                sources: ["Sources/Executables/fcm-sim", "Sources/Simulators/SimulatorSupport"]),
+            Binary(
+                name: "webpush-sim", commands: simulator,
+                sources: ["Sources/Executables/webpush-sim", "Sources/Simulators/SimulatorSupport"]),
             Binary(
                 name: "mail-client",
                 commands: ["run", "fleet", "send", "mark-read", "update", "delete", "dump"].map { command in
                     Command(help: [command, "--help"]) { [command, "--\($0)=1"] }
                 },
-                sources: ["Sources/mail-client"]),
+                sources: ["Sources/Executables/mail-client"]),
         ]
     }()
 

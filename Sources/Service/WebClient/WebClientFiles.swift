@@ -1,4 +1,4 @@
-/// The web client's files (`Sources/WebClient/web/`), embedded in the binary at build time: plain HTML,
+/// The web client's files (`Sources/Service/WebClient/web/`), embedded in the binary at build time: plain HTML,
 /// JavaScript and CSS that mailboxd serves at `/web/`, with the service worker at `/web/sw.js`.
 package enum WebClientFiles {
     /// One file: its bytes and media type.
@@ -19,7 +19,7 @@ package enum WebClientFiles {
     ]
 }
 
-/// The console's files (`Sources/WebClient/console/`), embedded the same way and served by mailboxd under
+/// The console's files (`Sources/Service/WebClient/console/`), embedded the same way and served by mailboxd under
 /// `/console`: the page, the sign-in form, and their scripts and style.
 package enum ConsoleFiles {
     /// The files by name.

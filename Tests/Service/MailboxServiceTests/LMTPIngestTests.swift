@@ -103,9 +103,8 @@ struct LMTPIngestTests {
     }
 
     static func corpus(_ name: String) throws -> [UInt8] {
-        Array(
-            try Data(
-                contentsOf: TestEnvironment.packageRoot.appendingPathComponent("Tests/MailMIMETests/Corpus/\(name)")))
+        let corpus = TestEnvironment.packageRoot.appendingPathComponent("Tests/Mail/MailMIMETests/Corpus")
+        return Array(try Data(contentsOf: corpus.appendingPathComponent(name)))
     }
 
     @Test func pipelinedRecipientsGetOneReplyEachInOrder() async throws {
