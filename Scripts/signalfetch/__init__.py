@@ -1,5 +1,5 @@
-"""The Python behind Scripts/bench, Scripts/drills and Scripts/demo. Standard library only (the reference clients in
-peers/ run in their own venvs).
+"""The Python behind Scripts/bench, Scripts/drills and Scripts/demo. Standard library only (the reference clients and
+the console screenshot in peers/ run in the test venv, made by Scripts/venv).
 
   harness   processes, ports, TLS material and the local topology (dev-setup, accounts, apns-sim, fcm-sim,
             webpush-sim, mailboxd on SQLite or PostgreSQL, simulated devices): the one launcher every caller uses
@@ -13,6 +13,7 @@ peers/ run in their own venvs).
 
 The shell entry points (Scripts/bench, Scripts/drills, Scripts/demo) put Scripts/ on PYTHONPATH."""
 import os
+import subprocess
 import sys
 
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,6 +31,12 @@ def data_path(name):
 def peer_path(name):
     """A script of peers/ (run by another interpreter: the reference clients, the console screenshot)."""
     return os.path.join(PEERS, name)
+
+
+def test_python():
+    """The Python of the test venv (.venv, made or brought up to date by Scripts/venv): the real peers and clients."""
+    subprocess.run([os.path.join(SCRIPTS, "venv"), "test"], check=True)
+    return os.path.join(ROOT, ".venv", "bin", "python3")
 
 
 def log(text):

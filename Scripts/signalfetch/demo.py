@@ -4,7 +4,7 @@ Usage: python3 -m signalfetch.demo --bin DIR [--keep] [--screenshot PNG]"""
 import argparse, json, os, signal, smtplib, subprocess, sys, time
 from email.message import EmailMessage
 
-from . import ROOT, harness, peer_path
+from . import harness, peer_path, test_python
 
 T0 = time.monotonic()
 MAIL = [
@@ -214,19 +214,12 @@ class Demo:
 
 
 def screenshot(path, console_url, token_file):
-    """Saves the console as headless Chromium shows it (selenium in its own venv, .venv-console); a machine without
-    Chromium gets a note instead."""
-    venv = os.path.join(ROOT, ".venv-console")
-    python = os.path.join(venv, "bin", "python3")
+    """Saves the console as headless Chromium shows it (selenium, from the test venv); a machine without Chromium gets a
+    note instead."""
     if not (os.path.exists("/usr/bin/chromium") and os.path.exists("/usr/bin/chromedriver")):
         say("console", "no screenshot: chromium and chromium-driver are not installed (Scripts/bootstrap installs them)")
         return
-    if not os.path.exists(python):
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    probe = subprocess.run([python, "-c", "import selenium"], capture_output=True)
-    if probe.returncode != 0:
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "selenium>=4.20"],
-                       check=True)
+    python = test_python()
     out = os.path.abspath(path)
     result = subprocess.run([python, peer_path("console_screenshot.py"), "--url", console_url, "--token-file",
                              token_file, "--out", out], capture_output=True, text=True)

@@ -1,5 +1,5 @@
 """Saves a screenshot of mailboxd's console: headless Chromium signs in with the console token and waits for the
-page to go live. Used by Scripts/demo (in the .venv-console venv, which has selenium).
+page to go live. Used by Scripts/demo (in the test venv, .venv, which has selenium).
 
 Usage: console_screenshot.py --url https://127.0.0.1:PORT/console --token-file F --out PNG
 Chromium does not check the dev certificate here (a picture, not a test: the tests trust the dev CA).
