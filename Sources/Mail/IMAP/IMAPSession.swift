@@ -639,6 +639,8 @@ public struct IMAPSession: LoopSession {
     /// A fresh snapshot of the selected mailbox: expunges, new messages and flag changes told to the client.
     private mutating func applyRefresh(_ snapshot: IMAPMailboxSnapshot) -> [LoopAction<IMAPAnswer>] {
         guard case .selected(let account, var selected) = state else { return [] }
+        // `selected` alone holds the mailbox while it changes, so its arrays change in place (see applyDelta).
+        state = .authenticated(account: account)
         let now = Set(snapshot.messages.map(\.uid))
         var actions = removeMessages(Set(selected.snapshot.messages.map(\.uid)).subtracting(now), from: &selected)
         let before = Dictionary(uniqueKeysWithValues: selected.snapshot.messages.map { ($0.uid, $0) })
@@ -680,6 +682,9 @@ public struct IMAPSession: LoopSession {
     /// EXISTS, flag changes told, each found by a binary search of the UIDs, not a walk over the mailbox.
     private mutating func applyDelta(_ delta: IMAPMailboxDelta) -> [LoopAction<IMAPAnswer>] {
         guard case .selected(let account, var selected) = state else { return [] }
+        // While `state` also holds the mailbox's arrays, changing `selected` would copy them whole (copy on write):
+        // O(mailbox) per woken connection. Taken out of `state` until it is put back below, they change in place.
+        state = .authenticated(account: account)
         let changedUIDs = Set(delta.changed.map(\.uid))
         var gone: Set<UInt32> = []
         if !delta.left.isEmpty || !delta.movedIn.isEmpty {
