@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -123,6 +124,9 @@ class Relay:
 
 def main():
     global driver
+    # The test stops this peer with SIGTERM once it has read the result: exit through `finally`, so selenium quits
+    # chromedriver and Chromium instead of leaving them running without a parent.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser()
     for name in ["--api", "--ca", "--console-token-file", "--delivery-token-file", "--metrics", "--account",
                  "--hostile-account", "--home"]:
