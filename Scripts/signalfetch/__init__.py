@@ -12,6 +12,7 @@ the console screenshot in peers/ run in the test venv, made by Scripts/venv).
   profile   a CPU profile of mailboxd under load (python3 -m signalfetch.profile)
 
 The shell entry points (Scripts/bench, Scripts/drills, Scripts/demo) put Scripts/ on PYTHONPATH."""
+import functools
 import os
 import subprocess
 import sys
@@ -33,8 +34,10 @@ def peer_path(name):
     return os.path.join(PEERS, name)
 
 
+@functools.cache
 def test_python():
-    """The Python of the test venv (.venv, made or brought up to date by Scripts/venv): the real peers and clients."""
+    """The Python of the test venv (.venv, made or brought up to date by Scripts/venv once per process): the real peers
+    and clients."""
     subprocess.run([os.path.join(SCRIPTS, "venv"), "test"], check=True)
     return os.path.join(ROOT, ".venv", "bin", "python3")
 

@@ -231,7 +231,7 @@ struct StartupErrorTests {
         let probe: @Sendable (String) -> [String]
     }
 
-    /// A binary, its commands, and the source folders whose code reads its flags.
+    /// A binary, its commands, and the targets whose code reads its flags.
     struct Binary: Sendable {
         let name: String
         let commands: [Command]
@@ -254,22 +254,22 @@ struct StartupErrorTests {
                     Command(help: ["--help"]) { ["account", "--\($0)=1", "--data-dir=" + nowhere] },
                     Command(help: ["--help"]) { ["dev-setup", "--\($0)=1", "--data-dir=" + nowhere] },
                 ],
-                sources: ["Sources/Executables/mailboxd"]),
+                sources: ["mailboxd"]),
             Binary(
                 name: "apns-sim", commands: simulator,
-                sources: ["Sources/Executables/apns-sim", "Sources/Simulators/SimulatorSupport"]),
+                sources: ["apns-sim", "SimulatorSupport"]),
             Binary(
                 name: "fcm-sim", commands: simulator,
-                sources: ["Sources/Executables/fcm-sim", "Sources/Simulators/SimulatorSupport"]),
+                sources: ["fcm-sim", "SimulatorSupport"]),
             Binary(
                 name: "webpush-sim", commands: simulator,
-                sources: ["Sources/Executables/webpush-sim", "Sources/Simulators/SimulatorSupport"]),
+                sources: ["webpush-sim", "SimulatorSupport"]),
             Binary(
                 name: "mail-client",
                 commands: ["run", "fleet", "send", "mark-read", "update", "delete", "dump"].map { command in
                     Command(help: [command, "--help"]) { [command, "--\($0)=1"] }
                 },
-                sources: ["Sources/Executables/mail-client"]),
+                sources: ["mail-client"]),
         ]
     }()
 
@@ -282,16 +282,16 @@ struct StartupErrorTests {
         }
     }
 
-    /// The flags the Swift code under `folders` reads from an `Arguments` (`args.string("name")`,
+    /// The flags the Swift code of `targets` reads from an `Arguments` (`args.string("name")`,
     /// `arguments.int("name", …)`, a helper given the arguments and a name, or a method of an `Arguments`
     /// extension called with a name).
-    static func readFlags(in folders: [String]) throws -> Set<String> {
+    static func readFlags(in targets: [String]) throws -> Set<String> {
         let reading = ["string", "int", "double", "seconds", "flag", "all", "required"]
         let name = #""([a-z0-9][a-z0-9-]*)""#
         var flags: Set<String> = []
         var files = 0
-        for folder in folders {
-            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
+        for target in targets {
+            let root = try TestEnvironment.sourceFolder(of: target)
             for file in try FileManager.default.contentsOfDirectory(atPath: root.path) where file.hasSuffix(".swift") {
                 let source = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
                 files += 1
@@ -315,7 +315,7 @@ struct StartupErrorTests {
                 }
             }
         }
-        #expect(files > 0, "no Swift sources in \(folders)")
+        #expect(files > 0, "no Swift sources in \(targets)")
         return flags
     }
 

@@ -35,6 +35,19 @@ public enum TestEnvironment {
         productsDirectory.appendingPathComponent(name)
     }
 
+    /// A target's source folder, `Sources/<layer>/<target>`, in whichever layer `Package.swift` puts it.
+    public static func sourceFolder(of target: String) throws -> URL {
+        let sources = packageRoot.appendingPathComponent("Sources")
+        for layer in try FileManager.default.contentsOfDirectory(atPath: sources.path).sorted() {
+            let folder = sources.appendingPathComponent(layer).appendingPathComponent(target)
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder), isFolder.boolValue {
+                return folder
+            }
+        }
+        throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "Sources/*/\(target)"])
+    }
+
     /// The path of a Python peer kept in `Tests/Peers/` (a real client the tests drive a server with).
     public static func peer(_ name: String) -> String {
         packageRoot.appendingPathComponent("Tests/Peers/\(name)").path

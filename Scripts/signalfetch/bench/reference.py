@@ -4,11 +4,6 @@ from .. import peer_path, test_python
 from .. import measure
 
 
-def python():
-    """A Python with the reference clients: the test venv's (Scripts/venv)."""
-    return test_python()
-
-
 def run(script, *args):
     """One run of a reference client (peers/SCRIPT) with `args`; its JSON result."""
-    return measure.run_json([python(), peer_path(script), *[str(a) for a in args]])
+    return measure.run_json([test_python(), peer_path(script), *[str(a) for a in args]])

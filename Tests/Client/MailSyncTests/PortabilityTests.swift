@@ -51,24 +51,11 @@ import Testing
         return String(condition.dropFirst("canImport(".count).prefix { $0 != ")" })
     }
 
-    /// A target's folder: `Sources/<layer>/<target>`, whichever layer holds it.
-    static func sourceFolder(of target: String, in root: URL) throws -> URL {
-        let sources = root.appendingPathComponent("Sources")
-        for layer in try FileManager.default.contentsOfDirectory(atPath: sources.path).sorted() {
-            let folder = sources.appendingPathComponent(layer).appendingPathComponent(target)
-            var isFolder: ObjCBool = false
-            if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder), isFolder.boolValue {
-                return folder
-            }
-        }
-        throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "Sources/*/\(target)"])
-    }
-
     /// Every import of the portable targets' sources that breaks the rule, as `file: module`.
-    static func violations(in root: URL) throws -> [String] {
+    static func violations() throws -> [String] {
         var violations: [String] = []
         for (target, allowed) in portable {
-            let folder = try sourceFolder(of: target, in: root)
+            let folder = try TestEnvironment.sourceFolder(of: target)
             for file in try FileManager.default.contentsOfDirectory(atPath: folder.path) where file.hasSuffix(".swift")
             {
                 let source = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
@@ -82,7 +69,7 @@ import Testing
     }
 
     @Test func thePortableTargetsImportNothingLinuxOnly() throws {
-        #expect(try Self.violations(in: TestEnvironment.packageRoot) == [])
+        #expect(try Self.violations() == [])
     }
 
     @Test func thePortableTargetsDependOnNothingElse() throws {
