@@ -214,6 +214,15 @@ struct StartupErrorTests {
         let fields = try Subprocess.run(client, arguments, input: "phone alice\n")
         #expect(fields.status == 2, "exit \(fields.status): \(fields.stderr)")
         #expect(fields.stderr.contains("NAME USERNAME PASSWORD"), "\(fields.stderr)")
+        for (line, message) in [
+            ("phone alice pw apns curl extra\n", "NAME USERNAME PASSWORD [SERVICE [TRANSPORT]]"),
+            ("phone alice pw carrier-pigeon\n", "SERVICE must be apns, fcm or webpush (device phone)"),
+            ("phone alice pw apns okhttp\n", "TRANSPORT must be curl or urlsession (device phone)"),
+        ] {
+            let result = try Subprocess.run(client, arguments, input: line)
+            #expect(result.status == 2, "\(line): exit \(result.status): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(line): \(result.stderr)")
+        }
         let empty = try Subprocess.run(client, arguments, input: "\n")
         #expect(empty.status == 2, "exit \(empty.status): \(empty.stderr)")
         #expect(empty.stderr.contains("no devices on standard input"), "\(empty.stderr)")
