@@ -172,8 +172,16 @@ def main():
         listed = headers()
         results["subjects"] = sorted(h["subject"] for h in listed)
         check(len(listed) == args.expect, f"Thunderbird lists {args.expect} messages")
-        # Every message downloaded whole, as for offline use.
-        js(INBOX + "inbox.downloadAllForOffline(null, null); return true;")
+        # Every message downloaded whole, as for offline use. The folder may still be busy with the update that listed
+        # the headers (NS_MSG_FOLDER_BUSY): asked again until Thunderbird takes the download.
+        wait_for(lambda: js(INBOX + """
+            try {
+                inbox.downloadAllForOffline(null, null);
+                return true;
+            } catch (error) {
+                if (error.result == 0x8055000a) return false;  // NS_MSG_FOLDER_BUSY
+                throw error;
+            }"""), args.timeout, "Thunderbird to take the offline download (its inbox busy until then)")
         wait_for(lambda: all(h["offline"] for h in headers()), args.timeout, "the messages downloaded for offline use")
         listed = headers()
         results["offline"] = sum(1 for h in listed if h["offline"])
