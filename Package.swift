@@ -185,11 +185,13 @@ let package = Package(
                 "OpenSSLCrypto",
             ]),
         .executableTarget(
-            name: "apns-sim", dependencies: ["APNsSimulator", "SimulatorSupport", "CommandLineSupport"]),
+            name: "apns-sim",
+            dependencies: ["APNsSimulator", "SimulatorSupport", "CommandLineSupport", "OpenSSLCrypto"]),
         .executableTarget(
-            name: "fcm-sim", dependencies: ["FCMSimulator", "SimulatorSupport", "CommandLineSupport"]),
+            name: "fcm-sim", dependencies: ["FCMSimulator", "SimulatorSupport", "CommandLineSupport", "OpenSSLCrypto"]),
         .executableTarget(
-            name: "webpush-sim", dependencies: ["WebPushSimulator", "SimulatorSupport", "CommandLineSupport"]),
+            name: "webpush-sim",
+            dependencies: ["WebPushSimulator", "SimulatorSupport", "CommandLineSupport", "OpenSSLCrypto"]),
         .executableTarget(
             name: "mail-client",
             dependencies: [

@@ -376,3 +376,21 @@ struct StartupErrorTests {
         }
     }
 }
+
+/// Every binary keeps OpenSSL's global state until the process is gone (``OpenSSLProcess/keepUntilExit()``) before it
+/// does anything else: with OpenSSL's default `atexit` cleanup, a thread that used OpenSSL (an HTTP client's I/O
+/// thread ending, a TLS connection closing) races `exit` freeing the state under it, and the process aborts on a
+/// corrupt heap after its work is done (seen once in `mail-client send`). The choice is made on OpenSSL's first
+/// initialisation, so the call must come first in `main.swift`.
+@Suite struct OpenSSLExitTests {
+    @Test(arguments: HelpListsEveryFlagTests.binaries.map(\.name) + ["signalfetch-bench"])
+    func theFirstStatementOfMainKeepsOpenSSLUntilExit(_ name: String) throws {
+        let main = try TestEnvironment.sourceFolder(of: name).appendingPathComponent("main.swift")
+        let statements = try String(contentsOf: main, encoding: .utf8).split(separator: "\n")
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("//") && !$0.hasPrefix("import ") }
+        #expect(
+            statements.first == "OpenSSLProcess.keepUntilExit()",
+            "\(name): main.swift starts with \(statements.first ?? "nothing")")
+    }
+}

@@ -1,7 +1,11 @@
 import CommandLineSupport
 import FCMSimulator
 import Foundation
+import OpenSSLCrypto
 import SimulatorSupport
+
+// Before anything uses OpenSSL: no exit-time cleanup under threads still using it.
+OpenSSLProcess.keepUntilExit()
 
 /// Every flag fcm-sim takes, in the order its help lists them.
 let flags = FlagTable(

@@ -1,6 +1,9 @@
 import CommandLineSupport
 import Foundation
+import OpenSSLCrypto
 
+// Before anything uses OpenSSL: no exit-time cleanup under threads still using it.
+OpenSSLProcess.keepUntilExit()
 ShutdownSignals.shared.install()
 
 let usage = """

@@ -4,6 +4,9 @@ import MailboxService
 import MailboxStore
 import OpenSSLCrypto
 
+// Before anything uses OpenSSL: no exit-time cleanup under threads still using it.
+OpenSSLProcess.keepUntilExit()
+
 let usage = """
     mailboxd — the SignalFetch mailbox service
 
@@ -58,8 +61,6 @@ func storeDatabase(_ args: Arguments, dataDir: String) throws -> StoreDatabase {
         throw UsageError("--database: invalid \(what)")
     }
 }
-// Before anything uses OpenSSL: no exit-time cleanup under threads still using it.
-OpenSSLProcess.keepUntilExit()
 let arguments = Array(CommandLine.arguments.dropFirst())
 // Everything mailboxd creates (the data folder, the database and its -wal and -shm, keys, tokens) is its own from
 // the first byte: folders 0700, files 0600.

@@ -1,6 +1,10 @@
 import CommandLineSupport
 import Foundation
+import OpenSSLCrypto
 import SQLiteKit
+
+// Before anything uses OpenSSL: no exit-time cleanup under threads still using it.
+OpenSSLProcess.keepUntilExit()
 
 let usage = """
     signalfetch-bench — benchmark and drill workloads for SignalFetch (driven by Scripts/bench and the tests)
