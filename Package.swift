@@ -286,7 +286,7 @@ let package = Package(
                 "TestSupport",
             ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
-        .testTarget(name: "IMAPTests", dependencies: ["IMAP"]),
+        .testTarget(name: "IMAPTests", dependencies: ["IMAP", "Locking"]),
         .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(

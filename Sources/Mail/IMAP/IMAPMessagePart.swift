@@ -24,7 +24,7 @@ struct IMAPMessagePart {
         (type, subtype) = defaultType
         if let contentType = field("Content-Type") {
             let pieces = contentType.split(separator: ";", omittingEmptySubsequences: true)
-            let media = pieces.first.map { $0.trimmingCharacters(in: .whitespaces).uppercased() } ?? ""
+            let media = pieces.first.map { Self.trimmed($0).uppercased() } ?? ""
             let halves = media.split(separator: "/", maxSplits: 1)
             if halves.count == 2 {
                 type = String(halves[0])
@@ -32,8 +32,8 @@ struct IMAPMessagePart {
             }
             parameters = pieces.dropFirst().compactMap { piece in
                 guard let equals = piece.firstIndex(of: "=") else { return nil }
-                let name = piece[..<equals].trimmingCharacters(in: .whitespaces).uppercased()
-                var value = piece[piece.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+                let name = Self.trimmed(piece[..<equals]).uppercased()
+                var value = String(Self.trimmed(piece[piece.index(after: equals)...]))
                 if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
                     value = String(value.dropFirst().dropLast())
                 }
@@ -41,7 +41,7 @@ struct IMAPMessagePart {
             }
         }
         if let encoding = field("Content-Transfer-Encoding") {
-            self.encoding = encoding.trimmingCharacters(in: .whitespaces).uppercased()
+            self.encoding = Self.trimmed(encoding[...]).uppercased()
         }
         if type == "MULTIPART", depth < 20,
             let boundary = parameters.first(where: { $0.0 == "BOUNDARY" })?.1, !boundary.isEmpty
@@ -52,6 +52,15 @@ struct IMAPMessagePart {
             }
             if parts.isEmpty { type = "TEXT" }
         }
+    }
+
+    /// `text` without the spaces and tabs around it (a header value's own trim: Foundation's goes through NSString
+    /// and was a sixth of a FETCH's time).
+    static func trimmed(_ text: Substring) -> Substring {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) })
+        else { return "" }
+        return text[first...last]
     }
 
     /// Where the header ends (after its empty line), or the end when there is none.

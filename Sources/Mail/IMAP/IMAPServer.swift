@@ -25,12 +25,14 @@ public final class IMAPServer: Sendable {
         public var maxConnections: Int
         /// The session's limits.
         public var session: IMAPSession.Configuration
+        /// The most bytes of message summaries FETCH keeps for all connections (``IMAPFetchCache``; 0: none).
+        public var fetchCacheBytes: Int
 
         /// Creates a configuration.
         public init(
             host: String, port: UInt16, tls: (certificate: String, privateKey: String)?,
             minimumTLSVersion: String = "1.2", maxConnections: Int = 10_000,
-            session: IMAPSession.Configuration = IMAPSession.Configuration()
+            session: IMAPSession.Configuration = IMAPSession.Configuration(), fetchCacheBytes: Int = 64 << 20
         ) {
             self.host = host
             self.port = port
@@ -38,6 +40,7 @@ public final class IMAPServer: Sendable {
             self.minimumTLSVersion = minimumTLSVersion
             self.maxConnections = maxConnections
             self.session = session
+            self.fetchCacheBytes = fetchCacheBytes
         }
     }
 
@@ -68,11 +71,14 @@ public final class IMAPServer: Sendable {
         var sessionConfiguration = configuration.session
         sessionConfiguration.plaintext = configuration.tls == nil
         let session = sessionConfiguration
+        let fetchCache = IMAPFetchCache(budgetBytes: configuration.fetchCacheBytes)
         do {
             loop = try ConnectionLoop(
                 listener: listener, tls: context, maxConnections: configuration.maxConnections,
                 refusal: "* BYE Too many connections; try again later\r\n"
-            ) { address in IMAPSession(configuration: session, backend: backend, remoteAddress: address) }
+            ) { address in
+                IMAPSession(configuration: session, backend: backend, remoteAddress: address, fetchCache: fetchCache)
+            }
         } catch {
             close(listener)
             throw IMAPServerError(description: "imap: \(error.reason)")

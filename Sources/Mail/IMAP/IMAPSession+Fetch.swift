@@ -69,30 +69,54 @@ extension IMAPSession {
             let gone = set.subtracting(sortedUIDs: selected.snapshot.messages.map(\.uid), largest: largest)
             if !gone.isEmpty { vanishedLine = [send("* VANISHED (EARLIER) \(IMAPSequenceSet.write(ranges: gone))")] }
         }
-        let needsContent = items.contains { !["FLAGS", "UID", "MODSEQ", "EMAILID", "THREADID"].contains($0) }
+        let needsContent = items.contains { !Self.stateItems.contains($0) }
         guard needsContent, !messages.isEmpty, let account = currentAccount else {
             return vanishedLine
                 + fetchResponses(
-                    tag: tag, uid: uid, messages: messages, items: items, contents: [:], changedSince: changedSince)
+                    tag: tag, uid: uid, messages: messages, items: items, contents: [:], summaries: [:],
+                    changedSince: changedSince)
         }
-        pending = .fetch(tag: tag, uid: uid, messages: messages, items: items, changedSince: changedSince)
+        // Items a summary answers: the messages the cache holds need no read; with every one held, none at all.
+        var summaries: [String: IMAPMessageSummary] = [:]
+        var wanted = messages
+        if items.allSatisfy({ Self.stateItems.contains($0) || Self.summaryItems.contains($0) }) {
+            summaries = fetchCache.summaries(account: account, ids: messages.map(\.id))
+            wanted = messages.filter { summaries[$0.id] == nil }
+            if wanted.isEmpty {
+                return vanishedLine
+                    + fetchResponses(
+                        tag: tag, uid: uid, messages: messages, items: items, contents: [:], summaries: summaries,
+                        changedSince: changedSince)
+            }
+        }
+        pending = .fetch(
+            tag: tag, uid: uid, messages: messages, items: items, changedSince: changedSince, summaries: summaries)
         let backend = backend
-        let ids = messages.map(\.id)
+        let ids = wanted.map(\.id)
         return vanishedLine + [
             .ask { _, answer in backend.contents(account: account, ids: ids) { answer(.contents($0)) } }
         ]
     }
 
+    /// FETCH items the selected mailbox's state answers.
+    static let stateItems: Set<String> = ["FLAGS", "UID", "MODSEQ", "EMAILID", "THREADID"]
+    /// FETCH items an ``IMAPMessageSummary`` answers.
+    static let summaryItems: Set<String> = ["INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODYSTRUCTURE", "BODY"]
+
     /// An item in upper case but for the header names inside a section, which are compared without case anyway.
     static func normalized(_ item: String) -> String { item.uppercased() }
 
+    /// The FETCH answers for `messages`: their state, and what `summaries` (the cache's) and `contents` (read for
+    /// this FETCH) tell. A summary made from contents here goes into the cache.
     mutating func fetchResponses(
         tag: String, uid: Bool, messages: [IMAPMessageState], items: [String], contents: [String: IMAPMessageContent],
-        changedSince: Int64?
+        summaries: [String: IMAPMessageSummary], changedSince: Int64?
     ) -> [LoopAction<IMAPAnswer>] {
         guard case .selected(let account, let selected) = state else { return [send("\(tag) OK FETCH completed")] }
         var actions: [LoopAction<IMAPAnswer>] = []
         var marksSeen: [IMAPMessageState] = []
+        var made: [String: IMAPMessageSummary] = [:]
+        defer { fetchCache.insert(account: account, made) }
         for message in messages {
             guard let number = Self.index(of: message.uid, in: selected.snapshot.messages).map({ $0 + 1 }) else {
                 continue
@@ -102,6 +126,11 @@ extension IMAPSession {
             var flagsNeeded = items.contains("FLAGS")
             if uid || items.contains("UID") { parts.append(Array("UID \(message.uid)".utf8)) }
             let parsed = content.map { IMAPMessagePart($0.raw[...]) }
+            var summary = summaries[message.id]
+            if summary == nil, let content, let parsed {
+                summary = IMAPMessageSummary(content: content, parsed: parsed)
+                made[message.id] = summary
+            }
             for item in items {
                 switch item {
                 case "FLAGS", "UID": continue
@@ -110,12 +139,12 @@ extension IMAPSession {
                 case "EMAILID": parts.append(Array("EMAILID (\(message.id))".utf8))
                 case "THREADID": parts.append(Array("THREADID NIL".utf8))
                 case "INTERNALDATE":
-                    parts.append(Array("INTERNALDATE \(IMAPResponse.internalDate(content?.receivedAt ?? 0))".utf8))
-                case "RFC822.SIZE": parts.append(Array("RFC822.SIZE \(content?.raw.count ?? 0)".utf8))
+                    parts.append(Array("INTERNALDATE \(IMAPResponse.internalDate(summary?.receivedAt ?? 0))".utf8))
+                case "RFC822.SIZE": parts.append(Array("RFC822.SIZE \(summary?.size ?? 0)".utf8))
                 case "ENVELOPE":
-                    if let content { parts.append(Array("ENVELOPE ".utf8) + IMAPResponse.envelope(content.envelope)) }
+                    if let summary { parts.append(Array("ENVELOPE ".utf8) + summary.envelope) }
                 case "BODYSTRUCTURE", "BODY":
-                    if let parsed { parts.append(Array("\(item) ".utf8) + parsed.structure) }
+                    if let summary { parts.append(Array("\(item) ".utf8) + summary.structure) }
                 case "RFC822":
                     if let content { parts.append(Array("RFC822 ".utf8) + IMAPResponse.literal(content.raw)) }
                     if !message.seen, !selected.readOnly { marksSeen.append(message) }

@@ -62,7 +62,9 @@ public struct IMAPSession: LoopSession {
         case status(tag: String, name: String, items: [String])
         case select(tag: String, name: String, readOnly: Bool, qresync: QResync?)
         case refresh(tag: String?, completion: String)
-        case fetch(tag: String, uid: Bool, messages: [IMAPMessageState], items: [String], changedSince: Int64?)
+        case fetch(
+            tag: String, uid: Bool, messages: [IMAPMessageState], items: [String], changedSince: Int64?,
+            summaries: [String: IMAPMessageSummary])
         case search(Search)
         case store(tag: String, uid: Bool, silent: Bool, failed: [UInt32])
         case move(tag: String, moved: [IMAPMessageState])
@@ -86,6 +88,8 @@ public struct IMAPSession: LoopSession {
 
     let configuration: Configuration
     let backend: any IMAPBackend
+    /// The summaries FETCH keeps of messages, shared with the server's other connections.
+    let fetchCache: IMAPFetchCache
     private let remoteAddress: String
     private var reader: IMAPCommandReader
     var state = State.notAuthenticated
@@ -96,10 +100,15 @@ public struct IMAPSession: LoopSession {
     var condstore = false
     var qresync = false
 
-    /// A session for a client at `remoteAddress`.
-    public init(configuration: Configuration, backend: any IMAPBackend, remoteAddress: String = "") {
+    /// A session for a client at `remoteAddress`, keeping what FETCH reads in `fetchCache` (by default its own,
+    /// small).
+    public init(
+        configuration: Configuration, backend: any IMAPBackend, remoteAddress: String = "",
+        fetchCache: IMAPFetchCache = IMAPFetchCache(budgetBytes: 1 << 20)
+    ) {
         self.configuration = configuration
         self.backend = backend
+        self.fetchCache = fetchCache
         self.remoteAddress = remoteAddress
         reader = IMAPCommandReader(
             maxLineBytes: configuration.maxLineBytes, maxLiteralBytes: configuration.maxLiteralBytes)
@@ -530,10 +539,10 @@ public struct IMAPSession: LoopSession {
             var actions = applyRefresh(snapshot)
             if let tag { actions.append(send("\(tag) OK \(completion)")) }
             return actions
-        case (.fetch(let tag, let uid, let messages, let items, let changedSince), .contents(let result)):
+        case (.fetch(let tag, let uid, let messages, let items, let changedSince, let summaries), .contents(let result)):
             guard case .success(let contents) = result else { return [failure(tag, result.error)] }
             return fetchResponses(
-                tag: tag, uid: uid, messages: messages, items: items, contents: contents,
+                tag: tag, uid: uid, messages: messages, items: items, contents: contents, summaries: summaries,
                 changedSince: changedSince)
         case (.search(let search), .contents(let result)):
             guard case .success(let contents) = result else { return [failure(search.tag, result.error)] }

@@ -1,4 +1,5 @@
 import ConnectionLoop
+import Locking
 import Testing
 
 @testable import IMAP
@@ -9,11 +10,17 @@ import Testing
     struct Backend: IMAPBackend {
         var messages: [IMAPMessageState]
         var delta: IMAPMailboxDelta?
+        /// What `contents` answers, by message id.
+        var bodies: [String: IMAPMessageContent] = [:]
+        /// Where `contents` notes the ids it was asked for.
+        var asked: AskedIDs?
 
         func login(
             username: String, password: String, address: String,
             completion: @escaping @Sendable (IMAPLoginResult) -> Void
-        ) { completion(password == "pw" ? .accepted(account: 1) : .rejected) }
+        ) {
+            completion(password == "pw" ? .accepted(account: 1) : password == "pw2" ? .accepted(account: 2) : .rejected)
+        }
 
         func mailboxes(
             account: Int64, completion: @escaping @Sendable (Result<[IMAPMailboxInfo], IMAPBackendError>) -> Void
@@ -44,7 +51,10 @@ import Testing
         func contents(
             account: Int64, ids: [String],
             completion: @escaping @Sendable (Result<[String: IMAPMessageContent], IMAPBackendError>) -> Void
-        ) { completion(.success([:])) }
+        ) {
+            asked?.ids.withLock { $0 += ids }
+            completion(.success(bodies.filter { ids.contains($0.key) }))
+        }
 
         func setFlags(
             account: Int64, changes: [IMAPFlagChange],
@@ -91,6 +101,11 @@ import Testing
             }
         }
         return lines
+    }
+
+    /// The message ids a backend's `contents` was asked for, in order.
+    final class AskedIDs: Sendable {
+        let ids = LockedValue<[String]>([])
     }
 
     final class Box: @unchecked Sendable {  // set and read on the test's thread only
