@@ -68,6 +68,10 @@ public final class Lock: @unchecked Sendable {  // the pthread mutex is what mak
 ///
 /// The value goes in and comes out as `sending`, as with `Mutex`, so a value that is not `Sendable` can be
 /// shared this way without escaping into two isolation domains.
+///
+/// Keep a closure inside a struct, never as the value itself (`LockedValue<Handler?>`, not
+/// `LockedValue<((Int) -> Void)?>`): a closure that is the value is wrapped in two more reabstraction thunks by every
+/// `withLock` whose call is not specialized, and each call of it then runs through all of them.
 public final class LockedValue<Value: ~Copyable>: @unchecked Sendable {  // every access to `value` holds `lock`
     @usableFromInline let lock = Lock()
     @usableFromInline var value: Value
