@@ -36,7 +36,7 @@ extension MailboxStore {
             let entries = try db.query(
                 """
                 SELECT coalesce(uid, created_modseq) AS uid, public_id, seen, flagged, modseq FROM messages
-                WHERE mailbox_id = ? ORDER BY uid
+                WHERE mailbox_id = ? ORDER BY messages.uid
                 """,
                 mailboxID
             ).map(Self.listingEntry)
