@@ -257,7 +257,7 @@ let package = Package(
             name: "MailboxServiceTests",
             dependencies: [
                 "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "MailboxStore", "APNsSimulator", "HTTPClient",
-                "SQLiteKit", "OpenSSLCrypto", "JSONText", "TestSupport",
+                "SQLiteKit", "OpenSSLCrypto", "JSONText", "IMAP", "TestSupport",
             ]),
         .testTarget(
             name: "SignalDispatchTests",

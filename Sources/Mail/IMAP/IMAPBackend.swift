@@ -282,3 +282,56 @@ public struct IMAPMailboxDelta: Sendable, Equatable {
         self.highestModseq = highestModseq
     }
 }
+
+extension IMAPMailboxSnapshot {
+    /// How ``upsert(_:)`` placed a changed message.
+    enum Placement {
+        /// It was here under the same UID: `old` is what it was, at `index`.
+        case updated(index: Int, old: IMAPMessageState)
+        /// It is new here (a new UID is above every UID the mailbox gave before it).
+        case inserted
+    }
+
+    /// The UIDs here of the messages `delta` says left, and of those that came back by a move under a new UID.
+    func uidsLeaving(_ delta: IMAPMailboxDelta) -> Set<UInt32> {
+        guard !delta.left.isEmpty || !delta.movedIn.isEmpty else { return [] }
+        let changedUIDs = Set(delta.changed.map(\.uid))
+        var gone: Set<UInt32> = []
+        for message in messages
+        where (delta.left.contains(message.id) || delta.movedIn.contains(message.id))
+            && !changedUIDs.contains(message.uid)
+        {
+            gone.insert(message.uid)
+        }
+        return gone
+    }
+
+    /// Puts a message the delta changed in its place: over its old state, or in UID order when it is new.
+    mutating func upsert(_ change: IMAPMessageState) -> Placement {
+        if let index = IMAPSession.index(of: change.uid, in: messages) {
+            let old = messages[index]
+            messages[index] = change
+            return .updated(index: index, old: old)
+        }
+        let at = messages.lastIndex { $0.uid < change.uid }.map { $0 + 1 } ?? 0
+        messages.insert(change, at: at)
+        return .inserted
+    }
+
+    /// Takes the delta's UIDNEXT and HIGHESTMODSEQ, never moving back.
+    mutating func advance(to delta: IMAPMailboxDelta) {
+        uidNext = max(uidNext, delta.uidNext)
+        highestModseq = max(highestModseq, delta.highestModseq)
+    }
+
+    /// `delta` applied whole: the snapshot a full read would give now, counts included. A session applies the same
+    /// steps one by one, telling its client of each.
+    public mutating func apply(_ delta: IMAPMailboxDelta) {
+        let gone = uidsLeaving(delta)
+        if !gone.isEmpty { messages.removeAll { gone.contains($0.uid) } }
+        for change in delta.changed { _ = upsert(change) }
+        advance(to: delta)
+        info.messages = messages.count
+        info.unseen = messages.reduce(0) { $0 + ($1.seen ? 0 : 1) }
+    }
+}

@@ -694,36 +694,23 @@ public struct IMAPSession: LoopSession {
         // While `state` also holds the mailbox's arrays, changing `selected` would copy them whole (copy on write):
         // O(mailbox) per woken connection. Taken out of `state` until it is put back below, they change in place.
         state = .authenticated(account: account)
-        let changedUIDs = Set(delta.changed.map(\.uid))
-        var gone: Set<UInt32> = []
-        if !delta.left.isEmpty || !delta.movedIn.isEmpty {
-            for message in selected.snapshot.messages
-            where (delta.left.contains(message.id) || delta.movedIn.contains(message.id))
-                && !changedUIDs.contains(message.uid)
-            {
-                gone.insert(message.uid)
-            }
-        }
+        // The steps of IMAPMailboxSnapshot.apply, each told: expunges, then flag changes and new messages.
+        let gone = selected.snapshot.uidsLeaving(delta)
         var actions = gone.isEmpty ? [] : removeMessages(gone, from: &selected)
         var updates: [LoopAction<IMAPAnswer>] = []
         var added = false
         for change in delta.changed {
-            if let index = Self.index(of: change.uid, in: selected.snapshot.messages) {
-                let old = selected.snapshot.messages[index]
-                selected.snapshot.messages[index] = change
+            switch selected.snapshot.upsert(change) {
+            case .updated(let index, let old):
                 guard old.seen != change.seen || old.flagged != change.flagged else { continue }
                 let deleted = selected.deleted.contains(change.uid)
                 updates.append(send(Self.flagsLine(index + 1, change, deleted: deleted, modseq: condstore)))
-            } else {
-                // A new UID is above every UID the mailbox gave before it.
-                let at = selected.snapshot.messages.lastIndex { $0.uid < change.uid }.map { $0 + 1 } ?? 0
-                selected.snapshot.messages.insert(change, at: at)
+            case .inserted:
                 added = true
             }
         }
         if added { actions.append(send("* \(selected.snapshot.messages.count) EXISTS")) }
-        selected.snapshot.uidNext = max(selected.snapshot.uidNext, delta.uidNext)
-        selected.snapshot.highestModseq = max(selected.snapshot.highestModseq, delta.highestModseq)
+        selected.snapshot.advance(to: delta)
         state = .selected(account: account, selected)
         return actions + updates
     }

@@ -45,8 +45,55 @@ final class IMAPStoreBackend: IMAPBackend {
         }
     }
 
-    init(store: MailboxStore, signIn: SignInLimits) {
+    /// The mailboxes selected lately, kept up to date by deltas: a SELECT of a mailbox held here reads what changed
+    /// since (work in proportion to the changes), not its whole listing.
+    private let snapshots: LockedValue<SnapshotCache>
+    /// How many SELECTs read their mailbox's whole listing (the others read a delta).
+    let wholeReads = LockedValue(0)
+
+    /// Snapshots by account and mailbox, at most `budget` messages in all; the least recently used goes first.
+    struct SnapshotCache {
+        struct Key: Hashable {
+            var account: Int64
+            var role: MailboxRole
+        }
+
+        let budget: Int
+        private var entries: [Key: (snapshot: IMAPMailboxSnapshot, used: UInt64)] = [:]
+        private var messages = 0
+        private var clock: UInt64 = 0
+
+        init(budget: Int) { self.budget = budget }
+
+        mutating func get(_ key: Key) -> IMAPMailboxSnapshot? {
+            guard let entry = entries[key] else { return nil }
+            clock += 1
+            entries[key]?.used = clock
+            return entry.snapshot
+        }
+
+        /// Keeps `snapshot` unless what is held is newer (a read that finished after it).
+        mutating func put(_ key: Key, _ snapshot: IMAPMailboxSnapshot) {
+            guard snapshot.messages.count <= budget else { return }
+            if let held = entries[key] {
+                guard held.snapshot.highestModseq <= snapshot.highestModseq else { return }
+                messages -= held.snapshot.messages.count
+            }
+            clock += 1
+            entries[key] = (snapshot, clock)
+            messages += snapshot.messages.count
+            while messages > budget, let oldest = entries.min(by: { $0.value.used < $1.value.used }) {
+                messages -= oldest.value.snapshot.messages.count
+                entries[oldest.key] = nil
+            }
+        }
+
+        var count: Int { entries.count }
+    }
+
+    init(store: MailboxStore, signIn: SignInLimits, snapshotBudget: Int = 500_000) {
         self.store = store
+        snapshots = LockedValue(SnapshotCache(budget: snapshotBudget))
         throttle = LoginThrottle(store: store, limits: signIn)
         // Commits of every instance: this process's at once, the others' through the process's one LISTEN.
         store.observeChangesOfEveryInstance { [watchers, sink, deltaReads] changes in
@@ -160,18 +207,42 @@ final class IMAPStoreBackend: IMAPBackend {
         account: Int64, mailbox: String,
         completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void
     ) {
-        let store = store
-        run(completion) {
-            guard let role = Self.role(named: mailbox), let entry = Self.names.first(where: { $0.0 == role }) else {
-                throw IMAPBackendError.noMailbox
+        guard let role = Self.role(named: mailbox) else { return completion(.failure(.noMailbox)) }
+        let key = SnapshotCache.Key(account: account, role: role)
+        guard let held = snapshots.withLock({ $0.get(key) }) else {
+            return readSnapshot(account: account, role: role, completion: completion)
+        }
+        delta(account: account, mailbox: mailbox, since: held.highestModseq) { [snapshots] result in
+            switch result {
+            case .success(let delta?):
+                var snapshot = held
+                snapshot.apply(delta)
+                snapshots.withLock { $0.put(key, snapshot) }
+                completion(.success(snapshot))
+            case .success(nil):
+                self.readSnapshot(account: account, role: role, completion: completion)
+            case .failure(let error):
+                completion(.failure(error))
             }
+        }
+    }
+
+    /// The whole listing of a mailbox, read from the store and kept.
+    private func readSnapshot(
+        account: Int64, role: MailboxRole,
+        completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void
+    ) {
+        let (store, snapshots) = (store, snapshots)
+        wholeReads.withLock { $0 += 1 }
+        run(completion) {
+            guard let entry = Self.names.first(where: { $0.0 == role }) else { throw IMAPBackendError.noMailbox }
             let listing = try await store.mailboxListing(accountID: account, mailbox: role)
             let messages = listing.entries.map {
                 IMAPMessageState(
                     uid: UInt32(truncatingIfNeeded: $0.uid), id: $0.id, seen: $0.seen, flagged: $0.flagged,
                     modseq: Self.imapModseq($0.modseq))
             }
-            return IMAPMailboxSnapshot(
+            let snapshot = IMAPMailboxSnapshot(
                 info: IMAPMailboxInfo(
                     name: entry.1, specialUse: entry.2, messages: messages.count,
                     unseen: messages.filter { !$0.seen }.count),
@@ -179,6 +250,8 @@ final class IMAPStoreBackend: IMAPBackend {
                 uidNext: UInt32(truncatingIfNeeded: max(listing.uidNext, (listing.entries.last?.uid ?? 0) + 1)),
                 highestModseq: Self.imapModseq(listing.modseq),
                 messages: messages)
+            snapshots.withLock { $0.put(SnapshotCache.Key(account: account, role: role), snapshot) }
+            return snapshot
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import IMAP
 import MailboxHTTPAPI
 import MailboxStore
 import OpenSSLCrypto
@@ -39,5 +40,51 @@ import Testing
             frames.allSatisfy { $0 <= first + 8 }, "frames per notification: \(frames.prefix(5))…\(frames.suffix(5))")
         backend.unwatch(connection: 7)
         told.finish()
+    }
+
+    /// A mailbox selected again is brought up to date from what changed since (a delta), not read whole: after
+    /// deliveries, flag changes, a move out, a move back in under a new UID and a destruction, it is what a backend
+    /// that never saw it reads, counts included.
+    @Test func aMailboxSelectedAgainIsWhatAFreshReadGives() async throws {
+        let directory = try TemporaryDirectory(prefix: "imap-backend")
+        var configuration = MailboxStore.Configuration()
+        configuration.passwordParameters = .testing
+        let store = try MailboxStore(
+            database: .sqlite(path: directory.path("mailbox.sqlite")), configuration: configuration)
+        let account = try await store.createAccount(username: "alice", password: "password-alice").id
+        var ids: [String] = []
+        for number in 0..<20 {
+            ids.append(
+                try await store.deliver(
+                    NewMessage(to: "alice", from: "erin@example.com", subject: "n\(number)", body: "b")
+                ).id)
+        }
+        let kept = IMAPStoreBackend(store: store, signIn: SignInLimits())
+        let first = try await Self.snapshot(kept, account, "INBOX")
+        #expect(first.messages.count == 20)
+
+        _ = try await store.updateMessage(id: ids[1], accountID: account, seen: true, flagged: nil, mailbox: nil)
+        _ = try await store.updateMessage(id: ids[2], accountID: account, seen: nil, flagged: true, mailbox: nil)
+        _ = try await store.updateMessage(id: ids[3], accountID: account, seen: nil, flagged: nil, mailbox: .archive)
+        _ = try await store.updateMessage(id: ids[4], accountID: account, seen: nil, flagged: nil, mailbox: .archive)
+        _ = try await store.updateMessage(id: ids[4], accountID: account, seen: nil, flagged: nil, mailbox: .inbox)
+        _ = try await store.destroyMessage(id: ids[5], accountID: account)
+        _ = try await store.deliver(NewMessage(to: "alice", from: "erin@example.com", subject: "late", body: "b"))
+
+        let again = try await Self.snapshot(kept, account, "inbox")
+        let fresh = try await Self.snapshot(IMAPStoreBackend(store: store, signIn: SignInLimits()), account, "INBOX")
+        #expect(again == fresh)
+        #expect(kept.wholeReads.withLock { $0 } == 1, "the second SELECT read a delta, not the whole mailbox")
+        #expect(again.messages.count == 19 && again.info.messages == 19 && again.info.unseen == 18)
+        #expect(again.messages.dropLast().last?.id == ids[4], "a message moved back in comes after those that stayed")
+        #expect(again.highestModseq > first.highestModseq)
+    }
+
+    static func snapshot(
+        _ backend: IMAPStoreBackend, _ account: Int64, _ mailbox: String
+    ) async throws -> IMAPMailboxSnapshot {
+        try await withCheckedThrowingContinuation { continuation in
+            backend.snapshot(account: account, mailbox: mailbox) { continuation.resume(with: $0) }
+        }
     }
 }
