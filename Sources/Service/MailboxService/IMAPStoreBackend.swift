@@ -17,8 +17,25 @@ final class IMAPStoreBackend: IMAPBackend {
     /// Delta reads, one per account, mailbox and starting point while it runs: the connections a commit wakes
     /// together ask the same question and share its answer (a fan-out reads once, not once per connection). Only a
     /// read started after the account's latest commit is shared, so no connection takes an answer older than the
-    /// commit that woke it.
-    private let deltaReads = LockedValue<(commits: [Int64: UInt64], running: [DeltaKey: DeltaRead])>(([:], [:]))
+    /// commit that woke it. A finished read's answer is kept until the account's next commit (`done`): the
+    /// connections woken after it finished (a loop thread reaches a thousand of them over tens of milliseconds) take
+    /// it at once, with no read, no task and no trip back through the loop's inbox.
+    private let deltaReads = LockedValue(DeltaReads())
+
+    struct DeltaReads {
+        /// Commits seen per account.
+        var commits: [Int64: UInt64] = [:]
+        /// Reads in flight.
+        var running: [DeltaKey: DeltaRead] = [:]
+        /// Finished reads' answers with the commit count they were read after, until the account's next commit.
+        var done: [DeltaKey: (generation: UInt64, delta: IMAPMailboxDelta?)] = [:]
+
+        /// A commit to `account`: reads before it are neither shared nor kept past it.
+        mutating func committed(_ account: Int64) {
+            commits[account, default: 0] += 1
+            if !done.isEmpty { done = done.filter { $0.key.account != account } }
+        }
+    }
 
     /// Who is told: the closure inside a struct. Kept directly as a `LockedValue`'s value, a closure came out of
     /// every `withLock` wrapped in two more reabstraction thunks (its `inout` crosses the generic signature both
@@ -50,6 +67,8 @@ final class IMAPStoreBackend: IMAPBackend {
     private let snapshots: LockedValue<SnapshotCache>
     /// How many SELECTs read their mailbox's whole listing (the others read a delta).
     let wholeReads = LockedValue(0)
+    /// How many deltas were read from the store (the others were shared or kept).
+    let deltaStoreReads = LockedValue(0)
 
     /// Snapshots by account and mailbox, at most `budget` messages in all; the least recently used goes first.
     struct SnapshotCache {
@@ -102,8 +121,11 @@ final class IMAPStoreBackend: IMAPBackend {
                 if changes.contains(where: { $0.accountID == CommittedChange.everyAccount }) {
                     for account in state.commits.keys { state.commits[account, default: 0] += 1 }
                     state.running = [:]
+                    state.done = [:]
                 }
-                for change in changes { state.commits[change.accountID, default: 0] += 1 }
+                for change in changes where change.accountID != CommittedChange.everyAccount {
+                    state.committed(change.accountID)
+                }
             }
             let connections = watchers.withLock { state in
                 changes.contains { $0.accountID == CommittedChange.everyAccount }
@@ -260,26 +282,41 @@ final class IMAPStoreBackend: IMAPBackend {
         completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void
     ) {
         let key = DeltaKey(account: account, mailbox: mailbox, since: highestModseq)
-        let read = deltaReads.withLock { state -> DeltaRead? in
+        enum Next {
+            case answered(IMAPMailboxDelta?)
+            case waiting
+            case read(DeltaRead)
+        }
+        let next = deltaReads.withLock { state -> Next in
             let generation = state.commits[account, default: 0]
+            if let done = state.done[key], done.generation == generation { return .answered(done.delta) }
             if let running = state.running[key], running.generation == generation {
                 running.waiters.append(completion)
-                return nil
+                return .waiting
             }
             let read = DeltaRead(generation: generation, waiter: completion)
             state.running[key] = read
-            return read
+            return .read(read)
         }
-        guard let read else { return }
-        let deltaReads = deltaReads
-        readDelta(account: account, mailbox: mailbox, since: highestModseq) { result in
-            let waiters = deltaReads.withLock {
-                state -> [@Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void] in
-                if state.running[key] === read { state.running[key] = nil }
-                defer { read.waiters = [] }
-                return read.waiters
+        switch next {
+        case .answered(let delta): return completion(.success(delta))
+        case .waiting: return
+        case .read(let read):
+            let deltaReads = deltaReads
+            readDelta(account: account, mailbox: mailbox, since: highestModseq) { result in
+                let waiters = deltaReads.withLock {
+                    state -> [@Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void] in
+                    if state.running[key] === read { state.running[key] = nil }
+                    if case .success(let delta) = result, state.commits[account, default: 0] == read.generation {
+                        // Bounded: a thousand mailboxes' answers at most, kept only until their account changes.
+                        if state.done.count >= 1024 { state.done = [:] }
+                        state.done[key] = (read.generation, delta)
+                    }
+                    defer { read.waiters = [] }
+                    return read.waiters
+                }
+                for waiter in waiters { waiter(result) }
             }
-            for waiter in waiters { waiter(result) }
         }
     }
 
@@ -288,6 +325,7 @@ final class IMAPStoreBackend: IMAPBackend {
         completion: @escaping @Sendable (Result<IMAPMailboxDelta?, IMAPBackendError>) -> Void
     ) {
         let store = store
+        deltaStoreReads.withLock { $0 += 1 }
         run(completion) {
             guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
             // The HIGHESTMODSEQ given was the store's modseq plus one.

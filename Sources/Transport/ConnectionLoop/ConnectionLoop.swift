@@ -343,7 +343,9 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                 let id = connection.id
                 // An answer given before the question returns (a cached lookup) is taken at once; a later one
                 // comes through the inbox.
-                let early = LockedValue<(returned: Bool, answer: Session.Answer?)>((false, nil))
+                // A struct, not a labelled tuple: the loop runs unspecialized, and a tuple's metadata is looked up
+                // (its labels compared as strings) on every question.
+                let early = LockedValue(EarlyAnswer<Session.Answer>())
                 question(id) { [self] answer in
                     let taken = early.withLock { state -> Bool in
                         guard !state.returned else { return false }
@@ -550,4 +552,10 @@ struct DeadlineHeap {
             parent = smallest
         }
     }
+}
+
+/// Whether a question's asker has moved on, and the answer given before it did.
+struct EarlyAnswer<Answer> {
+    var returned = false
+    var answer: Answer?
 }

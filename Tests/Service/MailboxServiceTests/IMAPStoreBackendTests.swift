@@ -80,6 +80,45 @@ import Testing
         #expect(again.highestModseq > first.highestModseq)
     }
 
+    /// Connections woken by one commit ask for the same delta; those that ask after the read finished take its kept
+    /// answer without reading again, until the account's next commit, after which a fresh read says what it changed.
+    @Test func aFinishedDeltaIsKeptUntilTheAccountsNextCommit() async throws {
+        let directory = try TemporaryDirectory(prefix: "imap-backend")
+        var configuration = MailboxStore.Configuration()
+        configuration.passwordParameters = .testing
+        let store = try MailboxStore(
+            database: .sqlite(path: directory.path("mailbox.sqlite")), configuration: configuration)
+        let account = try await store.createAccount(username: "alice", password: "password-alice").id
+        let backend = IMAPStoreBackend(store: store, signIn: SignInLimits())
+        let (commits, seen) = AsyncStream.makeStream(of: UInt64.self)
+        backend.tell { seen.yield($0) }
+        backend.watch(account: account, connection: 1)
+        var told = commits.makeAsyncIterator()
+        let since = try await Self.snapshot(backend, account, "INBOX").highestModseq
+
+        _ = try await store.deliver(NewMessage(to: "alice", from: "erin@example.com", subject: "one", body: "b"))
+        _ = await told.next()
+        let first = try await Self.delta(backend, account, since)
+        let again = try await Self.delta(backend, account, since)
+        #expect(first?.changed.count == 1 && again == first)
+        #expect(backend.deltaStoreReads.withLock { $0 } == 1)
+
+        _ = try await store.deliver(NewMessage(to: "alice", from: "erin@example.com", subject: "two", body: "b"))
+        _ = await told.next()
+        let after = try await Self.delta(backend, account, since)
+        #expect(after?.changed.count == 2, "the next commit is not answered from the kept delta")
+        #expect(backend.deltaStoreReads.withLock { $0 } == 2)
+        seen.finish()
+    }
+
+    static func delta(
+        _ backend: IMAPStoreBackend, _ account: Int64, _ since: Int64
+    ) async throws -> IMAPMailboxDelta? {
+        try await withCheckedThrowingContinuation { continuation in
+            backend.delta(account: account, mailbox: "INBOX", since: since) { continuation.resume(with: $0) }
+        }
+    }
+
     static func snapshot(
         _ backend: IMAPStoreBackend, _ account: Int64, _ mailbox: String
     ) async throws -> IMAPMailboxSnapshot {
