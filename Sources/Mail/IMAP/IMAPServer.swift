@@ -8,8 +8,10 @@ public struct IMAPServerError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// The IMAP listener: ``IMAPSession`` on a ``ConnectionLoop`` (one thread, epoll, TLS in memory), implicit TLS
-/// (RFC 8314) unless the development plain-text mode is asked for.
+/// The IMAP listener: ``IMAPSession`` on ``ConnectionLoop``s (one thread each, one per core by default, epoll, TLS
+/// in memory) sharing the listening socket, implicit TLS (RFC 8314) unless the development plain-text mode is asked
+/// for. A commit wakes every watching connection on its own loop, so the fan-out to thousands of idling clients is
+/// spread over the cores.
 public final class IMAPServer: Sendable {
     /// Where to listen, the TLS files and the limits.
     public struct Configuration: Sendable {
@@ -27,12 +29,15 @@ public final class IMAPServer: Sendable {
         public var session: IMAPSession.Configuration
         /// The most bytes of message summaries FETCH keeps for all connections (``IMAPFetchCache``; 0: none).
         public var fetchCacheBytes: Int
+        /// How many loop threads serve the connections (at least 1; default: one per core, at most 8).
+        public var loopThreads: Int
 
         /// Creates a configuration.
         public init(
             host: String, port: UInt16, tls: (certificate: String, privateKey: String)?,
             minimumTLSVersion: String = "1.2", maxConnections: Int = 10_000,
-            session: IMAPSession.Configuration = IMAPSession.Configuration(), fetchCacheBytes: Int = 64 << 20
+            session: IMAPSession.Configuration = IMAPSession.Configuration(), fetchCacheBytes: Int = 64 << 20,
+            loopThreads: Int = min(8, ProcessInfo.processInfo.activeProcessorCount)
         ) {
             self.host = host
             self.port = port
@@ -41,13 +46,14 @@ public final class IMAPServer: Sendable {
             self.maxConnections = maxConnections
             self.session = session
             self.fetchCacheBytes = fetchCacheBytes
+            self.loopThreads = max(1, loopThreads)
         }
     }
 
     /// The bound port.
     public let port: UInt16
     private let listener: Int32
-    private let loop: ConnectionLoop<IMAPSession>
+    private let loops: [ConnectionLoop<IMAPSession>]
     private let running = LockedValue(false)
     private let finished = DispatchGroup()
 
@@ -72,17 +78,26 @@ public final class IMAPServer: Sendable {
         sessionConfiguration.plaintext = configuration.tls == nil
         let session = sessionConfiguration
         let fetchCache = IMAPFetchCache(budgetBytes: configuration.fetchCacheBytes)
+        let allowance = ConnectionAllowance(limit: configuration.maxConnections)
+        let count = max(1, configuration.loopThreads)
+        var loops: [ConnectionLoop<IMAPSession>] = []
         do {
-            loop = try ConnectionLoop(
-                listener: listener, tls: context, maxConnections: configuration.maxConnections,
-                refusal: "* BYE Too many connections; try again later\r\n"
-            ) { address in
-                IMAPSession(configuration: session, backend: backend, remoteAddress: address, fetchCache: fetchCache)
+            for index in 0..<count {
+                loops.append(
+                    try ConnectionLoop(
+                        listener: listener, tls: context, allowance: allowance,
+                        refusal: "* BYE Too many connections; try again later\r\n", index: index, count: count
+                    ) { address in
+                        IMAPSession(
+                            configuration: session, backend: backend, remoteAddress: address, fetchCache: fetchCache)
+                    })
             }
         } catch {
+            for loop in loops { loop.closeInbox() }
             close(listener)
             throw IMAPServerError(description: "imap: \(error.reason)")
         }
+        self.loops = loops
     }
 
     /// Starts serving (once).
@@ -93,23 +108,28 @@ public final class IMAPServer: Sendable {
                 return !running
             })
         else { return }
-        finished.enter()
-        Thread.start(named: "imap", stackSize: 8 << 20) { [self] in
-            loop.run()
-            finished.leave()
+        for (index, loop) in loops.enumerated() {
+            finished.enter()
+            Thread.start(named: index == 0 ? "imap" : "imap-\(index + 1)", stackSize: 8 << 20) { [finished] in
+                loop.run()
+                finished.leave()
+            }
         }
     }
 
-    /// Tells a connection its account changed (from any thread).
-    public func notify(_ connection: UInt64) { loop.notify(connection, .accountChanged) }
+    /// Tells a connection its account changed (from any thread): on the loop that holds it.
+    public func notify(_ connection: UInt64) {
+        loops[ConnectionLoop<IMAPSession>.loopIndex(of: connection, count: loops.count)]
+            .notify(connection, .accountChanged)
+    }
 
     /// Closes every connection and stops.
     public func shutdown() {
         if running.withLock({ $0 }) {
-            loop.stop()
+            for loop in loops { loop.stop() }
             finished.wait()
         } else {
-            loop.closeInbox()
+            for loop in loops { loop.closeInbox() }
         }
         close(listener)
     }

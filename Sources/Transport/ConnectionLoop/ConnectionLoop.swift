@@ -74,7 +74,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
 
     private let makeSession: @Sendable (_ peerAddress: String) -> Session
     private let tlsContext: ServerTLSContext?
-    private let maxConnections: Int
+    private let allowance: ConnectionAllowance
     private let refusal: [UInt8]
     private let poller: Poller
     private let listener: Int32
@@ -84,7 +84,11 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     /// comes up and put back with the connection's real deadline if activity moved it. So a timer costs nothing per
     /// byte or per event, and a check visits only connections whose entry is due, never every connection.
     private var deadlines = DeadlineHeap()
-    private var nextID: UInt64 = 1
+    private var nextID: UInt64
+    private let idStride: UInt64
+    /// How many connections one wake-up accepts: all that wait when the loop is alone on its listener; a few when it
+    /// shares it, so that the loops (all woken by a new connection) split a burst by how busy each is.
+    private let acceptBatch: Int
     private var outstanding = 0
     private var stopping = false
     private var listenerPaused = false
@@ -94,10 +98,28 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
 
     /// A loop over `listener` (a bound, listening socket it does not own). `refusal` is written to a connection
     /// over `maxConnections` before it is closed (plain text: it is never a TLS client's first record).
-    package init(
+    ///
+    /// Several loops may serve one listener, each on its own thread (one per core): each accepts what its epoll set
+    /// wakes it for, they count against one shared `allowance`, and loop `index` of `count` numbers its connections
+    /// `index + 1`, `index + 1 + count`, …, so a connection's id says which loop holds it (``loopIndex(of:count:)``).
+    package convenience init(
         listener: Int32, tls: ServerTLSContext?, maxConnections: Int, refusal: String,
         session: @escaping @Sendable (_ peerAddress: String) -> Session
     ) throws(LoopSetupError) {
+        try self.init(
+            listener: listener, tls: tls, allowance: ConnectionAllowance(limit: maxConnections), refusal: refusal,
+            index: 0, count: 1, session: session)
+    }
+
+    /// Loop `index` of `count` over one listener, sharing `allowance` (see the other initializer).
+    package init(
+        listener: Int32, tls: ServerTLSContext?, allowance: ConnectionAllowance, refusal: String, index: Int,
+        count: Int, session: @escaping @Sendable (_ peerAddress: String) -> Session
+    ) throws(LoopSetupError) {
+        precondition(count >= 1 && index >= 0 && index < count, "loop \(index) of \(count)")
+        nextID = UInt64(index) + 1
+        idStride = UInt64(count)
+        acceptBatch = count == 1 ? Int.max : 4
         do {
             poller = try Poller(capacity: 256)
         } catch {
@@ -110,7 +132,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL, 0) | O_NONBLOCK)
         self.listener = listener
         self.tlsContext = tls
-        self.maxConnections = maxConnections
+        self.allowance = allowance
         self.refusal = Array(refusal.utf8)
         makeSession = session
     }
@@ -122,6 +144,9 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
 
     /// How many connections are open (loop thread; for tests and metrics through the session's backend).
     package var connectionCount: Int { connections.count }
+
+    /// Which of `count` loops over one listener holds connection `id`.
+    package static func loopIndex(of id: UInt64, count: Int) -> Int { Int((id &- 1) % UInt64(max(1, count))) }
 
     // MARK: Any thread
 
@@ -182,7 +207,9 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     }
 
     private func acceptConnections() {
-        while !stopping {
+        var accepted = 0
+        while !stopping, accepted < acceptBatch {
+            accepted += 1
             let fd = accept(listener, nil, nil)
             guard fd >= 0 else {
                 if errno == EINTR || errno == ECONNABORTED { continue }
@@ -192,7 +219,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                 }
                 return
             }
-            guard connections.count < maxConnections else {
+            guard allowance.take() else {
                 _ = refusal.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 close(fd)
                 continue
@@ -205,15 +232,17 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             if let tlsContext {
                 guard let engine = TLSEngine(context: tlsContext.context, role: .server) else {
                     close(fd)
+                    allowance.give()
                     continue
                 }
                 tls = engine
             }
             let connection = LoopConnection(
                 id: nextID, fd: fd, session: makeSession(Self.peerAddress(fd)), tls: tls, now: now)
-            nextID += 1
+            nextID += idStride
             guard poller.add(fd, tag: connection.id, events: EPOLLIN.rawValue) else {
                 close(fd)
+                allowance.give()
                 continue
             }
             connection.interest = EPOLLIN.rawValue
@@ -477,6 +506,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         if !connection.broken { poller.remove(connection.fd) }
         close(connection.fd)
+        allowance.give()
         connection.session.closed(connection: connection.id)
     }
 
@@ -558,4 +588,26 @@ struct DeadlineHeap {
 struct EarlyAnswer<Answer> {
     var returned = false
     var answer: Answer?
+}
+
+/// The connections several loops over one listener may hold together.
+package final class ConnectionAllowance: Sendable {
+    /// The most connections open at once.
+    package let limit: Int
+    private let open = LockedValue(0)
+
+    /// An allowance of `limit` connections.
+    package init(limit: Int) { self.limit = limit }
+
+    /// Counts one more connection, unless the limit is reached.
+    func take() -> Bool {
+        open.withLock { open in
+            guard open < limit else { return false }
+            open += 1
+            return true
+        }
+    }
+
+    /// Counts a connection gone.
+    func give() { open.withLock { $0 -= 1 } }
 }
