@@ -230,7 +230,10 @@ let package = Package(
             dependencies: ["Locking", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "HTTP2ServerTests",
-            dependencies: ["Locking", "HTTP2Server", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: [
+                "Locking", "HTTP2Server", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "ConnectionLoop", "COpenSSL",
+                "TestSupport",
+            ]),
         .testTarget(
             name: "HTTPClientTests",
             dependencies: [

@@ -3,8 +3,14 @@ package struct OutputBuffer {
     private var storage: [UInt8] = []
     private var readIndex = 0
 
+    /// The most capacity an emptied buffer keeps.
+    static var keptCapacity: Int { 512 }
+
     /// Creates an empty buffer.
     package init() {}
+
+    /// The bytes of storage it holds (for tests of what an idle connection costs).
+    package var capacity: Int { storage.capacity }
 
     /// Bytes waiting to be sent.
     package var count: Int { storage.count - readIndex }
@@ -35,7 +41,9 @@ package struct OutputBuffer {
         if sent > 0 {
             readIndex += sent
             if readIndex == storage.count {
-                storage.removeAll(keepingCapacity: storage.capacity <= 1 << 20)
+                // Emptied: a small buffer is kept for the next write; a larger one (a TLS handshake's flight, a long
+                // FETCH) is given back, so an idle connection holds no output memory.
+                storage.removeAll(keepingCapacity: storage.capacity <= Self.keptCapacity)
                 readIndex = 0
             }
         }

@@ -18,21 +18,20 @@ package final class TLSEngine {
 
     /// The OpenSSL connection (for ALPN, peer certificate and verification queries).
     package let ssl: OpaquePointer
-    private let readBIO: OpaquePointer
-    private let writeBIO: OpaquePointer
+    private var readBIO: OpaquePointer
+    private var writeBIO: OpaquePointer
     /// Whether the handshake has finished.
     package private(set) var handshakeComplete = false
+    /// Whether the memory BIOs that carried the handshake were replaced by fresh ones.
+    package private(set) var handshakeBuffersReleased = false
 
     /// Creates the engine from a configured `SSL_CTX`; `nil` when OpenSSL is out of memory.
     package init?(context: OpaquePointer, role: Role) {
         guard let ssl = SSL_new(context) else { return nil }
-        guard let readBIO = BIO_new(BIO_s_mem()), let writeBIO = BIO_new(BIO_s_mem()) else {
+        guard let (readBIO, writeBIO) = Self.memoryBIOs() else {
             SSL_free(ssl)
             return nil
         }
-        // An empty read BIO means "retry later", not end of file.
-        _ = BIO_ctrl(readBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
-        _ = BIO_ctrl(writeBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
         SSL_set_bio(ssl, readBIO, writeBIO)  // the SSL now owns both BIOs
         switch role {
         case .client: SSL_set_connect_state(ssl)
@@ -44,6 +43,31 @@ package final class TLSEngine {
     }
 
     deinit { SSL_free(ssl) }
+
+    /// A read and a write memory BIO, an empty read BIO meaning "retry later", not end of file.
+    private static func memoryBIOs() -> (OpaquePointer, OpaquePointer)? {
+        guard let readBIO = BIO_new(BIO_s_mem()) else { return nil }
+        guard let writeBIO = BIO_new(BIO_s_mem()) else {
+            BIO_free(readBIO)
+            return nil
+        }
+        _ = BIO_ctrl(readBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
+        _ = BIO_ctrl(writeBIO, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
+        return (readBIO, writeBIO)
+    }
+
+    /// Once the handshake is over and both BIOs are empty, swaps in fresh ones: a memory BIO keeps the largest
+    /// buffer it ever held, and the handshake's (the certificate chain going out) would stay with every idle
+    /// connection for its life.
+    private func releaseHandshakeBuffers() {
+        guard handshakeComplete, !handshakeBuffersReleased, BIO_ctrl_pending(readBIO) == 0,
+            BIO_ctrl_pending(writeBIO) == 0, let (fresh, freshWrite) = Self.memoryBIOs()
+        else { return }
+        SSL_set_bio(ssl, fresh, freshWrite)  // frees the old pair
+        readBIO = fresh
+        writeBIO = freshWrite
+        handshakeBuffersReleased = true
+    }
 
     /// Hands received ciphertext to OpenSSL.
     package func receiveCiphertext(_ bytes: UnsafeRawBufferPointer) {
@@ -119,6 +143,7 @@ package final class TLSEngine {
             }
             if read <= 0 { break }
         }
+        if !handshakeBuffersReleased { releaseHandshakeBuffers() }
     }
 
     /// The ALPN protocol the handshake selected, or `nil`.
