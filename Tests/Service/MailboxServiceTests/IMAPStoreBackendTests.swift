@@ -12,16 +12,12 @@ import Testing
 /// them does not grow with the number of commits.
 @Suite struct IMAPStoreBackendTests {
     @Test func aCommitTellsTheWatchingConnectionAtTheSameDepthAfterHundredsOfCommits() async throws {
-        let directory = try TemporaryDirectory(prefix: "imap-backend")
-        var configuration = MailboxStore.Configuration()
-        configuration.passwordParameters = .testing
-        let store = try MailboxStore(
-            database: .sqlite(path: directory.path("mailbox.sqlite")), configuration: configuration)
-        let account = try await store.createAccount(username: "alice", password: "password-alice")
+        let (directory, store, accountID) = try await Self.storeWithAlice()
+        defer { withExtendedLifetime(directory) {} }
         let backend = IMAPStoreBackend(store: store, signIn: SignInLimits())
         let (depths, told) = AsyncStream.makeStream(of: (connection: UInt64, frames: Int).self)
         backend.tell { connection in told.yield((connection, Thread.callStackReturnAddresses.count)) }
-        backend.watch(account: account.id, connection: 7)
+        backend.watch(account: accountID, connection: 7)
 
         // One commit at a time, each waited for until its connection is told.
         var frames: [Int] = []
@@ -46,12 +42,8 @@ import Testing
     /// deliveries, flag changes, a move out, a move back in under a new UID and a destruction, it is what a backend
     /// that never saw it reads, counts included.
     @Test func aMailboxSelectedAgainIsWhatAFreshReadGives() async throws {
-        let directory = try TemporaryDirectory(prefix: "imap-backend")
-        var configuration = MailboxStore.Configuration()
-        configuration.passwordParameters = .testing
-        let store = try MailboxStore(
-            database: .sqlite(path: directory.path("mailbox.sqlite")), configuration: configuration)
-        let account = try await store.createAccount(username: "alice", password: "password-alice").id
+        let (directory, store, account) = try await Self.storeWithAlice()
+        defer { withExtendedLifetime(directory) {} }
         var ids: [String] = []
         for number in 0..<20 {
             ids.append(
@@ -83,12 +75,8 @@ import Testing
     /// Connections woken by one commit ask for the same delta; those that ask after the read finished take its kept
     /// answer without reading again, until the account's next commit, after which a fresh read says what it changed.
     @Test func aFinishedDeltaIsKeptUntilTheAccountsNextCommit() async throws {
-        let directory = try TemporaryDirectory(prefix: "imap-backend")
-        var configuration = MailboxStore.Configuration()
-        configuration.passwordParameters = .testing
-        let store = try MailboxStore(
-            database: .sqlite(path: directory.path("mailbox.sqlite")), configuration: configuration)
-        let account = try await store.createAccount(username: "alice", password: "password-alice").id
+        let (directory, store, account) = try await Self.storeWithAlice()
+        defer { withExtendedLifetime(directory) {} }
         let backend = IMAPStoreBackend(store: store, signIn: SignInLimits())
         let (commits, seen) = AsyncStream.makeStream(of: UInt64.self)
         backend.tell { seen.yield($0) }
@@ -109,6 +97,17 @@ import Testing
         #expect(after?.changed.count == 2, "the next commit is not answered from the kept delta")
         #expect(backend.deltaStoreReads.withLock { $0 } == 2)
         seen.finish()
+    }
+
+    /// A store in a new folder (kept while the folder lives) with one account, alice.
+    static func storeWithAlice() async throws -> (TemporaryDirectory, MailboxStore, Int64) {
+        let directory = try TemporaryDirectory(prefix: "imap-backend")
+        var configuration = MailboxStore.Configuration()
+        configuration.passwordParameters = .testing
+        let store = try MailboxStore(
+            database: .sqlite(path: directory.path("mailbox.sqlite")), configuration: configuration)
+        let account = try await store.createAccount(username: "alice", password: "password-alice").id
+        return (directory, store, account)
     }
 
     static func delta(
