@@ -289,7 +289,7 @@ let package = Package(
                 "TestSupport",
             ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
-        .testTarget(name: "IMAPTests", dependencies: ["IMAP", "Locking"]),
+        .testTarget(name: "IMAPTests", dependencies: ["IMAP", "Locking", "TestSupport"]),
         .testTarget(name: "MailMIMETests", dependencies: ["MailMIME", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "TestSupport"]),
         .testTarget(
