@@ -107,7 +107,6 @@ final class IMAPStoreBackend: IMAPBackend {
             }
         }
 
-        var count: Int { entries.count }
     }
 
     init(store: MailboxStore, signIn: SignInLimits, snapshotBudget: Int = 500_000) {
