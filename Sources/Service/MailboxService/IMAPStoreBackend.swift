@@ -106,7 +106,6 @@ final class IMAPStoreBackend: IMAPBackend {
                 entries[oldest.key] = nil
             }
         }
-
     }
 
     init(store: MailboxStore, signIn: SignInLimits, snapshotBudget: Int = 500_000) {
