@@ -155,7 +155,7 @@ let package = Package(
         // alike.
         .target(
             name: "SimulatorSupport",
-            dependencies: ["Durations", "Locking", "HTTPServer", "HTTP2Server", "CommandLineSupport"]),
+            dependencies: ["Durations", "Locking", "HTTPServer", "HTTP2Server", "HTTPTypes", "CommandLineSupport"]),
         .target(
             name: "APNsSimulator",
             dependencies: [
@@ -165,7 +165,8 @@ let package = Package(
         .target(
             name: "FCMSimulator",
             dependencies: [
-                "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "ServiceMetrics",
+                "HTTP2Server", "HTTPServer", "JSONText", "OpenSSLCrypto", "Locking", "SimulatorSupport",
+                "ServiceMetrics",
             ]),
         // webpush-sim: push resources (RFC 8030/8291/8292), the simulated browser, Mozilla's WebSocket protocol.
         .target(
@@ -208,7 +209,7 @@ let package = Package(
             dependencies: [
                 "APNs", "APNsSimulator", "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
                 "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
-                "HTTPServer", "JMAP", "IMAP", "ConnectionLoop",
+                "HTTPServer", "JMAP", "JSONText", "IMAP", "ConnectionLoop",
                 "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking", "ServerSentEvents",
             ]),
         .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),
@@ -225,6 +226,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Locking", "PostgresKit", "Push"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteKitTests", dependencies: ["Locking", "SQLiteKit", "TestSupport"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
+        .testTarget(name: "JSONTextTests", dependencies: ["JSONText"]),
         .testTarget(
             name: "HTTPServerTests",
             dependencies: ["Locking", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
@@ -285,8 +287,8 @@ let package = Package(
         .testTarget(
             name: "JMAPTests",
             dependencies: [
-                "JMAP", "Locking", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch", "HTTPClient",
-                "TestSupport",
+                "JMAP", "JSONText", "Locking", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch",
+                "HTTPClient", "TestSupport",
             ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),
         .testTarget(name: "IMAPTests", dependencies: ["IMAP", "Locking", "TestSupport"]),
@@ -314,7 +316,7 @@ let layers: KeyValuePairs<String, [String]> = [
     ],
     "Foundation": [
         "Locking", "NetworkAddress", "Durations", "SQLSupport", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "JSONText",
-        "CommandLineSupport", "SQLiteKitTests", "OpenSSLCryptoTests",
+        "CommandLineSupport", "SQLiteKitTests", "OpenSSLCryptoTests", "JSONTextTests",
     ],
     "Transport": [
         "ConnectionLoop", "HTTPTypes", "HTTPServer", "HTTP2Support", "HTTP2Server", "HTTP2Client", "HTTPClient",

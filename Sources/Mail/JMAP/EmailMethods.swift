@@ -1,3 +1,4 @@
+import JSONText
 import MailMIME
 import MailboxStore
 

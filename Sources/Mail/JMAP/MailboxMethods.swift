@@ -1,3 +1,4 @@
+import JSONText
 import MailboxStore
 
 /// Mailbox/get, /changes, /query and /set (RFC 8621 §2) over the store's three mailboxes, one per role. Their ids

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import MailboxStore
 
 /// One method call's arguments, read with the checks every method needs: a wrong type is `invalidArguments`

@@ -1,3 +1,4 @@
+import JSONText
 import Locking
 import MailMIME
 import MailboxStore

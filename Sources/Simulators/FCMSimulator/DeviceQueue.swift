@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 
 /// A message accepted for a device and not yet delivered.
 struct QueuedMessage: Sendable, Equatable {
@@ -16,14 +17,12 @@ struct QueuedMessage: Sendable, Equatable {
 
     /// The event a message stream gets: `{"messageId","data","priority","collapseKey","ttl"}`.
     var eventJSON: String {
-        var object: [String: Any] = [
-            "messageId": messageID, "data": data, "priority": priority.rawValue,
-            "ttl": ttl ?? FCMSendRequest.maximumTTL,
+        let object: JSONValue = [
+            "messageId": .string(messageID), "data": .object(data.mapValues(JSONValue.string)),
+            "priority": .string(priority.rawValue), "ttl": .double(ttl ?? FCMSendRequest.maximumTTL),
+            "collapseKey": collapseKey.map(JSONValue.string) ?? .null,
         ]
-        object["collapseKey"] = collapseKey ?? NSNull()
-        let encoded = try? JSONSerialization.data(
-            withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        return encoded.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return object.json
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 
 /// The `errorCode` of FCM's `google.firebase.fcm.v1.FcmError` detail.
 public enum FCMErrorCode: String, Sendable, Codable, CaseIterable {
@@ -113,30 +114,34 @@ public struct FCMAPIError: Error, Sendable, Equatable {
 
     /// The JSON body.
     public var body: Data {
-        var details: [[String: Any]] = []
+        var details: [JSONValue] = []
         if let errorCode {
             details.append([
-                "@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode.rawValue,
+                "@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError",
+                "errorCode": .string(errorCode.rawValue),
             ])
         }
         if let field {
             details.append([
                 "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [["field": field, "description": message]],
+                "fieldViolations": [["field": .string(field), "description": .string(message)]],
             ])
         }
         if let reason {
             details.append([
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "googleapis.com",
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": .string(reason),
+                "domain": "googleapis.com",
                 "metadata": [
                     "service": "fcm.googleapis.com", "method": "google.firebase.fcm.v1.FcmService.SendMessage",
                 ],
             ])
         }
-        let object: [String: Any] = [
-            "error": ["code": code, "message": message, "status": status, "details": details]
+        let object: JSONValue = [
+            "error": [
+                "code": .int(Int64(code)), "message": .string(message), "status": .string(status),
+                "details": .array(details),
+            ]
         ]
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data()
+        return Data(object.jsonBytes)
     }
 }

@@ -89,23 +89,31 @@ public final class FCMGateway: Sendable {
     /// Answers one provider request: `POST /token` or `POST /v1/projects/{project}/messages:send`.
     public func handle(_ request: SimulatorProviderRequest) -> SimulatorProviderResponse {
         let now = clock.now()
-        let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        return state.withLock { state in
-            if path == "/token" {
-                guard request.method == "POST" else { return state.methodNotAllowed() }
-                return state.grant(request, now: now)
-            }
-            if segments.count == 5, segments[0].isEmpty, segments[1] == "v1", segments[2] == "projects",
-                segments[4] == "messages:send", !segments[3].isEmpty
-            {
-                guard request.method == "POST" else { return state.methodNotAllowed() }
-                let project = segments[3].removingPercentEncoding ?? segments[3]
-                return state.send(request, project: project, now: now)
-            }
-            let error = FCMAPIError(code: 404, message: "The requested URL \(path.prefix(200)) was not found.")
-            return SimulatorProviderResponse(status: 404, headers: FCMGatewayState.jsonHeaders, body: error.body)
+        let path = request.path.firstIndex(of: "?").map { String(request.path[..<$0]) } ?? request.path
+        if path == "/token" {
+            guard request.method == "POST" else { return FCMGatewayState.methodNotAllowed() }
+            return state.withLock { state in state.grant(request, now: now) }
         }
+        if let named = Self.sendProject(path) {
+            guard request.method == "POST" else { return FCMGatewayState.methodNotAllowed() }
+            let project = named.utf8.contains(UInt8(ascii: "%")) ? named.removingPercentEncoding ?? named : named
+            // The body is read before the lock is taken; its errors still come after authentication's.
+            let message = Result { () throws(FCMAPIError) in try FCMSendRequestParser.parse(request.body) }
+            return state.withLock { state in state.send(request, message: message, project: project, now: now) }
+        }
+        let error = FCMAPIError(code: 404, message: "The requested URL \(path.prefix(200)) was not found.")
+        return SimulatorProviderResponse(status: 404, headers: FCMGatewayState.jsonHeaders, body: error.body)
+    }
+
+    /// The `{project}` of `/v1/projects/{project}/messages:send`, as written; `nil` for any other path.
+    private static func sendProject(_ path: String) -> String? {
+        let prefix = "/v1/projects/"
+        let suffix = "/messages:send"
+        guard path.utf8.count > prefix.utf8.count + suffix.utf8.count, path.hasPrefix(prefix), path.hasSuffix(suffix)
+        else { return nil }
+        let project = path.utf8.dropFirst(prefix.utf8.count).dropLast(suffix.utf8.count)
+        guard !project.contains(UInt8(ascii: "/")) else { return nil }
+        return String(Substring(project))
     }
 
     // MARK: Devices

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import OpenSSLCrypto
 import SimulatorSupport
 
@@ -52,7 +53,7 @@ struct FCMGatewayState: Sendable {
         return snapshot
     }
 
-    func methodNotAllowed() -> SimulatorProviderResponse {
+    static func methodNotAllowed() -> SimulatorProviderResponse {
         let error = FCMAPIError(code: 405, message: "Method not allowed; use POST.")
         return SimulatorProviderResponse(status: 405, headers: Self.jsonHeaders, body: error.body)
     }
@@ -83,7 +84,10 @@ struct FCMGatewayState: Sendable {
 
     // MARK: messages:send
 
-    mutating func send(_ request: SimulatorProviderRequest, project: String, now: Date) -> SimulatorProviderResponse {
+    mutating func send(
+        _ request: SimulatorProviderRequest, message parsed: Result<FCMSendRequest, FCMAPIError>, project: String,
+        now: Date
+    ) -> SimulatorProviderResponse {
         let timestamp = millisecondsSince1970(now)
         let limit = configuration.logBodyLimit
         var entry = FCMLogEntry(
@@ -95,9 +99,9 @@ struct FCMGatewayState: Sendable {
         let outcome: Result<String, FCMAPIError> = Result { () throws(FCMAPIError) -> String in
             try authenticate(request, project: project, now: now, entry: &entry)
             try chargeProjectQuota(project, now: now)
-            let message = try FCMSendRequestParser.parse(request.body)
+            let message = try parsed.get()
             if case .token(let registration) = message.target {
-                entry.token = String(registration.prefix(512))
+                entry.token = registration.utf8.count <= 512 ? registration : String(registration.prefix(512))
                 try checkDevice(registration, project: project, now: now, detail: &detail)
             }
             if message.validateOnly { return "fake_message_id" }
@@ -132,9 +136,7 @@ struct FCMGatewayState: Sendable {
         case .success(let messageID):
             metrics.responses[FCMMetrics.Response(status: 200, errorCode: ""), default: 0] += 1
             let name = "projects/\(project)/messages/\(messageID)"
-            let body =
-                (try? JSONSerialization.data(withJSONObject: ["name": name], options: [.withoutEscapingSlashes]))
-                ?? Data()
+            let body = Data(("{\"name\":" + JSONText.quoted(name) + "}").utf8)
             let response = SimulatorProviderResponse(status: 200, headers: Self.jsonHeaders, body: body, delay: delay)
             guard let (message, dropped) = accepted else {
                 entry.outcome = .validated
@@ -155,10 +157,11 @@ struct FCMGatewayState: Sendable {
             let queued = QueuedMessage(
                 messageID: messageID, data: message.data, priority: message.priority, collapseKey: message.collapseKey,
                 ttl: message.ttl, acceptedAt: now, logSequence: sequence)
-            guard var device = devices[registration] else { return response }
-            let events = device.queue.accept(queued, reachable: device.reachable, now: now)
-            apply(events, to: &device, now: now)
-            devices[registration] = device
+            // The record is changed where it lies: a copy would share its queue and copy it on the first change.
+            guard let index = devices.index(forKey: registration) else { return response }
+            let reachable = devices.values[index].reachable
+            let events = devices.values[index].queue.accept(queued, reachable: reachable, now: now)
+            Self.apply(events, to: &devices.values[index], metrics: &metrics, log: &log, now: now)
             return response
         }
     }
@@ -171,7 +174,10 @@ struct FCMGatewayState: Sendable {
         if let value = request.header("authorization") {
             let parts = value.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" {
-                bearer = parts[1].trimmingCharacters(in: .whitespaces)
+                var token = parts[1]
+                while token.first == " " || token.first == "\t" { token = token.dropFirst() }
+                while token.last == " " || token.last == "\t" { token = token.dropLast() }
+                bearer = String(token)
             }
         }
         let token = try issuer.check(bearer, now: now).get()
@@ -205,20 +211,20 @@ struct FCMGatewayState: Sendable {
     private mutating func checkDevice(
         _ token: String, project: String, now: Date, detail: inout String?
     ) throws(FCMAPIError) {
-        guard var device = devices[token] else {
+        guard let index = devices.index(forKey: token) else {
             throw FCMAPIError.invalid(
                 "The registration token is not a valid FCM registration token", field: "message.token")
         }
+        let device = devices.values[index]
         if device.uninstalled { throw FCMAPIError(.unregistered) }
         guard device.project == project else { throw FCMAPIError(.senderIDMismatch) }
         if let scripted = device.scripted {
             if let count = scripted.count {
-                device.scripted =
+                devices.values[index].scripted =
                     count > 1
                     ? FCMScriptedError(
                         status: scripted.status, errorCode: scripted.errorCode, count: count - 1,
                         retryAfter: scripted.retryAfter) : nil
-                devices[token] = device
             }
             detail = "scripted"
             var error = FCMAPIError(scripted.errorCode, retryAfter: scripted.retryAfter)
@@ -227,14 +233,15 @@ struct FCMGatewayState: Sendable {
         }
         if let rate = configuration.deviceRatePerMinute {
             let minute = Int64(now.timeIntervalSince1970 / 60)
-            if device.rateWindow.minute != minute { device.rateWindow = (minute, 0) }
-            guard device.rateWindow.count < rate else {
+            var window = device.rateWindow
+            if window.minute != minute { window = (minute, 0) }
+            guard window.count < rate else {
                 throw FCMAPIError(
                     .quotaExceeded, message: "Message rate exceeded for this device.",
                     retryAfter: Self.secondsToNextMinute(now))
             }
-            device.rateWindow.count += 1
-            devices[token] = device
+            window.count += 1
+            devices.values[index].rateWindow = window
         }
     }
 
@@ -252,6 +259,14 @@ struct FCMGatewayState: Sendable {
 
     /// Carries out a queue's events: delivers to the streams, counts, logs.
     mutating func apply(_ events: [QueueEvent], to device: inout FCMDeviceRecord, now: Date) {
+        Self.apply(events, to: &device, metrics: &metrics, log: &log, now: now)
+    }
+
+    /// ``apply(_:to:now:)`` on the parts it changes, so a record can be changed where it lies in ``devices``.
+    static func apply(
+        _ events: [QueueEvent], to device: inout FCMDeviceRecord, metrics: inout FCMMetrics, log: inout FCMCaptureLog,
+        now: Date
+    ) {
         let timestamp = millisecondsSince1970(now)
         for event in events {
             switch event {
@@ -266,7 +281,7 @@ struct FCMGatewayState: Sendable {
                     log.update(message.logSequence, .delivered, at: timestamp)
                 } else {
                     let again = device.queue.accept(message, reachable: false, now: now)
-                    apply(again, to: &device, now: now)
+                    apply(again, to: &device, metrics: &metrics, log: &log, now: now)
                 }
             case .stored(let message):
                 metrics.stored += 1

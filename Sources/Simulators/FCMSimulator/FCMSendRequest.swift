@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 
 /// Whom a message goes to: exactly one of a registration token, a topic or a condition.
 public enum FCMTarget: Sendable, Equatable {
@@ -63,21 +64,21 @@ public enum FCMSendRequestParser {
 
     /// Parses and validates `body`.
     public static func parse(_ body: Data) throws(FCMAPIError) -> FCMSendRequest {
-        guard let root = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
+        guard let root = JSONValue.parse(body) else {
             throw .invalid("Invalid JSON payload received. Unexpected token.")
         }
-        guard let rootObject = root as? [String: Any] else {
+        guard case .object(let rootObject) = root else {
             throw .invalid("Invalid JSON payload received. Expected an object.")
         }
         let request = try fields(rootObject, allowed: rootFields, at: nil)
         var validateOnly = false
         if let flag = request["validate_only"] {
-            guard let value = flag as? Bool, isBoolean(flag) else {
+            guard case .bool(let value) = flag else {
                 throw .invalid("Invalid value at 'validate_only' (TYPE_BOOL), \(render(flag))", field: "validate_only")
             }
             validateOnly = value
         }
-        guard let messageValue = request["message"], !(messageValue is NSNull) else {
+        guard let messageValue = request["message"] else {
             throw .invalid("Request contains an invalid argument: the message is not set.", field: "message")
         }
         let message = try fields(try object(messageValue, at: "message"), allowed: messageFields, at: "message")
@@ -151,7 +152,7 @@ public enum FCMSendRequestParser {
             }
             if let value = android["fcm_options"] { _ = try object(value, at: "message.android.fcm_options") }
             for name in ["direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"] {
-                if let value = android[name], !isBoolean(value) {
+                if let value = android[name], value.bool == nil {
                     throw .invalid(
                         "Invalid value at 'message.android.\(name)' (TYPE_BOOL), \(render(value))",
                         field: "message.android.\(name)")
@@ -170,52 +171,65 @@ public enum FCMSendRequestParser {
             hasNotification: hasNotification, validateOnly: validateOnly)
     }
 
-    /// The object's members under their proto field names; an unknown name is an error.
+    /// The object's members under their proto field names (`null` members left out); an unknown name is an error.
     private static func fields(
-        _ object: [String: Any], allowed: Set<String>, at path: String?
-    ) throws(FCMAPIError)
-        -> [String: Any]
-    {
-        var result: [String: Any] = [:]
-        for (name, value) in object.sorted(by: { $0.key < $1.key }) {
+        _ object: [String: JSONValue], allowed: Set<String>, at path: String?
+    ) throws(FCMAPIError) -> [String: JSONValue] {
+        var result: [String: JSONValue] = [:]
+        result.reserveCapacity(object.count)
+        var unknown: String?
+        for (name, value) in object {
             let canonical = camelNames[name] ?? name
             guard allowed.contains(canonical) else {
-                let location = path.map { " at '\($0)'" } ?? ""
-                throw .invalid(
-                    "Invalid JSON payload received. Unknown name \"\(name)\"\(location): Cannot find field.",
-                    field: path ?? name)
+                // The first unknown name in key order is the one named, whatever order the members came in.
+                if unknown.map({ name < $0 }) ?? true { unknown = name }
+                continue
             }
-            if value is NSNull { continue }
+            if value == .null { continue }
             result[canonical] = value
+        }
+        if let unknown {
+            let location = path.map { " at '\($0)'" } ?? ""
+            throw .invalid(
+                "Invalid JSON payload received. Unknown name \"\(unknown)\"\(location): Cannot find field.",
+                field: path ?? unknown)
         }
         return result
     }
 
-    private static func object(_ value: Any, at path: String) throws(FCMAPIError) -> [String: Any] {
-        guard let object = value as? [String: Any] else {
+    private static func object(_ value: JSONValue, at path: String) throws(FCMAPIError) -> [String: JSONValue] {
+        guard case .object(let object) = value else {
             throw .invalid("Invalid value at '\(path)' (TYPE_MESSAGE), \(render(value))", field: path)
         }
         return object
     }
 
-    private static func string(_ value: Any, at path: String) throws(FCMAPIError) -> String {
-        guard let text = value as? String, !isBoolean(value), !(value is NSNumber) else {
+    private static func string(_ value: JSONValue, at path: String) throws(FCMAPIError) -> String {
+        guard case .string(let text) = value else {
             throw .invalid("Invalid value at '\(path)' (TYPE_STRING), \(render(value))", field: path)
         }
         return text
     }
 
-    private static func stringMap(_ value: Any?, at path: String) throws(FCMAPIError) -> [String: String] {
+    private static func stringMap(_ value: JSONValue?, at path: String) throws(FCMAPIError) -> [String: String] {
         guard let value else { return [:] }
         let map = try object(value, at: path)
         var result: [String: String] = [:]
-        for (index, (key, entry)) in map.sorted(by: { $0.key < $1.key }).enumerated() {
-            result[key] = try string(entry, at: "\(path)[\(index)].value")
+        result.reserveCapacity(map.count)
+        for (key, entry) in map {
+            guard case .string(let text) = entry else {
+                // Google names the entry by its place in key order.
+                for (index, (_, entry)) in map.sorted(by: { $0.key < $1.key }).enumerated() {
+                    _ = try string(entry, at: "\(path)[\(index)].value")
+                }
+                break
+            }
+            result[key] = text
         }
         return result
     }
 
-    private static func checkNotification(_ value: Any, at path: String) throws(FCMAPIError) {
+    private static func checkNotification(_ value: JSONValue, at path: String) throws(FCMAPIError) {
         let notification = try fields(try object(value, at: path), allowed: notificationFields, at: path)
         for (name, entry) in notification { _ = try string(entry, at: "\(path).\(name)") }
     }
@@ -263,18 +277,16 @@ public enum FCMSendRequestParser {
         key == "from" || key == "message_type" || key.hasPrefix("google") || key.hasPrefix("gcm")
     }
 
-    /// Whether a decoded JSON value is `true`/`false` (and not a number).
-    static func isBoolean(_ value: Any) -> Bool {
-        guard let number = value as? NSNumber else { return false }
-        return String(cString: number.objCType) == "c" || type(of: value) == Bool.self
-    }
-
-    private static func render(_ value: Any) -> String {
-        if let text = value as? String, !(value is NSNumber) { return "\"\(text)\"" }
-        if isBoolean(value) { return (value as? Bool) == true ? "true" : "false" }
-        if let number = value as? NSNumber { return number.stringValue }
-        if value is [Any] { return "[...]" }
-        if value is [String: Any] { return "{...}" }
-        return "null"
+    /// A value as Google's error text shows it: strings quoted, containers elided.
+    private static func render(_ value: JSONValue) -> String {
+        switch value {
+        case .string(let text): return "\"\(text)\""
+        case .bool(let flag): return flag ? "true" : "false"
+        case .int(let number): return String(number)
+        case .double(let number): return JSONText.number(number)
+        case .array: return "[...]"
+        case .object: return "{...}"
+        case .null: return "null"
+        }
     }
 }

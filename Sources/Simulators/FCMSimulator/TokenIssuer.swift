@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import OpenSSLCrypto
 
 /// An OAuth 2 error answer of the token endpoint: `{"error","error_description"}`.
@@ -16,9 +17,8 @@ public struct OAuthError: Error, Sendable, Equatable {
 
     /// The JSON body.
     public var body: Data {
-        let object = ["error": error, "error_description": description]
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data()
+        let object: JSONValue = ["error": .string(error), "error_description": .string(description)]
+        return Data(object.jsonBytes)
     }
 }
 
@@ -127,9 +127,10 @@ struct TokenIssuer: Sendable {
             clientEmail: account.clientEmail, projectID: account.projectID,
             expiresAt: now.addingTimeInterval(TimeInterval(lifetime)))
         issued[account.clientEmail, default: 0] += 1
-        let answer: [String: Any] = ["access_token": accessToken, "expires_in": lifetime, "token_type": "Bearer"]
-        let json = (try? JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys])) ?? Data()
-        return .success(json)
+        let answer: JSONValue = [
+            "access_token": .string(accessToken), "expires_in": .int(Int64(lifetime)), "token_type": "Bearer",
+        ]
+        return .success(Data(answer.jsonBytes))
     }
 
     /// The issued token `value`, or why it cannot be used (the `ErrorInfo` reason of the 401).

@@ -1,6 +1,7 @@
 import Foundation
 import HTTP2Server
 import HTTPServer
+import HTTPTypes
 
 /// A provider request as either transport of a simulator's provider listener (HTTP/2, or HTTP/1.1 relayed over
 /// TLS) hands it over.
@@ -30,7 +31,7 @@ public struct SimulatorProviderRequest: Sendable {
 
     /// The first header called `name` (case-insensitive).
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { HTTPHeaders.namesMatch($0.name, name) }?.value
     }
 }
 
@@ -57,7 +58,7 @@ public struct SimulatorProviderResponse: Sendable {
 
     /// The first header called `name` (case-insensitive).
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { HTTPHeaders.namesMatch($0.name, name) }?.value
     }
 
     /// The body as JSON, for tests.

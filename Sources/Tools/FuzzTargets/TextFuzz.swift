@@ -3,6 +3,7 @@ import APNsSimulator
 import Foundation
 import HTTPClient
 import JMAP
+import JSONText
 import MailboxStore
 import OpenSSLCrypto
 import Push

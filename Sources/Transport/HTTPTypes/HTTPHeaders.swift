@@ -79,7 +79,15 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
             && zip(lhs.fields, rhs.fields).allSatisfy { same($0.name, $1.name) && $0.value == $1.value }
     }
 
-    private static func same(_ lhs: String, _ rhs: String) -> Bool {
-        lhs.utf8.count == rhs.utf8.count && lhs.lowercased() == rhs.lowercased()
+    private static func same(_ lhs: String, _ rhs: String) -> Bool { namesMatch(lhs, rhs) }
+
+    /// Whether two field names are the same name: equal but for the case of ASCII letters (field names are tokens,
+    /// RFC 9110 §5.1), compared without a lowercased copy of either.
+    public static func namesMatch(_ lhs: String, _ rhs: String) -> Bool {
+        guard lhs.utf8.count == rhs.utf8.count else { return false }
+        return zip(lhs.utf8, rhs.utf8).allSatisfy { left, right in
+            left == right
+                || (left | 0x20 == right | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(left | 0x20))
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import JMAP
+import JSONText
 import MailboxHTTPAPI
 import MailboxStore
 import TestSupport

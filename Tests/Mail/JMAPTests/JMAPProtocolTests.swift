@@ -1,5 +1,6 @@
 import Foundation
 import JMAP
+import JSONText
 import MailboxStore
 import TestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import JMAP
+import JSONText
 import Locking
 import MailboxStore
 import Push

@@ -1,8 +1,7 @@
 import Foundation
-import JSONText
 
-/// A JSON value of any shape: what JMAP's method arguments are (RFC 8620 §3.2), since a result reference may put
-/// any value anywhere.
+/// A JSON value of any shape, read by a strict one-pass reader and written in key order: JMAP's method arguments
+/// (RFC 8620 §3.2, where a result reference may put any value anywhere) and the simulators' request bodies.
 public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
@@ -12,8 +11,8 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// The deepest nesting a request may have: JMAP's arguments are a few levels deep, and a parser walking a
-    /// hostile depth recursively would run out of stack.
+    /// The deepest nesting a value may have: requests are a few levels deep, and a parser walking a hostile depth
+    /// recursively would run out of stack.
     public static let maximumDepth = 64
 
     /// Parses UTF-8 JSON text (RFC 8259); `nil` when it is not JSON or nests deeper than ``maximumDepth``.
@@ -136,54 +135,6 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, Ex
     public init(nilLiteral: ()) { self = .null }
 }
 
-extension JSONValue {
-    /// A string, or `null` for `nil`.
-    static func string(_ text: String?) -> JSONValue { text.map(JSONValue.string) ?? .null }
-    /// An integer from an `Int`.
-    static func int(_ value: Int) -> JSONValue { .int(Int64(value)) }
-    /// A list of strings.
-    static func strings(_ texts: [String]) -> JSONValue { .array(texts.map(JSONValue.string)) }
-}
-
-/// RFC 6901 JSON Pointers with JMAP's `*` (RFC 8620 §3.7): at an array, `*` applies the rest of the pointer to each
-/// element and flattens arrays of results into one.
-enum JSONPointer {
-    /// The value `pointer` names in `value`, or `nil` when it names nothing.
-    static func evaluate(_ pointer: String, in value: JSONValue) -> JSONValue? {
-        if pointer.isEmpty { return value }
-        guard pointer.hasPrefix("/") else { return nil }
-        let tokens = pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
-            $0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
-        }
-        return evaluate(tokens[...], in: value)
-    }
-
-    private static func evaluate(_ tokens: ArraySlice<String>, in value: JSONValue) -> JSONValue? {
-        guard let token = tokens.first else { return value }
-        let rest = tokens.dropFirst()
-        switch value {
-        case .object(let members):
-            guard let member = members[token] else { return nil }
-            return evaluate(rest, in: member)
-        case .array(let elements):
-            if token == "*" {
-                var results: [JSONValue] = []
-                for element in elements {
-                    guard let result = evaluate(rest, in: element) else { return nil }
-                    if case .array(let inner) = result { results += inner } else { results.append(result) }
-                }
-                return .array(results)
-            }
-            guard token == "0" || (token.first != "0" && token.allSatisfy(\.isASCII) && token.allSatisfy(\.isNumber)),
-                let index = Int(token), index < elements.count
-            else { return nil }
-            return evaluate(rest, in: elements[index])
-        default:
-            return nil
-        }
-    }
-}
-
 /// A strict reader of JSON text (RFC 8259) into ``JSONValue``, in one pass over the bytes: a request is read
 /// without the cost of a failed decode per value, and nesting past the limit stops it before the stack can grow.
 struct JSONReader {
@@ -291,7 +242,18 @@ struct JSONReader {
     /// lone surrogate or bytes that are not UTF-8.
     private mutating func string() -> String? {
         index += 1
-        var text: [UInt8] = []
+        let start = index
+        // The common case, a string without escapes, is made from the bytes where they lie.
+        while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"),
+            bytes[index] >= 0x20
+        {
+            index += 1
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            index += 1
+            return String(validating: bytes[start..<(index - 1)], as: UTF8.self)
+        }
+        var text = Array(bytes[start..<index])
         while let byte = next {
             index += 1
             switch byte {
