@@ -165,7 +165,7 @@ let package = Package(
         .target(
             name: "FCMSimulator",
             dependencies: [
-                "HTTP2Server", "HTTPServer", "JSONText", "OpenSSLCrypto", "Locking", "SimulatorSupport",
+                "HTTP2Server", "HTTPServer", "HTTPTypes", "JSONText", "OpenSSLCrypto", "Locking", "SimulatorSupport",
                 "ServiceMetrics",
             ]),
         // webpush-sim: push resources (RFC 8030/8291/8292), the simulated browser, Mozilla's WebSocket protocol.

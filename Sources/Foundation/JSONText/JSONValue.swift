@@ -191,12 +191,13 @@ struct JSONReader {
 
     private mutating func object(depth: Int) -> JSONValue? {
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if next == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        // Members are gathered first, so the dictionary is made once at its size; a repeated key keeps its last value.
+        var members: [(String, JSONValue)] = []
         while true {
             skipWhitespace()
             guard next == UInt8(ascii: "\""), let key = string() else { return nil }
@@ -204,13 +205,13 @@ struct JSONReader {
             guard next == UInt8(ascii: ":") else { return nil }
             index += 1
             guard let member = value(depth: depth + 1) else { return nil }
-            members[key] = member
+            members.append((key, member))
             skipWhitespace()
             switch next {
             case UInt8(ascii: ","): index += 1
             case UInt8(ascii: "}"):
                 index += 1
-                return .object(members)
+                return .object(Dictionary(members, uniquingKeysWith: { _, last in last }))
             default: return nil
             }
         }
@@ -243,15 +244,21 @@ struct JSONReader {
     private mutating func string() -> String? {
         index += 1
         let start = index
-        // The common case, a string without escapes, is made from the bytes where they lie.
+        // The common case, a string without escapes, is made from the bytes where they lie; ASCII needs no check.
+        var ascii = true
         while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"),
             bytes[index] >= 0x20
         {
+            ascii = ascii && bytes[index] < 0x80
             index += 1
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            let end = index
             index += 1
-            return String(validating: bytes[start..<(index - 1)], as: UTF8.self)
+            guard ascii else { return String(validating: bytes[start..<end], as: UTF8.self) }
+            return bytes.withUnsafeBufferPointer {
+                String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self)
+            }
         }
         var text = Array(bytes[start..<index])
         while let byte = next {

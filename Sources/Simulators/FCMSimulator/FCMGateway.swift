@@ -89,7 +89,8 @@ public final class FCMGateway: Sendable {
     /// Answers one provider request: `POST /token` or `POST /v1/projects/{project}/messages:send`.
     public func handle(_ request: SimulatorProviderRequest) -> SimulatorProviderResponse {
         let now = clock.now()
-        let path = request.path.firstIndex(of: "?").map { String(request.path[..<$0]) } ?? request.path
+        let path =
+            request.path.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(request.path[..<$0]) } ?? request.path
         if path == "/token" {
             guard request.method == "POST" else { return FCMGatewayState.methodNotAllowed() }
             return state.withLock { state in state.grant(request, now: now) }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import JSONText
 import OpenSSLCrypto
 import SimulatorSupport
@@ -30,6 +31,8 @@ struct FCMGatewayState: Sendable {
     var devices: [String: FCMDeviceRecord] = [:]
     var nextDeviceNumber = 1
     var nextStreamID: UInt64 = 1
+    /// Makes each message id unique within the process; the id's other part is the time it was accepted.
+    var messageCounter: UInt64 = 0
     var log: FCMCaptureLog
     var metrics = FCMMetrics()
     var faults: SimulatorFaults
@@ -92,7 +95,11 @@ struct FCMGatewayState: Sendable {
         let limit = configuration.logBodyLimit
         var entry = FCMLogEntry(
             sequence: 0, timestamp: timestamp, kind: "send", httpVersion: request.httpVersion, project: project,
-            body: String(decoding: request.body.prefix(limit), as: UTF8.self),
+            body: request.body.withUnsafeBytes { raw in
+                String(
+                    decoding: UnsafeRawBufferPointer(rebasing: raw.prefix(limit)).assumingMemoryBound(to: UInt8.self),
+                    as: UTF8.self)
+            },
             bodyTruncated: request.body.count > limit, status: 200, outcome: .refused, events: [])
         var detail: String?
         var accepted: (FCMSendRequest, dropped: Bool)?
@@ -136,7 +143,10 @@ struct FCMGatewayState: Sendable {
         case .success(let messageID):
             metrics.responses[FCMMetrics.Response(status: 200, errorCode: ""), default: 0] += 1
             let name = "projects/\(project)/messages/\(messageID)"
-            let body = Data(("{\"name\":" + JSONText.quoted(name) + "}").utf8)
+            var bytes = Array(#"{"name":"#.utf8)
+            JSONText.appendQuoted(name, to: &bytes)
+            bytes.append(UInt8(ascii: "}"))
+            let body = Data(bytes)
             let response = SimulatorProviderResponse(status: 200, headers: Self.jsonHeaders, body: body, delay: delay)
             guard let (message, dropped) = accepted else {
                 entry.outcome = .validated
@@ -172,9 +182,10 @@ struct FCMGatewayState: Sendable {
     ) throws(FCMAPIError) {
         var bearer: String?
         if let value = request.header("authorization") {
-            let parts = value.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" {
-                var token = parts[1]
+            if let space = value.utf8.firstIndex(of: UInt8(ascii: " ")),
+                HTTPHeaders.namesMatch(String(value[..<space]), "Bearer")
+            {
+                var token = value[value.utf8.index(after: space)...]
                 while token.first == " " || token.first == "\t" { token = token.dropFirst() }
                 while token.last == " " || token.last == "\t" { token = token.dropLast() }
                 bearer = String(token)
@@ -215,10 +226,9 @@ struct FCMGatewayState: Sendable {
             throw FCMAPIError.invalid(
                 "The registration token is not a valid FCM registration token", field: "message.token")
         }
-        let device = devices.values[index]
-        if device.uninstalled { throw FCMAPIError(.unregistered) }
-        guard device.project == project else { throw FCMAPIError(.senderIDMismatch) }
-        if let scripted = device.scripted {
+        if devices.values[index].uninstalled { throw FCMAPIError(.unregistered) }
+        guard devices.values[index].project == project else { throw FCMAPIError(.senderIDMismatch) }
+        if let scripted = devices.values[index].scripted {
             if let count = scripted.count {
                 devices.values[index].scripted =
                     count > 1
@@ -233,7 +243,7 @@ struct FCMGatewayState: Sendable {
         }
         if let rate = configuration.deviceRatePerMinute {
             let minute = Int64(now.timeIntervalSince1970 / 60)
-            var window = device.rateWindow
+            var window = devices.values[index].rateWindow
             if window.minute != minute { window = (minute, 0) }
             guard window.count < rate else {
                 throw FCMAPIError(
@@ -250,9 +260,12 @@ struct FCMGatewayState: Sendable {
         return max(1, Int((60 - seconds.truncatingRemainder(dividingBy: 60)).rounded(.up)))
     }
 
-    private func nextMessageID(now: Date) -> String {
+    /// An id shaped like FCM's (`0:<microseconds>%<16 hex digits>`).
+    private mutating func nextMessageID(now: Date) -> String {
+        messageCounter &+= 1
         let micros = UInt64(max(0, now.timeIntervalSince1970 * 1_000_000))
-        return "0:\(micros)%\(SecureRandom.hex(8))"
+        let counter = String(messageCounter, radix: 16)
+        return "0:\(micros)%" + String(repeating: "0", count: max(0, 16 - counter.utf8.count)) + counter
     }
 
     // MARK: Delivery
@@ -304,12 +317,17 @@ struct FCMGatewayState: Sendable {
     }
 
     mutating func processDueWork(now: Date) {
-        for token in Array(devices.keys) {
-            guard var device = devices[token], !device.uninstalled, device.queue.count > 0 else { continue }
-            let events = device.queue.tick(reachable: device.reachable, now: now)
-            guard !events.isEmpty else { continue }
-            apply(events, to: &device, now: now)
-            devices[token] = device
+        // Each record is changed where it lies (a copy would copy its queue too); the keys do not change.
+        var index = devices.startIndex
+        while index != devices.endIndex {
+            if !devices.values[index].uninstalled, devices.values[index].queue.count > 0 {
+                let reachable = devices.values[index].reachable
+                let events = devices.values[index].queue.tick(reachable: reachable, now: now)
+                if !events.isEmpty {
+                    Self.apply(events, to: &devices.values[index], metrics: &metrics, log: &log, now: now)
+                }
+            }
+            devices.formIndex(after: &index)
         }
     }
 

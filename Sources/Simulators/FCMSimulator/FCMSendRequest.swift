@@ -171,22 +171,28 @@ public enum FCMSendRequestParser {
             hasNotification: hasNotification, validateOnly: validateOnly)
     }
 
-    /// The object's members under their proto field names (`null` members left out); an unknown name is an error.
+    /// An object's members read by their proto field names: a member may be written under the field's name or its
+    /// lowerCamelCase name, and a `null` member counts as absent.
+    struct ProtoFields {
+        let members: [String: JSONValue]
+
+        subscript(name: String) -> JSONValue? {
+            let value = members[name] ?? camelAliases[name].flatMap { members[$0] }
+            return value == .null ? nil : value
+        }
+    }
+
+    /// The lowerCamelCase name of each field that has one.
+    private static let camelAliases = Dictionary(uniqueKeysWithValues: camelNames.map { ($0.value, $0.key) })
+
+    /// `object` checked against the fields a message may have: an unknown name is an error, the first in key order
+    /// named.
     private static func fields(
         _ object: [String: JSONValue], allowed: Set<String>, at path: String?
-    ) throws(FCMAPIError) -> [String: JSONValue] {
-        var result: [String: JSONValue] = [:]
-        result.reserveCapacity(object.count)
+    ) throws(FCMAPIError) -> ProtoFields {
         var unknown: String?
-        for (name, value) in object {
-            let canonical = camelNames[name] ?? name
-            guard allowed.contains(canonical) else {
-                // The first unknown name in key order is the one named, whatever order the members came in.
-                if unknown.map({ name < $0 }) ?? true { unknown = name }
-                continue
-            }
-            if value == .null { continue }
-            result[canonical] = value
+        for name in object.keys where !allowed.contains(camelNames[name] ?? name) {
+            if unknown.map({ name < $0 }) ?? true { unknown = name }
         }
         if let unknown {
             let location = path.map { " at '\($0)'" } ?? ""
@@ -194,7 +200,7 @@ public enum FCMSendRequestParser {
                 "Invalid JSON payload received. Unknown name \"\(unknown)\"\(location): Cannot find field.",
                 field: path ?? unknown)
         }
-        return result
+        return ProtoFields(members: object)
     }
 
     private static func object(_ value: JSONValue, at path: String) throws(FCMAPIError) -> [String: JSONValue] {
@@ -231,7 +237,9 @@ public enum FCMSendRequestParser {
 
     private static func checkNotification(_ value: JSONValue, at path: String) throws(FCMAPIError) {
         let notification = try fields(try object(value, at: path), allowed: notificationFields, at: path)
-        for (name, entry) in notification { _ = try string(entry, at: "\(path).\(name)") }
+        for (name, entry) in notification.members where entry != .null {
+            _ = try string(entry, at: "\(path).\(name)")
+        }
     }
 
     /// A proto3 JSON `Duration`: seconds with up to nine fractional digits and an `s`, e.g. `3600s`, `3.5s`.
