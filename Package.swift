@@ -65,7 +65,7 @@ let package = Package(
         // MARK: Transport
         // HTTPMethod and HTTPHeaders, one of each for the server and the client.
         .target(name: "HTTPTypes"),
-        .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "Locking"]),
+        .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "JSONText", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "ConnectionLoop"]),
         .target(
             name: "HTTP2Server",
@@ -172,7 +172,7 @@ let package = Package(
         .target(
             name: "WebPushSimulator",
             dependencies: [
-                "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "CWebSockets",
+                "HTTP2Server", "HTTPServer", "JSONText", "OpenSSLCrypto", "Locking", "SimulatorSupport", "CWebSockets",
                 "ServiceMetrics",
             ]),
 

@@ -145,12 +145,29 @@ extension MailAPIClient {
     public func registerWebPushSubscription(
         endpoint: String, p256dh: String, auth: String
     ) async throws -> DeviceRegistration {
-        let subscription: [String: Any] = [
-            "endpoint": endpoint, "expirationTime": NSNull(), "keys": ["p256dh": p256dh, "auth": auth],
-        ]
-        return try await registerDevice(
-            body: try JSONSerialization.data(withJSONObject: ["service": "webpush", "subscription": subscription]),
-            token: endpoint)
+        let registration = WebPushRegistration(
+            subscription: .init(endpoint: endpoint, keys: ["p256dh": p256dh, "auth": auth]))
+        return try await registerDevice(body: try JSONEncoder().encode(registration), token: endpoint)
+    }
+
+    /// The body of a Web Push device registration: the browser's `PushSubscription.toJSON()` under `subscription`.
+    private struct WebPushRegistration: Encodable {
+        struct Subscription: Encodable {
+            var endpoint: String
+            var keys: [String: String]
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(endpoint, forKey: .endpoint)
+                try container.encodeNil(forKey: .expirationTime)
+                try container.encode(keys, forKey: .keys)
+            }
+
+            enum CodingKeys: String, CodingKey { case endpoint, expirationTime, keys }
+        }
+
+        var service = "webpush"
+        var subscription: Subscription
     }
 
     /// `GET /v1/webpush/vapid-public-key`: the key a Web Push subscription must be made for.
@@ -165,7 +182,7 @@ extension MailAPIClient {
 
     /// `POST /v1/devices` with `fields` (the service and its address).
     public func registerDevice(_ fields: [String: String]) async throws -> DeviceRegistration {
-        try await registerDevice(body: try JSONSerialization.data(withJSONObject: fields), token: fields["token"] ?? "")
+        try await registerDevice(body: try JSONEncoder().encode(fields), token: fields["token"] ?? "")
     }
 
     private func registerDevice(body: Data, token: String) async throws -> DeviceRegistration {

@@ -22,15 +22,8 @@ enum EventField: Sendable {
 
     static func quote(_ text: String) -> String { JSONText.quoted(text) }
 
-    /// Serializes a JSON object (from `JSONSerialization`) with sorted keys.
-    static func object(_ value: Any) -> EventField {
-        guard JSONSerialization.isValidJSONObject(value),
-            let data = try? JSONSerialization.data(
-                withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]),
-            let text = String(data: data, encoding: .utf8)
-        else { return .null }
-        return .raw(text)
-    }
+    /// A JSON value written compactly, object keys sorted.
+    static func object(_ value: JSONValue) -> EventField { .raw(value.json) }
 }
 
 /// Writes one JSON object per line on standard output, `"event"` first. Lines from concurrent tasks never mix.

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import JSONText
 import MailSync
 import MailSyncHTTP
 import OpenSSLCrypto
@@ -62,24 +63,24 @@ struct SimulatorDevice: Sendable {
     /// `POST /sim/devices` → a new device token (APNs) or registration token (FCM); `POST /sim/subscriptions` → a
     /// subscription (Web Push) made for the server's VAPID key with the device's own keys.
     func register() async throws -> Registration {
-        let fields: [String: Any]
+        let fields: JSONValue
         let path: String
         switch kind {
         case .apns(let topic, let environment):
-            (path, fields) = ("/sim/devices", ["topic": topic, "environment": environment])
+            (path, fields) = ("/sim/devices", ["topic": .string(topic), "environment": .string(environment)])
         case .fcm(let app, let project):
-            (path, fields) = ("/sim/devices", ["app": app, "project": project])
+            (path, fields) = ("/sim/devices", ["app": .string(app), "project": .string(project)])
         case .webpush(let receiver):
             let applicationServerKey = try await receiver.applicationServerKey()
             (path, fields) = (
                 "/sim/subscriptions",
                 [
-                    "applicationServerKey": applicationServerKey,
-                    "keys": ["p256dh": receiver.publicKey, "auth": Base64URL.encode(receiver.auth)],
+                    "applicationServerKey": .string(applicationServerKey),
+                    "keys": ["p256dh": .string(receiver.publicKey), "auth": .string(Base64URL.encode(receiver.auth))],
                 ]
             )
         }
-        let body = try JSONSerialization.data(withJSONObject: fields)
+        let body = Data(fields.jsonBytes)
         let response: HTTPResponse
         do {
             response = try await client.execute(
@@ -162,49 +163,45 @@ struct SimulatorNotification {
     /// The fields printed in the `signal` event.
     var fields: [(String, EventField)]
     /// The payload (APNs), data (FCM) or decrypted signal (Web Push).
-    var payload: [String: Any]
+    var payload: JSONValue
     /// The `st` key: the tag of the state the signal announces.
     var state: String?
     /// The badge, when the signal has one.
     var badge: Int?
 
     init?(json: String, kind: SimulatorDevice.Kind) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
-            return nil
-        }
-        func string(_ key: String) -> EventField { (object[key] as? String).map(EventField.string) ?? .null }
-        func int(_ key: String) -> EventField {
-            (object[key] as? NSNumber).map { EventField.int($0.intValue) } ?? .null
-        }
+        guard let object = JSONValue.parse(Data(json.utf8)), object.object != nil else { return nil }
+        func string(_ key: String) -> EventField { object[key]?.string.map(EventField.string) ?? .null }
+        func int(_ key: String) -> EventField { object[key]?.int.map { EventField.int(Int($0)) } ?? .null }
         switch kind {
         case .apns:
-            guard let payload = object["payload"] as? [String: Any] else { return nil }
+            guard let payload = object["payload"], payload.object != nil else { return nil }
             self.payload = payload
-            badge = ((payload["aps"] as? [String: Any])?["badge"] as? NSNumber)?.intValue
+            badge = payload["aps"]?["badge"]?.int.map { Int($0) }
             fields = [
                 ("apnsId", string("apnsId")), ("pushType", string("pushType")), ("priority", int("priority")),
                 ("collapseId", string("collapseId")),
             ]
         case .fcm:
-            guard let data = object["data"] as? [String: Any] else { return nil }
+            guard let data = object["data"], data.object != nil else { return nil }
             payload = data
-            badge = (data["badge"] as? String).flatMap { Int($0) }
+            badge = data["badge"]?.string.flatMap { Int($0) }
             fields = [
                 ("service", .string("fcm")), ("messageId", string("messageId")), ("priority", string("priority")),
                 ("collapseKey", string("collapseKey")),
             ]
         case .webpush(let receiver):
-            guard let body = (object["body"] as? String).flatMap({ Base64URL.decode($0) }),
+            guard let body = object["body"]?.string.flatMap({ Base64URL.decode($0) }),
                 let decrypted = try? receiver.decrypt(body),
-                let signal = try? JSONSerialization.jsonObject(with: Data(decrypted.plaintext)) as? [String: Any]
+                let signal = JSONValue.parse(Data(decrypted.plaintext)), signal.object != nil
             else { return nil }
             payload = signal
-            badge = (signal["badge"] as? NSNumber)?.intValue
+            badge = signal["badge"]?.int.map { Int($0) }
             fields = [
                 ("service", .string("webpush")), ("bodyBytes", .int(body.count)), ("ttl", int("ttl")),
                 ("urgency", string("urgency")), ("topic", string("topic")),
             ]
         }
-        state = payload["st"] as? String
+        state = payload["st"]?.string
     }
 }

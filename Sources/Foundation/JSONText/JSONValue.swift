@@ -31,6 +31,45 @@ public enum JSONValue: Sendable, Equatable {
         return bytes
     }
 
+    /// JSON text for people to read: each member and element on a line of its own, indented by two spaces, object
+    /// members in key order (the layout of a downloaded service-account file), ending without a newline.
+    public var prettyJSON: String {
+        var bytes: [UInt8] = []
+        writePretty(to: &bytes, indent: 0)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private func writePretty(to out: inout [UInt8], indent: Int) {
+        func newline(_ depth: Int) {
+            out.append(UInt8(ascii: "\n"))
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * depth))
+        }
+        switch self {
+        case .array(let values) where !values.isEmpty:
+            out.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                value.writePretty(to: &out, indent: indent + 1)
+            }
+            newline(indent)
+            out.append(UInt8(ascii: "]"))
+        case .object(let members) where !members.isEmpty:
+            out.append(UInt8(ascii: "{"))
+            for (index, member) in members.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                JSONText.appendQuoted(member.key, to: &out)
+                out.append(contentsOf: ": ".utf8)
+                member.value.writePretty(to: &out, indent: indent + 1)
+            }
+            newline(indent)
+            out.append(UInt8(ascii: "}"))
+        default:
+            write(to: &out)
+        }
+    }
+
     func write(to out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import OpenSSLCrypto
 
 /// A Google service account, read from the JSON key file Google's console gives: the project it sends for and the
@@ -66,13 +67,12 @@ public struct GoogleServiceAccount: Sendable {
 
     /// The service-account JSON for this account (what `mailboxd dev-setup` writes).
     public var json: String {
-        let object: [String: String] = [
-            "type": "service_account", "project_id": projectID, "private_key_id": privateKeyID,
-            "private_key": privateKey.pemRepresentation, "client_email": clientEmail, "client_id": "0",
-            "token_uri": tokenURI, "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+        let object: JSONValue = [
+            "type": "service_account", "project_id": .string(projectID), "private_key_id": .string(privateKeyID),
+            "private_key": .string(privateKey.pemRepresentation), "client_email": .string(clientEmail),
+            "client_id": "0", "token_uri": .string(tokenURI), "auth_uri": "https://accounts.google.com/o/oauth2/auth",
         ]
-        let data = try! JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
-        return String(decoding: data, as: UTF8.self) + "\n"
+        return object.prettyJSON + "\n"
     }
 
     /// The OAuth scope of FCM sends.

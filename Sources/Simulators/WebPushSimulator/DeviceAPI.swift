@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import JSONText
 import OpenSSLCrypto
 import SimulatorSupport
 
@@ -40,16 +41,14 @@ enum DeviceAPI {
                     throw HTTPError.invalidRequest("'applicationServerKey' is not a point on P-256.")
                 }
             }
-            let object: [String: Any] = [
-                "id": created.id,
+            let object: JSONValue = [
+                "id": .string(created.id),
                 "subscription": [
-                    "endpoint": created.endpoint, "expirationTime": NSNull(),
-                    "keys": ["p256dh": created.p256dh, "auth": created.auth],
+                    "endpoint": .string(created.endpoint), "expirationTime": nil,
+                    "keys": ["p256dh": .string(created.p256dh), "auth": .string(created.auth)],
                 ],
             ]
-            let data = try JSONSerialization.data(
-                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-            return .json(data: data, status: .created)
+            return .json(data: Data(object.jsonBytes), status: .created)
         }
         router.get("/sim/subscriptions") { _ in
             let encoder = JSONEncoder()

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 
 /// A client message of Mozilla's WebSocket push protocol (what Firefox speaks to `dom.push.serverURL`): JSON text
 /// frames with a `messageType`, and `{}` as a ping.
@@ -89,29 +90,33 @@ enum MozillaServerMessage: Sendable, Equatable {
 
     /// The frame's JSON text.
     var text: String {
-        let object: [String: Any]
+        let object: [String: JSONValue]
         switch self {
         case .hello(let uaid):
-            object = ["messageType": "hello", "uaid": uaid, "status": 200, "use_webpush": true, "broadcasts": [:]]
+            object = [
+                "messageType": "hello", "uaid": .string(uaid), "status": 200, "use_webpush": true, "broadcasts": [:],
+            ]
         case .register(let channelID, let status, let endpoint):
-            var fields: [String: Any] = ["messageType": "register", "channelID": channelID, "status": status]
-            if let endpoint { fields["pushEndpoint"] = endpoint }
+            var fields: [String: JSONValue] = [
+                "messageType": "register", "channelID": .string(channelID), "status": .int(Int64(status)),
+            ]
+            if let endpoint { fields["pushEndpoint"] = .string(endpoint) }
             object = fields
         case .unregister(let channelID, let status):
-            object = ["messageType": "unregister", "channelID": channelID, "status": status]
+            object = ["messageType": "unregister", "channelID": .string(channelID), "status": .int(Int64(status))]
         case .notification(let channelID, let version, let data, let ttl):
-            var fields: [String: Any] = [
-                "messageType": "notification", "channelID": channelID, "version": version, "ttl": ttl,
+            var fields: [String: JSONValue] = [
+                "messageType": "notification", "channelID": .string(channelID), "version": .string(version),
+                "ttl": .int(Int64(ttl)),
             ]
             if let data {
-                fields["data"] = data
+                fields["data"] = .string(data)
                 fields["headers"] = ["encoding": "aes128gcm"]
             }
             object = fields
         case .ping:
             object = [:]
         }
-        let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        return data.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return JSONValue.object(object).json
     }
 }

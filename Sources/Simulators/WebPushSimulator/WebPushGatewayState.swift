@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import OpenSSLCrypto
 import SimulatorSupport
 
@@ -304,23 +305,20 @@ struct WebPushGatewayState: Sendable {
         guard var record = subscriptions[id] else { return false }
         switch record.holder {
         case .simulated, .device:
-            var event: [String: Any] = [
-                "messageId": message.messageID, "bodyBytes": message.bodyBytes, "ttl": message.ttl,
-                "urgency": message.urgency.rawValue, "topic": message.topic.map { $0 as Any } ?? NSNull(),
+            var event: [String: JSONValue] = [
+                "messageId": .string(message.messageID), "bodyBytes": .int(Int64(message.bodyBytes)),
+                "ttl": .int(Int64(message.ttl)), "urgency": .string(message.urgency.rawValue),
+                "topic": message.topic.map(JSONValue.string) ?? .null,
             ]
             switch message.payload {
             case .plaintext(let text):
-                event["plaintext"] = text
+                event["plaintext"] = .string(text)
             case .ciphertext(let body):
                 // The device decrypts it with its own keys.
-                event["plaintext"] = NSNull()
-                event["body"] = Base64URL.encode(body)
+                event["plaintext"] = .null
+                event["body"] = .string(Base64URL.encode(body))
             }
-            guard
-                let data = try? JSONSerialization.data(
-                    withJSONObject: event, options: [.sortedKeys, .withoutEscapingSlashes])
-            else { return false }
-            let json = String(decoding: data, as: UTF8.self)
+            let json = JSONValue.object(event).json
             var sent = false
             for (streamID, sink) in record.sinks {
                 if sink.send(json) { sent = true } else { record.sinks[streamID] = nil }

@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import SimulatorSupport
 
 /// A refused push request, rendered in autopush's shape: `{"code","errno","error","message","more_info"}`.
@@ -50,12 +51,11 @@ public struct WebPushAPIError: Error, Sendable, Equatable {
 
     /// The JSON body.
     public var body: Data {
-        let object: [String: Any] = [
-            "code": status, "errno": errno, "error": reason, "message": message,
-            "more_info": "https://mozilla-services.github.io/autopush-rs/errors.html",
+        let object: JSONValue = [
+            "code": .int(Int64(status)), "errno": .int(Int64(errno)), "error": .string(reason),
+            "message": .string(message), "more_info": "https://mozilla-services.github.io/autopush-rs/errors.html",
         ]
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data()
+        return Data(object.jsonBytes)
     }
 
     /// The response that carries this error.

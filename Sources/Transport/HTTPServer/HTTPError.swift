@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 
 /// An error a handler throws to answer with a specific status and a JSON body
 /// `{"error": code, "message": message}`.
@@ -34,8 +35,8 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     static func body(code: String, message: String) -> Data {
-        let object = ["error": code, "message": message]
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        let object: JSONValue = ["error": .string(code), "message": .string(message)]
+        return Data(object.jsonBytes)
     }
 
     /// 400 with the given code (default `badRequest`).
