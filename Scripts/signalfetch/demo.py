@@ -62,12 +62,9 @@ class Demo:
         c.start_webpush_sim(subject="mailto:demo@example.com")
         say("webpush-sim", f"push resources https://127.0.0.1:{c.webpush_port} (RFC 8030, VAPID); devices "
                            f"{c.webpush_sim_url}")
-        self.lmtp_port = harness.free_port()
-        self.imap_port = harness.free_port()
-        c.start_mailboxd(extra=["--fcm-config", c.fcm_config, "--lmtp-listen", f"127.0.0.1:{self.lmtp_port}",
-                                "--imap-listen", f"127.0.0.1:{self.imap_port}", *c.webpush_flags, "--access-log"])
-        harness.wait_port(self.lmtp_port, proc=c.mailboxd)
-        harness.wait_port(self.imap_port, proc=c.mailboxd)
+        c.start_mailboxd(extra=["--fcm-config", c.fcm_config, "--lmtp-listen", "127.0.0.1:0",
+                                "--imap-listen", "127.0.0.1:0", *c.webpush_flags, "--access-log"])
+        self.lmtp_port, self.imap_port = c.lmtp_port, c.imap_port
         say("mailboxd", f"API {c.api_url} (TLS, dev CA); LMTP 127.0.0.1:{self.lmtp_port} for an MTA; IMAP "
                         f"imaps://localhost:{self.imap_port} for mail clients")
         self.console_url = f"{c.api_url}/console"

@@ -280,7 +280,7 @@ class GatewayProxy:
 
     def __init__(self, target_port):
         self.target = target_port
-        self.port = harness.free_port()
+        self.port = 0  # any free port the first time; the same one each time it comes back up
         self.loop = asyncio.new_event_loop()
         self.server = None
         self.transports = set()
@@ -312,6 +312,7 @@ class GatewayProxy:
     def up(self):
         async def start():
             self.server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, reuse_address=True)
+            self.port = self.server.sockets[0].getsockname()[1]
         asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
 
     def down(self):

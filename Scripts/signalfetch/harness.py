@@ -30,6 +30,9 @@ def raise_fd_limit():
 
 
 def free_port():
+    """A port free on loopback now, for a server that cannot bind port 0 and say which port it got (PostgreSQL,
+    Dovecot, nginx). Our own binaries are started on port 0 and their ports read back (`Proc.listening_ports`): a
+    port picked here and released can be taken by another process before the server binds it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -116,6 +119,23 @@ class TagReader:
 
 # MARK: - Processes
 
+def parse_ports(line):
+    """The ports of a server's "listening" line, as `Proc.listening_ports` describes them."""
+    ports = {}
+    for field in line.split():
+        if "://" in field:
+            authority = field.split("://", 1)[1].split("/", 1)[0]
+            if "url" not in ports and authority.rsplit(":", 1)[-1].isdigit():
+                ports["url"] = int(authority.rsplit(":", 1)[-1])
+        elif "=" in field:
+            name, value = field.split("=", 1)
+            if value.rsplit(":", 1)[-1].isdigit():
+                ports[name] = int(value.rsplit(":", 1)[-1])
+        elif ":" in field and field.rsplit(":", 1)[-1].isdigit():
+            ports["address"] = int(field.rsplit(":", 1)[-1])
+    return ports
+
+
 def describe_exit(status):
     """A child's exit as a person reads it: "status 1", or "killed by SIGSEGV"."""
     if status is not None and status < 0:
@@ -169,6 +189,26 @@ class Proc:
 
     def kill9(self):
         return self.stop(signal.SIGKILL)
+
+    def listening_ports(self, prefix, timeout=30):
+        """The ports a server started on port 0 names in the line starting with `prefix` it writes to standard
+        error (e.g. `apns-sim listening provider=127.0.0.1:P device=127.0.0.1:D`): `name=HOST:PORT` fields under
+        their name, a URL's port under "url", a bare `HOST:PORT` under "address". Waits for the line, not for a
+        time; fails if the process exits first."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with open(self.err_path, errors="replace") as f:
+                    for line in f:
+                        if line.startswith(prefix):
+                            return parse_ports(line)
+            except OSError:
+                pass
+            if self.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({describe_exit(self.returncode)}) before listening: "
+                                   f"{self.stderr_tail()}")
+            time.sleep(0.02)
+        raise RuntimeError(f"{self.name} wrote no '{prefix.strip()}' line in {timeout} s: {self.stderr_tail()}")
 
     def first_json_line(self, timeout=30):
         """The first JSON line the process prints on its output file (e.g. `{"port": N}`)."""
@@ -321,23 +361,24 @@ class Cluster:
 
     def start_sim(self, name, provider_port, device_port, extra):
         """A simulator on TLS with the dev certificate: its provider API on `provider_port`, devices on
-        `device_port`; returns once both listen."""
-        proc = self.start(name, [self.exe(name), "--listen", f"127.0.0.1:{provider_port}", "--device-listen",
-                                 f"127.0.0.1:{device_port}", *self.tls_flags, *extra])
-        wait_port(device_port, proc=proc)
-        wait_port(provider_port, proc=proc)
-        return proc
+        `device_port` (port 0, or None: any free port); returns the process and the ports it listens on, once it
+        listens (`provider`, `device` and, where it has them, `sandbox` or `mozilla`)."""
+        proc = self.start(name, [self.exe(name), "--listen", f"127.0.0.1:{provider_port or 0}", "--device-listen",
+                                 f"127.0.0.1:{device_port or 0}", *self.tls_flags, *extra])
+        return proc, proc.listening_ports(f"{name} listening ")
 
     def start_apns_sim(self, extra=(), provider_port=None, device_port=None, sandbox=False):
-        """apns-sim trusting the dev provider key; with `sandbox`, a second provider listener for sandbox tokens."""
-        self.sim_port = provider_port or self.sim_port or free_port()
-        self.device_port = device_port or self.device_port or free_port()
+        """apns-sim trusting the dev provider key; with `sandbox`, a second provider listener for sandbox tokens.
+        Started again, it takes the ports it had (a restart the senders must survive)."""
         if sandbox:
-            self.sandbox_port = self.sandbox_port or free_port()
-            extra = ["--sandbox-listen", f"127.0.0.1:{self.sandbox_port}", *extra]
-        self.apns_sim = self.start_sim("apns-sim", self.sim_port, self.device_port, [
-            "--provider-key", f"{self.key_id}:{self.team_id}:{os.path.join(self.data, 'apns/key.pub.pem')}",
-            "--topic", TOPIC, *extra])
+            extra = ["--sandbox-listen", f"127.0.0.1:{self.sandbox_port or 0}", *extra]
+        self.apns_sim, ports = self.start_sim(
+            "apns-sim", provider_port or self.sim_port, device_port or self.device_port, [
+                "--provider-key", f"{self.key_id}:{self.team_id}:{os.path.join(self.data, 'apns/key.pub.pem')}",
+                "--topic", TOPIC, *extra])
+        self.sim_port, self.device_port = ports["provider"], ports["device"]
+        if sandbox:
+            self.sandbox_port = ports["sandbox"]
         return self.apns_sim
 
     @property
@@ -346,10 +387,9 @@ class Cluster:
 
     def start_fcm_sim(self, extra=()):
         """fcm-sim trusting the dev service account, and the --fcm-config that points mailboxd at it."""
-        self.fcm_port, self.fcm_device_port = free_port(), free_port()
         self.service_account = os.path.join(self.data, "fcm/service-account.json")
-        self.fcm_sim = self.start_sim("fcm-sim", self.fcm_port, self.fcm_device_port,
-                                      ["--service-account", self.service_account, *extra])
+        self.fcm_sim, ports = self.start_sim("fcm-sim", None, None, ["--service-account", self.service_account, *extra])
+        self.fcm_port, self.fcm_device_port = ports["provider"], ports["device"]
         self.fcm_config = os.path.join(self.work, "fcm-config.json")
         with open(self.fcm_config, "w") as f:
             json.dump({"endpoint": f"https://127.0.0.1:{self.fcm_port}",
@@ -364,8 +404,8 @@ class Cluster:
     def start_webpush_sim(self, extra=(), subject="mailto:bench@example.com"):
         """webpush-sim on TLS with the dev certificate (push resources, device side, Mozilla protocol), and the
         mailboxd flags that trust it and allow its loopback endpoints."""
-        self.webpush_port, self.webpush_device_port = free_port(), free_port()
-        self.webpush_sim = self.start_sim("webpush-sim", self.webpush_port, self.webpush_device_port, list(extra))
+        self.webpush_sim, ports = self.start_sim("webpush-sim", None, None, list(extra))
+        self.webpush_port, self.webpush_device_port = ports["provider"], ports["device"]
         self.vapid_key = os.path.join(self.data, "webpush/vapid.pem")
         self.webpush_flags = ["--webpush-ca", self.ca, "--webpush-allow-host", f"127.0.0.1:{self.webpush_port}",
                               "--webpush-subject", subject]
@@ -385,12 +425,22 @@ class Cluster:
                 "--apns-ca", self.ca, "--apns-topic", TOPIC, *extra]
 
     def start_mailboxd(self, apns_port=None, extra=()):
-        self.api_port = self.api_port or free_port()
-        self.metrics_port = getattr(self, "metrics_port", None) or free_port()
+        """mailboxd on the ports it had (port 0 the first time) with its metrics listener; returns once it listens.
+        Its LMTP and IMAP ports, when `extra` asks for those listeners, are `lmtp_port` and `imap_port`."""
         self.mailboxd = self.start("mailboxd", self.serve_args(
-            self.api_port, apns_port, ["--metrics-listen", f"127.0.0.1:{self.metrics_port}", *extra]))
-        wait_port(self.api_port, proc=self.mailboxd)
+            self.api_port or 0, apns_port,
+            ["--metrics-listen", f"127.0.0.1:{getattr(self, 'metrics_port', None) or 0}", *extra]))
+        self.api_port = self.mailboxd.listening_ports("mailboxd listening on ")["url"]
+        self.metrics_port = self.mailboxd.listening_ports("mailboxd: metrics on ")["url"]
+        self.read_mail_ports(self.mailboxd, extra)
         return self.mailboxd
+
+    def read_mail_ports(self, proc, extra):
+        """`lmtp_port` and `imap_port` read back from a mailboxd started with those listeners in `extra`."""
+        if "--lmtp-listen" in extra:
+            self.lmtp_port = proc.listening_ports("mailboxd: LMTP on ")["address"]
+        if "--imap-listen" in extra:
+            self.imap_port = proc.listening_ports("mailboxd: IMAP on ")["url"]
 
     @property
     def api_url(self):
@@ -459,14 +509,15 @@ class ScaleCluster(Cluster):
         os.chmod(self.work, 0o755)  # as root the cluster belongs to the postgres user, who must reach it
         self.pg_dir = os.path.join(self.work, "pg")
         self.database = self.start_database(fast)
-        self.ports = [free_port() for _ in range(instances)]
+        self.ports = [None] * instances  # each instance's, once it first listens (it keeps it when restarted)
         self.instances = [None] * instances
         self._turn = 0
 
     @property
     def api_port(self):
         self._turn += 1
-        return self.ports[self._turn % len(self.ports)]
+        known = [port for port in self.ports if port]
+        return known[self._turn % len(known)] if known else None
 
     @api_port.setter
     def api_port(self, value):
@@ -476,10 +527,10 @@ class ScaleCluster(Cluster):
         return ["--data-dir", self.data, "--database", self.database]
 
     def start_instance(self, index, extra=()):
-        port = self.ports[index]
         proc = self.start(f"mailboxd-{index}", self.serve_args(
-            port, extra=["--database", self.database, "--instance-id", f"m{index}", *extra]))
-        wait_port(port, proc=proc)
+            self.ports[index] or 0, extra=["--database", self.database, "--instance-id", f"m{index}", *extra]))
+        self.ports[index] = proc.listening_ports("mailboxd listening on ")["url"]
+        self.read_mail_ports(proc, extra)
         self.instances[index] = proc
         self.mailboxd = proc
         return proc

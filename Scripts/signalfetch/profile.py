@@ -141,14 +141,13 @@ class Target:
         self.cluster = (harness.ScaleCluster(bin_dir, instances=1, prefix=f"signalfetch-profile-{label}-")
                         if args.postgres else harness.Cluster(bin_dir, prefix=f"signalfetch-profile-{label}-"))
         self.users = [f"user{i:03d}" for i in range(16)]
-        self.lmtp_port = harness.free_port()
 
     def start(self):
         cluster = self.cluster
         cluster.add_accounts(self.users)
         extra = [] if self.postgres else ["--synchronous", "FULL"]
         if self.path == "ingest":
-            extra += ["--lmtp-listen", f"127.0.0.1:{self.lmtp_port}"]
+            extra += ["--lmtp-listen", "127.0.0.1:0"]
         if self.path == "signal":
             cluster.start_apns_sim()
         else:
@@ -157,6 +156,7 @@ class Target:
             cluster.start_instance(0, extra=extra)
         else:
             cluster.start_mailboxd(extra=extra)
+        self.lmtp_port = getattr(cluster, "lmtp_port", None)
         if self.path == "signal":
             harness.start_devices(cluster, self.users, 2, timeout=120)
         self.env = cluster.delivery_load_env(self.users)

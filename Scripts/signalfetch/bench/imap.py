@@ -485,12 +485,10 @@ def start_mailboxd(env, connections):
         cluster.add_accounts([USER])
         cheap_password(cluster)
         cluster.sim_port = 9  # no gateway: signals wait in the outbox
-        imap, lmtp = harness.free_port(), harness.free_port()
         cluster.start_mailboxd(extra=[
-            "--lmtp-listen", f"127.0.0.1:{lmtp}", "--imap-listen", f"127.0.0.1:{imap}",
+            "--lmtp-listen", "127.0.0.1:0", "--imap-listen", "127.0.0.1:0",
             "--imap-max-connections", str(max(10000, connections + 100))])
-        harness.wait_port(lmtp, proc=cluster.mailboxd)
-        harness.wait_port(imap, proc=cluster.mailboxd)
+        imap, lmtp = cluster.imap_port, cluster.lmtp_port
     except BaseException:
         cluster.close()
         raise

@@ -19,10 +19,8 @@ def lmtp_mailboxd(env, label, synchronous):
     cluster = env.topology(label)
     cluster.add_accounts(["bench"])
     cluster.sim_port = 9  # no gateway
-    lmtp = harness.free_port()
-    cluster.start_mailboxd(extra=["--lmtp-listen", f"127.0.0.1:{lmtp}", "--synchronous", synchronous])
-    harness.wait_port(lmtp, proc=cluster.mailboxd)
-    return cluster, lmtp
+    cluster.start_mailboxd(extra=["--lmtp-listen", "127.0.0.1:0", "--synchronous", synchronous])
+    return cluster, cluster.lmtp_port
 
 
 class Run:
