@@ -20,7 +20,7 @@ import sys
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(SCRIPTS)
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
+PEERS = os.path.join(ROOT, "Tests", "Peers")
 TOPIC = "com.example.signalfetch"
 
 
@@ -30,7 +30,8 @@ def data_path(name):
 
 
 def peer_path(name):
-    """A script of peers/ (run by another interpreter: the reference clients, the console screenshot)."""
+    """A script of Tests/Peers, the one copy of each real client (run by the test venv's interpreter): the benchmarks'
+    reference clients are the tests' peers in their `load` mode, and the demo's console screenshot is there too."""
     return os.path.join(PEERS, name)
 
 

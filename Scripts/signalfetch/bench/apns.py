@@ -41,7 +41,7 @@ def apns_load(env, port, count):
 
 
 def aioapns(env, port, payload):
-    result = reference.run("peer_aioapns.py", "--port", port, "--ca", env.ca, "--key", env.p8, "--key-id",
+    result = reference.run("apns_aioapns.py", "--port", port, "--ca", env.ca, "--key", env.p8, "--key-id",
                            env.key_id, "--team-id", env.team_id, "--topic", TOPIC, "--payload", payload,
                            "--count", 2000)
     if result["succeeded"] != result["notifications"]:

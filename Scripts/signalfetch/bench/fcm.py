@@ -25,7 +25,7 @@ def fcm_load(env, cluster, endpoint, ca, tokens_file, count):
 def firebase_admin(cluster, sim, tokens_file):
     """firebase-admin's send_each_async to `sim`; its result, every signal accepted."""
     return all_accepted("firebase-admin", reference.run(
-        "peer_firebase_admin.py", "--endpoint", sim, "--token-uri", sim + "/token", "--ca", cluster.ca,
+        "fcm_firebase_admin.py", "--endpoint", sim, "--token-uri", sim + "/token", "--ca", cluster.ca,
         "--service-account", cluster.service_account, "--tokens", tokens_file, "--count", 2000))
 
 

@@ -32,7 +32,7 @@ def webpush_load(env, cluster, subscriptions, count):
 
 
 def pywebpush(cluster, subscriptions, *extra, count=2000):
-    return reference.run("peer_pywebpush.py", *extra, "--subscriptions", subscriptions, "--vapid-key",
+    return reference.run("webpush_pywebpush.py", *extra, "--subscriptions", subscriptions, "--vapid-key",
                          cluster.vapid_key, "--ca", cluster.ca, "--count", count)
 
 
