@@ -51,8 +51,10 @@ let package = Package(
         .target(name: "Locking"),
         // `HOST[:PORT]` text read one way for the command line, URL authorities and PostgreSQL host lists.
         .target(name: "NetworkAddress"),
-        // Duration in seconds, milliseconds and nanoseconds, for C APIs, metrics and logs.
-        .target(name: "Durations"),
+        // Duration in seconds, milliseconds and nanoseconds, for C APIs, metrics and logs; the one wall clock every
+        // part reads (`WallClock`: `SystemClock`, tests' `ManualClock`) and the one monotonic reading
+        // (`MonotonicTime`).
+        .target(name: "Durations", dependencies: ["Locking"]),
         // What the store's SQL is written against, whatever the engine: values, rows, a connection, a dialect.
         .target(name: "SQLSupport"),
         .target(name: "SQLiteKit", dependencies: ["CSQLite", "SQLSupport"]),
@@ -86,11 +88,13 @@ let package = Package(
         .target(name: "APNs", dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         // Each push service behind `PushService`: its configuration, its wire form, its answers as outcomes.
         .target(name: "PushAPNs", dependencies: ["Durations", "Push", "APNs", "HTTP2Client", "Locking"]),
-        .target(name: "PushFCM", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking", "JSONText"]),
-        .target(name: "PushWebPush", dependencies: ["Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        .target(
+            name: "PushFCM",
+            dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking", "JSONText"]),
+        .target(name: "PushWebPush", dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
         .target(
             name: "MailboxStore",
-            dependencies: ["Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking", "JSONText"]),
+            dependencies: ["Durations", "Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking", "JSONText"]),
         // mailboxd by job: the counters every part reports to; the dispatcher (outbox worker, backoff, the router to
         // push services); the HTTP API (handlers, auth, throttle); and the service that wires them with LMTP.
         .target(name: "ServiceMetrics", dependencies: ["Locking"]),
@@ -117,7 +121,7 @@ let package = Package(
         .target(
             name: "MailboxService",
             dependencies: [
-                "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
+                "Durations", "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
                 "MailIngest", "Console", "JMAP", "IMAP",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
@@ -137,7 +141,7 @@ let package = Package(
         .target(name: "MailIngest", dependencies: ["ConnectionLoop", "Durations", "Locking"]),
         // The event loop under line protocols: epoll, TLS over non-blocking sockets, idle timers, a hand-off to the
         // backend and back.
-        .target(name: "ConnectionLoop", dependencies: ["CEpoll", "COpenSSL", "Locking"]),
+        .target(name: "ConnectionLoop", dependencies: ["CEpoll", "COpenSSL", "Durations", "Locking"]),
         // IMAP4rev2/IMAP4rev1 (RFC 9051, 3501) with IDLE, CONDSTORE/QRESYNC, MOVE, UIDPLUS: a parser and a session
         // state machine on the connection loop.
         .target(name: "IMAP", dependencies: ["ConnectionLoop", "Locking"]),
@@ -149,10 +153,10 @@ let package = Package(
         .target(name: "MailSyncURLSession", dependencies: ["MailSync", "Locking"]),
         // MailSync over IMAP (QRESYNC): the device that fetches over IMAP after its signal.
         .target(name: "MailSyncIMAP", dependencies: ["MailSync", "IMAP", "ConnectionLoop"]),
-        // What the push-service simulators share: the injectable clock, a seeded generator, process limits, start-up
+        // What the push-service simulators share: millisecond timestamps, a seeded generator, process limits, start-up
         // errors, the fault request's checks, the capture log, the provider request and response either transport
         // hands over, the flags they read alike, and the listeners and control routes fcm-sim and webpush-sim run
-        // alike.
+        // alike. Their clock is Durations' `WallClock`.
         .target(
             name: "SimulatorSupport",
             dependencies: ["Durations", "Locking", "HTTPServer", "HTTP2Server", "HTTPTypes", "CommandLineSupport"]),
@@ -165,14 +169,16 @@ let package = Package(
         .target(
             name: "FCMSimulator",
             dependencies: [
-                "HTTP2Server", "HTTPServer", "HTTPTypes", "JSONText", "OpenSSLCrypto", "Locking", "SimulatorSupport",
+                "Durations", "HTTP2Server", "HTTPServer", "HTTPTypes", "JSONText", "OpenSSLCrypto", "Locking",
+                "SimulatorSupport",
                 "ServiceMetrics",
             ]),
         // webpush-sim: push resources (RFC 8030/8291/8292), the simulated browser, Mozilla's WebSocket protocol.
         .target(
             name: "WebPushSimulator",
             dependencies: [
-                "HTTP2Server", "HTTPServer", "JSONText", "OpenSSLCrypto", "Locking", "SimulatorSupport", "CWebSockets",
+                "Durations", "HTTP2Server", "HTTPServer", "JSONText", "OpenSSLCrypto", "Locking", "SimulatorSupport",
+                "CWebSockets",
                 "ServiceMetrics",
             ]),
 
@@ -223,7 +229,9 @@ let package = Package(
             ]),
 
         // MARK: Tests
-        .target(name: "TestSupport", dependencies: ["Locking", "PostgresKit", "Push"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport", dependencies: ["Durations", "Locking", "PostgresKit", "Push"],
+            path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteKitTests", dependencies: ["Locking", "SQLiteKit", "TestSupport"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "JSONTextTests", dependencies: ["JSONText"]),
@@ -245,15 +253,16 @@ let package = Package(
         .testTarget(
             name: "APNsTests",
             dependencies: [
-                "Locking", "APNs", "Push", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "TestSupport",
+                "Durations", "Locking", "APNs", "Push", "HTTP2Server", "HTTP2Client", "HTTPClient", "OpenSSLCrypto",
+                "TestSupport",
             ]),
         .testTarget(
             name: "MailboxStoreTests",
-            dependencies: ["Locking", "MailboxStore", "SQLiteKit", "PostgresKit", "TestSupport"]),
+            dependencies: ["Durations", "Locking", "MailboxStore", "SQLiteKit", "PostgresKit", "TestSupport"]),
         .testTarget(
             name: "MailSyncTests",
             dependencies: [
-                "Locking",
+                "Durations", "Locking",
                 "MailSync", "MailSyncSQLite", "MailSyncHTTP", "MailSyncURLSession", "HTTPClient", "SQLiteKit",
                 "OpenSSLCrypto", "TestSupport",
                 "MailboxService", "MailboxStore", "SignalDispatch", "PushAPNs", "APNsSimulator",
@@ -266,7 +275,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "SignalDispatchTests",
-            dependencies: ["SignalDispatch", "ServiceMetrics", "MailboxStore", "Push", "TestSupport"]),
+            dependencies: ["Durations", "SignalDispatch", "ServiceMetrics", "MailboxStore", "Push", "TestSupport"]),
         .testTarget(
             name: "PushAPNsTests",
             dependencies: ["PushAPNs", "Push", "APNsSimulator", "MailboxStore", "OpenSSLCrypto", "TestSupport"]),
@@ -274,20 +283,25 @@ let package = Package(
             name: "PushFCMTests", dependencies: ["PushFCM", "Push", "HTTP2Client", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "PushWebPushTests",
-            dependencies: ["PushWebPush", "Push", "HTTP2Client", "HTTP2Server", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: [
+                "Durations", "PushWebPush", "Push", "HTTP2Client", "HTTP2Server", "OpenSSLCrypto", "TestSupport",
+            ]),
         .testTarget(
             name: "APNsSimulatorTests",
-            dependencies: ["APNsSimulator", "OpenSSLCrypto", "TestSupport"]),
+            dependencies: ["APNsSimulator", "Durations", "OpenSSLCrypto", "TestSupport"]),
         .testTarget(
             name: "FCMSimulatorTests",
-            dependencies: ["FCMSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport"]),
+            dependencies: ["Durations", "FCMSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport"]),
         .testTarget(
             name: "WebPushSimulatorTests",
-            dependencies: ["WebPushSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport"]),
+            dependencies: [
+                "Durations", "WebPushSimulator", "SimulatorSupport", "OpenSSLCrypto", "Locking", "TestSupport",
+            ]),
         .testTarget(
             name: "JMAPTests",
             dependencies: [
-                "JMAP", "JSONText", "Locking", "MailboxStore", "MailboxHTTPAPI", "MailboxService", "SignalDispatch",
+                "Durations", "JMAP", "JSONText", "Locking", "MailboxStore", "MailboxHTTPAPI", "MailboxService",
+                "SignalDispatch",
                 "HTTPClient", "TestSupport",
             ]),
         .testTarget(name: "MailIngestTests", dependencies: ["MailIngest", "TestSupport"]),

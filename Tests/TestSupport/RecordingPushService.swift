@@ -1,3 +1,4 @@
+import Durations
 import Locking
 import Push
 
@@ -23,13 +24,13 @@ public final class RecordingPushService: PushService {
     public let kind: PushSignal.Kind
     /// Whether it throttles background signals (as APNs does).
     public let throttlesBackgroundSignals: Bool
-    private let clock: (@Sendable () -> Double)?
+    private let clock: (any WallClock)?
     private let state = LockedValue<(sent: [Sent], outcomes: [PushOutcome])>(([], []))
 
     /// A recorder for `app`; with `clock` (a test clock the store also reads), each send records its time on it.
     public init(
         name: PushServiceName = .apns, app: String = "com.example.mail", kind: PushSignal.Kind = .badge,
-        throttlesBackgroundSignals: Bool = false, clock: (@Sendable () -> Double)? = nil
+        throttlesBackgroundSignals: Bool = false, clock: (any WallClock)? = nil
     ) {
         self.name = name
         self.app = app
@@ -71,7 +72,7 @@ public final class RecordingPushService: PushService {
 
     /// Records the signal and answers the next scripted outcome.
     public func send(_ signal: PushSignal, to address: PushAddress) async -> PushOutcome {
-        let at = clock?()
+        let at = clock?.secondsSince1970
         return state.withLock { state in
             state.sent.append(Sent(address: address, signal: signal, at: at))
             return state.outcomes.isEmpty ? .delivered : state.outcomes.removeFirst()

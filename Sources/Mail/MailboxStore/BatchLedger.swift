@@ -1,3 +1,4 @@
+import Durations
 import SQLSupport
 
 /// What the deliveries of one group-committed transaction share. Each recipient is looked up once per batch,
@@ -30,11 +31,11 @@ final class BatchLedger: @unchecked Sendable {
     /// The changes the transaction wrote (each account's newest modseq), for whoever watches commits.
     private(set) var changes: [CommittedChange] = []
     private let pacing: SignalPacing
-    private let now: @Sendable () -> Double
+    private let clock: any WallClock
 
-    init(pacing: SignalPacing, now: @escaping @Sendable () -> Double) {
+    init(pacing: SignalPacing, clock: any WallClock) {
         self.pacing = pacing
-        self.now = now
+        self.clock = clock
     }
 
     /// The account named `username` (already lowercased) and its inbox, or `nil` when there is none. The same
@@ -97,7 +98,7 @@ final class BatchLedger: @unchecked Sendable {
         let known = devices
         devices.removeAll(keepingCapacity: true)
         guard !pending.isEmpty else { return }
-        let time = now()
+        let time = clock.secondsSince1970
         for (account, modseq) in pending.sorted(by: { $0.key < $1.key }) {
             changes.append(CommittedChange(accountID: account, modseq: modseq, at: time))
             if try MailboxStore.enqueueSignals(

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import OpenSSLCrypto
 import SQLSupport
@@ -19,7 +20,7 @@ extension MailboxStore {
         let hash = try await passwordHashing.run { [parameters = configuration.passwordParameters] in
             try PasswordHash.hash(password, parameters: parameters)
         }
-        let created = now()
+        let created = clock.secondsSince1970
         do {
             return try await write { db, _ in
                 guard
@@ -87,7 +88,7 @@ extension MailboxStore {
     public func createSession(accountID: Int64, tokenHash: [UInt8], deviceName: String) async throws -> SessionRecord {
         guard tokenHash.count == 32 else { throw MailboxStoreError.invalidArgument("token hash") }
         let name = String(deviceName.prefix(100))
-        let created = now()
+        let created = clock.secondsSince1970
         let cap = configuration.maximumSessionsPerAccount
         let (idleSince, createdSince) = liveSessionBounds(now: created)
         return try await write { db, _ in
@@ -123,7 +124,7 @@ extension MailboxStore {
     /// younger than the lifetime. Its last use is written when the one on record is more than a tenth of the idle
     /// timeout (at most an hour) old, so most requests only read.
     public func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
-        let time = now()
+        let time = clock.secondsSince1970
         let (idleSince, createdSince) = liveSessionBounds(now: time)
         let found = try await read { db in
             try db.queryOne(
@@ -164,7 +165,7 @@ extension MailboxStore {
     /// Revokes a session and deletes the devices registered through it. Returns whether it was live.
     @discardableResult
     public func revokeSession(id: Int64, accountID: Int64) async throws -> Bool {
-        let revoked = now()
+        let revoked = clock.secondsSince1970
         return try await write { db, _ in try Self.endSession(db, id: id, accountID: accountID, at: revoked) }
     }
 
@@ -172,7 +173,7 @@ extension MailboxStore {
     /// is signalled again until it signs in and registers). Returns how many sessions were live.
     @discardableResult
     public func revokeAllSessions(accountID: Int64) async throws -> Int {
-        let revoked = now()
+        let revoked = clock.secondsSince1970
         return try await write { db, _ in
             let ended = try db.run(
                 "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", revoked, accountID)
@@ -187,7 +188,7 @@ extension MailboxStore {
     /// subscriptions go with them (RFC 8620 §7.2: they end with the credentials that made them). Housekeeping.
     @discardableResult
     public func purgeSessions(olderThan age: Double) async throws -> Int {
-        let time = now()
+        let time = clock.secondsSince1970
         let (idleSince, createdSince) = liveSessionBounds(now: time - age)
         return try await write { db, _ in
             try db.run(

@@ -1,3 +1,4 @@
+import Durations
 import OpenSSLCrypto
 import Push
 import SQLSupport
@@ -44,7 +45,7 @@ extension MailboxStore {
         guard address.keys.utf8.count <= 255,
             address.keys.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
         else { throw MailboxStoreError.invalidArgument("keys") }
-        let registered = now()
+        let registered = clock.secondsSince1970
         let freshAlias = SecureRandom.base64URL(12)
         let key = SignalKey()
         let handle = SecureRandom.base64URL(16)

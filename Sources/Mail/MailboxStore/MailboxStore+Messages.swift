@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import JSONText
 import OpenSSLCrypto
@@ -145,8 +146,8 @@ extension MailboxStore {
         write: @Sendable (any SQLConnection, BatchLedger) throws -> (Int64, String, Int64),
         receipt: @Sendable ((Int64, String, Int64)) -> DeliveryReceipt
     ) {
-        let received = message.receivedAt ?? now()
-        let id = Self.newMessageID(time: now())
+        let received = message.receivedAt ?? clock.secondsSince1970
+        let id = Self.newMessageID(time: clock.secondsSince1970)
         let preview = Self.preview(of: message.body)
         let recipient = message.to.lowercased()
         let blobHash = message.raw.map { Hex.encode(SHA256.hash($0)) }
@@ -379,7 +380,7 @@ extension MailboxStore {
     /// Destroys a message for good, leaving a tombstone for delta sync. Returns the account's new state.
     @discardableResult
     public func destroyMessage(id: String, accountID: Int64) async throws -> SyncState {
-        let destroyed = now()
+        let destroyed = clock.secondsSince1970
         let modseq = try await write { db, ledger -> Int64 in
             guard
                 let row = try db.queryOne(
@@ -410,7 +411,7 @@ extension MailboxStore {
     /// Returns how many were discarded.
     @discardableResult
     public func purgeTombstones() async throws -> Int {
-        let cutoff = now() - configuration.tombstoneRetention
+        let cutoff = clock.secondsSince1970 - configuration.tombstoneRetention
         return try await write { db, _ in
             try db.run(
                 """

@@ -1,3 +1,4 @@
+import Durations
 import Push
 import SQLSupport
 
@@ -6,7 +7,7 @@ extension MailboxStore {
     /// claimable again until the lease ends, and comes with the account's state and unread count as they are now.
     /// Where several processes claim at once, each skips the rows another is claiming, so no row goes to two.
     public func claimDueSignals(limit: Int = 100) async throws -> [OutboxItem] {
-        let time = now()
+        let time = clock.secondsSince1970
         let lease = configuration.claimLease
         let owner = configuration.instanceID
         return try await write { db, _ in
@@ -45,7 +46,7 @@ extension MailboxStore {
     /// if it still holds the modseq that was claimed; if changes arrived meanwhile it stays, due at once while the
     /// device has a token left, else when the next returns.
     public func completeSignal(_ item: OutboxItem, sentModseq: Int64) async throws {
-        let time = now()
+        let time = clock.secondsSince1970
         let pacing = configuration.pacing
         try await write { db, _ in
             let bucket = try db.queryOne("SELECT pace_tokens, pace_at FROM devices WHERE id = ?", item.deviceID)
@@ -74,7 +75,7 @@ extension MailboxStore {
     /// short error code (never content). The delay is the dispatcher's backoff; a signal held back by a budget is
     /// ``deferSignal(_:after:reason:)``, which is not a failure.
     public func rescheduleSignal(_ item: OutboxItem, after delay: Double, error: String) async throws {
-        let next = now() + delay
+        let next = clock.secondsSince1970 + delay
         let code = String(error.prefix(64))
         try await write { db, _ in
             try db.run(
@@ -89,7 +90,7 @@ extension MailboxStore {
     /// Holds a signal back for `delay` seconds without counting a failure (a background budget spent, a push
     /// service's throttle): its attempts, and so its next backoff, stay as they were.
     public func deferSignal(_ item: OutboxItem, after delay: Double, reason: String) async throws {
-        let next = now() + delay
+        let next = clock.secondsSince1970 + delay
         let code = String(reason.prefix(64))
         try await write { db, _ in
             try db.run(
@@ -215,7 +216,7 @@ extension MailboxStore {
 
     /// Every process that reported within `age` seconds, by name.
     public func instances(seenWithin age: Double) async throws -> [InstanceReport] {
-        let since = now() - age
+        let since = clock.secondsSince1970 - age
         return try await read { db in
             try db.query(
                 """

@@ -1,3 +1,4 @@
+import Durations
 import OpenSSLCrypto
 import SQLSupport
 
@@ -69,7 +70,7 @@ extension MailboxStore {
             url: url,
             keys: keys, verificationCode: SecureRandom.base64URL(16), isVerified: false, types: types,
             expiresAt: expiresAt)
-        let created = now()
+        let created = clock.secondsSince1970
         return try await write { db, _ in
             try db.run("DELETE FROM push_subscriptions WHERE account_id = ? AND expires_at <= ?", accountID, created)
             guard
@@ -93,7 +94,7 @@ extension MailboxStore {
 
     /// The account's push subscriptions that have not expired, oldest first.
     public func pushSubscriptions(accountID: Int64) async throws -> [PushSubscriptionRecord] {
-        let at = now()
+        let at = clock.secondsSince1970
         return try await read { db in
             try db.query(
                 """
@@ -149,7 +150,7 @@ extension MailboxStore {
 
     /// The accounts that have a verified subscription that has not expired: who a commit may need to be pushed to.
     public func accountsWithVerifiedPushSubscriptions() async throws -> Set<Int64> {
-        let at = now()
+        let at = clock.secondsSince1970
         return try await read { db in
             Set(
                 try db.query(
@@ -161,7 +162,7 @@ extension MailboxStore {
     /// Deletes every subscription that has expired; returns how many.
     @discardableResult
     public func purgePushSubscriptions() async throws -> Int {
-        let at = now()
+        let at = clock.secondsSince1970
         return try await write { db, _ in try db.run("DELETE FROM push_subscriptions WHERE expires_at <= ?", at) }
     }
 }
@@ -181,7 +182,7 @@ extension MailboxStore {
     /// of, and whose retry time has come: each is leased to this process (``Configuration/instanceID``) as outbox
     /// rows are, so with several instances each StateChange goes out once.
     public func claimDuePushes(limit: Int = 50) async throws -> [DuePush] {
-        let time = now()
+        let time = clock.secondsSince1970
         let lease = configuration.claimLease
         let owner = configuration.instanceID
         return try await write { db, _ in
@@ -214,7 +215,7 @@ extension MailboxStore {
     /// pacing tokens (``Configuration/pacing``, as a device's signals do), so a burst of changes is told at once and
     /// a steady stream at the refill rate, each push carrying the newest states.
     public func completePush(id: String, toldModseq modseq: Int64, sent: Bool) async throws {
-        let time = now()
+        let time = clock.secondsSince1970
         let pacing = configuration.pacing
         let owner = configuration.instanceID
         try await write { db, _ in
@@ -235,7 +236,7 @@ extension MailboxStore {
     /// Puts a subscription's failed StateChange back, to be tried again after `delay` seconds (the one backoff),
     /// counting the attempt (the next backoff's exponent).
     public func reschedulePush(id: String, after delay: Double) async throws {
-        let next = now() + delay
+        let next = clock.secondsSince1970 + delay
         let owner = configuration.instanceID
         try await write { db, _ in
             try db.run(
@@ -250,7 +251,7 @@ extension MailboxStore {
     /// How many seconds until the earliest owed push that waits for its time (a retry, a pacing token) is due;
     /// `nil` when none waits.
     public func secondsUntilNextPushDue() async throws -> Double? {
-        let time = now()
+        let time = clock.secondsSince1970
         return try await read { db in
             try db.scalar(
                 """

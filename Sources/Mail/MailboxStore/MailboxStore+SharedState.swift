@@ -1,3 +1,4 @@
+import Durations
 import Push
 import SQLSupport
 
@@ -14,7 +15,7 @@ extension MailboxStore {
         key: String, maxAge: Double, replacing stale: String?, minimumAge: Double,
         sign: @escaping @Sendable (Double) throws -> String
     ) async throws -> (token: String, issuedAt: Double) {
-        let time = now()
+        let time = clock.secondsSince1970
         return try await write { db, _ in
             try db.run(
                 "INSERT INTO provider_tokens (key, token, issued_at) VALUES (?, '', 0) ON CONFLICT (key) DO NOTHING",
@@ -41,7 +42,7 @@ extension MailboxStore {
     )
         async throws -> AccessTokenClaim
     {
-        let time = now()
+        let time = clock.secondsSince1970
         return try await write { db, _ in
             try db.run(
                 "INSERT INTO access_tokens (key, token, expires_at) VALUES (?, '', 0) ON CONFLICT (key) DO NOTHING", key
@@ -76,7 +77,7 @@ extension MailboxStore {
 
     /// The times of the events recorded under `key` within the last `window` seconds, oldest first.
     public func recentEvents(_ key: String, within window: Double) async throws -> [Double] {
-        let since = now() - window
+        let since = clock.secondsSince1970 - window
         return try await read { db in
             try db.query("SELECT at FROM rate_events WHERE key = ? AND at > ? ORDER BY at", key, since).map {
                 try $0.double("at")
@@ -87,7 +88,7 @@ extension MailboxStore {
     /// A sliding-window limit over the events under `key`: `nil` when one more may happen now (fewer than `limit`
     /// within the last `window` seconds), else the seconds until the oldest of them leaves the window.
     public func waitBeforeEvent(_ key: String, limit: Int, within window: Double) async throws -> Double? {
-        let time = now()
+        let time = clock.secondsSince1970
         let recent = try await read { db in
             try db.query(
                 "SELECT at FROM rate_events WHERE key = ? AND at > ? ORDER BY at", key, time - window
@@ -99,7 +100,7 @@ extension MailboxStore {
 
     /// Records an event under `key` now, dropping that key's events older than `keep` seconds.
     public func recordEvent(_ key: String, keep: Double) async throws {
-        let time = now()
+        let time = clock.secondsSince1970
         try await write { db, _ in
             try db.run("DELETE FROM rate_events WHERE key = ? AND at <= ?", key, time - keep)
             try db.run("INSERT INTO rate_events (key, at) VALUES (?, ?)", key, time)
@@ -114,7 +115,7 @@ extension MailboxStore {
     /// Drops every event older than `age` seconds (housekeeping for keys no longer used). Returns how many.
     @discardableResult
     public func purgeEvents(olderThan age: Double) async throws -> Int {
-        let cutoff = now() - age
+        let cutoff = clock.secondsSince1970 - age
         return try await write { db, _ in try db.run("DELETE FROM rate_events WHERE at <= ?", cutoff) }
     }
 }

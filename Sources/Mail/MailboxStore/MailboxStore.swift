@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import OpenSSLCrypto
@@ -48,11 +49,12 @@ public final class MailboxStore: Sendable {
     /// How the store's transactions run: SQLite's group-committing writer, or PostgreSQL's pooled connections.
     let engine: any StoreEngine
     let configuration: Configuration
-    let now: @Sendable () -> Double
+    /// The clock ``currentTime`` reads.
+    let clock: any WallClock
     /// This process's name in the outbox leases it takes (``Configuration/instanceID``).
     public var instanceID: String { configuration.instanceID }
     /// The store's clock now, seconds since 1970: what every rule about time (due rows, budgets, leases) reads.
-    public var currentTime: Double { now() }
+    public var currentTime: Double { clock.secondsSince1970 }
     /// The random epoch of this store, the first part of every state string.
     public let epoch: String
     /// A fixed scrypt hash verified when a username does not exist, so both paths cost the same.
@@ -72,22 +74,21 @@ public final class MailboxStore: Sendable {
     /// This process's random token in the changes it announces on PostgreSQL (its own listener passes them over).
     let instanceToken = Hex.encode(SecureRandom.bytes(8))
 
-    /// Opens (creating and migrating as needed) the SQLite store at `path`. `now` is the clock in seconds since 1970.
+    /// Opens (creating and migrating as needed) the SQLite store at `path`, reading the time from `clock`.
     public convenience init(
-        path: String, configuration: Configuration = Configuration(),
-        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        path: String, configuration: Configuration = Configuration(), clock: any WallClock = SystemClock()
     ) throws {
-        try self.init(database: .sqlite(path: path), configuration: configuration, now: now)
+        try self.init(database: .sqlite(path: path), configuration: configuration, clock: clock)
     }
 
     /// Opens (creating and migrating as needed) the store in `database`. Several processes may open the same
-    /// PostgreSQL database at once: their migrations take turns, and they share one epoch.
+    /// PostgreSQL database at once: their migrations take turns, and they share one epoch. The store reads the time
+    /// from `clock`.
     public init(
-        database: StoreDatabase, configuration: Configuration = Configuration(),
-        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        database: StoreDatabase, configuration: Configuration = Configuration(), clock: any WallClock = SystemClock()
     ) throws {
         let makeLedger: @Sendable () -> BatchLedger = { [pacing = configuration.pacing] in
-            BatchLedger(pacing: pacing, now: now)
+            BatchLedger(pacing: pacing, clock: clock)
         }
         let wake = SignalWake()
         signalWake = wake
@@ -111,7 +112,7 @@ public final class MailboxStore: Sendable {
         }
         self.database = database
         self.configuration = configuration
-        self.now = now
+        self.clock = clock
         epoch = try Self.storageErrors { [engine] in
             try engine.migrate(Self.migrations)
             return try engine.setUp { try Self.establishEpoch($0) }
@@ -206,7 +207,7 @@ public final class MailboxStore: Sendable {
     /// token returns (``SignalPacing``). A pending row keeps its due time and takes the newer modseq: a burst of
     /// changes leaves one row per device.
     func enqueueSignals(_ db: any SQLConnection, _ ledger: BatchLedger, account: Int64, modseq: Int64) throws {
-        let time = now()
+        let time = clock.secondsSince1970
         ledger.noteChange(account: account, modseq: modseq, at: time)
         if try Self.enqueueSignals(db, account: account, modseq: modseq, time: time, pacing: configuration.pacing) {
             ledger.signalsQueued = true

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import PostgresKit
@@ -19,7 +20,7 @@ public final class QueuedSignalWatch: Sendable {
     private let registration: Int
 
     init(
-        local: SignalWake, listening url: String?, remote: CommitObservers, token: String,
+        local: SignalWake, listening url: String?, remote: CommitObservers, token: String, clock: any WallClock,
         wake: @escaping @Sendable () -> Void
     ) {
         self.local = local
@@ -29,21 +30,21 @@ public final class QueuedSignalWatch: Sendable {
             Self.listen(url: url, stopped: stopped, wake: wake) { payload in
                 // No payload: listening (again), so whatever was committed meanwhile was not heard.
                 let changes =
-                    payload.map { Self.changes(in: $0, skipping: token) }
+                    payload.map { Self.changes(in: $0, skipping: token, at: clock.secondsSince1970) }
                     ?? [
                         CommittedChange(
-                            accountID: CommittedChange.everyAccount, modseq: 0, at: Date().timeIntervalSince1970)
+                            accountID: CommittedChange.everyAccount, modseq: 0, at: clock.secondsSince1970)
                     ]
                 if !changes.isEmpty { remote.tell(changes) }
             }
         }
     }
 
-    /// The changes a changes-channel payload (`TOKEN ACCOUNT:MODSEQ …`) announces, none when `skipping` sent them.
-    static func changes(in payload: String, skipping token: String) -> [CommittedChange] {
+    /// The changes a changes-channel payload (`TOKEN ACCOUNT:MODSEQ …`) announces, heard `at` (seconds since 1970),
+    /// none when `skipping` sent them.
+    static func changes(in payload: String, skipping token: String, at: Double) -> [CommittedChange] {
         let fields = payload.split(separator: " ")
         guard let sender = fields.first, sender != token else { return [] }
-        let at = Date().timeIntervalSince1970
         return fields.dropFirst().compactMap { field in
             let parts = field.split(separator: ":")
             guard parts.count == 2, let account = Int64(parts[0]), let modseq = Int64(parts[1]) else { return nil }
@@ -63,7 +64,7 @@ public final class QueuedSignalWatch: Sendable {
         url: String, stopped: LockedValue<Bool>, wake: @Sendable () -> Void, changed: @Sendable (String?) -> Void
     ) {
         var connection: PostgresConnection?
-        var lastAsked = DispatchTime.now()
+        var lastAsked = MonotonicTime.nanoseconds()
         while !stopped.withLock({ $0 }) {
             do {
                 if connection == nil {
@@ -71,7 +72,7 @@ public final class QueuedSignalWatch: Sendable {
                     try fresh.listen(PostgresEngine.outboxChannel)
                     try fresh.listen(PostgresEngine.changesChannel)
                     connection = fresh
-                    lastAsked = DispatchTime.now()
+                    lastAsked = MonotonicTime.nanoseconds()
                     wake()  // anything queued while this process was not listening
                     changed(nil)  // and any change committed meanwhile
                 }
@@ -80,8 +81,8 @@ public final class QueuedSignalWatch: Sendable {
                 for notification in notifications where notification.channel == PostgresEngine.changesChannel {
                     changed(notification.payload)
                 }
-                if DispatchTime.now().uptimeNanoseconds - lastAsked.uptimeNanoseconds > 2_000_000_000 {
-                    lastAsked = DispatchTime.now()
+                if MonotonicTime.nanoseconds() - lastAsked > 2_000_000_000 {
+                    lastAsked = MonotonicTime.nanoseconds()
                     let readOnly = try connection?.query("SHOW transaction_read_only").first?.string(
                         "transaction_read_only")
                     if readOnly == "on" { throw PostgresError(sqlstate: "25006", message: "the server is read-only") }
@@ -101,7 +102,7 @@ extension MailboxStore {
         var url: String?
         if case .postgres(let postgres) = database { url = postgres }
         return QueuedSignalWatch(
-            local: signalWake, listening: url, remote: remoteObservers, token: instanceToken, wake: wake)
+            local: signalWake, listening: url, remote: remoteObservers, token: instanceToken, clock: clock, wake: wake)
     }
 }
 

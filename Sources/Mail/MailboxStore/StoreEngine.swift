@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import PostgresKit
@@ -330,10 +331,10 @@ final class PostgresEngine: StoreEngine {
                         for notice in Self.changeNotices(ledger.changes, token: instanceToken) {
                             try connection.executeDeferred(notice)
                         }
-                        bodyEnd = DispatchTime.now().uptimeNanoseconds
+                        bodyEnd = MonotonicTime.nanoseconds()
                         return result
                     }
-                    let commitSeconds = Double(DispatchTime.now().uptimeNanoseconds - bodyEnd) / 1e9
+                    let commitSeconds = Double(MonotonicTime.nanoseconds() - bodyEnd) / 1e9
                     if ledger.signalsQueued || !ledger.changes.isEmpty {
                         committed(ledger.signalsQueued, ledger.changes)
                     }

@@ -1,4 +1,5 @@
 import Dispatch
+import Durations
 import Foundation
 import SQLiteKit
 
@@ -117,16 +118,16 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
         if startDrain { queue.async { self.drain() } }
     }
 
-    /// Takes up to `limit` queued operations. When none is queued: waits until `deadline` (uptime nanoseconds)
-    /// for one if `deadline` is given, else (or when it passes) returns none; with `stopWhenEmpty`, an empty
-    /// queue also ends the drain.
+    /// Takes up to `limit` queued operations. When none is queued: waits until `deadline` (``MonotonicTime``
+    /// nanoseconds) for one if `deadline` is given, else (or when it passes) returns none; with `stopWhenEmpty`, an
+    /// empty queue also ends the drain.
     private func take(limit: Int, waitingUntil deadline: UInt64?, stopWhenEmpty: Bool) -> [Job] {
         condition.lock()
         defer { condition.unlock() }
         if pending.isEmpty, let deadline {
             writerWaiting = true
             while pending.isEmpty {
-                let now = DispatchTime.now().uptimeNanoseconds
+                let now = MonotonicTime.nanoseconds()
                 if now >= deadline { break }
                 _ = condition.wait(until: Date(timeIntervalSinceNow: Double(deadline - now) / 1e9))
             }
@@ -150,10 +151,10 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
             // restarted drain costs a thread wake-up, and more often than not it came right back.
             var joined = take(
                 limit: maximumBatch,
-                waitingUntil: expected > 0 ? DispatchTime.now().uptimeNanoseconds + lingerNanoseconds : nil,
+                waitingUntil: expected > 0 ? MonotonicTime.nanoseconds() + lingerNanoseconds : nil,
                 stopWhenEmpty: true)
             if joined.isEmpty { return }
-            let deadline = DispatchTime.now().uptimeNanoseconds + lingerNanoseconds
+            let deadline = MonotonicTime.nanoseconds() + lingerNanoseconds
             var batch = joined
             var commitError: (any Error)?
             // When the transaction's body ended: from there to `transaction` returning is the COMMIT.
@@ -175,13 +176,13 @@ final class WriteBatcher: @unchecked Sendable {  // `condition` guards `pending`
                             batch += joined
                         }
                         try deferred.settle(db)
-                        bodyEnd = DispatchTime.now().uptimeNanoseconds
+                        bodyEnd = MonotonicTime.nanoseconds()
                     }
                 }
             } catch {
                 commitError = error
             }
-            let commitNanoseconds = DispatchTime.now().uptimeNanoseconds - bodyEnd
+            let commitNanoseconds = MonotonicTime.nanoseconds() - bodyEnd
             if commitError == nil { deferred.committed() }
             deferred.discard()
             condition.lock()

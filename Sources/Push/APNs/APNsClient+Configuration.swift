@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Client
 
@@ -18,7 +19,7 @@ extension APNsClient {
         /// The total time allowed for one request, waiting for a stream included.
         public var requestTimeout: Duration
         /// The clock used for `apns-expiration` and `Retry-After` dates.
-        public var now: @Sendable () -> Date
+        public var clock: any WallClock
         /// The HTTP proxy the connection is tunnelled through (`nil`: direct).
         public var proxy: HTTP2Client.Proxy?
 
@@ -26,7 +27,7 @@ extension APNsClient {
         public init(
             endpoint: APNsEndpoint, authentication: APNsAuthentication, maximumConcurrentStreams: Int = 1000,
             payloadLimit: PayloadGuard.Limit = .standard, connectTimeout: Duration = .seconds(10),
-            requestTimeout: Duration = .seconds(30), now: @escaping @Sendable () -> Date = { Date() },
+            requestTimeout: Duration = .seconds(30), clock: any WallClock = SystemClock(),
             proxy: HTTP2Client.Proxy? = nil
         ) {
             self.endpoint = endpoint
@@ -35,7 +36,7 @@ extension APNsClient {
             self.payloadLimit = payloadLimit
             self.connectTimeout = connectTimeout
             self.requestTimeout = requestTimeout
-            self.now = now
+            self.clock = clock
             self.proxy = proxy
         }
     }

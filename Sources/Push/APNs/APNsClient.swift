@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Client
 
@@ -87,7 +88,7 @@ public final class APNsClient: Sendable {
                 throw .providerToken("signing failed")
             }
         }
-        let now = configuration.now()
+        let now = configuration.clock.now()
         for field in notification.headers(now: now) { headers.append(HTTP2Client.Header(field.name, field.value)) }
         headers.append(HTTP2Client.Header("content-type", "application/json"))
 

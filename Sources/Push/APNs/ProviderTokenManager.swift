@@ -33,22 +33,22 @@ public actor ProviderTokenManager {
     public nonisolated let refreshInterval: Duration
     /// The shortest time between two token changes, except once right after `ExpiredProviderToken`.
     public nonisolated let minimumRefreshInterval: Duration
-    private let now: @Sendable () -> Date
+    private let clock: any WallClock
     private var current: ProviderToken?
     private var invalidated = false
     private var lastForcedRefresh: Date?
     /// How many tokens this manager has signed.
     public private(set) var tokensIssued = 0
 
-    /// Creates a manager; `now` is the clock (injected so tests can move time).
+    /// Creates a manager reading the time from `clock` (injected so tests can move time).
     public init(
         signingKey: APNsSigningKey, refreshInterval: Duration = .seconds(50 * 60),
-        minimumRefreshInterval: Duration = .seconds(20 * 60), now: @escaping @Sendable () -> Date = { Date() }
+        minimumRefreshInterval: Duration = .seconds(20 * 60), clock: any WallClock = SystemClock()
     ) {
         self.signingKey = signingKey
         self.refreshInterval = refreshInterval
         self.minimumRefreshInterval = minimumRefreshInterval
-        self.now = now
+        self.clock = clock
     }
 
     /// Keeps the key's token in `shared` from now on: every process sharing it signs with one token, and only the
@@ -60,7 +60,7 @@ public actor ProviderTokenManager {
     /// The token to send now: the current one, or a new one when it is due (from the shared store, when there is
     /// one).
     public func token() async throws -> ProviderToken {
-        let date = now()
+        let date = clock.now()
         if let current, !invalidated, age(of: current, at: date) < refreshInterval.seconds {
             return current
         }
@@ -95,7 +95,7 @@ public actor ProviderTokenManager {
     /// Adopts a token signed earlier with this key (restored after a restart), when it is still fresh: it is
     /// used until it is due for refresh, as if this manager had signed it.
     public func adopt(_ token: ProviderToken) {
-        let date = now()
+        let date = clock.now()
         guard age(of: token, at: date) >= 0, age(of: token, at: date) < refreshInterval.seconds,
             let publicKey = try? signingKey.privateKey.publicKey,
             let claims = try? JWT.verifyES256(token.value, key: publicKey),
@@ -115,7 +115,7 @@ public actor ProviderTokenManager {
     public func invalidate(_ token: ProviderToken) -> Bool {
         guard let current, current.value == token.value else { return true }
         if invalidated { return true }
-        let date = now()
+        let date = clock.now()
         if age(of: current, at: date) >= minimumRefreshInterval.seconds {
             invalidated = true
         } else if lastForcedRefresh.map({ date.timeIntervalSince($0) >= minimumRefreshInterval.seconds }) ?? true {

@@ -43,9 +43,10 @@ public final class APNsPushService: PushService {
     ///
     /// `tokenCacheDirectory` keeps each key's current provider token (`provider-token-KEYID`), so a restart
     /// reuses it instead of signing a new one: APNs refuses a key's token replaced more than once in 20 minutes.
+    /// `clock` dates the provider tokens and the `apns-expiration` and `Retry-After` times.
     public init(
         configuration: APNsConfiguration, legacyPayloadLimit: Bool = false, tokenCacheDirectory: String? = nil,
-        idleTimeout: Duration = .seconds(600)
+        idleTimeout: Duration = .seconds(600), clock: any WallClock = SystemClock()
     ) throws {
         self.configuration = configuration
         self.idleTimeout = idleTimeout
@@ -58,7 +59,7 @@ public final class APNsPushService: PushService {
             let name = app.signingKeyName
             if keyIndex[name] == nil {
                 let key = try APNsSigningKey(p8File: app.keyFile, keyID: app.keyID, teamID: app.teamID)
-                let manager = ProviderTokenManager(signingKey: key)
+                let manager = ProviderTokenManager(signingKey: key, clock: clock)
                 keyIndex[name] = managers.count
                 managers.append(manager)
                 if let directory = tokenCacheDirectory {
@@ -72,11 +73,12 @@ public final class APNsPushService: PushService {
         self.routes = routes
         keys = managers
         pool = APNsConnectionPool(idleTimeout: idleTimeout) {
-            [configuration, managers, limit = payloadLimit] key in
+            [configuration, managers, limit = payloadLimit, clock] key in
             APNsClient(
                 configuration: .init(
                     endpoint: .custom(url: configuration.endpoint(for: key.environment), caFile: configuration.caFile),
-                    authentication: .token(managers[key.key]), payloadLimit: limit, proxy: configuration.proxy))
+                    authentication: .token(managers[key.key]), payloadLimit: limit, clock: clock,
+                    proxy: configuration.proxy))
         }
         tokenSetup = Task {
             for (manager, files) in cacheFiles {

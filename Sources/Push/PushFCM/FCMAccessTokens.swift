@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Client
 import Push
@@ -22,13 +23,19 @@ actor FCMAccessTokens {
     let account: GoogleServiceAccount
     private let tokenURL: URLComponents
     private let client: HTTP2Client
+    private let clock: any WallClock
     private var shared: (any SharedTokenStore)?
     private var cached: (token: String, expiresAt: Double)?
     private var fetching: Task<(token: String, expiresAt: Double), any Error>?
 
-    /// Tokens for `account`, asked for at `tokenURI` (the account's own `token_uri` when `nil`).
-    init(account: GoogleServiceAccount, tokenURI: String?, caFile: String?, proxy: HTTP2Client.Proxy? = nil) {
+    /// Tokens for `account`, asked for at `tokenURI` (the account's own `token_uri` when `nil`); `clock` dates the
+    /// assertions and tells when a token is due.
+    init(
+        account: GoogleServiceAccount, tokenURI: String?, caFile: String?, proxy: HTTP2Client.Proxy? = nil,
+        clock: any WallClock
+    ) {
         self.account = account
+        self.clock = clock
         let uri = tokenURI ?? account.tokenURI
         tokenURL = URLComponents(string: uri) ?? URLComponents()
         var origin = "\(tokenURL.scheme ?? "https")://\(tokenURL.host ?? "invalid")"
@@ -46,7 +53,7 @@ actor FCMAccessTokens {
 
     /// A valid access token, other than `stale` (one FCM just refused).
     func token(replacing stale: String? = nil) async throws -> String {
-        let now = Date().timeIntervalSince1970
+        let now = clock.secondsSince1970
         if let cached, cached.token != stale, cached.expiresAt - now > Self.minimumValidity { return cached.token }
         if let fetching { return try await fetching.value.token }
         let task = Task { try await self.obtain(replacing: stale ?? cached?.token) }
@@ -78,7 +85,7 @@ actor FCMAccessTokens {
 
     /// Asks the token endpoint once.
     private func fetch() async throws -> (token: String, expiresAt: Double) {
-        let issuedAt = Int64(Date().timeIntervalSince1970)
+        let issuedAt = Int64(clock.secondsSince1970)
         let assertion = try account.assertion(audience: account.tokenURI, issuedAt: issuedAt)
         let body = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
         var path = tokenURL.percentEncodedPath.isEmpty ? "/" : tokenURL.percentEncodedPath

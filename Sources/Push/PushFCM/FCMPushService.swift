@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Client
 import Locking
@@ -29,8 +30,9 @@ public final class FCMPushService: PushService {
     private let routes: [String: Route]
     private let client: HTTP2Client
 
-    /// Checks the configuration's apps; connections open on first use.
-    public init(configuration: FCMConfiguration) {
+    /// Checks the configuration's apps; connections open on first use. `clock` dates the OAuth assertions and tells
+    /// when an access token is due.
+    public init(configuration: FCMConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         var byEmail: [String: FCMAccessTokens] = [:]
         var routes: [String: Route] = [:]
@@ -40,7 +42,7 @@ public final class FCMPushService: PushService {
                 byEmail[email]
                 ?? FCMAccessTokens(
                     account: app.serviceAccount, tokenURI: configuration.tokenURI, caFile: configuration.caFile,
-                    proxy: configuration.proxy)
+                    proxy: configuration.proxy, clock: clock)
             byEmail[email] = tokens
             routes[app.app] = Route(app: app, tokens: tokens)
         }

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import OpenSSLCrypto
@@ -17,19 +18,19 @@ final class VAPIDTokens: Sendable {
     /// The public key, base64url of the 65-byte point: `k`, and what browsers subscribe with.
     let publicKey: String
     let subject: String
-    private let now: @Sendable () -> Double
+    private let clock: any WallClock
     private let cache = LockedValue<[String: (token: String, expires: Double)]>([:])
 
-    init(key: P256PrivateKey, subject: String, now: @escaping @Sendable () -> Double) throws {
+    init(key: P256PrivateKey, subject: String, clock: any WallClock) throws {
         self.key = key
         self.publicKey = Base64URL.encode(try key.publicKey.rawRepresentation)
         self.subject = subject
-        self.now = now
+        self.clock = clock
     }
 
     /// The `Authorization` header value for a request to `origin`.
     func authorization(for origin: String) throws -> String {
-        let time = now()
+        let time = clock.secondsSince1970
         if let cached = cache.withLock({ $0[origin] }), cached.expires - time > Self.lifetime / 2 {
             return "vapid t=\(cached.token), k=\(publicKey)"
         }

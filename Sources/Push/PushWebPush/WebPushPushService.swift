@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Client
 import Locking
@@ -32,14 +33,14 @@ public final class WebPushPushService: PushService {
     /// use a handful of push services, so this bounds what a flood of odd endpoints can hold open).
     static let maximumOrigins = 256
 
-    /// Reads the VAPID key's public half; connections open on first use. `log` receives one line per
-    /// subscription removed for a key mismatch (never the endpoint).
+    /// Reads the VAPID key's public half; connections open on first use. `clock` dates the VAPID tokens; `log`
+    /// receives one line per subscription removed for a key mismatch (never the endpoint).
     public init(
-        configuration: WebPushConfiguration, now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        configuration: WebPushConfiguration, clock: any WallClock = SystemClock(),
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
         self.configuration = configuration
-        vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject, now: now)
+        vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject, clock: clock)
         self.log = log
     }
 

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import MailIngest
@@ -113,7 +114,7 @@ final class KnownRecipients: Sendable {
 
     init(lifetime: Double) { self.lifetime = lifetime }
 
-    private static var now: Double { ProcessInfo.processInfo.systemUptime }
+    private static var now: Double { Double(MonotonicTime.nanoseconds()) / 1e9 }
 
     func contains(_ address: String) -> Bool {
         let key = address.lowercased()

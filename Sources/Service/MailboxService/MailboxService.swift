@@ -1,4 +1,5 @@
 import Console
+import Durations
 import Foundation
 import HTTPServer
 import IMAP
@@ -38,15 +39,17 @@ public final class MailboxService: Sendable {
     /// The port the IMAP listener is bound to, when there is one.
     public var imapPort: UInt16? { imap?.port }
 
-    /// Opens the store (unless `store` is one already open, see ``openStore(configuration:log:)``), starts the API
-    /// server and the dispatcher.
+    /// Opens the store on `clock` (unless `store` is one already open, see ``openStore(configuration:clock:log:)``),
+    /// starts the API server and the dispatcher.
     public init(
         configuration: ServiceConfiguration, router: PushRouter,
         dispatcherConfiguration: SignalDispatcher.Configuration = .init(), store: MailboxStore? = nil,
-        log: @escaping @Sendable (String) -> Void = { _ in }
+        clock: any WallClock = SystemClock(), log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-        let store = try store ?? MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
+        let store =
+            try store
+            ?? MailboxStore(database: configuration.storeDatabase, configuration: configuration.store, clock: clock)
         let metrics = Metrics()
         router.share(in: store)
         let console = configuration.consoleToken.map { _ in ConsoleFeed(store: store, metrics: metrics) }
@@ -152,20 +155,22 @@ public final class MailboxService: Sendable {
         return serverConfiguration
     }
 
-    /// Opens the store. A shared database that cannot be reached yet (a cluster with no primary, a server still
-    /// starting) is not a reason to exit: the API listener answers every request 503 `storageUnavailable` (so
-    /// `/healthz` tells a load balancer to wait) while the store is tried again with the one backoff (full jitter under
-    /// 1 s, 2 s, 4 s … at most 30 s, so instances restarted together do not knock together).
-    /// Any other failure (a schema from a newer build, a bad SQLite file) is thrown at once.
+    /// Opens the store, reading the time from `clock`. A shared database that cannot be reached yet (a cluster with
+    /// no primary, a server still starting) is not a reason to exit: the API listener answers every request 503
+    /// `storageUnavailable` (so `/healthz` tells a load balancer to wait) while the store is tried again with the one
+    /// backoff (full jitter under 1 s, 2 s, 4 s … at most 30 s, so instances restarted together do not knock
+    /// together). Any other failure (a schema from a newer build, a bad SQLite file) is thrown at once.
     public static func openStore(
-        configuration: ServiceConfiguration, log: @escaping @Sendable (String) -> Void
+        configuration: ServiceConfiguration, clock: any WallClock = SystemClock(),
+        log: @escaping @Sendable (String) -> Void
     ) async throws -> MailboxStore {
         let backoff = Backoff(base: 1, maximum: 30, minimum: 0.25)
         var attempt = 0
         var waiting: HTTPServer?
         while true {
             do {
-                let store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store)
+                let store = try MailboxStore(
+                    database: configuration.storeDatabase, configuration: configuration.store, clock: clock)
                 if let waiting {
                     await waiting.shutdown()
                     log("mailboxd: the database answers; starting")

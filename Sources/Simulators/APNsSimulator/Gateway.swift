@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import OpenSSLCrypto
@@ -8,17 +9,17 @@ import SimulatorSupport
 /// pushes, injects faults and records everything in the capture log.
 ///
 /// All state sits behind one mutex; every method is safe to call from any thread. Time comes from the
-/// injected ``SimulatorClock``; delayed work (throttled background pushes, expirations) advances when
+/// injected ``WallClock``; delayed work (throttled background pushes, expirations) advances when
 /// ``processDueWork()`` is called, which the server does periodically and tests do after moving time.
 public final class Gateway: Sendable {
     /// The configuration the gateway was created with.
     public let configuration: GatewayConfiguration
     /// The clock the gateway reads.
-    public let clock: any SimulatorClock
+    public let clock: any WallClock
     let state: LockedValue<GatewayState>
 
     /// Creates a gateway.
-    public init(configuration: GatewayConfiguration, clock: any SimulatorClock = SystemClock()) {
+    public init(configuration: GatewayConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         self.clock = clock
         state = LockedValue(GatewayState(configuration: configuration))

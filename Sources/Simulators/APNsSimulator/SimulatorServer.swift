@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Server
 import HTTPServer
@@ -30,7 +31,7 @@ public final class SimulatorServer: Sendable {
     private let running = LockedValue<Running?>(nil)
 
     /// Creates a server; nothing listens until ``start()``.
-    public init(configuration: SimulatorConfiguration, clock: any SimulatorClock = SystemClock()) {
+    public init(configuration: SimulatorConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         gateway = Gateway(configuration: configuration.gateway, clock: clock)
     }

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import OpenSSLCrypto
@@ -69,16 +70,16 @@ public enum FCMDeviceStatus: Sendable, Equatable {
 /// the device registry, store-and-forward with Android's limits, quotas, faults and the capture log.
 ///
 /// All state sits behind one lock; every method is safe from any thread. Time comes from the injected
-/// ``SimulatorClock``; delayed work advances in ``processDueWork()``, which the server calls periodically.
+/// ``WallClock``; delayed work advances in ``processDueWork()``, which the server calls periodically.
 public final class FCMGateway: Sendable {
     /// The configuration the gateway was created with.
     public let configuration: FCMGatewayConfiguration
     /// The clock the gateway reads.
-    public let clock: any SimulatorClock
+    public let clock: any WallClock
     private let state: LockedValue<FCMGatewayState>
 
     /// Creates a gateway.
-    public init(configuration: FCMGatewayConfiguration, clock: any SimulatorClock = SystemClock()) {
+    public init(configuration: FCMGatewayConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         self.clock = clock
         state = LockedValue(FCMGatewayState(configuration: configuration, now: clock.now()))

@@ -1,3 +1,4 @@
+import Durations
 import HTTPServer
 import Locking
 import SimulatorSupport
@@ -21,7 +22,7 @@ public final class FCMSimulatorServer: Sendable {
     private let running = LockedValue<SimulatorListeners?>(nil)
 
     /// Creates a server; nothing listens until ``start()``.
-    public init(configuration: FCMSimulatorConfiguration, clock: any SimulatorClock = SystemClock()) {
+    public init(configuration: FCMSimulatorConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         gateway = FCMGateway(configuration: configuration.gateway, clock: clock)
     }

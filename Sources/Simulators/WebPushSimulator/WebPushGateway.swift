@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import OpenSSLCrypto
@@ -8,16 +9,16 @@ import SimulatorSupport
 /// and of Mozilla-protocol browsers (which get the ciphertext), store-and-forward, faults and the capture log.
 ///
 /// All state sits behind one lock; every method is safe from any thread. Time comes from the injected
-/// ``SimulatorClock``; expirations advance in ``processDueWork()``, which the server calls periodically.
+/// ``WallClock``; expirations advance in ``processDueWork()``, which the server calls periodically.
 public final class WebPushGateway: Sendable {
     /// The configuration the gateway was created with.
     public let configuration: WebPushGatewayConfiguration
     /// The clock the gateway reads.
-    public let clock: any SimulatorClock
+    public let clock: any WallClock
     private let state: LockedValue<WebPushGatewayState>
 
     /// Creates a gateway.
-    public init(configuration: WebPushGatewayConfiguration, clock: any SimulatorClock = SystemClock()) {
+    public init(configuration: WebPushGatewayConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         self.clock = clock
         state = LockedValue(WebPushGatewayState(configuration: configuration))

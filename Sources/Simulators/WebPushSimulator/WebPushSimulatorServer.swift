@@ -1,3 +1,4 @@
+import Durations
 import HTTPServer
 import Locking
 import SimulatorSupport
@@ -26,7 +27,7 @@ public final class WebPushSimulatorServer: Sendable {
     private let running = LockedValue<Running?>(nil)
 
     /// Creates a server; nothing listens until ``start()``.
-    public init(configuration: WebPushSimulatorConfiguration, clock: any SimulatorClock = SystemClock()) {
+    public init(configuration: WebPushSimulatorConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         var gatewayConfiguration = configuration.gateway
         if let base = configuration.endpointBase { gatewayConfiguration.endpointBase = base }

@@ -1,4 +1,5 @@
 import CEpoll
+import Durations
 import Foundation
 import Locking
 
@@ -92,7 +93,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     private var outstanding = 0
     private var stopping = false
     private var listenerPaused = false
-    private var now = DispatchTime.now().uptimeNanoseconds
+    private var now = MonotonicTime.nanoseconds()
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
     private let plainBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
 
@@ -188,7 +189,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         while !(stopping && connections.isEmpty && outstanding == 0) {
             let timeout: Int32 = connections.isEmpty && !listenerPaused ? -1 : Int32(Self.tick / 1_000_000)
             guard let count = poller.wait(timeoutMilliseconds: timeout) else { break }
-            now = DispatchTime.now().uptimeNanoseconds
+            now = MonotonicTime.nanoseconds()
             for index in 0..<count {
                 let (tag, events) = poller.ready(index)
                 switch tag {

@@ -67,7 +67,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
         } catch {
             fatalError(error.reason)
         }
-        now = DispatchTime.now().uptimeNanoseconds
+        now = MonotonicTime.nanoseconds()
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         plaintextBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         staging = .allocate(byteCount: 64 * 1024, alignment: 16)
@@ -141,7 +141,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
             // connection costs no wake-ups.
             let busy = queueHead < queue.count || connections.values.contains { $0.isOpening || $0.streamCount > 0 }
             let count = poller.wait(timeoutMilliseconds: busy ? Int32(ClientLoop.tick / 1_000_000) : -1)
-            now = DispatchTime.now().uptimeNanoseconds
+            now = MonotonicTime.nanoseconds()
             guard let count else { break }
             var shuttingDown = false
             for index in 0..<count {

@@ -91,7 +91,7 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         self.poller = poller
         self.listenFD = listener.fd
         self.idleNanoseconds = configuration.idleTimeout.nanosecondsClamped
-        self.now = DispatchTime.now().uptimeNanoseconds
+        self.now = MonotonicTime.nanoseconds()
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         plaintextBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         tlsStaging = .allocate(byteCount: 64 * 1024, alignment: 16)
@@ -145,11 +145,11 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
 
     /// Runs until shutdown completes. Call on the dedicated loop thread.
     func run() {
-        var lastTimerCheck = DispatchTime.now().uptimeNanoseconds
+        var lastTimerCheck = MonotonicTime.nanoseconds()
         while true {
             let timeout: Int32 = connections.isEmpty && shutdownDeadline == nil ? -1 : Int32(EventLoop.tick / 1_000_000)
             let count = poller.wait(timeoutMilliseconds: timeout)
-            now = DispatchTime.now().uptimeNanoseconds
+            now = MonotonicTime.nanoseconds()
             guard let count else { break }
             let hooks = count > 0 ? hooks : nil
             hooks?.willHandleEvents()

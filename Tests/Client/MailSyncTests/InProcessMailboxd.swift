@@ -1,4 +1,5 @@
 import APNsSimulator
+import Durations
 import Foundation
 import Locking
 import MailboxService
@@ -27,11 +28,11 @@ final class InProcessMailboxd: Sendable {
     }
 
     /// The service's clock: the system's, plus whatever time the test let pass.
-    final class Clock: Sendable {
+    final class Clock: WallClock {
         private let skipped = LockedValue<Double>(0)
 
-        /// Seconds since 1970.
-        var now: Double { Date().timeIntervalSince1970 + skipped.withLock { $0 } }
+        /// The system's time plus the time skipped.
+        func now() -> Date { Date().addingTimeInterval(skipped.withLock { $0 }) }
 
         /// Moves the clock forward.
         func skip(_ seconds: Double) { skipped.withLock { $0 += seconds } }
@@ -96,10 +97,8 @@ final class InProcessMailboxd: Sendable {
         }
         self.log = log
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-        let clock = self.clock
-        store = try MailboxStore(database: configuration.storeDatabase, configuration: configuration.store) {
-            clock.now
-        }
+        store = try MailboxStore(
+            database: configuration.storeDatabase, configuration: configuration.store, clock: clock)
         accountID = try await store.createAccount(username: Self.username, password: Self.password).id
         let service = try MailboxService(configuration: configuration, router: router, store: store)
         // Restarts bind the same port, so clients find the service where it was.

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import JMAP
 import JSONText
@@ -40,7 +41,7 @@ final class JMAPFixture: Sendable {
 
     let directory: TemporaryDirectory
     let store: MailboxStore
-    let clock: TestClock
+    let clock: ManualClock
     let server: JMAPServer
     let alice: JMAPAccount
     let bob: JMAPAccount
@@ -54,12 +55,12 @@ final class JMAPFixture: Sendable {
         case .sqlite: database = .sqlite(path: directory.path("mail.sqlite"))
         case .postgres: database = .postgres(url: try PostgresServer.shared().makeDatabase())
         }
-        let clock = TestClock()
+        let clock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
         var configuration = MailboxStore.Configuration()
         configuration.passwordParameters = .testing
         configuration.tombstoneRetention = tombstoneRetention
         configuration.postgresConnections = 2
-        store = try MailboxStore(database: database, configuration: configuration) { clock.now }
+        store = try MailboxStore(database: database, configuration: configuration, clock: clock)
         self.clock = clock
         server = JMAPServer(store: store, limits: limits)
         let alice = try await store.createAccount(username: "alice", password: "password-alice")

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import JMAP
 import JSONText
@@ -21,7 +22,7 @@ import Testing
         var delivered: [String] = []
         for subject in ["one", "two", "three"] {
             delivered.append(try await f.deliver(to: f.alice, subject: subject))
-            f.clock.advance(1)
+            f.clock.advance(by: 1)
         }
         let account = JSONValue.string(f.alice.jmapID)
         let responses = try await f.request([
@@ -254,7 +255,7 @@ import Testing
         try await f.store.destroyMessage(id: id, accountID: f.alice.id)
         // Within the retention period the old state still works.
         #expect(try await f.call("Email/changes", ["sinceState": .string(old)]).name == "Email/changes")
-        f.clock.advance(61)
+        f.clock.advance(by: 61)
         #expect(try await f.store.purgeTombstones() == 1)
         let current = try await f.emailState()
         for method in ["Email/changes", "Thread/changes"] {

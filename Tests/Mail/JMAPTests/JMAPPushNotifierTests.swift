@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import JMAP
 import JSONText
@@ -259,7 +260,7 @@ final class RecordingSubscriptionPush: SubscriptionPushService {
         configuration.sweepInterval = .milliseconds(50)
         let next = JMAPPushNotifier(store: setup.fixture.store, service: service, configuration: configuration)
         defer { next.shutdown() }
-        setup.fixture.clock.advance(121)
+        setup.fixture.clock.advance(by: 121)
         let sent = await service.waitForCount(1)
         let states = try await setup.server.typeStates(accountID: setup.fixture.alice.id)
         #expect(sent.first?.message == .stateChange(accountID: setup.fixture.alice.jmapID, states: states.states))

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import MailboxStore
 import OpenSSLCrypto
@@ -273,15 +274,16 @@ import Testing
         engine: StoreEngineKind
     ) async throws {
         let f = try StoreFixture(engine: engine)
-        let start = f.clock.now
+        let start = f.clock.secondsSince1970
         try await f.store.reportInstance(
             InstanceReport(id: "a", startedAt: start, seenAt: start, changes: 1, signalsSent: 2, signalsFailed: 0))
         try await f.store.reportInstance(
             InstanceReport(id: "b", startedAt: start, seenAt: start, changes: 0, signalsSent: 0, signalsFailed: 0))
         f.advance(30)
         try await f.store.reportInstance(
-            InstanceReport(id: "a", startedAt: start, seenAt: f.clock.now, changes: 5, signalsSent: 9, signalsFailed: 1)
-        )
+            InstanceReport(
+                id: "a", startedAt: start, seenAt: f.clock.secondsSince1970, changes: 5, signalsSent: 9,
+                signalsFailed: 1))
         let seen = try await f.store.instances(seenWithin: 60)
         #expect(seen.map(\.id) == ["a", "b"])
         #expect(seen.first?.changes == 5 && seen.first?.signalsSent == 9 && seen.first?.signalsFailed == 1)

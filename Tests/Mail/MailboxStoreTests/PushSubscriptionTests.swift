@@ -1,3 +1,4 @@
+import Durations
 import MailboxStore
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
         let alice = try await fixture.account("alice")
         let bob = try await fixture.account("bob")
         let store = fixture.store
-        let expires = fixture.clock.now + 3600
+        let expires = fixture.clock.secondsSince1970 + 3600
         let made = try await store.createPushSubscription(
             accountID: alice.id, deviceClientID: "phone-1", url: "https://push.example.test/a", keys: "k.a",
             types: ["Email", "Thread"], expiresAt: expires)
@@ -42,10 +43,10 @@ import Testing
         let alice = try await fixture.account("alice")
         _ = try await fixture.store.createPushSubscription(
             accountID: alice.id, deviceClientID: "d", url: "https://push.example.test/a", keys: "", types: nil,
-            expiresAt: fixture.clock.now + 10)
+            expiresAt: fixture.clock.secondsSince1970 + 10)
         let lasting = try await fixture.store.createPushSubscription(
             accountID: alice.id, deviceClientID: "d", url: "https://push.example.test/b", keys: "", types: nil,
-            expiresAt: fixture.clock.now + 100)
+            expiresAt: fixture.clock.secondsSince1970 + 100)
         fixture.advance(11)
         #expect(try await fixture.store.pushSubscriptions(accountID: alice.id) == [lasting])
         #expect(try await fixture.store.purgePushSubscriptions() == 1)
@@ -57,17 +58,17 @@ import Testing
         for n in 0..<MailboxStore.maximumPushSubscriptionsPerAccount {
             _ = try await fixture.store.createPushSubscription(
                 accountID: alice.id, deviceClientID: "d\(n)", url: "https://push.example.test/\(n)", keys: "",
-                types: nil, expiresAt: fixture.clock.now + 100)
+                types: nil, expiresAt: fixture.clock.secondsSince1970 + 100)
         }
         await #expect(throws: MailboxStoreError.tooManyDevices) {
             try await fixture.store.createPushSubscription(
                 accountID: alice.id, deviceClientID: "one more", url: "https://push.example.test/x", keys: "",
-                types: nil, expiresAt: fixture.clock.now + 100)
+                types: nil, expiresAt: fixture.clock.secondsSince1970 + 100)
         }
         await #expect(throws: MailboxStoreError.invalidArgument("deviceClientId")) {
             try await fixture.store.createPushSubscription(
                 accountID: alice.id, deviceClientID: "", url: "https://push.example.test/x", keys: "", types: nil,
-                expiresAt: fixture.clock.now + 100)
+                expiresAt: fixture.clock.secondsSince1970 + 100)
         }
     }
 
@@ -82,7 +83,7 @@ import Testing
         func make(_ sessionID: Int64?) async throws -> PushSubscriptionRecord {
             try await store.createPushSubscription(
                 accountID: alice.id, sessionID: sessionID, deviceClientID: "d", url: "https://push.example.test/a",
-                keys: "", types: nil, expiresAt: fixture.clock.now + 100)
+                keys: "", types: nil, expiresAt: fixture.clock.secondsSince1970 + 100)
         }
         let bySession = try await make(session.id)
         let byPassword = try await make(nil)

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import Locking
 import MailboxStore
@@ -18,7 +19,7 @@ final class StoreFixture: Sendable {
     let directory: TemporaryDirectory
     let database: StoreDatabase
     let store: MailboxStore
-    let clock: TestClock
+    let clock: ManualClock
 
     /// A new store on `engine`; or, given `reopening`, the same data and clock opened again (as a restarted process,
     /// or another process sharing the database, would), named `instanceID` in the leases it takes.
@@ -39,7 +40,7 @@ final class StoreFixture: Sendable {
             case .postgres: database = .postgres(url: try PostgresServer.shared().makeDatabase())
             }
         }
-        let clock = previous?.clock ?? TestClock()
+        let clock = previous?.clock ?? ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
         self.clock = clock
         var configuration = MailboxStore.Configuration()
         configuration.synchronous = synchronous ? .full : .normal
@@ -50,12 +51,10 @@ final class StoreFixture: Sendable {
         configuration.instanceID = instanceID
         configuration.maximumDevicesPerAccount = maximumDevicesPerAccount
         adjust(&configuration)
-        store = try MailboxStore(database: database, configuration: configuration) {
-            clock.now
-        }
+        store = try MailboxStore(database: database, configuration: configuration, clock: clock)
     }
 
-    func advance(_ seconds: Double) { clock.advance(seconds) }
+    func advance(_ seconds: Double) { clock.advance(by: seconds) }
 
     func account(_ name: String) async throws -> Account {
         try await store.createAccount(username: name, password: "password-\(name)")

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import OpenSSLCrypto
 import TestSupport
@@ -8,14 +9,14 @@ import Testing
 @Suite("Provider token manager refresh rules")
 struct ProviderTokenManagerTests {
     let key: APNsSigningKey
-    let clock = ManualClock()
+    let clock = ManualClock(start: Date(timeIntervalSince1970: 1_700_000_000))
 
     init() throws {
         key = APNsSigningKey(privateKey: try P256PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
     }
 
     func makeManager() -> ProviderTokenManager {
-        ProviderTokenManager(signingKey: key, now: clock.function)
+        ProviderTokenManager(signingKey: key, clock: clock)
     }
 
     @Test func tokenIsAValidES256JWT() async throws {
@@ -30,14 +31,14 @@ struct ProviderTokenManagerTests {
     @Test func reusesUntilFiftyMinutesThenRefreshes() async throws {
         let manager = makeManager()
         let first = try await manager.token()
-        clock.advance(minutes: 49.9)
+        clock.advance(by: 49.9 * 60)
         #expect(try await manager.token() == first)
         #expect(await manager.tokensIssued == 1)
-        clock.advance(minutes: 0.1)
+        clock.advance(by: 0.1 * 60)
         let second = try await manager.token()
         #expect(second != first)
         #expect(second.issuedAt == clock.now())
-        clock.advance(minutes: 30)
+        clock.advance(by: 30 * 60)
         #expect(try await manager.token() == second)
         #expect(await manager.tokensIssued == 2)
     }
@@ -45,20 +46,20 @@ struct ProviderTokenManagerTests {
     @Test func expiredProviderTokenRefreshesOnceWithinTwentyMinutes() async throws {
         let manager = makeManager()
         let first = try await manager.token()
-        clock.advance(minutes: 1)
+        clock.advance(by: 1 * 60)
         // APNs says ExpiredProviderToken (e.g. clock skew): the first forced refresh is allowed at once.
         #expect(await manager.invalidate(first))
         let second = try await manager.token()
         #expect(second != first)
         // Another expiry within 20 minutes of that refresh: keep the token, no new update.
-        clock.advance(minutes: 5)
+        clock.advance(by: 5 * 60)
         #expect(await manager.invalidate(second) == false)
         #expect(try await manager.token() == second)
-        clock.advance(minutes: 14.9)
+        clock.advance(by: 14.9 * 60)
         #expect(await manager.invalidate(second) == false)
         #expect(try await manager.token() == second)
         // Twenty minutes after the refresh the token may change again.
-        clock.advance(minutes: 0.1)
+        clock.advance(by: 0.1 * 60)
         #expect(await manager.invalidate(second))
         let third = try await manager.token()
         #expect(third != second)
@@ -68,10 +69,10 @@ struct ProviderTokenManagerTests {
     @Test func tokenOlderThanTwentyMinutesMayAlwaysBeReplaced() async throws {
         let manager = makeManager()
         let first = try await manager.token()
-        clock.advance(minutes: 1)
+        clock.advance(by: 1 * 60)
         #expect(await manager.invalidate(first))
         let second = try await manager.token()
-        clock.advance(minutes: 25)
+        clock.advance(by: 25 * 60)
         #expect(await manager.invalidate(second))
         #expect(try await manager.token() != second)
     }
@@ -79,7 +80,7 @@ struct ProviderTokenManagerTests {
     @Test func invalidatingAReplacedTokenDoesNothing() async throws {
         let manager = makeManager()
         let first = try await manager.token()
-        clock.advance(minutes: 55)
+        clock.advance(by: 55 * 60)
         let second = try await manager.token()
         #expect(await manager.invalidate(first))
         #expect(try await manager.token() == second)
@@ -89,7 +90,7 @@ struct ProviderTokenManagerTests {
     @Test func concurrentInvalidationsCauseOneRefresh() async throws {
         let manager = makeManager()
         let stale = try await manager.token()
-        clock.advance(minutes: 2)
+        clock.advance(by: 2 * 60)
         let tokens = try await withThrowingTaskGroup(of: ProviderToken.self) { group in
             for _ in 0..<64 {
                 group.addTask {

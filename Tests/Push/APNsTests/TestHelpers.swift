@@ -1,24 +1,6 @@
 import Foundation
-import Locking
 
 @testable import APNs
-
-/// A clock the test moves by hand.
-final class ManualClock: Sendable {
-    private let current: LockedValue<Date>
-
-    init(_ start: Date = Date(timeIntervalSince1970: 1_700_000_000)) {
-        current = LockedValue(start)
-    }
-
-    func now() -> Date { current.withLock { $0 } }
-
-    func advance(minutes: Double) {
-        current.withLock { $0 = $0.addingTimeInterval(minutes * 60) }
-    }
-
-    var function: @Sendable () -> Date { { self.now() } }
-}
 
 /// A deterministic random source (SplitMix64).
 struct SeededGenerator: RandomNumberGenerator {

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import HTTP2Server
 import Locking
@@ -82,13 +83,16 @@ struct TestSubscription {
 @Suite struct WebPushPushServiceTests {
     let vapidKey = try! P256PrivateKey()
 
-    func service(allowing origin: String, caFile: String, now: Double = 1_800_000_000) throws -> WebPushPushService {
+    func service(
+        allowing origin: String, caFile: String,
+        clock: any WallClock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
+    ) throws -> WebPushPushService {
         let host = String(origin.dropFirst("https://".count))
         return try WebPushPushService(
             configuration: try WebPushConfiguration(
                 vapidKey: vapidKey, subject: "mailto:ops@example.com", caFile: caFile,
                 endpointPolicy: WebPushEndpointPolicy(allowedHosts: [host])),
-            now: { now })
+            clock: clock)
     }
 
     func signal(badge: Int? = 3) throws -> PushSignal {
@@ -247,13 +251,12 @@ struct TestSubscription {
     }
 
     @Test func vapidTokensAreReusedPerOriginAndReplacedAtHalfTheirLife() throws {
-        let clock = LockedValue(1_800_000_000.0)
-        let tokens = try VAPIDTokens(
-            key: vapidKey, subject: "https://example.com/contact", now: { clock.withLock { $0 } })
+        let clock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
+        let tokens = try VAPIDTokens(key: vapidKey, subject: "https://example.com/contact", clock: clock)
         let first = try tokens.authorization(for: "https://a.example")
         #expect(try tokens.authorization(for: "https://a.example") == first)
         #expect(try tokens.authorization(for: "https://b.example") != first)
-        clock.withLock { $0 += VAPIDTokens.lifetime / 2 + 1 }
+        clock.advance(by: VAPIDTokens.lifetime / 2 + 1)
         #expect(try tokens.authorization(for: "https://a.example") != first)
         for index in 0..<(WebPushPushService.maximumOrigins + 10) {
             _ = try tokens.authorization(for: "https://push\(index).example")

@@ -1,3 +1,4 @@
+import Durations
 import Foundation
 import MailboxStore
 import Push
@@ -13,7 +14,7 @@ import Testing
 struct SignalDispatcherTests {
     final class Fixture: Sendable {
         let directory: TemporaryDirectory
-        let clock = TestClock()
+        let clock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
         let store: MailboxStore
         let service: RecordingPushService
         let dispatcher: SignalDispatcher
@@ -30,10 +31,8 @@ struct SignalDispatcherTests {
             configuration.passwordParameters = .testing
             configuration.instanceID = instanceID
             configuration.pacing = pacing
-            store = try MailboxStore(path: directory.path("mail.sqlite"), configuration: configuration) {
-                [clock] in clock.now
-            }
-            service = RecordingPushService(kind: kind, throttlesBackgroundSignals: throttles) { [clock] in clock.now }
+            store = try MailboxStore(path: directory.path("mail.sqlite"), configuration: configuration, clock: clock)
+            service = RecordingPushService(kind: kind, throttlesBackgroundSignals: throttles, clock: clock)
             service.script(outcomes)
             var dispatch = SignalDispatcher.Configuration()
             dispatch.backgroundBudget = backgroundBudget
@@ -94,7 +93,7 @@ struct SignalDispatcherTests {
         // without testing the wake-up.
         try await Task.sleep(for: .milliseconds(100))
         _ = try await f.deliver()
-        f.clock.advance(1)
+        f.clock.advance(by: 1)
         #expect(await eventually { f.service.sent.count == 2 }, "the paced signal waited for the idle check")
         await f.stop()
     }
@@ -137,7 +136,7 @@ struct SignalDispatcherTests {
         // A second short of Retry-After on the store's clock the retry is not due. Another device's two signals go
         // out meanwhile; the second is claimed after the first one's batch has finished, so any send the retry
         // would have made is recorded by then.
-        f.clock.advance(59)
+        f.clock.advance(by: 59)
         let other = try await f.device(2)
         func sends(to device: DeviceRecord) -> [RecordingPushService.Sent] {
             f.service.sent.filter { $0.address == device.address }
@@ -148,7 +147,7 @@ struct SignalDispatcherTests {
         f.dispatcher.wake()
         #expect(await eventually { sends(to: other).count == 2 })
         #expect(sends(to: device).count == 1, "not before Retry-After")
-        f.clock.advance(2)
+        f.clock.advance(by: 2)
         f.dispatcher.wake()
         #expect(await eventually { sends(to: device).count == 2 })
         let times = sends(to: device).compactMap(\.at)
@@ -174,11 +173,14 @@ struct SignalDispatcherTests {
         #expect(await eventually { f.service.sent.count == 1 })
         _ = try await f.deliver()
         f.dispatcher.wake()
-        #expect(try await eventually { try await f.store.nextSignalDue().map { $0 > f.clock.now + 60 } == true })
+        #expect(
+            try await eventually {
+                try await f.store.nextSignalDue().map { $0 > f.clock.secondsSince1970 + 60 } == true
+            })
         // The regression: a deferral used to count as a failed attempt and lengthen the next real backoff.
         #expect(try await f.store.signalAttempts(deviceID: device.id) == 0)
         #expect(f.service.sent.count == 1)
-        f.clock.advance(3601)
+        f.clock.advance(by: 3601)
         f.dispatcher.wake()
         #expect(await eventually { f.service.sent.count == 2 })
         await f.stop()
@@ -189,7 +191,7 @@ struct SignalDispatcherTests {
         _ = try await f.device()
         f.dispatcher.start()
         #expect(await eventually { f.service.sent.count == 1 })
-        f.clock.advance(1)
+        f.clock.advance(by: 1)
         _ = try await f.deliver()
         f.dispatcher.wake()
         #expect(await eventually { f.service.sent.count == 2 })

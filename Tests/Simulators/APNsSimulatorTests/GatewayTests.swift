@@ -1,4 +1,5 @@
 import APNsSimulator
+import Durations
 import Foundation
 import OpenSSLCrypto
 import Testing

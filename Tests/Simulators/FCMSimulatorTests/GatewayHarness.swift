@@ -1,3 +1,4 @@
+import Durations
 import FCMSimulator
 import Foundation
 import Locking
