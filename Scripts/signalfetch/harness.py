@@ -489,12 +489,23 @@ class Cluster:
         return (out.stdout.strip() or out.stderr.strip())
 
     def close(self):
-        if self.clients:
-            self.clients.stop()
-        for proc in reversed(self.procs):
-            proc.stop()
-        if not self.keep:
-            shutil.rmtree(self.work, ignore_errors=True)
+        """Stops every process it started (devices first, by pid), then what they stood on (`stop_services`), and
+        only then removes the folder: the services' own stop reads their pid files there."""
+        try:
+            if self.clients:
+                self.clients.stop()
+            for proc in reversed(self.procs):
+                proc.stop()
+        finally:
+            try:
+                self.stop_services()
+            finally:
+                if not self.keep:
+                    shutil.rmtree(self.work, ignore_errors=True)
+
+    def stop_services(self):
+        """Stops the servers started by a script rather than as a child (none here; the store's PostgreSQL in
+        ScaleCluster)."""
 
 
 class ScaleCluster(Cluster):
@@ -566,11 +577,10 @@ class ScaleCluster(Cluster):
         value = out.stdout.strip()
         return "ok" if value == "0" else (value or out.stderr.strip())
 
-    def close(self):
-        try:
-            super().close()
-        finally:
-            self.postgres("stop")
+    def stop_services(self):
+        stopped = self.postgres("stop")
+        if stopped.returncode != 0:
+            raise RuntimeError(f"{self.server_script} stop failed: {stopped.stderr.strip()[-500:]}")
 
 
 class FailoverCluster(ScaleCluster):
