@@ -2,7 +2,7 @@ import Foundation
 
 /// A throwaway highly available PostgreSQL for one test (`Scripts/postgres-cluster`): a pg_auto_failover monitor, a
 /// primary and a synchronous standby on three consecutive free loopback ports, stopped by their pids and removed
-/// when released.
+/// when released, or when the test process ends without releasing it (``ServerWatchdog``).
 public final class PostgresCluster: Sendable {
     /// The cluster's directory.
     public let directory: String
@@ -16,6 +16,7 @@ public final class PostgresCluster: Sendable {
                 "signalfetch-ha-\(UUID().uuidString.prefix(8))"
             ).path
         let base = freeLocalPorts(length: 3)
+        watchdog = try ServerWatchdog(script: "Scripts/postgres-cluster", directory: directory)
         do {
             url = try Self.run("start", directory, "--port-base", String(base))
         } catch {
@@ -24,9 +25,12 @@ public final class PostgresCluster: Sendable {
         }
     }
 
+    private let watchdog: ServerWatchdog
+
     deinit {
         _ = try? Self.script(["stop", directory])
         try? FileManager.default.removeItem(atPath: directory)
+        watchdog.release()
     }
 
     /// The cluster as its monitor sees it.

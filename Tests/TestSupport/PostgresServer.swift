@@ -3,14 +3,15 @@ import Locking
 import PostgresKit
 
 /// A throwaway PostgreSQL 15 cluster for this test process (`Scripts/postgres-instance`, on a free loopback
-/// port, fsync off), started on first use and stopped, by its pid, when the process exits. Each test takes a fresh
-/// database of its own with ``makeDatabase()``.
+/// port, fsync off), started on first use and stopped, by its pid, when the process exits — also when it crashes or
+/// is killed (``ServerWatchdog``). Each test takes a fresh database of its own with ``makeDatabase()``.
 public final class PostgresServer: Sendable {
     /// The cluster's directory (data, log).
     public let directory: String
     /// The port it listens on, on 127.0.0.1.
     public let port: UInt16
     private let databases = LockedValue(0)
+    private let watchdog: ServerWatchdog
 
     /// The process's cluster, started on first use. Fails (rather than skips) when PostgreSQL is missing:
     /// `Scripts/bootstrap` installs it.
@@ -47,6 +48,7 @@ public final class PostgresServer: Sendable {
         guard stopsWhenReleased.withLock({ $0 }) else { return }
         _ = try? script(["stop", directory, "--immediate"])
         try? FileManager.default.removeItem(atPath: directory)
+        watchdog.release()
     }
 
     private init() throws {
@@ -55,6 +57,8 @@ public final class PostgresServer: Sendable {
                 "signalfetch-pg-\(UUID().uuidString.prefix(8))"
             ).path
         port = freeLocalPort()
+        watchdog = try ServerWatchdog(
+            script: "Scripts/postgres-instance", directory: directory, stopArguments: ["--immediate"])
         let result = try script(["start", directory, "--port", String(port), "--fast"])
         guard result.status == 0 else {
             throw PostgresServerError("PostgreSQL did not start: \(result.stderr)")
@@ -120,4 +124,56 @@ public struct PostgresServerError: Error, CustomStringConvertible {
     /// What went wrong.
     public let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Stops a server a test started through one of the project's scripts when this process ends without doing so (a
+/// crash, SIGKILL, a test run cut short, a test object never released): a shell in a session of its own waits on a
+/// socket whose other end only this process holds (close-on-exec, so no child inherits it). When the process goes,
+/// the kernel closes that end and the shell runs `SCRIPT stop DIR` and removes the directory. After an orderly stop
+/// the shell's stop finds nothing to do.
+struct ServerWatchdog: Sendable {
+    let pid: pid_t
+    let writeEnd: Int32
+
+    /// Watches the server `script` (`Scripts/postgres-instance` or `Scripts/postgres-cluster`) runs in `directory`;
+    /// `stopArguments` follow the directory in the stop command.
+    init(script: String, directory: String, stopArguments: [String] = []) throws {
+        var ends: [Int32] = [0, 0]
+        // A socket pair rather than a pipe: it can be made close-on-exec at once, with no moment in which another
+        // thread's child could inherit it.
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw PostgresServerError("socketpair: errno \(errno)")
+        }
+        defer { close(ends[0]) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, ends[0], 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let path = TestEnvironment.packageRoot.appendingPathComponent(script).path
+        // setsid: a session of its own, so a terminal's Ctrl-C to the test run does not end it before it acts.
+        let argv =
+            [
+                "/usr/bin/setsid", "/bin/sh", "-c", #"cat >/dev/null; d=$1; shift; "$0" stop "$d" "$@"; rm -rf "$d""#,
+                path, directory,
+            ] + stopArguments
+        var cArgs = argv.map { strdup($0) } + [nil]
+        defer { cArgs.forEach { free($0) } }
+        var child: pid_t = 0
+        let status = posix_spawn(&child, argv[0], &actions, nil, &cArgs, environ)
+        guard status == 0 else {
+            close(ends[1])
+            throw PostgresServerError("the PostgreSQL watchdog did not start: errno \(status)")
+        }
+        pid = child
+        writeEnd = ends[1]
+    }
+
+    /// Lets the watchdog go (its cluster was stopped in an orderly way) and reaps it.
+    func release() {
+        close(writeEnd)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
 }
