@@ -13,7 +13,7 @@ import Push
 /// them a signal holds. It travels with:
 ///
 /// - `TTL` ``timeToLive`` (after an hour the browser syncs on its own anyway),
-/// - `Urgency: normal` (a new mail is worth a wake-up, not worth waking a phone on battery at `high`),
+/// - `Urgency` from the deployment's signal kind (``urgency(for:)``), the same for every device of a deployment,
 /// - `Topic`: 32 base64url characters derived from the alias, so a push service holding an older signal for an
 ///   offline browser replaces it with the newer one (RFC 8030 §5.4).
 struct WebPushMessage: Sendable {
@@ -33,6 +33,18 @@ struct WebPushMessage: Sendable {
         if let tag = signal.tag { fields.append("\"st\":\"\(tag.rawValue)\"") }
         if let badge = signal.badge { fields.append("\"badge\":\(badge)") }
         return Array("{\(fields.joined(separator: ","))}".utf8)
+    }
+
+    /// The `Urgency` (RFC 8030 §5.3) of every signal of `kind`: `normal` for badge signals (a new mail, RFC 8030's
+    /// "incoming chat message": worth waking a phone, not worth `high`, which is for calls and alarms), `low` for
+    /// background signals (nothing shows until the app syncs, so a device on battery may hold them until it is on
+    /// power or Wi-Fi; the app converges on its own anyway). A UnifiedPush distributor decides from it whether to
+    /// wake the phone. It is configured per deployment, so it tells a push service nothing about one signal.
+    static func urgency(for kind: PushSignal.Kind) -> String {
+        switch kind {
+        case .badge: "normal"
+        case .background: "low"
+        }
     }
 
     /// The `Topic` for the device: the first 32 characters of base64url(SHA-256("signalfetch-topic:" ‖ alias)), a

@@ -87,8 +87,10 @@ public final class WebPushPushService: PushService {
 
     /// Encrypts `signal` to the subscription, signs for its origin, sends it and classifies the answer.
     public func send(_ signal: PushSignal, to address: PushAddress) async -> PushOutcome {
-        await send(toEndpoint: address.token, keys: address.keys, topic: WebPushMessage.topic(for: signal.alias)) {
-            keys in
+        await send(
+            toEndpoint: address.token, keys: address.keys, topic: WebPushMessage.topic(for: signal.alias),
+            urgency: WebPushMessage.urgency(for: configuration.signalKind)
+        ) { keys in
             // A signal is never sent unencrypted: a browser subscription always has keys.
             guard let keys else { throw MissingKeys() }
             return try WebPushMessage(signal: signal).body(for: keys)
@@ -102,7 +104,7 @@ public final class WebPushPushService: PushService {
     /// `keys` (`nil` when there are none), signs for the endpoint's origin and posts it; every failure is an
     /// outcome. Without keys the body goes as `application/json`.
     func send(
-        toEndpoint url: String, keys stored: String, topic: String,
+        toEndpoint url: String, keys stored: String, topic: String, urgency: String = "normal",
         body makeBody: (WebPushSubscriptionKeys?) throws -> [UInt8]
     ) async -> PushOutcome {
         let endpoint: WebPushEndpointPolicy.Endpoint
@@ -129,19 +131,19 @@ public final class WebPushPushService: PushService {
             return .defect(reason: "encryption")
         }
         return await post(
-            body, to: endpoint, topic: topic, authorization: authorization,
+            body, to: endpoint, topic: topic, urgency: urgency, authorization: authorization,
             contentType: keys == nil ? "application/json; charset=utf-8" : nil)
     }
 
-    /// POSTs one body to `endpoint` with the RFC 8030 headers (`TTL` ``WebPushMessage/timeToLive``, `Urgency:
-    /// normal`, `topic`) and classifies the answer. An `aes128gcm` body when `contentType` is `nil`; otherwise an
+    /// POSTs one body to `endpoint` with the RFC 8030 headers (`TTL` ``WebPushMessage/timeToLive``, `urgency`,
+    /// `topic`) and classifies the answer. An `aes128gcm` body when `contentType` is `nil`; otherwise an
     /// unencrypted one of that type.
     func post(
-        _ body: [UInt8], to endpoint: WebPushEndpointPolicy.Endpoint, topic: String, authorization: String,
-        contentType: String?
+        _ body: [UInt8], to endpoint: WebPushEndpointPolicy.Endpoint, topic: String, urgency: String,
+        authorization: String, contentType: String?
     ) async -> PushOutcome {
         var headers: [HTTP2Client.Header] = [
-            .init("ttl", String(WebPushMessage.timeToLive)), .init("urgency", "normal"), .init("topic", topic),
+            .init("ttl", String(WebPushMessage.timeToLive)), .init("urgency", urgency), .init("topic", topic),
         ]
         if let contentType {
             headers.append(.init("content-type", contentType))

@@ -85,18 +85,31 @@ struct TestSubscription {
 
     func service(
         allowing origin: String, caFile: String,
-        clock: any WallClock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
+        clock: any WallClock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000)),
+        signalKind: PushSignal.Kind = .badge
     ) throws -> WebPushPushService {
         let host = String(origin.dropFirst("https://".count))
         return try WebPushPushService(
             configuration: try WebPushConfiguration(
                 vapidKey: vapidKey, subject: "mailto:ops@example.com", caFile: caFile,
-                endpointPolicy: WebPushEndpointPolicy(allowedHosts: [host])),
+                endpointPolicy: WebPushEndpointPolicy(allowedHosts: [host]), signalKind: signalKind),
             clock: clock)
     }
 
     func signal(badge: Int? = 3) throws -> PushSignal {
         try PushSignal(alias: try DeviceAlias("a1B2c3D4e5F6g7H8"), tag: try StateTag("AbCdEfGhIjKlMnOp"), badge: badge)
+    }
+
+    @Test func backgroundSignalsGoAtLowUrgencyAndBadgeSignalsAtNormal() async throws {
+        let resource = try RecordingPushResource()
+        let browser = TestSubscription()
+        for (kind, urgency) in [(PushSignal.Kind.background, "low"), (.badge, "normal")] {
+            let sender = try service(allowing: resource.origin, caFile: resource.caFile, signalKind: kind)
+            defer { sender.shutdown() }
+            let address = try sender.address(for: try browser.registration(endpoint: resource.origin + "/push/u"))
+            #expect(await sender.send(try signal(badge: kind == .badge ? 1 : nil), to: address) == .delivered)
+            #expect(resource.received.last?.headers["urgency"] == urgency, "\(kind)")
+        }
     }
 
     @Test func aSignalIsEncryptedToTheSubscriptionAndSignedForItsOrigin() async throws {
