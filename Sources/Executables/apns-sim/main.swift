@@ -49,7 +49,7 @@ let usage = """
     repeatable options take a comma-separated list).
     """
 
-func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
+func configuration(from arguments: Arguments) throws -> APNsSimulatorConfiguration {
     let listen = try HostPort(parsing: arguments.string("listen", default: "127.0.0.1:2197"))
     let deviceListen = try HostPort(parsing: arguments.string("device-listen", default: "127.0.0.1:2198"))
     let sandboxListen = try arguments.string("sandbox-listen").map { try HostPort(parsing: $0) }
@@ -64,20 +64,20 @@ func configuration(from arguments: Arguments) throws -> SimulatorConfiguration {
         throw UsageError("--fault-goaway-after and --background-budget must not be negative; the window positive")
     }
     let faults = APNsFaults(try arguments.simulatorFaults(), goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil)
-    return SimulatorConfiguration(
+    return APNsSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls,
         sandboxHost: sandboxListen?.host ?? "127.0.0.1", sandboxPort: sandboxListen.map { Int($0.port) },
         deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port),
         deviceConnectionLimit: try arguments.int("device-connection-limit", default: 16_384),
-        gateway: GatewayConfiguration(
+        gateway: APNsGatewayConfiguration(
             providerKeys: keys, allowedTopics: Set(arguments.all("topic")), backgroundBudget: budget,
             backgroundWindow: window, faults: faults))
 }
 
 await runSimulator(name: "apns-sim", usage: usage, environmentPrefix: "APNS_SIM_", flags: flags) {
     let configuration = try configuration(from: $0)
-    let server = SimulatorServer(configuration: configuration)
+    let server = APNsSimulatorServer(configuration: configuration)
     try server.start()
     if configuration.gateway.providerKeys.isEmpty {
         printError("apns-sim: no --provider-key given: every provider token will be refused")

@@ -7,7 +7,7 @@ import SimulatorSupport
 /// simulator — faults, scripted answers per device, devices held offline, the device list, a cleared log.
 /// Bad input gets a 4xx with `{"error","message"}` and changes nothing.
 enum ControlAPI {
-    static func add(to router: inout Router, gateway: Gateway) {
+    static func add(to router: inout Router, gateway: APNsGateway) {
         router.get("/sim/faults") { _ in try .json(FaultsJSON(gateway.faults)) }
         router.put("/sim/faults") { request in
             let faults = try request.decodeJSON(FaultsJSON.self, allowedFields: FaultsJSON.fields).configuration()

@@ -6,7 +6,7 @@ import SimulatorSupport
 /// log, health and metrics.
 enum DeviceAPI {
     /// `batch` defers the wake-ups of notification streams while one of its scopes is open.
-    static func router(for gateway: Gateway, batch: EventStreamBatch? = nil) -> Router {
+    static func router(for gateway: APNsGateway, batch: EventStreamBatch? = nil) -> Router {
         var router = Router()
         router.post("/sim/devices") { request in try register(request, gateway: gateway) }
         router.get("/sim/devices/:token/notifications") { request in
@@ -27,29 +27,31 @@ enum DeviceAPI {
         var environment: String?
     }
 
-    private static func register(_ request: HTTPRequest, gateway: Gateway) throws -> HTTPResponse {
+    private static func register(_ request: HTTPRequest, gateway: APNsGateway) throws -> HTTPResponse {
         let body = try request.decodeJSON(Registration.self)
         guard let topic = body.topic, PushRequestParser.isValidTopic(topic) else {
             throw HTTPError.invalidRequest("\"topic\" must be a bundle identifier.")
         }
-        guard let environment = GatewayEnvironment(name: body.environment ?? "sandbox") else {
+        guard let environment = APNsEnvironment(name: body.environment ?? "sandbox") else {
             throw HTTPError.invalidRequest("\"environment\" must be \"sandbox\" or \"production\".")
         }
         let token = gateway.registerDevice(topic: topic, environment: environment)
         return try .json(["deviceToken": token], status: .created)
     }
 
-    private static func subscribe(_ token: String, gateway: Gateway, batch: EventStreamBatch?) throws -> HTTPResponse {
+    private static func subscribe(
+        _ token: String, gateway: APNsGateway, batch: EventStreamBatch?
+    ) throws -> HTTPResponse {
         guard case .active = gateway.status(of: token) else { throw unknownDevice(token, gateway: gateway) }
         let stream = EventStream(batch: batch)
         stream.sendComment("connected")
-        let sink = DeviceSink(send: { data in stream.send(data: data) }, close: { stream.close() })
+        let sink = APNsDeviceSink(send: { data in stream.send(data: data) }, close: { stream.close() })
         guard let streamID = gateway.connect(token, sink: sink) else { throw unknownDevice(token, gateway: gateway) }
         stream.onTermination { gateway.disconnect(token, streamID: streamID) }
         return .eventStream(stream)
     }
 
-    static func unknownDevice(_ token: String, gateway: Gateway) -> HTTPError {
+    static func unknownDevice(_ token: String, gateway: APNsGateway) -> HTTPError {
         if case .unregistered = gateway.status(of: token) {
             return HTTPError(.gone, code: "unregistered", message: "The device was deleted.")
         }

@@ -21,7 +21,7 @@ enum PushRequestParser {
     static let pathPrefix = "/3/device/"
 
     /// The method and path rules; returns the device token text from the path.
-    static func checkTarget(_ request: ProviderRequest) throws(RejectionReason) -> String {
+    static func checkTarget(_ request: APNsProviderRequest) throws(RejectionReason) -> String {
         guard request.method == "POST" else { throw .methodNotAllowed }
         if let result = request.path.utf8.withContiguousStorageIfAvailable(asciiTarget) ?? nil {
             return try result.get()
@@ -77,7 +77,7 @@ enum PushRequestParser {
     }
 
     /// The values of the headers that may appear only once, taken in one pass over the request's fields
-    /// (the first value of each, as ``ProviderRequest/header(_:)`` gives it).
+    /// (the first value of each, as ``APNsProviderRequest/header(_:)`` gives it).
     struct KnownHeaders {
         static let authorizationBit: UInt8 = 1 << 0
         static let apnsIDBit: UInt8 = 1 << 1
@@ -97,7 +97,7 @@ enum PushRequestParser {
         /// One of these headers came more than once.
         var hasDuplicates = false
 
-        init(_ headers: [ProviderRequest.Header]) {
+        init(_ headers: [APNsProviderRequest.Header]) {
             var seen: UInt8 = 0
             for header in headers {
                 guard let bit = PushRequestParser.singleValuedHeaderBit(header.name) else { continue }
@@ -127,7 +127,7 @@ enum PushRequestParser {
 
     /// Every rule about topic, token, headers and payload (authentication is checked before this).
     static func parse(
-        _ request: ProviderRequest, headers: KnownHeaders, tokenText: String
+        _ request: APNsProviderRequest, headers: KnownHeaders, tokenText: String
     ) throws(RejectionReason)
         -> ParsedPush
     {

@@ -56,8 +56,10 @@ public struct CaptureLog<Entry: CaptureLogEntry>: Sendable {
 
     /// Entries after sequence `after`, oldest first, at most `limit`.
     public func entries(after: Int, limit: Int) -> [Entry] {
-        let start = max(0, after + 1 - firstSequence)
-        guard start < ring.count, limit > 0 else { return [] }
+        // Any `after` is taken, `Int.max` and negative numbers included.
+        guard after < nextSequence - 1, limit > 0 else { return [] }
+        let start = max(0, max(after, 0) + 1 - firstSequence)
+        guard start < ring.count else { return [] }
         return (start..<min(ring.count, start + min(limit, ring.count))).map { ring[slot($0)] }
     }
 

@@ -105,8 +105,8 @@ enum TextFuzz {
 
     // MARK: apns-sim provider requests
 
-    static let gateway = Gateway(
-        configuration: GatewayConfiguration(
+    static let gateway = APNsGateway(
+        configuration: APNsGatewayConfiguration(
             providerKeys: [ProviderKey(keyID: keyID, teamID: teamID, publicKey: publicKey)],
             providerTokenLifetime: .infinity, logCapacity: 64))
     static let validStatuses: Set<Int> = [200, 400, 403, 404, 405, 410, 413, 429, 500, 503]
@@ -125,12 +125,12 @@ enum TextFuzz {
         let body = blank.map { Data(bytes[$0.upperBound...]) } ?? Data()
         var lines = head.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let requestLine = lines.isEmpty ? [] : lines.removeFirst().split(separator: " ", maxSplits: 1).map(String.init)
-        let headers = lines.compactMap { line -> ProviderRequest.Header? in
+        let headers = lines.compactMap { line -> APNsProviderRequest.Header? in
             guard let colon = line.firstIndex(of: ":") else { return nil }
-            return ProviderRequest.Header(
+            return APNsProviderRequest.Header(
                 String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
         }
-        let request = ProviderRequest(
+        let request = APNsProviderRequest(
             method: requestLine.first ?? "POST", path: requestLine.count > 1 ? requestLine[1] : "/3/device/",
             headers: headers, body: body, connectionID: UInt64(bytes.count % 3),
             environment: bytes.count % 2 == 0 ? .sandbox : nil)

@@ -41,7 +41,7 @@ final class InProcessMailboxd: Sendable {
     let directory: TemporaryDirectory
     let clock = Clock()
     let store: MailboxStore
-    let simulator: SimulatorServer
+    let simulator: APNsSimulatorServer
     let accountID: Int64
     /// The scheme and address the API is reached at, e.g. `http://127.0.0.1:40123`.
     let baseURL: String
@@ -55,10 +55,10 @@ final class InProcessMailboxd: Sendable {
         directory = try TemporaryDirectory(prefix: "mailsync-mailboxd")
         let key = try P256PrivateKey()
         try key.pemRepresentation.write(toFile: directory.path("apns.p8"), atomically: true, encoding: .utf8)
-        simulator = SimulatorServer(
-            configuration: SimulatorConfiguration(
+        simulator = APNsSimulatorServer(
+            configuration: APNsSimulatorConfiguration(
                 providerPort: 0, devicePort: 0, heartbeat: .seconds(1),
-                gateway: GatewayConfiguration(providerKeys: [
+                gateway: APNsGatewayConfiguration(providerKeys: [
                     ProviderKey(keyID: "KEY0000001", teamID: "TEAM000001", publicKey: try key.publicKey)
                 ])))
         try simulator.start()

@@ -17,7 +17,7 @@ struct APNsPushServiceTests {
     /// The simulator, two keys, a store with one account, and the two-app configuration.
     final class Fixture: Sendable {
         let directory: TemporaryDirectory
-        let simulator: SimulatorServer
+        let simulator: APNsSimulatorServer
         let store: MailboxStore
         let configuration: APNsConfiguration
         let accountID: Int64
@@ -28,10 +28,10 @@ struct APNsPushServiceTests {
             let keyB = try P256PrivateKey()
             try keyA.pemRepresentation.write(toFile: directory.path("a.p8"), atomically: true, encoding: .utf8)
             try keyB.pemRepresentation.write(toFile: directory.path("b.p8"), atomically: true, encoding: .utf8)
-            simulator = SimulatorServer(
-                configuration: SimulatorConfiguration(
+            simulator = APNsSimulatorServer(
+                configuration: APNsSimulatorConfiguration(
                     providerPort: 0, sandboxPort: 0, devicePort: 0,
-                    gateway: GatewayConfiguration(providerKeys: [
+                    gateway: APNsGatewayConfiguration(providerKeys: [
                         ProviderKey(keyID: "KEYAAAAAAA", teamID: team, publicKey: try keyA.publicKey),
                         ProviderKey(keyID: "KEYBBBBBBB", teamID: team, publicKey: try keyB.publicKey),
                     ])))
@@ -55,7 +55,7 @@ struct APNsPushServiceTests {
 
         /// A device registered at the simulator in `simEnvironment` and in the store as `environment`.
         func device(
-            topic: String, environment: PushEnvironment, simEnvironment: GatewayEnvironment? = nil
+            topic: String, environment: PushEnvironment, simEnvironment: APNsEnvironment? = nil
         ) async throws -> String {
             let token = simulator.gateway.registerDevice(
                 topic: topic, environment: simEnvironment ?? (environment == .sandbox ? .sandbox : .production))
@@ -103,7 +103,7 @@ struct APNsPushServiceTests {
 
         #expect(items.count == 3)
         #expect(outcomes.values.allSatisfy { $0 == .delivered }, "\(outcomes)")
-        func entry(_ token: String) -> LogEntry? { log.first { $0.deviceToken == token } }
+        func entry(_ token: String) -> APNsLogEntry? { log.first { $0.deviceToken == token } }
         #expect(entry(mailProduction)?.environment == .production)
         #expect(entry(mailSandbox)?.environment == .sandbox)
         #expect(entry(notesSandbox)?.environment == .sandbox)

@@ -68,10 +68,10 @@ struct EnvironmentTests {
 
     @Test func theGoAwayFaultCountsEachListenersConnectionsApart() {
         // Each listener numbers its connections from 1: production's connection 1 is not sandbox's.
-        let gateway = Gateway(configuration: GatewayConfiguration(faults: APNsFaults(goAwayAfterStreams: 2)))
-        func goAway(_ environment: GatewayEnvironment) -> Bool {
+        let gateway = APNsGateway(configuration: APNsGatewayConfiguration(faults: APNsFaults(goAwayAfterStreams: 2)))
+        func goAway(_ environment: APNsEnvironment) -> Bool {
             gateway.handle(
-                ProviderRequest(method: "POST", path: "/3/device/ab", connectionID: 1, environment: environment)
+                APNsProviderRequest(method: "POST", path: "/3/device/ab", connectionID: 1, environment: environment)
             ).goAway
         }
         let first = goAway(.production)

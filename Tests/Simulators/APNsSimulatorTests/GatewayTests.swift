@@ -5,23 +5,23 @@ import OpenSSLCrypto
 import Testing
 
 /// The gateway's logic called directly, without sockets: token caching, the log bound, fault replay.
-@Suite("Gateway logic")
+@Suite("APNsGateway logic")
 struct GatewayTests {
     private func makeGateway(
         logCapacity: Int = 100, faults: APNsFaults = APNsFaults()
     ) throws -> (
-        Gateway, P256PrivateKey, ManualClock
+        APNsGateway, P256PrivateKey, ManualClock
     ) {
         let key = try P256PrivateKey()
         let clock = ManualClock()
-        let configuration = GatewayConfiguration(
+        let configuration = APNsGatewayConfiguration(
             providerKeys: [ProviderKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: try key.publicKey)],
             faults: faults, logCapacity: logCapacity)
-        return (Gateway(configuration: configuration, clock: clock), key, clock)
+        return (APNsGateway(configuration: configuration, clock: clock), key, clock)
     }
 
-    private func request(token: String, jwt: String) -> ProviderRequest {
-        ProviderRequest(
+    private func request(token: String, jwt: String) -> APNsProviderRequest {
+        APNsProviderRequest(
             method: "POST", path: "/3/device/\(token)",
             headers: [.init("authorization", "bearer \(jwt)"), .init("apns-topic", "com.example.mail")],
             body: Data(#"{"aps":{"badge":1}}"#.utf8))
@@ -44,7 +44,7 @@ struct GatewayTests {
 
     @Test func logKeepsOnlyTheNewestEntries() throws {
         let (gateway, _, _) = try makeGateway(logCapacity: 10)
-        for _ in 0..<25 { _ = gateway.handle(ProviderRequest(method: "GET", path: "/3/device/x")) }
+        for _ in 0..<25 { _ = gateway.handle(APNsProviderRequest(method: "GET", path: "/3/device/x")) }
         let entries = gateway.logEntries()
         #expect(entries.count == 10)
         #expect(entries.first?.sequence == 16)
@@ -77,16 +77,16 @@ struct GatewayTests {
         #expect(gateway.logEntries(after: 5).isEmpty)
         #expect(gateway.logEntries(after: .max).isEmpty)
         #expect(gateway.logEntries(limit: 2).map(\.sequence) == [3, 4])
-        #expect(gateway.metrics.responses == [GatewayMetrics.Response(status: 200, reason: ""): 5])
+        #expect(gateway.metrics.responses == [APNsMetrics.Response(status: 200, reason: ""): 5])
     }
 
     @Test func logReportsHeadersJoinedAndRedactedAndThePayloadCut() throws {
         let key = try P256PrivateKey()
         let clock = ManualClock()
-        let configuration = GatewayConfiguration(
+        let configuration = APNsGatewayConfiguration(
             providerKeys: [ProviderKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: try key.publicKey)],
             logCapacity: 10, logPayloadLimit: 12)
-        let gateway = Gateway(configuration: configuration, clock: clock)
+        let gateway = APNsGateway(configuration: configuration, clock: clock)
         let token = gateway.registerDevice(topic: "com.example.mail")
         let jwt = try JWT.makeES256(
             claims: JWTClaims(
@@ -94,7 +94,7 @@ struct GatewayTests {
             key: key)
         let body = #"{"aps":{"badge":1},"acct":"é-alias"}"#
         let response = gateway.handle(
-            ProviderRequest(
+            APNsProviderRequest(
                 method: "POST", path: "/3/device/\(token)",
                 headers: [
                     .init("Authorization", "bearer \(jwt)"), .init("apns-topic", "com.example.mail"),
@@ -103,7 +103,7 @@ struct GatewayTests {
                 body: Data(body.utf8)))
         #expect(response.status == 200)
         _ = gateway.handle(
-            ProviderRequest(
+            APNsProviderRequest(
                 method: "POST", path: "/3/device/\(token)", headers: [.init("apns-topic", "com.example.mail")],
                 body: Data("{}".utf8)))
         let entries = gateway.logEntries()
@@ -130,8 +130,8 @@ struct GatewayTests {
     @Test func faultInjectorReplaysBySeed() {
         let configuration = APNsFaults(
             SimulatorFaults(dropProbability: 0.25, status429Probability: 0.25, status503Probability: 0.25, seed: 99))
-        var first = FaultInjector(configuration: configuration)
-        var second = FaultInjector(configuration: configuration)
+        var first = APNsFaultInjector(configuration: configuration)
+        var second = APNsFaultInjector(configuration: configuration)
         let a = (0..<200).map { _ in first.nextDecision() }
         let b = (0..<200).map { _ in second.nextDecision() }
         #expect(a == b)
@@ -143,7 +143,7 @@ struct GatewayTests {
         #expect(RejectionReason.payloadTooLarge.status == 413)
         #expect(RejectionReason.tooManyProviderTokenUpdates.status == 429)
         #expect(RejectionReason.allCases.allSatisfy { (400...503).contains($0.status) })
-        let body = ProviderResponse(status: 410, apnsID: "x", reason: .unregistered, timestamp: 12).body
+        let body = APNsProviderResponse(status: 410, apnsID: "x", reason: .unregistered, timestamp: 12).body
         #expect(String(decoding: body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":12}"#)
     }
 }

@@ -27,7 +27,7 @@ final class SimulatorHarness: Sendable {
     static let teamID = "TEAM123456"
     static let topic = "com.example.mail"
 
-    let server: SimulatorServer
+    let server: APNsSimulatorServer
     let clock: ManualClock
     let key: P256PrivateKey
     let directory: TemporaryDirectory
@@ -41,12 +41,12 @@ final class SimulatorHarness: Sendable {
         directory = try TemporaryDirectory(prefix: "apns-sim-test")
         clock = ManualClock()
         key = try P256PrivateKey()
-        let gateway = GatewayConfiguration(
+        let gateway = APNsGatewayConfiguration(
             providerKeys: [ProviderKey(keyID: Self.keyID, teamID: Self.teamID, publicKey: try key.publicKey)],
             allowedTopics: allowedTopics, backgroundBudget: backgroundBudget, backgroundWindow: backgroundWindow,
             faults: faults)
-        server = SimulatorServer(
-            configuration: SimulatorConfiguration(
+        server = APNsSimulatorServer(
+            configuration: APNsSimulatorConfiguration(
                 providerPort: 0, sandboxPort: sandbox ? 0 : nil, devicePort: 0, heartbeat: .seconds(5),
                 tickInterval: .milliseconds(50),
                 gateway: gateway),

@@ -20,6 +20,8 @@ import Testing
         #expect(log.entries(after: 2, limit: 1).map(\.name) == ["c"])
         #expect(log.entries(after: 5, limit: .max).isEmpty)
         #expect(log.entries(after: 0, limit: 0).isEmpty)
+        #expect(log.entries(after: .max, limit: .max).isEmpty)
+        #expect(log.entries(after: .min, limit: 1).map(\.name) == ["c"])
     }
 
     @Test func anUpdateReachesItsEntryUntilTheEntryIsDropped() {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// One request on the provider API, independent of the HTTP/2 library that received it.
-public struct ProviderRequest: Sendable {
+public struct APNsProviderRequest: Sendable {
     /// One header field.
     public struct Header: Sendable, Hashable {
         /// The field name, lowercase.
@@ -11,7 +11,7 @@ public struct ProviderRequest: Sendable {
 
         /// Creates a header field; the name is lowercased.
         public init(_ name: String, _ value: String) {
-            self.name = ProviderRequest.isLowercaseASCII(name) ? name : name.lowercased()
+            self.name = APNsProviderRequest.isLowercaseASCII(name) ? name : name.lowercased()
             self.value = value
         }
     }
@@ -28,12 +28,12 @@ public struct ProviderRequest: Sendable {
     public var connectionID: UInt64
     /// The environment of the listener the request arrived on; `nil` when one listener serves both (a
     /// simulator started without a sandbox listener), so any registered token is accepted there.
-    public var environment: GatewayEnvironment?
+    public var environment: APNsEnvironment?
 
     /// Creates a request.
     public init(
         method: String, path: String, headers: [Header] = [], body: Data = Data(), connectionID: UInt64 = 0,
-        environment: GatewayEnvironment? = nil
+        environment: APNsEnvironment? = nil
     ) {
         self.method = method
         self.path = path
@@ -67,8 +67,8 @@ public struct ProviderRequest: Sendable {
     }
 }
 
-/// The gateway's answer to a ``ProviderRequest``.
-public struct ProviderResponse: Sendable, Equatable {
+/// The gateway's answer to a ``APNsProviderRequest``.
+public struct APNsProviderResponse: Sendable, Equatable {
     /// The HTTP status: 200, or the status of ``reason``.
     public var status: Int
     /// The `apns-id` header value: the request's own, or one the gateway assigned.

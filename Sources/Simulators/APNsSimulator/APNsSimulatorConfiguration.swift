@@ -1,7 +1,7 @@
 import SimulatorSupport
 
-/// Where an ``SimulatorServer`` listens and which gateway policy it applies.
-public struct SimulatorConfiguration: Sendable {
+/// Where an ``APNsSimulatorServer`` listens and which gateway policy it applies.
+public struct APNsSimulatorConfiguration: Sendable {
     /// PEM files for the provider side's TLS.
     public typealias TLSFiles = SimulatorTLSFiles
 
@@ -29,7 +29,7 @@ public struct SimulatorConfiguration: Sendable {
     /// How often delayed work (throttled pushes, expirations) is processed.
     public var tickInterval: Duration
     /// The gateway policy.
-    public var gateway: GatewayConfiguration
+    public var gateway: APNsGatewayConfiguration
 
     /// Creates a configuration; the defaults are the documented `apns-sim` defaults.
     public init(
@@ -37,7 +37,7 @@ public struct SimulatorConfiguration: Sendable {
         sandboxHost: String = "127.0.0.1", sandboxPort: Int? = nil, deviceHost: String = "127.0.0.1",
         devicePort: Int = 2198, deviceConnectionLimit: Int = 16_384,
         deviceThreads: Int = 2, heartbeat: Duration = .seconds(15), tickInterval: Duration = .milliseconds(200),
-        gateway: GatewayConfiguration = GatewayConfiguration()
+        gateway: APNsGatewayConfiguration = APNsGatewayConfiguration()
     ) {
         self.providerHost = providerHost
         self.providerPort = providerPort

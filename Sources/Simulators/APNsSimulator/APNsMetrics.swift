@@ -1,7 +1,7 @@
 import ServiceMetrics
 
-/// Counters describing what a ``Gateway`` has done, renderable as Prometheus text.
-public struct GatewayMetrics: Sendable, Equatable {
+/// Counters describing what an ``APNsGateway`` has done, renderable as Prometheus text.
+public struct APNsMetrics: Sendable, Equatable {
     /// A response status with its error reason (empty for 200).
     public struct Response: Sendable, Hashable {
         /// The HTTP status.

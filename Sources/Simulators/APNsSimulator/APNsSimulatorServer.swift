@@ -6,15 +6,15 @@ import Locking
 import SimulatorSupport
 
 /// The running simulator: the provider API (HTTP/2, TLS or h2c), the device API (HTTP/1.1) and the
-/// periodic processing of delayed work, all around one ``Gateway``.
+/// periodic processing of delayed work, all around one ``APNsGateway``.
 ///
 /// ```swift
-/// let server = SimulatorServer(configuration: .init(providerPort: 0, devicePort: 0))
+/// let server = APNsSimulatorServer(configuration: .init(providerPort: 0, devicePort: 0))
 /// try await server.start()
 /// print(server.providerPort, server.devicePort)
 /// await server.shutdown()
 /// ```
-public final class SimulatorServer: Sendable {
+public final class APNsSimulatorServer: Sendable {
     private struct Running: Sendable {
         var provider: HTTP2Server
         var sandbox: HTTP2Server?
@@ -23,17 +23,17 @@ public final class SimulatorServer: Sendable {
     }
 
     /// The configuration the server was created with.
-    public let configuration: SimulatorConfiguration
+    public let configuration: APNsSimulatorConfiguration
     /// The gateway logic behind both APIs.
-    public let gateway: Gateway
+    public let gateway: APNsGateway
     /// Groups the notification-stream wake-ups of each round of provider requests (and of each tick).
     private let eventBatch = EventStreamBatch()
     private let running = LockedValue<Running?>(nil)
 
     /// Creates a server; nothing listens until ``start()``.
-    public init(configuration: SimulatorConfiguration, clock: any WallClock = SystemClock()) {
+    public init(configuration: APNsSimulatorConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
-        gateway = Gateway(configuration: configuration.gateway, clock: clock)
+        gateway = APNsGateway(configuration: configuration.gateway, clock: clock)
     }
 
     /// Binds both APIs and starts processing delayed work.
@@ -85,7 +85,7 @@ public final class SimulatorServer: Sendable {
     }
 
     /// A provider listener for `environment` (`nil`: both).
-    private func makeProviderServer(host: String, port: Int, environment: GatewayEnvironment?) -> HTTP2Server {
+    private func makeProviderServer(host: String, port: Int, environment: APNsEnvironment?) -> HTTP2Server {
         let serverConfiguration = HTTP2ServerConfiguration(
             host: host, port: port, tls: configuration.tls?.http2, maxConcurrentStreams: 1000,
             idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2))
@@ -98,7 +98,7 @@ public final class SimulatorServer: Sendable {
         return HTTP2Server(
             configuration: serverConfiguration, loopHooks: hooks,
             inlineHandler: { request in
-                HTTP2Response(gateway.handle(ProviderRequest(request, environment: environment)))
+                HTTP2Response(gateway.handle(APNsProviderRequest(request, environment: environment)))
             })
     }
 
@@ -127,8 +127,8 @@ public final class SimulatorServer: Sendable {
     }
 }
 
-extension ProviderRequest {
-    init(_ request: HTTP2Request, environment: GatewayEnvironment?) {
+extension APNsProviderRequest {
+    init(_ request: HTTP2Request, environment: APNsEnvironment?) {
         self.init(
             method: request.method, path: request.path, headers: request.headers.map { Header($0.name, $0.value) },
             body: request.body, connectionID: request.connectionID, environment: environment)
@@ -136,7 +136,7 @@ extension ProviderRequest {
 }
 
 extension HTTP2Response {
-    init(_ response: ProviderResponse) {
+    init(_ response: APNsProviderResponse) {
         var headers = [HTTP2Header("apns-id", response.apnsID)]
         if let uniqueID = response.uniqueID { headers.append(HTTP2Header("apns-unique-id", uniqueID)) }
         let body = response.body
@@ -147,4 +147,4 @@ extension HTTP2Response {
             delay: response.delay)
     }
 }
-extension SimulatorServer: SimulatorProcess {}
+extension APNsSimulatorServer: SimulatorProcess {}

@@ -73,12 +73,12 @@ struct ScriptedError: Sendable, Equatable {
 struct DeviceRecord: Sendable {
     let token: String
     let topic: String
-    let environment: GatewayEnvironment
+    let environment: APNsEnvironment
     let registeredAt: Int64
     /// Its place in the order of registrations.
     let number: Int
     var unregisteredAt: Int64?
-    var sinks: [UInt64: DeviceSink] = [:]
+    var sinks: [UInt64: APNsDeviceSink] = [:]
     /// `false` while a test holds the device offline: its notifications are stored and collapsed even though
     /// its streams stay open, and the last one is delivered when it comes back online.
     var online = true
@@ -93,7 +93,7 @@ struct DeviceRecord: Sendable {
     /// When background notifications were delivered, within the budget window.
     var backgroundDeliveries: [Date] = []
 
-    init(token: String, topic: String, environment: GatewayEnvironment, registeredAt: Int64, number: Int) {
+    init(token: String, topic: String, environment: APNsEnvironment, registeredAt: Int64, number: Int) {
         self.number = number
         self.token = token
         self.topic = topic
@@ -102,14 +102,14 @@ struct DeviceRecord: Sendable {
     }
 }
 
-/// Everything a ``Gateway`` keeps, mutated only under its mutex.
-struct GatewayState: Sendable {
-    let configuration: GatewayConfiguration
+/// Everything an ``APNsGateway`` keeps, mutated only under its mutex.
+struct APNsGatewayState: Sendable {
+    let configuration: APNsGatewayConfiguration
     var verifier: ProviderTokenVerifier
-    var faults: FaultInjector
+    var faults: APNsFaultInjector
     var devices: [String: DeviceRecord] = [:]
-    var log: CaptureLog
-    var metrics = GatewayMetrics()
+    var log: CaptureLog<CapturedRequest>
+    var metrics = APNsMetrics()
     /// Devices holding something that time may change (a throttled push, a stored push that expires).
     var pendingWork: Set<String> = []
     var nextStreamID: UInt64 = 1
@@ -120,12 +120,12 @@ struct GatewayState: Sendable {
     private var randomBytes: [UInt8] = []
     private var randomOffset = 0
 
-    init(configuration: GatewayConfiguration) {
+    init(configuration: APNsGatewayConfiguration) {
         self.configuration = configuration
         verifier = ProviderTokenVerifier(
             keys: configuration.providerKeys, tokenLifetime: configuration.providerTokenLifetime,
             updateInterval: configuration.providerTokenUpdateInterval)
-        faults = FaultInjector(configuration: configuration.faults)
+        faults = APNsFaultInjector(configuration: configuration.faults)
         log = CaptureLog(capacity: configuration.logCapacity)
     }
 
@@ -136,7 +136,7 @@ struct GatewayState: Sendable {
     /// an active device, the device's topic, then any answer a test scripted for the device (which throws
     /// `scripted`). Returns where the device is, for ``route(_:device:now:)``.
     mutating func checkDevice(
-        for push: ParsedPush, environment: GatewayEnvironment?, scripted: inout Bool
+        for push: ParsedPush, environment: APNsEnvironment?, scripted: inout Bool
     ) throws(RejectionReason) -> DeviceIndex {
         if !configuration.allowedTopics.isEmpty, !configuration.allowedTopics.contains(push.baseTopic) {
             throw .topicDisallowed
@@ -148,7 +148,7 @@ struct GatewayState: Sendable {
     }
 
     private static func check(
-        _ device: inout DeviceRecord, for push: ParsedPush, environment: GatewayEnvironment?, scripted: inout Bool
+        _ device: inout DeviceRecord, for push: ParsedPush, environment: APNsEnvironment?, scripted: inout Bool
     ) throws(RejectionReason) {
         // The other environment's gateway has never seen the token.
         if let environment, device.environment != environment { throw .badDeviceToken }
@@ -170,14 +170,14 @@ struct GatewayState: Sendable {
             successResponses += 1
             return
         }
-        metrics.responses[GatewayMetrics.Response(status: status, reason: reason?.rawValue ?? ""), default: 0] += 1
+        metrics.responses[APNsMetrics.Response(status: status, reason: reason?.rawValue ?? ""), default: 0] += 1
     }
 
     /// The counters, with the 200 answers folded in.
-    var metricsSnapshot: GatewayMetrics {
+    var metricsSnapshot: APNsMetrics {
         var snapshot = metrics
         if successResponses > 0 {
-            snapshot.responses[GatewayMetrics.Response(status: 200, reason: ""), default: 0] += successResponses
+            snapshot.responses[APNsMetrics.Response(status: 200, reason: ""), default: 0] += successResponses
         }
         return snapshot
     }
@@ -225,14 +225,14 @@ struct GatewayState: Sendable {
                 device.deferred = notification
                 pendingWork.insert(device.token)
                 metrics.throttled += 1
-                log.record(.throttled, for: notification.logSequence, at: at, detail: "background budget exhausted")
+                log.update(notification.logSequence, .throttled, at: at, detail: "background budget exhausted")
                 return
             }
         }
         if send(notification, to: &device) {
             if notification.pushType == .background { device.backgroundDeliveries.append(now) }
             metrics.delivered += 1
-            log.record(.delivered, for: notification.logSequence, at: at)
+            log.update(notification.logSequence, .delivered, at: at)
             return
         }
         if notification.expiration == 0 {
@@ -249,7 +249,7 @@ struct GatewayState: Sendable {
         device.stored = notification
         if notification.expiration != nil { pendingWork.insert(device.token) }
         metrics.stored += 1
-        log.record(.stored, for: notification.logSequence, at: at, detail: "device offline")
+        log.update(notification.logSequence, .stored, at: at, detail: "device offline")
     }
 
     /// Sends to every open stream of the device; streams that are gone are removed.
@@ -271,22 +271,22 @@ struct GatewayState: Sendable {
 
     private mutating func coalesce(_ previous: PendingNotification, into next: PendingNotification, at: Int64) {
         metrics.coalesced += 1
-        log.record(.coalesced, for: previous.logSequence, at: at, detail: "replaced by \(next.apnsID)")
+        log.update(previous.logSequence, .coalesced, at: at, detail: "replaced by \(next.apnsID)")
     }
 
     private mutating func drop(_ notification: PendingNotification, at: Int64, detail: String) {
         metrics.dropped += 1
-        log.record(.dropped, for: notification.logSequence, at: at, detail: detail)
+        log.update(notification.logSequence, .dropped, at: at, detail: detail)
     }
 
     private mutating func expire(_ notification: PendingNotification, at: Int64) {
         metrics.expired += 1
-        log.record(.expired, for: notification.logSequence, at: at, detail: "apns-expiration passed")
+        log.update(notification.logSequence, .expired, at: at, detail: "apns-expiration passed")
     }
 
     // MARK: Streams and registry
 
-    mutating func connect(_ token: String, sink: DeviceSink, now: Date) -> UInt64? {
+    mutating func connect(_ token: String, sink: APNsDeviceSink, now: Date) -> UInt64? {
         guard var device = devices.removeValue(forKey: token) else { return nil }
         defer { devices[token] = device }
         guard device.unregisteredAt == nil else { return nil }
@@ -337,7 +337,7 @@ struct GatewayState: Sendable {
     }
 
     /// Marks the device deleted and returns its streams to close, or `nil` if it was not active.
-    mutating func unregister(_ token: String, at now: Int64) -> [DeviceSink]? {
+    mutating func unregister(_ token: String, at now: Int64) -> [APNsDeviceSink]? {
         guard var device = devices.removeValue(forKey: token) else { return nil }
         defer { devices[token] = device }
         guard device.unregisteredAt == nil else { return nil }

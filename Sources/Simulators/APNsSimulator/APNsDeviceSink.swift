@@ -1,5 +1,5 @@
 /// Where the gateway sends a connected device's notifications: one open notification stream.
-public struct DeviceSink: Sendable {
+public struct APNsDeviceSink: Sendable {
     /// Sends one event's data (single-line JSON); returns `false` when the stream is gone.
     public var send: @Sendable (String) -> Bool
     /// Ends the stream (the device was deleted or the simulator is stopping).
@@ -13,23 +13,23 @@ public struct DeviceSink: Sendable {
 }
 
 /// Whether a device token is known to the gateway.
-public enum DeviceStatus: Sendable, Equatable {
+public enum APNsDeviceStatus: Sendable, Equatable {
     /// Never registered.
     case unknown
     /// Registered and not deleted.
-    case active(topic: String, environment: GatewayEnvironment)
+    case active(topic: String, environment: APNsEnvironment)
     /// Deleted at this time (milliseconds since 1970).
     case unregistered(timestamp: Int64)
 }
 
 /// One active device as the control API lists it.
-public struct DeviceSummary: Sendable, Equatable, Encodable {
+public struct APNsDeviceSummary: Sendable, Equatable, Encodable {
     /// Its token.
     public var token: String
     /// The topic it registered for.
     public var topic: String
     /// The environment its token belongs to.
-    public var environment: GatewayEnvironment
+    public var environment: APNsEnvironment
     /// `false` while held offline through the control API.
     public var online: Bool
     /// Open notification streams.

@@ -1,7 +1,8 @@
 import Foundation
+import SimulatorSupport
 
 /// What became of a provider request, as the capture log records it.
-public enum NotificationOutcome: String, Sendable, Codable, CaseIterable {
+public enum APNsOutcome: String, Sendable, Codable, CaseIterable {
     /// Sent to a connected device.
     case delivered
     /// Kept for a device that is not connected (only the last one per device is kept).
@@ -19,16 +20,16 @@ public enum NotificationOutcome: String, Sendable, Codable, CaseIterable {
 }
 
 /// One change of a request's outcome, with when and why.
-public struct LogEvent: Sendable, Codable, Equatable {
+public struct APNsLogEvent: Sendable, Codable, Equatable {
     /// The outcome reached.
-    public var outcome: NotificationOutcome
+    public var outcome: APNsOutcome
     /// When, in milliseconds since 1970.
     public var timestamp: Int64
     /// Why, when it is not obvious (e.g. `fault`, `replaced by <apns-id>`).
     public var detail: String?
 
     /// Creates an event.
-    public init(outcome: NotificationOutcome, timestamp: Int64, detail: String? = nil) {
+    public init(outcome: APNsOutcome, timestamp: Int64, detail: String? = nil) {
         self.outcome = outcome
         self.timestamp = timestamp
         self.detail = detail
@@ -36,7 +37,7 @@ public struct LogEvent: Sendable, Codable, Equatable {
 }
 
 /// One provider request as captured: what was sent, what was answered and what happened next.
-public struct LogEntry: Sendable, Codable, Equatable {
+public struct APNsLogEntry: Sendable, Codable, Equatable {
     /// Position in the log, from 1.
     public var sequence: Int
     /// When the request arrived, in milliseconds since 1970.
@@ -50,7 +51,7 @@ public struct LogEntry: Sendable, Codable, Equatable {
     /// The device token from the path, when there was one.
     public var deviceToken: String?
     /// The environment of the provider listener the request arrived on; absent when one listener serves both.
-    public var environment: GatewayEnvironment?
+    public var environment: APNsEnvironment?
     /// The request headers (the `authorization` value is redacted).
     public var headers: [String: String]
     /// The raw payload as text (cut at the configured limit).
@@ -62,16 +63,16 @@ public struct LogEntry: Sendable, Codable, Equatable {
     /// The error reason answered, if any.
     public var reason: String?
     /// The current outcome (the last of ``events``).
-    public var outcome: NotificationOutcome
+    public var outcome: APNsOutcome
     /// Every outcome the request went through, oldest first.
-    public var events: [LogEvent]
+    public var events: [APNsLogEvent]
 }
 
 /// A provider request as the capture log keeps it, compactly: the text fields, the headers as they
 /// arrived (the `authorization` value already redacted) and the payload bytes share one byte buffer,
-/// with the names of the usual headers as one-byte codes. The ``LogEntry`` (header dictionary, payload
+/// with the names of the usual headers as one-byte codes. The ``APNsLogEntry`` (header dictionary, payload
 /// text) is built only when the log is read.
-struct CapturedRequest: Sendable {
+struct CapturedRequest: CaptureLogEntry {
     /// Header names stored as a one-byte code (their position plus one); other names are stored in full.
     static let commonHeaderNames = [
         "authorization", "apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration",
@@ -82,13 +83,13 @@ struct CapturedRequest: Sendable {
     var timestamp: Int64
     var status: Int
     var reason: RejectionReason?
-    var outcome: NotificationOutcome
+    var outcome: APNsOutcome
     var payloadTruncated: Bool
-    var environment: GatewayEnvironment?
+    var environment: APNsEnvironment?
     /// The first event, kept inline (most requests have exactly one).
-    var firstEvent: LogEvent?
+    var firstEvent: APNsLogEvent?
     /// The events after the first.
-    var laterEvents: [LogEvent] = []
+    var laterEvents: [APNsLogEvent] = []
     /// `apnsId`, `method`, `path`, the device token, the encoded headers and the payload, back to back.
     private var bytes: [UInt8]
     private var methodStart: UInt32
@@ -102,8 +103,8 @@ struct CapturedRequest: Sendable {
     /// value of every `authorization` header is replaced by `[redacted]`.
     init(
         timestamp: Int64, apnsId: String, method: String, path: String, deviceToken: String?,
-        headers: [ProviderRequest.Header], payload: UnsafeRawBufferPointer, payloadTruncated: Bool, status: Int,
-        reason: RejectionReason?, outcome: NotificationOutcome, event: LogEvent?, environment: GatewayEnvironment? = nil
+        headers: [APNsProviderRequest.Header], payload: UnsafeRawBufferPointer, payloadTruncated: Bool, status: Int,
+        reason: RejectionReason?, outcome: APNsOutcome, event: APNsLogEvent?, environment: APNsEnvironment? = nil
     ) {
         self.timestamp = timestamp
         self.environment = environment
@@ -149,8 +150,8 @@ struct CapturedRequest: Sendable {
     var deviceToken: String? { hasToken ? text(tokenStart, headersStart) : nil }
 
     /// The header fields in arrival order.
-    var headers: [ProviderRequest.Header] {
-        var result: [ProviderRequest.Header] = []
+    var headers: [APNsProviderRequest.Header] {
+        var result: [APNsProviderRequest.Header] = []
         var index = Int(headersStart)
         let end = Int(payloadStart)
         while index < end {
@@ -167,22 +168,27 @@ struct CapturedRequest: Sendable {
             let count = Self.readLength(bytes, at: &index)
             let value = String(decoding: bytes[index..<(index + count)], as: UTF8.self)
             index += count
-            result.append(ProviderRequest.Header(name, value))
+            result.append(APNsProviderRequest.Header(name, value))
         }
         return result
     }
 
     /// Every event, oldest first.
-    var events: [LogEvent] { (firstEvent.map { [$0] } ?? []) + laterEvents }
+    var events: [APNsLogEvent] { (firstEvent.map { [$0] } ?? []) + laterEvents }
 
     /// Records a new outcome.
-    mutating func record(_ event: LogEvent) {
+    mutating func record(_ event: APNsLogEvent) {
         outcome = event.outcome
         if firstEvent == nil { firstEvent = event } else { laterEvents.append(event) }
     }
 
-    /// The entry as ``Gateway/logEntries(after:limit:)`` reports it: repeated headers joined with `", "`.
-    var entry: LogEntry {
+    /// Records that the request's notification reached `outcome` (SimulatorSupport's ``CaptureLog`` calls it).
+    mutating func record(_ outcome: APNsOutcome, at timestamp: Int64, detail: String?) {
+        record(APNsLogEvent(outcome: outcome, timestamp: timestamp, detail: detail))
+    }
+
+    /// The entry as ``APNsGateway/logEntries(after:limit:)`` reports it: repeated headers joined with `", "`.
+    var entry: APNsLogEntry {
         var fields: [String: String] = [:]
         for header in headers {
             if let existing = fields[header.name] {
@@ -191,7 +197,7 @@ struct CapturedRequest: Sendable {
                 fields[header.name] = header.value
             }
         }
-        return LogEntry(
+        return APNsLogEntry(
             sequence: sequence, timestamp: timestamp, apnsId: apnsId, method: method, path: path,
             deviceToken: deviceToken, environment: environment, headers: fields,
             payload: String(decoding: bytes[Int(payloadStart)...], as: UTF8.self), payloadTruncated: payloadTruncated,
@@ -227,66 +233,5 @@ struct CapturedRequest: Sendable {
             if byte < 0x80 { return length }
             shift += 7
         }
-    }
-}
-
-/// The bounded, ordered capture log: a ring of at most `capacity` entries, the oldest overwritten first.
-struct CaptureLog: Sendable {
-    /// The live entries; once full, entry `sequence` sits at `(sequence - base) % capacity`.
-    private var ring: [CapturedRequest] = []
-    private var nextSequence = 1
-    /// The sequence number of the ring's first slot: 1, or the next sequence when the log was last cleared.
-    private var base = 1
-    let capacity: Int
-
-    init(capacity: Int) { self.capacity = max(1, capacity) }
-
-    /// The sequence number of the oldest entry still kept.
-    private var firstSequence: Int { nextSequence - ring.count }
-
-    /// Appends an entry (its sequence is assigned here) and returns its sequence number.
-    mutating func append(_ entry: CapturedRequest) -> Int {
-        var entry = entry
-        let sequence = nextSequence
-        entry.sequence = sequence
-        nextSequence += 1
-        if ring.count < capacity {
-            ring.append(entry)
-        } else {
-            ring[(sequence - base) % capacity] = entry
-        }
-        return sequence
-    }
-
-    /// Forgets every entry; sequence numbers go on from where they were, so a reader's `after` stays valid.
-    mutating func clear() {
-        ring = []
-        base = nextSequence
-    }
-
-    /// Records a new outcome for the entry `sequence`, if it is still in the log.
-    mutating func record(_ outcome: NotificationOutcome, for sequence: Int, at timestamp: Int64, detail: String? = nil)
-    {
-        guard let slot = slot(of: sequence) else { return }
-        ring[slot].record(LogEvent(outcome: outcome, timestamp: timestamp, detail: detail))
-    }
-
-    /// Entries with a sequence above `after`, oldest first, at most `limit`.
-    func entries(after: Int = 0, limit: Int = .max) -> [LogEntry] {
-        guard after < nextSequence - 1, limit > 0 else { return [] }
-        let first = max(after + 1, firstSequence)
-        let last = nextSequence - 1
-        let count = min(last - first + 1, limit)
-        var result: [LogEntry] = []
-        result.reserveCapacity(count)
-        for sequence in first..<(first + count) {
-            result.append(ring[(sequence - base) % capacity].entry)
-        }
-        return result
-    }
-
-    private func slot(of sequence: Int) -> Int? {
-        guard sequence >= firstSequence, sequence < nextSequence else { return nil }
-        return (sequence - base) % capacity
     }
 }

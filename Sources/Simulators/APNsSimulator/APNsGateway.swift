@@ -11,24 +11,24 @@ import SimulatorSupport
 /// All state sits behind one mutex; every method is safe to call from any thread. Time comes from the
 /// injected ``WallClock``; delayed work (throttled background pushes, expirations) advances when
 /// ``processDueWork()`` is called, which the server does periodically and tests do after moving time.
-public final class Gateway: Sendable {
+public final class APNsGateway: Sendable {
     /// The configuration the gateway was created with.
-    public let configuration: GatewayConfiguration
+    public let configuration: APNsGatewayConfiguration
     /// The clock the gateway reads.
     public let clock: any WallClock
-    let state: LockedValue<GatewayState>
+    let state: LockedValue<APNsGatewayState>
 
     /// Creates a gateway.
-    public init(configuration: GatewayConfiguration, clock: any WallClock = SystemClock()) {
+    public init(configuration: APNsGatewayConfiguration, clock: any WallClock = SystemClock()) {
         self.configuration = configuration
         self.clock = clock
-        state = LockedValue(GatewayState(configuration: configuration))
+        state = LockedValue(APNsGatewayState(configuration: configuration))
     }
 
     // MARK: Provider API
 
     /// Answers one provider request (`POST /3/device/{token}`), delivering or storing its notification.
-    public func handle(_ request: ProviderRequest) -> ProviderResponse {
+    public func handle(_ request: APNsProviderRequest) -> APNsProviderResponse {
         let now = clock.now()
         let nowMilliseconds = millisecondsSince1970(now)
         let headers = PushRequestParser.KnownHeaders(request.headers)
@@ -37,10 +37,10 @@ public final class Gateway: Sendable {
             let apnsID = given ?? state.randomUUID()
             let goAway = state.faults.countStream(on: request.connectionKey)
             var tokenText: String?
-            var response: ProviderResponse
-            var outcome = NotificationOutcome.refused
+            var response: APNsProviderResponse
+            var outcome = APNsOutcome.refused
             var detail: String?
-            var accepted: (ParsedPush, SimulatorFaults.Draw, GatewayState.DeviceIndex)?
+            var accepted: (ParsedPush, SimulatorFaults.Draw, APNsGatewayState.DeviceIndex)?
             var scripted = false
             do throws(RejectionReason) {
                 tokenText = try PushRequestParser.checkTarget(request)
@@ -56,7 +56,7 @@ public final class Gateway: Sendable {
                 case .none, .drop: break
                 }
                 accepted = (push, decision, device)
-                response = ProviderResponse(
+                response = APNsProviderResponse(
                     status: 200, apnsID: apnsID, uniqueID: request.environment == .sandbox ? state.randomUUID() : nil)
             } catch {
                 if error == .serviceUnavailable || error == .tooManyRequests { detail = "fault" }
@@ -66,7 +66,8 @@ public final class Gateway: Sendable {
                     // A scripted 410 for a live device: "stopped being valid" now, after its registration.
                     timestamp = device.unregisteredAt ?? max(nowMilliseconds, device.registeredAt + 1)
                 }
-                response = ProviderResponse(status: error.status, apnsID: apnsID, reason: error, timestamp: timestamp)
+                response = APNsProviderResponse(
+                    status: error.status, apnsID: apnsID, reason: error, timestamp: timestamp)
             }
             response.goAway = goAway
             response.delay = state.faults.configuration.common.latency
@@ -81,7 +82,7 @@ public final class Gateway: Sendable {
             let routed = accepted != nil && accepted?.1 != .drop
             let entry = makeEntry(
                 request, apnsID: apnsID, token: tokenText, response: response, outcome: outcome,
-                event: routed ? nil : LogEvent(outcome: outcome, timestamp: nowMilliseconds, detail: detail),
+                event: routed ? nil : APNsLogEvent(outcome: outcome, timestamp: nowMilliseconds, detail: detail),
                 at: nowMilliseconds)
             let sequence = state.log.append(entry)
             if let (push, decision, device) = accepted {
@@ -97,8 +98,8 @@ public final class Gateway: Sendable {
     }
 
     private func makeEntry(
-        _ request: ProviderRequest, apnsID: String, token: String?, response: ProviderResponse,
-        outcome: NotificationOutcome, event: LogEvent?, at timestamp: Int64
+        _ request: APNsProviderRequest, apnsID: String, token: String?, response: APNsProviderResponse,
+        outcome: APNsOutcome, event: APNsLogEvent?, at timestamp: Int64
     ) -> CapturedRequest {
         let limit = configuration.logPayloadLimit
         let truncated = request.body.count > limit
@@ -114,7 +115,7 @@ public final class Gateway: Sendable {
     // MARK: Devices
 
     /// Registers a new device for `topic` in `environment` and returns its token (64 lowercase hex characters).
-    public func registerDevice(topic: String, environment: GatewayEnvironment = .sandbox) -> String {
+    public func registerDevice(topic: String, environment: APNsEnvironment = .sandbox) -> String {
         let now = millisecondsSince1970(clock.now())
         return state.withLock { state in
             var token = SecureRandom.hex(32)
@@ -132,7 +133,7 @@ public final class Gateway: Sendable {
     @discardableResult
     public func unregisterDevice(_ token: String) -> Bool {
         let now = millisecondsSince1970(clock.now())
-        let sinks = state.withLock { state -> [DeviceSink]? in
+        let sinks = state.withLock { state -> [APNsDeviceSink]? in
             state.unregister(token.lowercased(), at: now)
         }
         guard let sinks else { return false }
@@ -141,7 +142,7 @@ public final class Gateway: Sendable {
     }
 
     /// Whether `token` is registered, deleted or unknown.
-    public func status(of token: String) -> DeviceStatus {
+    public func status(of token: String) -> APNsDeviceStatus {
         state.withLock { state in
             guard let device = state.devices[token.lowercased()] else { return .unknown }
             if let timestamp = device.unregisteredAt { return .unregistered(timestamp: timestamp) }
@@ -151,7 +152,7 @@ public final class Gateway: Sendable {
 
     /// Attaches a notification stream to a device and sends it what was stored while it was away.
     /// Returns the stream's identifier for ``disconnect(_:streamID:)``, or `nil` if the device is not active.
-    public func connect(_ token: String, sink: DeviceSink) -> UInt64? {
+    public func connect(_ token: String, sink: APNsDeviceSink) -> UInt64? {
         let now = clock.now()
         return state.withLock { state in state.connect(token.lowercased(), sink: sink, now: now) }
     }
@@ -174,7 +175,7 @@ public final class Gateway: Sendable {
 
     /// Replaces the faults in force, from the next provider request on (a new seed restarts the sequence).
     public func setFaults(_ faults: APNsFaults) {
-        state.withLock { $0.faults = FaultInjector(configuration: faults) }
+        state.withLock { $0.faults = APNsFaultInjector(configuration: faults) }
     }
 
     /// Answers the device's next `count` valid sends (every one when `nil`) with `reason` and its status, in
@@ -203,12 +204,12 @@ public final class Gateway: Sendable {
     }
 
     /// Every active device, ordered by registration.
-    public func devices() -> [DeviceSummary] {
+    public func devices() -> [APNsDeviceSummary] {
         state.withLock { state in
             state.devices.values.filter { $0.unregisteredAt == nil }
                 .sorted { $0.number < $1.number }
                 .map { device in
-                    DeviceSummary(
+                    APNsDeviceSummary(
                         token: device.token, topic: device.topic, environment: device.environment,
                         online: device.online, streams: device.sinks.count, delivered: device.delivered,
                         stored: device.stored == nil ? 0 : 1, throttled: device.deferred == nil ? 0 : 1,
@@ -233,11 +234,11 @@ public final class Gateway: Sendable {
     // MARK: Observation
 
     /// Capture-log entries after sequence number `after`, oldest first, at most `limit`.
-    public func logEntries(after: Int = 0, limit: Int = .max) -> [LogEntry] {
-        state.withLock { $0.log.entries(after: after, limit: limit) }
+    public func logEntries(after: Int = 0, limit: Int = .max) -> [APNsLogEntry] {
+        state.withLock { $0.log.entries(after: after, limit: limit) }.map(\.entry)
     }
 
     /// A snapshot of the counters.
-    public var metrics: GatewayMetrics { state.withLock { $0.metricsSnapshot } }
+    public var metrics: APNsMetrics { state.withLock { $0.metricsSnapshot } }
 
 }

@@ -1,7 +1,7 @@
 import Foundation
 
-/// The policy of a ``Gateway``: whom it trusts, what it accepts, how it throttles and what it breaks.
-public struct GatewayConfiguration: Sendable {
+/// The policy of an ``APNsGateway``: whom it trusts, what it accepts, how it throttles and what it breaks.
+public struct APNsGatewayConfiguration: Sendable {
     /// The provider signing keys whose tokens are accepted.
     public var providerKeys: [ProviderKey]
     /// The topics (bundle ids) providers may push to; empty allows every topic.

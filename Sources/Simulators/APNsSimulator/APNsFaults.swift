@@ -16,7 +16,7 @@ public struct APNsFaults: Sendable, Equatable {
 }
 
 /// Decides faults from a seeded generator: one draw per valid request, so a seed replays exactly.
-public struct FaultInjector: Sendable {
+public struct APNsFaultInjector: Sendable {
     /// The faults in force.
     public let configuration: APNsFaults
     private var generator: SeededGenerator
