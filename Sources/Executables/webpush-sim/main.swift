@@ -28,6 +28,10 @@ let flags = FlagTable(
         Flag("fault-503", "P", help: "probability of 503"),
         Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
         Flag("fault-latency-ms", "N", help: "delay every push response by N milliseconds"),
+        Flag(
+            "distributor", "NAME",
+            help: "answer as a UnifiedPush distributor instead of a browser's push service: ntfy (HTTP/1.1 only, "
+                + "200 with the message, ntfy's errors and request budget, no Topic replacement)"),
         Flag.help,
     ])
 
@@ -61,11 +65,21 @@ func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfigur
         throw UsageError("--max-ttl must not be negative; --device-connection-limit positive")
     }
     let faults = try arguments.simulatorFaults()
+    var distributor: WebPushDistributor?
+    if let name = arguments.string("distributor") {
+        guard let known = WebPushDistributor(rawValue: name) else {
+            throw UsageError(
+                "--distributor must be one of: "
+                    + WebPushDistributor.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        guard tls != nil else { throw UsageError("--distributor needs TLS (--tls-cert and --tls-key), not --h2c") }
+        distributor = known
+    }
     return WebPushSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port), mozillaHost: mozillaListen?.host,
         mozillaPort: Int(mozillaListen?.port ?? 0), deviceConnectionLimit: connections, endpointBase: endpointBase,
-        gateway: WebPushGatewayConfiguration(maxTTL: maxTTL, faults: faults))
+        gateway: WebPushGatewayConfiguration(maxTTL: maxTTL, faults: faults, distributor: distributor))
 }
 
 await runSimulator(name: "webpush-sim", usage: usage, environmentPrefix: "WEBPUSH_SIM_", flags: flags) {

@@ -40,11 +40,13 @@ package struct SimulatorListeners: Sendable {
     /// Binds the provider listener, then the device API serving `router`, and starts processing `gateway`'s
     /// delayed work. Provider rounds and ticks run inside `batch`, so the device streams they feed wake once.
     /// `relaysClientsWithoutALPN` relays a TLS client that offers no ALPN to HTTP/1.1 too (as a web server
-    /// would); `providerBound` learns the provider port before the device API listens. A listener that fails
-    /// stops those already started.
+    /// would); `offersHTTP2: false` makes the provider listener HTTP/1.1 only (a self-hosted push server's);
+    /// `providerBound` learns the provider port before the device API listens. A listener that fails stops those
+    /// already started.
     package static func start(
         _ configuration: some SimulatorListenerConfiguration, gateway: some SimulatorGateway, router: Router,
-        batch: EventStreamBatch, relaysClientsWithoutALPN: Bool = false, providerBound: (_ port: Int) -> Void = { _ in }
+        batch: EventStreamBatch, relaysClientsWithoutALPN: Bool = false, offersHTTP2: Bool = true,
+        providerBound: (_ port: Int) -> Void = { _ in }
     ) throws(SimulatorError) -> SimulatorListeners {
         var http1: HTTPServer?
         if configuration.tls != nil {
@@ -68,7 +70,8 @@ package struct SimulatorListeners: Sendable {
                 maxConcurrentStreams: 1000, idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2),
                 http1Relay: http1.map {
                     HTTP2ServerConfiguration.HTTP1Relay(
-                        port: Int($0.port), includesClientsWithoutALPN: relaysClientsWithoutALPN)
+                        port: Int($0.port), includesClientsWithoutALPN: relaysClientsWithoutALPN,
+                        offersHTTP2: offersHTTP2)
                 }),
             loopHooks: HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() }),
             inlineHandler: { request in HTTP2Response(gateway.handle(SimulatorProviderRequest(request))) })

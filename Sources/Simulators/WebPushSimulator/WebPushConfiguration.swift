@@ -16,12 +16,14 @@ public struct WebPushGatewayConfiguration: Sendable {
     public var faults: SimulatorFaults
     /// The capture log keeps at most this many entries (the oldest go first).
     public var logCapacity: Int
+    /// Answer as this UnifiedPush distributor does instead of as a browser vendor's push service (`nil`).
+    public var distributor: WebPushDistributor?
 
     /// Creates a configuration; the defaults are a real push service's.
     public init(
         endpointBase: String = "https://127.0.0.1:2201", maxBodyBytes: Int = 4096, maxTTL: Int = 60 * 86_400,
         maxTokenLifetime: Int = 86_400,
-        faults: SimulatorFaults = SimulatorFaults(), logCapacity: Int = 100_000
+        faults: SimulatorFaults = SimulatorFaults(), logCapacity: Int = 100_000, distributor: WebPushDistributor? = nil
     ) {
         self.endpointBase = endpointBase.hasSuffix("/") ? String(endpointBase.dropLast()) : endpointBase
         self.maxBodyBytes = maxBodyBytes
@@ -29,6 +31,7 @@ public struct WebPushGatewayConfiguration: Sendable {
         self.maxTokenLifetime = maxTokenLifetime
         self.faults = faults
         self.logCapacity = logCapacity
+        self.distributor = distributor
     }
 
     /// The origin of ``endpointBase`` as RFC 6454 serializes it (scheme and host lower-cased, the default port
@@ -97,4 +100,15 @@ public struct WebPushSimulatorConfiguration: Sendable {
         self.endpointBase = endpointBase
         self.gateway = gateway
     }
+}
+
+/// A UnifiedPush distributor whose server webpush-sim can answer as, for Android apps without Google's services.
+/// Its endpoints are Web Push endpoints (RFC 8291 bodies of at most 4096 bytes, VAPID), but the server is not a
+/// browser vendor's.
+public enum WebPushDistributor: String, Sendable, CaseIterable {
+    /// ntfy (self-hosted or ntfy.sh), as its `up…` topics answer: HTTP/1.1 only; `200` with the message as JSON;
+    /// errors as `{"code","http","error"}` (`41301` too large, `42901` too many requests, `40401` unknown topic);
+    /// no `Topic` replacement (every message is kept); a request budget per topic (a burst of 60, then one every
+    /// 5 seconds) answered with `429`.
+    case ntfy
 }

@@ -76,6 +76,8 @@ struct WebPushGatewayState: Sendable {
     var connections: [UInt64: String?] = [:]
     var transport: MozillaTransport?
     var vapidCache = VAPIDCheck.Cache()
+    /// A distributor's request budget per subscription: tokens left and when they were counted.
+    var distributorBudgets: [String: (tokens: Double, at: Date)] = [:]
 
     init(configuration: WebPushGatewayConfiguration) {
         self.configuration = configuration
@@ -130,6 +132,10 @@ struct WebPushGatewayState: Sendable {
                 throw WebPushAPIError(status: 404, errno: 102, message: "No such subscription.")
             }
             guard !record.deleted else {
+                // ntfy has no "gone": a topic nobody subscribes to any more is not found.
+                if configuration.distributor == .ntfy {
+                    throw WebPushAPIError(status: 404, errno: 102, message: "topic not found")
+                }
                 throw WebPushAPIError(status: 410, errno: 106, message: "The subscription is no longer valid.")
             }
             guard request.method == "POST" else {
@@ -140,8 +146,13 @@ struct WebPushGatewayState: Sendable {
                 maxLifetime: configuration.maxTokenLifetime, cache: &vapidCache)
             entry.vapid = vapid.summary
             if let error = vapid.error { throw error }
-            let headers = try PushHeaders.parse(request, maxTTL: configuration.maxTTL)
+            var headers = try PushHeaders.parse(request, maxTTL: configuration.maxTTL)
             try PushHeaders.checkBody(request, maxBytes: configuration.maxBodyBytes)
+            if configuration.distributor == .ntfy {
+                try chargeDistributorBudget(subscriptionID, now: now)
+                // ntfy keeps every message: a Topic replaces nothing.
+                headers.topic = nil
+            }
             if let scripted = record.scripted {
                 if let count = scripted.count {
                     record.scripted =
@@ -179,7 +190,7 @@ struct WebPushGatewayState: Sendable {
             entry.events = [WebPushLogEvent(outcome: .refused, timestamp: timestamp, detail: detail)]
             log.append(entry)
             metrics.responses[error.status, default: 0] += 1
-            return error.response(delay: delay)
+            return error.response(delay: delay, distributor: configuration.distributor)
         case .success(let value):
             accepted = value
         }
@@ -187,13 +198,29 @@ struct WebPushGatewayState: Sendable {
         guard let subscriptionID, let holder = subscriptions[subscriptionID]?.holder else {
             return WebPushAPIError(status: 404, errno: 102, message: "No such subscription.").response()
         }
-        metrics.responses[201, default: 0] += 1
         let messageID = SecureRandom.hex(16)
         entry.messageId = messageID
-        let response = SimulatorProviderResponse(
-            status: 201,
-            headers: [("location", endpointBase + "/m/" + messageID), ("ttl", String(accepted.headers.ttl))],
-            delay: delay)
+        let response: SimulatorProviderResponse
+        switch configuration.distributor {
+        case nil:
+            response = SimulatorProviderResponse(
+                status: 201,
+                headers: [("location", endpointBase + "/m/" + messageID), ("ttl", String(accepted.headers.ttl))],
+                delay: delay)
+        case .ntfy:
+            // ntfy answers a publish with the message it stored.
+            let seconds = Int64(now.timeIntervalSince1970)
+            let message: JSONValue = [
+                "id": .string(String(messageID.prefix(12))), "time": .int(seconds),
+                "expires": .int(seconds + Int64(accepted.headers.ttl)), "event": "message",
+                "topic": .string(subscriptionID),
+            ]
+            response = SimulatorProviderResponse(
+                status: 200, headers: [("content-type", "application/json")], body: Data(message.jsonBytes),
+                delay: delay)
+        }
+        entry.status = response.status
+        metrics.responses[response.status, default: 0] += 1
         let body = [UInt8](request.body)
         if !body.isEmpty, subscriptions[subscriptionID]?.bodyLengths.contains(body.count) == false {
             subscriptions[subscriptionID]?.bodyLengths.append(body.count)
@@ -219,6 +246,20 @@ struct WebPushGatewayState: Sendable {
         let events = subscriptions[subscriptionID]?.queue.accept(message, reachable: reachableNow, now: now) ?? []
         apply(events, subscriptionID: subscriptionID, now: now)
         return response
+    }
+
+    /// ntfy's request budget of a topic: a burst of 60, then one more every 5 seconds; over it, 429.
+    private mutating func chargeDistributorBudget(_ subscriptionID: String, now: Date) throws(WebPushAPIError) {
+        let burst = 60.0
+        var budget = distributorBudgets[subscriptionID] ?? (burst, now)
+        budget.tokens = min(burst, budget.tokens + max(0, now.timeIntervalSince(budget.at)) / 5)
+        budget.at = now
+        guard budget.tokens >= 1 else {
+            distributorBudgets[subscriptionID] = budget
+            throw WebPushAPIError(status: 429, errno: 999, message: "limit reached: too many requests")
+        }
+        budget.tokens -= 1
+        distributorBudgets[subscriptionID] = budget
     }
 
     static func errno(forStatus status: Int) -> Int {

@@ -58,10 +58,20 @@ public struct WebPushAPIError: Error, Sendable, Equatable {
         return Data(object.jsonBytes)
     }
 
-    /// The response that carries this error.
-    func response(delay: Duration = .zero) -> SimulatorProviderResponse {
+    /// The response that carries this error: autopush's shape, or `distributor`'s.
+    func response(delay: Duration = .zero, distributor: WebPushDistributor? = nil) -> SimulatorProviderResponse {
         var headers: [(name: String, value: String)] = [("content-type", "application/json")]
         if let retryAfter { headers.append(("retry-after", String(retryAfter))) }
-        return SimulatorProviderResponse(status: status, headers: headers, body: body, delay: delay)
+        switch distributor {
+        case nil:
+            return SimulatorProviderResponse(status: status, headers: headers, body: body, delay: delay)
+        case .ntfy:
+            // ntfy's envelope: a five-digit code (the status and a number), the status, and the error text.
+            let object: JSONValue = [
+                "code": .int(Int64(status * 100 + 1)), "http": .int(Int64(status)), "error": .string(message),
+            ]
+            return SimulatorProviderResponse(
+                status: status, headers: headers, body: Data(object.jsonBytes), delay: delay)
+        }
     }
 }

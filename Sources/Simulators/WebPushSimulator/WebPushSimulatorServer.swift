@@ -43,6 +43,8 @@ public final class WebPushSimulatorServer: Sendable {
             // Browser vendors' push services speak HTTP/1.1 to a client that offers no ALPN (requests, aiohttp,
             // curl without --http2), as any web server does.
             relaysClientsWithoutALPN: true,
+            // A UnifiedPush distributor is often a self-hosted server speaking HTTP/1.1 only.
+            offersHTTP2: configuration.gateway.distributor == nil,
             providerBound: { port in
                 guard configuration.endpointBase == nil else { return }
                 let host =

@@ -85,7 +85,7 @@ public final class HTTP2Server: Sendable {
     private func launch() throws(HTTP2ServerError) -> (EventLoop, Int) {
         try validate(configuration)
         let tlsContext = try configuration.tls.map { tls throws(HTTP2ServerError) in
-            try TLSContext(tls, allowHTTP1: configuration.http1Relay != nil)
+            try TLSContext(tls, alpn: TLSContext.ALPNPolicy(configuration.http1Relay))
         }
         let listener = try Listener.open(host: configuration.host, port: configuration.port)
         let loop: EventLoop

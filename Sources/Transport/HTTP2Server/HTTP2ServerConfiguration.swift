@@ -23,12 +23,19 @@ public struct HTTP2ServerConfiguration: Sendable {
         /// Whether a TLS client that offers no ALPN at all is relayed too (as a web server would speak HTTP/1.1
         /// to it), instead of being spoken to in HTTP/2 (as Apple's servers do, which aioapns relies on).
         public var includesClientsWithoutALPN: Bool
+        /// Whether `h2` is offered at all. `false` makes the listener an HTTP/1.1-only server, as many self-hosted
+        /// ones are: `http/1.1` is selected when offered, a client offering only `h2` gets no ALPN answer, and every
+        /// connection is relayed.
+        public var offersHTTP2: Bool
 
         /// Creates a relay target.
-        public init(host: String = "127.0.0.1", port: Int, includesClientsWithoutALPN: Bool = false) {
+        public init(
+            host: String = "127.0.0.1", port: Int, includesClientsWithoutALPN: Bool = false, offersHTTP2: Bool = true
+        ) {
             self.host = host
             self.port = port
-            self.includesClientsWithoutALPN = includesClientsWithoutALPN
+            self.includesClientsWithoutALPN = includesClientsWithoutALPN || !offersHTTP2
+            self.offersHTTP2 = offersHTTP2
         }
     }
 
