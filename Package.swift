@@ -91,7 +91,9 @@ let package = Package(
         .target(
             name: "PushFCM",
             dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking", "JSONText"]),
-        .target(name: "PushWebPush", dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        .target(
+            name: "PushWebPush",
+            dependencies: ["Durations", "Push", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "Locking"]),
         .target(
             name: "MailboxStore",
             dependencies: ["Durations", "Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking", "JSONText"]),
@@ -285,6 +287,7 @@ let package = Package(
             name: "PushWebPushTests",
             dependencies: [
                 "Durations", "PushWebPush", "Push", "HTTP2Client", "HTTP2Server", "OpenSSLCrypto", "TestSupport",
+                "SimulatorSupport", "WebPushSimulator",
             ]),
         .testTarget(
             name: "APNsSimulatorTests",

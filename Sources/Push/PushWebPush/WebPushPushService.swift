@@ -1,6 +1,7 @@
 import Durations
 import Foundation
 import HTTP2Client
+import HTTPClient
 import Locking
 import OpenSSLCrypto
 import Push
@@ -27,6 +28,8 @@ public final class WebPushPushService: PushService {
     public let configuration: WebPushConfiguration
     let vapid: VAPIDTokens
     private let clients = LockedValue<[String: HTTP2Client]>([:])
+    /// The origins that turned down HTTP/2, with their HTTP/1.1 clients (`WebPushPushService+HTTP1.swift`).
+    let http1Origins = LockedValue<[String: HTTP1Origin]>([:])
     private let log: @Sendable (String) -> Void
 
     /// The most push-service origins with an open client at once; past it one of the others is closed (browsers
@@ -151,12 +154,18 @@ public final class WebPushPushService: PushService {
             headers += [.init("content-encoding", "aes128gcm"), .init("content-type", "application/octet-stream")]
         }
         headers.append(.init("authorization", authorization))
+        if http1Origins.withLock({ $0[endpoint.origin] != nil }) {
+            return await postHTTP1(body, to: endpoint, headers: headers)
+        }
         let response: HTTP2Client.Response
         do {
             response = try await client(for: endpoint).execute(
                 .init(method: "POST", path: endpoint.path, headers: headers, body: body))
         } catch .connectionFailed(let why) where why.hasPrefix("no address") {
             return .defect(reason: "endpointRefused")
+        } catch .http2NotOffered {
+            // An HTTP/1.1-only push service (a self-hosted UnifiedPush distributor): HTTP/1.1 from now on.
+            return await postHTTP1(body, to: endpoint, headers: headers)
         } catch {
             return .retry(reason: "transport", retryAfter: nil)
         }
@@ -197,6 +206,11 @@ public final class WebPushPushService: PushService {
             return Array(clients.values)
         }
         for client in all { client.shutdown() }
+        let http1 = http1Origins.withLock { origins -> [HTTPClient] in
+            defer { origins.removeAll() }
+            return origins.values.map(\.client)
+        }
+        for client in http1 { client.shutdown() }
     }
 
     /// The connections opened so far, over every origin.

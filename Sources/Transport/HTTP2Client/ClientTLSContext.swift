@@ -87,7 +87,7 @@ final class ClientTLSContext {
             return .untrustedCertificate(String(cString: X509_verify_cert_error_string(verification)))
         }
         if handshakeFailed { return .tlsFailure("handshake failed") }
-        guard engine.selectedALPN == "h2" else { return .tlsFailure("the server did not select h2 with ALPN") }
+        guard engine.selectedALPN == "h2" else { return .http2NotOffered }
         if !pins.isEmpty {
             guard let key = serverKeyDigest(engine), pins.contains(key) else { return .pinMismatch }
         }

@@ -16,9 +16,11 @@ public enum HTTP2ClientError: Error, Sendable, Equatable, CustomStringConvertibl
     case untrustedCertificate(String)
     /// The server's public key matches none of the configured pins.
     case pinMismatch
-    /// The TLS handshake or TLS configuration failed for another reason (bad client certificate, CA file,
-    /// no `h2` from ALPN…).
+    /// The TLS handshake or TLS configuration failed for another reason (bad client certificate, CA file…).
     case tlsFailure(String)
+    /// The server completed the handshake without selecting `h2` by ALPN: it does not speak HTTP/2 (an HTTP/1.1-only
+    /// server). A caller that can speak HTTP/1.1 may go on that way.
+    case http2NotOffered
     /// The connect timeout or the request's timeout expired.
     case timeout
     /// The calling task was cancelled.
@@ -39,6 +41,7 @@ public enum HTTP2ClientError: Error, Sendable, Equatable, CustomStringConvertibl
         case .untrustedCertificate(let reason): "server certificate not trusted: \(reason)"
         case .pinMismatch: "server public key does not match any pinned key"
         case .tlsFailure(let reason): "TLS failure: \(reason)"
+        case .http2NotOffered: "the server did not select h2 with ALPN (it does not speak HTTP/2)"
         case .timeout: "request timed out"
         case .cancelled: "request cancelled"
         case .responseTooLarge(let limit): "response body larger than \(limit) bytes"

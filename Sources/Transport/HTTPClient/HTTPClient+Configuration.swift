@@ -25,6 +25,10 @@ extension HTTPClient {
         public var userAgent: String?
         /// A proxy URL, or `nil` to connect directly (proxy environment variables are ignored).
         public var proxy: String?
+        /// Where to connect instead of a URL's own host and port, in libcurl's `CURLOPT_CONNECT_TO` form
+        /// (`HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT`): to reach an address checked beforehand rather than what the
+        /// name resolves to when the connection is made. Through a proxy, the tunnel is asked for that address.
+        public var connectTo: [String]
 
         /// Creates a configuration; every parameter has a default suitable for a TLS HTTP/2 service.
         public init(
@@ -37,7 +41,8 @@ extension HTTPClient {
             maximumResponseBodySize: Int = 64 * 1024 * 1024,
             maximumIdleConnectionAge: Duration = .seconds(118),
             userAgent: String? = "SignalFetch-HTTPClient/1",
-            proxy: String? = nil
+            proxy: String? = nil,
+            connectTo: [String] = []
         ) {
             self.httpVersion = httpVersion
             self.tls = tls
@@ -49,6 +54,7 @@ extension HTTPClient {
             self.maximumIdleConnectionAge = maximumIdleConnectionAge
             self.userAgent = userAgent
             self.proxy = proxy
+            self.connectTo = connectTo
         }
 
         var effectiveMaximumConnectionsPerHost: Int {

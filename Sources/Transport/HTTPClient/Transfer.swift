@@ -26,6 +26,7 @@ final class Transfer: @unchecked Sendable {
     let easy: UnsafeMutableRawPointer
     let phase = LockedValue(Phase.created)
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private let isStreaming: Bool
     private let maximumBodySize: Int
@@ -62,6 +63,7 @@ final class Transfer: @unchecked Sendable {
     deinit {
         curl_easy_cleanup(easy)
         if let headerList { curl_slist_free_all(headerList) }
+        if let connectToList { curl_slist_free_all(connectToList) }
         errorBuffer.deallocate()
     }
 
@@ -73,6 +75,13 @@ final class Transfer: @unchecked Sendable {
         try set(CURLOPT_URL, string: request.url)
         try set(CURLOPT_PROTOCOLS_STR, string: "http,https")
         try set(CURLOPT_PROXY, string: configuration.proxy ?? "")
+        for entry in configuration.connectTo {
+            guard let appended = curl_slist_append(connectToList, entry) else {
+                throw HTTPClientError.curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "curl_slist_append failed")
+            }
+            connectToList = appended
+        }
+        if let connectToList { try check(sfcurl_easy_setopt_slist(easy, CURLOPT_CONNECT_TO, connectToList)) }
         try set(CURLOPT_TCP_KEEPALIVE, 1)
         try set(CURLOPT_MAXAGE_CONN, max(1, Int(configuration.maximumIdleConnectionAge.components.seconds)))
 

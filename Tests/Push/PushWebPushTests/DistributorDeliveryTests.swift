@@ -1,0 +1,99 @@
+import Durations
+import Foundation
+import OpenSSLCrypto
+import Push
+import PushWebPush
+import SimulatorSupport
+import TestSupport
+import Testing
+import WebPushSimulator
+
+/// mailboxd's Web Push sender to a UnifiedPush distributor that speaks HTTP/1.1 only: webpush-sim in ntfy mode,
+/// in process. The sender finds that the origin selects no `h2` and goes on over HTTP/1.1.
+@Suite(.serialized) struct DistributorDeliveryTests {
+    final class Distributor: Sendable {
+        let server: WebPushSimulatorServer
+        let directory: TemporaryDirectory
+        let caFile: String
+
+        init() throws {
+            directory = try TemporaryDirectory(prefix: "distributor")
+            let authority = try DevCertificates.makeCertificateAuthority(commonName: "Distributor test CA")
+            let leaf = try DevCertificates.makeServerCertificate(hosts: ["127.0.0.1"], signedBy: authority)
+            caFile = directory.path("ca.pem")
+            try authority.certificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+            try leaf.certificatePEM.write(toFile: directory.path("cert.pem"), atomically: true, encoding: .utf8)
+            try leaf.privateKeyPEM.write(toFile: directory.path("key.pem"), atomically: true, encoding: .utf8)
+            server = WebPushSimulatorServer(
+                configuration: WebPushSimulatorConfiguration(
+                    providerPort: 0,
+                    tls: SimulatorTLSFiles(
+                        certificatePath: directory.path("cert.pem"), privateKeyPath: directory.path("key.pem")),
+                    devicePort: 0, gateway: WebPushGatewayConfiguration(distributor: .ntfy)))
+            try server.start()
+        }
+
+        deinit {
+            let server = self.server
+            Task { await server.shutdown() }
+        }
+
+        var origin: String { "https://127.0.0.1:\(server.providerPort)" }
+    }
+
+    let vapidKey = try! P256PrivateKey()
+
+    func sender(for distributor: Distributor) throws -> WebPushPushService {
+        try WebPushPushService(
+            configuration: try WebPushConfiguration(
+                vapidKey: vapidKey, subject: "mailto:ops@example.com", caFile: distributor.caFile,
+                endpointPolicy: WebPushEndpointPolicy(allowedHosts: ["127.0.0.1:\(distributor.server.providerPort)"])))
+    }
+
+    func registration(_ subscription: WebPushCreatedSubscription) -> DeviceRegistration {
+        DeviceRegistration(
+            service: .webpush,
+            fields: [
+                "subscription.endpoint": subscription.endpoint, "subscription.keys.p256dh": subscription.p256dh,
+                "subscription.keys.auth": subscription.auth,
+            ])
+    }
+
+    @Test func aSignalReachesAnHTTP1OnlyDistributorAndIsDecrypted() async throws {
+        let distributor = try Distributor()
+        let sender = try sender(for: distributor)
+        defer { sender.shutdown() }
+        let gateway = distributor.server.gateway
+        let subscription = try gateway.subscribe(applicationServerKey: try vapidKey.publicKey.rawRepresentation)
+        let address = try sender.address(for: registration(subscription))
+        let signal = try PushSignal(
+            alias: try DeviceAlias("a1B2c3D4e5F6g7H8"), tag: try StateTag("AbCdEfGhIjKlMnOp"), badge: 2)
+        #expect(await sender.send(signal, to: address) == .delivered)
+        #expect(await sender.send(signal, to: address) == .delivered, "the origin's HTTP/1.1 client is kept")
+        let entries = gateway.logEntries()
+        #expect(entries.map(\.status) == [200, 200])
+        #expect(entries.allSatisfy { $0.httpVersion == "HTTP/1.1" })
+        #expect(entries.allSatisfy { $0.headers.urgency == "normal" && $0.bodyBytes == 256 })
+        #expect(entries.first?.vapid?.sub == "mailto:ops@example.com")
+        // Both bodies decrypted with the subscription's keys (an undecryptable one is not kept) and wait for the
+        // device, which has not connected.
+        #expect(entries.allSatisfy { $0.outcome == .stored })
+        #expect(gateway.subscriptions().first?.stored == 2)
+    }
+
+    @Test func aDistributorsRefusalsAreReadAsAnyPushServicesAre() async throws {
+        let distributor = try Distributor()
+        let sender = try sender(for: distributor)
+        defer { sender.shutdown() }
+        let gateway = distributor.server.gateway
+        let subscription = try gateway.subscribe(applicationServerKey: try vapidKey.publicKey.rawRepresentation)
+        let address = try sender.address(for: registration(subscription))
+        let signal = try PushSignal(alias: try DeviceAlias("a1B2c3D4e5F6g7H8"), tag: nil, badge: nil)
+        #expect(gateway.scriptError(WebPushScriptedError(status: 429, count: 1, retryAfter: 30), for: subscription.id))
+        #expect(await sender.send(signal, to: address) == .retry(reason: "HTTP 429", retryAfter: 30))
+        #expect(gateway.scriptError(WebPushScriptedError(status: 413, count: 1), for: subscription.id))
+        #expect(await sender.send(signal, to: address) == .defect(reason: "HTTP 413"))
+        #expect(gateway.unsubscribe(subscription.id))
+        #expect(await sender.send(signal, to: address) == .dropRegistration(reason: "HTTP 404", unregisteredAt: nil))
+    }
+}
