@@ -14,7 +14,8 @@ enum RunCommand {
         usage: mail-client run --server URL [--ca PEM] --sim URL --username U --state-dir DIR [options]
 
         A simulated device: registers with apns-sim (fcm-sim with --service fcm, webpush-sim with --service
-        webpush), logs in to mailboxd (password on standard input),
+        webpush; with --service unifiedpush, an Android app whose distributor is webpush-sim --distributor ntfy),
+        logs in to mailboxd (password on standard input),
         registers its device token, holds the notification stream and syncs on launch, on each signal and on
         a fallback timer. With --live it also holds the server's event stream while running and syncs on each
         change at once (pushes still wake it when that stream is down). Prints one JSON object per line, each
@@ -42,8 +43,8 @@ enum RunCommand {
             [
                 Flag(
                     "service", "S",
-                    help: "apns (default), fcm or webpush: the push service the device is reached",
-                    "through"),
+                    help: "apns (default), fcm, webpush or unifiedpush: the push service the device is",
+                    "reached through (unifiedpush: a distributor's Web Push endpoint)"),
                 Flag("sim", "URL", help: "the simulator's device-side base URL, e.g. http://127.0.0.1:2198"),
                 Flag(
                     "app", "PACKAGE",
@@ -128,8 +129,8 @@ enum RunCommand {
             service: arguments.string("service", default: "apns"),
             app: arguments.string("app", default: "com.example.signalfetch"),
             fcmProject: arguments.string("fcm-project", default: "signalfetch-dev"))
-        guard ["apns", "fcm", "webpush"].contains(options.service) else {
-            throw UsageError("--service must be apns, fcm or webpush")
+        guard ["apns", "fcm", "webpush", "unifiedpush"].contains(options.service) else {
+            throw UsageError("--service must be apns, fcm, webpush or unifiedpush")
         }
         guard ["sandbox", "production"].contains(options.environment) else {
             throw UsageError("--environment must be sandbox or production")
@@ -184,11 +185,13 @@ enum RunCommand {
         var fcmProject: String
 
         /// What the device registers as with its simulator; a Web Push device asks `transport`'s server for its
-        /// VAPID key.
+        /// VAPID key. A UnifiedPush app is a Web Push device to the server: its distributor's endpoint and its own
+        /// keys, the subscription made at the distributor (webpush-sim in distributor mode).
         func simulatorKind(transport: MailAPIClient) throws -> SimulatorDevice.Kind {
             switch service {
             case "fcm": return .fcm(app: app, project: fcmProject)
-            case "webpush": return .webpush(try WebPushReceiver { try await transport.vapidPublicKey() })
+            case "webpush", "unifiedpush":
+                return .webpush(try WebPushReceiver { try await transport.vapidPublicKey() })
             default: return .apns(topic: topic, environment: environment)
             }
         }
