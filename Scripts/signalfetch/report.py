@@ -14,8 +14,9 @@ from . import measure
 # MARK: - Rows
 
 def figure(benchmark, title, unit, ours_label, ours, base_label, base, goal, higher_is_better=True, **details):
+    """One ratio row; a `goal` of None is a figure the report only states (`met` None, "reported")."""
     ratio = ours / base if base else 0.0
-    met = ratio >= goal if higher_is_better else ratio <= goal
+    met = None if goal is None else (ratio >= goal if higher_is_better else ratio <= goal)
     record = {"benchmark": benchmark, "title": title, "unit": unit, "ours_label": ours_label,
               "ours": round(ours, 1), "baseline_label": base_label, "baseline": round(base, 1),
               "ratio": round(ratio, 3), "goal": goal, "goal_op": ">=" if higher_is_better else "<=", "met": met}
@@ -106,7 +107,7 @@ FINDINGS = {"store-group-commit": store_commit_finding, "store-group-commit-64":
 def add_findings(figures):
     """The bound behind each missed store figure, from the measurements it carries."""
     for f in figures:
-        if not f["met"] and f["benchmark"] in FINDINGS and not f.get("finding"):
+        if f["met"] is False and f["benchmark"] in FINDINGS and not f.get("finding"):
             FINDINGS[f["benchmark"]](f)
 
 
@@ -214,8 +215,9 @@ def summary_table(figures):
         if f.get("round_ratios"):
             spread = f" ({min(f['round_ratios']):.3g}–{max(f['round_ratios']):.3g} over {len(f['round_ratios'])} rounds)"
         L.append(f"| {f['title']} | {fmt(f['ours'])} {f['unit']} ({f['ours_label']}) | {fmt(f['baseline'])} "
-                 f"{f['unit']} ({f['baseline_label']}) | **{f['ratio']:.3g}**{spread} | {f['goal_op']} {f['goal']} | "
-                 f"{'met' if f['met'] else '**MISSED**'} |")
+                 f"{f['unit']} ({f['baseline_label']}) | **{f['ratio']:.3g}**{spread} | "
+                 f"{'—' if f['goal'] is None else str(f['goal_op']) + ' ' + str(f['goal'])} | "
+                 f"{'reported' if f['met'] is None else 'met' if f['met'] else '**MISSED**'} |")
     return L + [""]
 
 
@@ -389,7 +391,7 @@ def write_report(results_path, out, mode):
     machine = machine_info(mode)
     figures = [r for r in rows if "ratio" in r and "goal" in r and "ours" in r]
     add_findings(figures)
-    missed = [f for f in figures if not f["met"]]
+    missed = [f for f in figures if f["met"] is False]
     made = charts(out, figures)
     json.dump({"machine": machine, "figures": figures, "results": rows, "charts": made,
                "findings": [f"{f['benchmark']}: ratio {f['ratio']} misses the goal {f['goal_op']} {f['goal']}"

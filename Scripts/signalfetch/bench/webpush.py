@@ -7,7 +7,7 @@ import subprocess
 from ..measure import json_line
 from ..report import emit, figure
 from . import freshness, reference
-from .senders import all_accepted, alternate, load, register, sender_figure
+from .senders import all_accepted, alternate, load, register, rounds_figure, sender_figure
 
 
 def application_server_key(cluster):
@@ -57,9 +57,29 @@ def encryption(env, cluster, subscriptions):
                 higher_is_better=False, body_bytes=mine["bodyBytes"]))
 
 
+def http1_vs_http2(env, cluster, subscriptions):
+    """mailboxd's Web Push sender to webpush-sim over HTTP/2 and to webpush-sim as a UnifiedPush distributor
+    (`--distributor ntfy`: HTTP/1.1 only), 1,000 subscriptions each, rounds alternating; reported (no goal). Each
+    subscription gets fewer signals than the distributor's burst of 60."""
+    count = env.by_mode(10000, 30000)
+    distributor = env.topology("webpush-h1")
+    try:
+        distributor.start_webpush_sim(extra=["--distributor", "ntfy"])
+        h1_subscriptions = os.path.join(env.work, "webpush-h1-subscriptions.txt")
+        webpush_subscriptions(distributor, 1000, h1_subscriptions)
+        h1, h2 = alternate(env, lambda: webpush_load(env, distributor, h1_subscriptions, count),
+                           lambda: webpush_load(env, cluster, subscriptions, count))
+    finally:
+        distributor.close()
+    emit(rounds_figure("webpush-http1", "mailboxd's Web Push sender over HTTP/1.1 (libcurl, to webpush-sim as a "
+                       "UnifiedPush distributor) vs over HTTP/2 (to webpush-sim), 1,000 subscriptions each",
+                       "HTTP/1.1 (distributor)", h1, "HTTP/2", h2, None))
+
+
 def run(env):
     """mailboxd's Web Push sender against pywebpush, both to webpush-sim with 1,000 subscriptions; each side's
-    encryption cost per message; then freshness for 100 browser-shaped devices end to end."""
+    encryption cost per message; the sender over HTTP/1.1 against HTTP/2; then freshness for 100 browser-shaped
+    devices end to end."""
     cluster = env.topology("webpush")
     try:
         cluster.start_webpush_sim()
@@ -67,6 +87,7 @@ def run(env):
         webpush_subscriptions(cluster, 1000, subscriptions)
         senders(env, cluster, subscriptions)
         encryption(env, cluster, subscriptions)
+        http1_vs_http2(env, cluster, subscriptions)
     finally:
         cluster.close()
     emit(webpush_freshness(env))
