@@ -1,5 +1,6 @@
 import Durations
 import Foundation
+import HTTP2Client
 import OpenSSLCrypto
 import Push
 import PushWebPush
@@ -79,6 +80,32 @@ import WebPushSimulator
         // device, which has not connected.
         #expect(entries.allSatisfy { $0.outcome == .stored })
         #expect(gateway.subscriptions().first?.stored == 2)
+    }
+
+    /// Through `--push-proxy`: the HTTP/1.1 path tunnels too, with credentials (the proxy's log names the origin's
+    /// address and port, never a path or the password), and the signal arrives.
+    @Test func overHTTP1TheSignalGoesThroughTheProxyToTheCheckedAddress() async throws {
+        let distributor = try Distributor()
+        let proxy = try TinyProxy.start(in: distributor.directory.url.path, credentials: ("mail", "s3cret-pw"))
+        var configuration = try WebPushConfiguration(
+            vapidKey: vapidKey, subject: "mailto:ops@example.com", caFile: distributor.caFile,
+            endpointPolicy: WebPushEndpointPolicy(allowedHosts: ["127.0.0.1:\(distributor.server.providerPort)"]))
+        configuration.proxy = try HTTP2Client.Proxy(url: "http://mail:s3cret-pw@127.0.0.1:\(proxy.port)")
+        let sender = try WebPushPushService(configuration: configuration)
+        defer { sender.shutdown() }
+        let gateway = distributor.server.gateway
+        let subscription = try gateway.subscribe(applicationServerKey: try vapidKey.publicKey.rawRepresentation)
+        let address = try sender.address(for: registration(subscription))
+        let signal = try PushSignal(alias: try DeviceAlias("a1B2c3D4e5F6g7H8"), tag: nil, badge: 1)
+        #expect(await sender.send(signal, to: address) == .delivered)
+        #expect(gateway.logEntries().last?.httpVersion == "HTTP/1.1")
+        let log = proxy.log
+        // Two tunnels: the HTTP/2 attempt that found no h2, then the HTTP/1.1 connection.
+        #expect(
+            log.components(separatedBy: "CONNECT 127.0.0.1:\(distributor.server.providerPort)").count - 1 == 2, "\(log)"
+        )
+        #expect(!log.contains("/wpush/"))
+        #expect(!log.contains("s3cret"))
     }
 
     @Test func aDistributorsRefusalsAreReadAsAnyPushServicesAre() async throws {
