@@ -207,22 +207,17 @@ public final class FCMGateway: Sendable {
     // MARK: Control
 
     /// The faults in force.
-    public var faults: SimulatorFaults { state.withLock { $0.faults } }
+    public var faults: SimulatorFaults { state.faults }
 
     /// Replaces the faults in force (a new seed restarts the sequence).
-    public func setFaults(_ faults: SimulatorFaults) {
-        state.withLock { state in
-            state.faults = faults
-            state.generator = SeededGenerator(seed: faults.seed)
-        }
-    }
+    public func setFaults(_ faults: SimulatorFaults) { state.setFaults(faults) }
 
     /// Forgets the capture log; numbering goes on.
-    public func clearLog() { state.withLock { $0.log.clear() } }
+    public func clearLog() { state.clearLog() }
 
     /// Capture-log entries after sequence `after`, oldest first, at most `limit`.
     public func logEntries(after: Int = 0, limit: Int = .max) -> [FCMLogEntry] {
-        state.withLock { $0.log.entries(after: after, limit: limit) }
+        state.logEntries(after: after, limit: limit)
     }
 
     /// A snapshot of the counters.

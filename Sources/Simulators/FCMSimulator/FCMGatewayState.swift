@@ -23,7 +23,7 @@ struct FCMDeviceRecord: Sendable {
 }
 
 /// Everything an ``FCMGateway`` keeps, behind its lock.
-struct FCMGatewayState: Sendable {
+struct FCMGatewayState: SimulatorControlState {
     static let jsonHeaders: [(name: String, value: String)] = [("content-type", "application/json; charset=UTF-8")]
 
     let configuration: FCMGatewayConfiguration

@@ -61,7 +61,7 @@ struct MozillaUser: Sendable {
 }
 
 /// Everything a ``WebPushGateway`` keeps, behind its lock.
-struct WebPushGatewayState: Sendable {
+struct WebPushGatewayState: SimulatorControlState {
     let configuration: WebPushGatewayConfiguration
     var endpointBase: String
     var subscriptions: [String: SubscriptionRecord] = [:]
