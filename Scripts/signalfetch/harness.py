@@ -155,6 +155,8 @@ class Proc:
         self.out_path = os.path.join(workdir, f"{name}.out")
         self.err_path = os.path.join(workdir, f"{name}.err")
         self._err = open(self.err_path, "ab")
+        # Where this run's standard error starts: a process started again under the same name appends to the file.
+        self._err_start = self._err.tell()
         stdout = subprocess.PIPE if stdout_pipe else open(self.out_path, "ab")
         self.popen = subprocess.Popen(
             args, stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL, stdout=stdout,
@@ -193,13 +195,15 @@ class Proc:
     def listening_ports(self, prefix, timeout=30):
         """The ports a server started on port 0 names in the line starting with `prefix` it writes to standard
         error (e.g. `apns-sim listening provider=127.0.0.1:P device=127.0.0.1:D`): `name=HOST:PORT` fields under
-        their name, a URL's port under "url", a bare `HOST:PORT` under "address". Waits for the line, not for a
-        time; fails if the process exits first."""
+        their name, a URL's port under "url", a bare `HOST:PORT` under "address". Only this run's lines count (an
+        earlier run under the same name wrote to the same file). Waits for the line, not for a time; fails if the
+        process exits first."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:
-                with open(self.err_path, errors="replace") as f:
-                    for line in f:
+                with open(self.err_path, "rb") as f:
+                    f.seek(self._err_start)
+                    for line in f.read().decode(errors="replace").splitlines():
                         if line.startswith(prefix):
                             return parse_ports(line)
             except OSError:

@@ -43,6 +43,23 @@ class ReadingPortsBack(unittest.TestCase):
         finally:
             proc.stop()
 
+    def test_a_server_started_again_is_read_from_its_own_lines(self):
+        work = tempfile.mkdtemp()
+        first = harness.Proc("fake-sim", [sys.executable, "-c", SERVER], work)
+        try:
+            old = first.listening_ports("fake-sim listening ")
+        finally:
+            first.stop()
+        # The second run appends to the same file: the first run's line must not be taken for its own.
+        second = harness.Proc("fake-sim", [sys.executable, "-c", "import time, sys; time.sleep(0.3); " + SERVER], work)
+        try:
+            new = second.listening_ports("fake-sim listening ")
+            for port in new.values():
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            self.assertEqual(set(new), set(old))
+        finally:
+            second.stop()
+
     def test_a_server_that_exits_before_listening_is_an_error_naming_it(self):
         work = tempfile.mkdtemp()
         proc = harness.Proc("broken-sim", [sys.executable, "-c", "import sys; sys.exit('bad flag')"], work)
