@@ -44,11 +44,23 @@ import WebPushSimulator
 
     let vapidKey = try! P256PrivateKey()
 
-    func sender(for distributor: Distributor) throws -> WebPushPushService {
-        try WebPushPushService(
-            configuration: try WebPushConfiguration(
-                vapidKey: vapidKey, subject: "mailto:ops@example.com", caFile: distributor.caFile,
-                endpointPolicy: WebPushEndpointPolicy(allowedHosts: ["127.0.0.1:\(distributor.server.providerPort)"])))
+    /// mailboxd's sender allowed to reach the distributor, through `proxy` when given.
+    func sender(for distributor: Distributor, proxy: HTTP2Client.Proxy? = nil) throws -> WebPushPushService {
+        var configuration = try WebPushConfiguration(
+            vapidKey: vapidKey, subject: "mailto:ops@example.com", caFile: distributor.caFile,
+            endpointPolicy: WebPushEndpointPolicy(allowedHosts: ["127.0.0.1:\(distributor.server.providerPort)"]))
+        configuration.proxy = proxy
+        return try WebPushPushService(configuration: configuration)
+    }
+
+    /// A subscription at the distributor for the sender's VAPID key, registered with the sender: its id and the
+    /// address the sender sends to.
+    func subscribe(
+        at distributor: Distributor, with sender: WebPushPushService
+    ) throws -> (id: String, address: PushAddress) {
+        let subscription = try distributor.server.gateway.subscribe(
+            applicationServerKey: try vapidKey.publicKey.rawRepresentation)
+        return (subscription.id, try sender.address(for: registration(subscription)))
     }
 
     func registration(_ subscription: WebPushCreatedSubscription) -> DeviceRegistration {
@@ -65,8 +77,7 @@ import WebPushSimulator
         let sender = try sender(for: distributor)
         defer { sender.shutdown() }
         let gateway = distributor.server.gateway
-        let subscription = try gateway.subscribe(applicationServerKey: try vapidKey.publicKey.rawRepresentation)
-        let address = try sender.address(for: registration(subscription))
+        let (_, address) = try subscribe(at: distributor, with: sender)
         let signal = try PushSignal(
             alias: try DeviceAlias("a1B2c3D4e5F6g7H8"), tag: try StateTag("AbCdEfGhIjKlMnOp"), badge: 2)
         #expect(await sender.send(signal, to: address) == .delivered)
@@ -87,15 +98,11 @@ import WebPushSimulator
     @Test func overHTTP1TheSignalGoesThroughTheProxyToTheCheckedAddress() async throws {
         let distributor = try Distributor()
         let proxy = try TinyProxy.start(in: distributor.directory.url.path, credentials: ("mail", "s3cret-pw"))
-        var configuration = try WebPushConfiguration(
-            vapidKey: vapidKey, subject: "mailto:ops@example.com", caFile: distributor.caFile,
-            endpointPolicy: WebPushEndpointPolicy(allowedHosts: ["127.0.0.1:\(distributor.server.providerPort)"]))
-        configuration.proxy = try HTTP2Client.Proxy(url: "http://mail:s3cret-pw@127.0.0.1:\(proxy.port)")
-        let sender = try WebPushPushService(configuration: configuration)
+        let sender = try sender(
+            for: distributor, proxy: try HTTP2Client.Proxy(url: "http://mail:s3cret-pw@127.0.0.1:\(proxy.port)"))
         defer { sender.shutdown() }
         let gateway = distributor.server.gateway
-        let subscription = try gateway.subscribe(applicationServerKey: try vapidKey.publicKey.rawRepresentation)
-        let address = try sender.address(for: registration(subscription))
+        let (_, address) = try subscribe(at: distributor, with: sender)
         let signal = try PushSignal(alias: try DeviceAlias("a1B2c3D4e5F6g7H8"), tag: nil, badge: 1)
         #expect(await sender.send(signal, to: address) == .delivered)
         #expect(gateway.logEntries().last?.httpVersion == "HTTP/1.1")
@@ -113,14 +120,13 @@ import WebPushSimulator
         let sender = try sender(for: distributor)
         defer { sender.shutdown() }
         let gateway = distributor.server.gateway
-        let subscription = try gateway.subscribe(applicationServerKey: try vapidKey.publicKey.rawRepresentation)
-        let address = try sender.address(for: registration(subscription))
+        let (id, address) = try subscribe(at: distributor, with: sender)
         let signal = try PushSignal(alias: try DeviceAlias("a1B2c3D4e5F6g7H8"), tag: nil, badge: nil)
-        #expect(gateway.scriptError(WebPushScriptedError(status: 429, count: 1, retryAfter: 30), for: subscription.id))
+        #expect(gateway.scriptError(WebPushScriptedError(status: 429, count: 1, retryAfter: 30), for: id))
         #expect(await sender.send(signal, to: address) == .retry(reason: "HTTP 429", retryAfter: 30))
-        #expect(gateway.scriptError(WebPushScriptedError(status: 413, count: 1), for: subscription.id))
+        #expect(gateway.scriptError(WebPushScriptedError(status: 413, count: 1), for: id))
         #expect(await sender.send(signal, to: address) == .defect(reason: "HTTP 413"))
-        #expect(gateway.unsubscribe(subscription.id))
+        #expect(gateway.unsubscribe(id))
         #expect(await sender.send(signal, to: address) == .dropRegistration(reason: "HTTP 404", unregisteredAt: nil))
     }
 }
