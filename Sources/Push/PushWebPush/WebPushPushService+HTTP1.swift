@@ -19,7 +19,10 @@ extension WebPushPushService {
     func http1Client(for endpoint: WebPushEndpointPolicy.Endpoint) -> HTTPClient? {
         if let known = http1Origins.withLock({ $0[endpoint.origin] }) { return known.client }
         let exempt = configuration.endpointPolicy.isAllowed(endpoint)
-        guard let address = Self.resolve(endpoint.host, checked: !exempt) else { return nil }
+        let permits: (@Sendable (String) -> Bool)? = exempt ? nil : WebPushEndpointPolicy.permitsAddress
+        guard
+            let address = try? HTTP2Client.resolve(endpoint.host, port: endpoint.port, permits: permits).first?.numeric
+        else { return nil }
         let bracketed = { (host: String) in host.contains(":") ? "[\(host)]" : host }
         var proxyURL: String?
         if let proxy = configuration.proxy, proxy.applies(to: endpoint.host) {
@@ -67,31 +70,6 @@ extension WebPushPushService {
         } catch {
             return .retry(reason: "transport", retryAfter: nil)
         }
-        return WebPushAnswer(
-            status: response.status,
-            retryAfter: response.headers["retry-after"].flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
-        ).outcome
-    }
-
-    /// The first address `host` resolves to that the check permits (any, when `checked` is false), as text.
-    static func resolve(_ host: String, checked: Bool) -> String? {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
-        defer { freeaddrinfo(first) }
-        var entry: UnsafeMutablePointer<addrinfo>? = first
-        while let current = entry {
-            var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            if getnameinfo(
-                current.pointee.ai_addr, current.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0,
-                NI_NUMERICHOST) == 0
-            {
-                let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                if !checked || WebPushEndpointPolicy.permitsAddress(address) { return address }
-            }
-            entry = current.pointee.ai_next
-        }
-        return nil
+        return WebPushAnswer(status: response.status, retryAfterHeader: response.headers["retry-after"]).outcome
     }
 }

@@ -227,9 +227,14 @@ struct WebPushAnswer: Sendable, Equatable {
         self.retryAfter = retryAfter
     }
 
+    /// An answer with the text of its `Retry-After` header, if any (seconds).
+    init(status: Int, retryAfterHeader: String?) {
+        self.init(
+            status: status, retryAfter: retryAfterHeader.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) })
+    }
+
     init(_ response: HTTP2Client.Response) {
-        status = response.status
-        retryAfter = response[header: "retry-after"].flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        self.init(status: response.status, retryAfterHeader: response[header: "retry-after"])
     }
 
     /// What the dispatcher does next.

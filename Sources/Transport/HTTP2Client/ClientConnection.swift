@@ -90,69 +90,36 @@ final class ClientConnection {
     func start() {
         let configuration = loop.configuration
         guard let proxy = configuration.proxy, proxy.applies(to: origin.host) else {
-            guard resolve(origin.host, port: origin.port, checked: true) else { return }
+            guard resolve(origin.host, port: origin.port, checked: true) != nil else { return }
             connectNextAddress()
             return
         }
         if configuration.permitsAddress != nil {
-            guard resolve(origin.host, port: origin.port, checked: true) else { return }
-            var (storage, length) = addresses[0]
-            let numeric = withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Self.numericHost($0, length) }
-            }
+            guard let checked = resolve(origin.host, port: origin.port, checked: true) else { return }
+            let numeric = checked[0].numeric
             tunnelTarget = numeric.contains(":") ? "[\(numeric)]:\(origin.port)" : "\(numeric):\(origin.port)"
             addresses = []
         } else {
             tunnelTarget =
                 origin.host.contains(":") ? "[\(origin.host)]:\(origin.port)" : "\(origin.host):\(origin.port)"
         }
-        guard resolve(proxy.host, port: proxy.port, checked: false) else { return }
+        guard resolve(proxy.host, port: proxy.port, checked: false) != nil else { return }
         connectNextAddress()
     }
 
     /// Fills `addresses` with what `host` resolves to (`checked`: only those ``HTTP2Client/Configuration/permitsAddress``
-    /// allows); fails the connection and returns `false` when none is left.
-    private func resolve(_ host: String, port: Int, checked: Bool) -> Bool {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_NUMERICSERV
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &list)
-        guard status == 0, let list else {
-            fail(.connectionFailed("cannot resolve \(host): \(String(cString: gai_strerror(status)))"))
-            return false
+    /// allows) and returns them; fails the connection and returns `nil` when none is left.
+    @discardableResult
+    private func resolve(_ host: String, port: Int, checked: Bool) -> [HTTP2Client.ResolvedAddress]? {
+        do throws(HTTP2ClientError) {
+            let found = try HTTP2Client.resolve(
+                host, port: port, permits: checked ? loop.configuration.permitsAddress : nil)
+            addresses = found.map { ($0.storage, $0.length) }
+            return found
+        } catch {
+            fail(error)
+            return nil
         }
-        defer { freeaddrinfo(list) }
-        let permits = checked ? loop.configuration.permitsAddress : nil
-        var entry: UnsafeMutablePointer<addrinfo>? = list
-        while let current = entry {
-            if let address = current.pointee.ai_addr,
-                permits.map({ $0(Self.numericHost(address, current.pointee.ai_addrlen)) }) ?? true
-            {
-                var storage = sockaddr_storage()
-                withUnsafeMutableBytes(of: &storage) { target in
-                    target.copyMemory(
-                        from: UnsafeRawBufferPointer(start: address, count: Int(current.pointee.ai_addrlen)))
-                }
-                addresses.append((storage, current.pointee.ai_addrlen))
-            }
-            entry = current.pointee.ai_next
-        }
-        guard !addresses.isEmpty else {
-            fail(.connectionFailed("no address of \(host) is permitted"))
-            return false
-        }
-        return true
-    }
-
-    /// The numeric form of a resolved address.
-    private static func numericHost(_ address: UnsafeMutablePointer<sockaddr>, _ length: socklen_t) -> String {
-        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-        guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else {
-            return ""
-        }
-        return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private func connectNextAddress() {
