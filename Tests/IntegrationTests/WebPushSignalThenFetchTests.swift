@@ -150,6 +150,9 @@ final class WebPushMessages: Sendable {
         let cluster = try await Cluster.start(accounts: ["alice"], webpush: true)
         let session = try await cluster.login("alice")
         let browser = try await cluster.registerBrowser(session: session)
+        // The registration's own signal is accepted first: otherwise it could count as a delivery's push below,
+        // letting the next delivery start before that push was sent, and the queue receive them out of order.
+        #expect(try await eventually { try await pushesAccepted(cluster) >= 1 }, "the registration's signal")
         let offline = try await cluster.call(
             .put, cluster.webPush + "/sim/subscriptions/\(browser.id)/online", json: ["online": false])
         #expect([200, 204].contains(offline.status))
