@@ -42,6 +42,10 @@ let package = Package(
         .systemLibrary(
             name: "CWebSockets", pkgConfig: "libwebsockets",
             providers: [.apt(["libwebsockets-dev"])]),
+        // wslay: RFC 6455 framing with no I/O of its own, imported by WebSocket only (no pkg-config file in Debian).
+        .systemLibrary(name: "CWslay", providers: [.apt(["libwslay-dev"])]),
+        // http-parser: the request head of a WebSocket's opening handshake, imported by WebSocket only.
+        .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
         .target(name: "CCurl", dependencies: ["CCurlSystem"]),
         .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
 
@@ -69,6 +73,8 @@ let package = Package(
         .target(name: "HTTPTypes"),
         .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "JSONText", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "ConnectionLoop"]),
+        // WebSocket (RFC 6455) without I/O: the opening handshake read (http-parser) and checked, the framing (wslay).
+        .target(name: "WebSocket", dependencies: ["CWslay", "CHTTPParser", "OpenSSLCrypto"]),
         .target(
             name: "HTTP2Server",
             dependencies: ["CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
@@ -105,13 +111,16 @@ let package = Package(
         // JMAP (RFC 8620, RFC 8621) over the store: the Session, method calls, blobs, per-type states.
         .target(
             name: "JMAP",
-            dependencies: ["Durations", "MailboxStore", "MailMIME", "JSONText", "Locking", "Push", "OpenSSLCrypto"]),
+            dependencies: [
+                "ConnectionLoop", "Durations", "MailboxStore", "MailMIME", "JSONText", "Locking", "Push",
+                "OpenSSLCrypto", "WebSocket",
+            ]),
         .target(
             name: "MailboxHTTPAPI",
             dependencies: [
                 "Durations", "JMAP", "Locking",
                 "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
-                "WebClient", "Console", "JSONText",
+                "WebClient", "Console", "JSONText", "WebSocket",
             ]),
         // The live console's events, snapshot and access (its page is in WebClient).
         .target(
@@ -124,7 +133,7 @@ let package = Package(
             name: "MailboxService",
             dependencies: [
                 "Durations", "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
-                "MailIngest", "Console", "JMAP", "IMAP",
+                "MailIngest", "Console", "JMAP", "IMAP", "ConnectionLoop",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
         // The client's sync engine, portable (Foundation, ServerSentEvents and the Locking primitives only): what an
@@ -240,6 +249,7 @@ let package = Package(
         .testTarget(
             name: "HTTPServerTests",
             dependencies: ["Locking", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
+        .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"]),
         .testTarget(
             name: "HTTP2ServerTests",
             dependencies: [
@@ -329,15 +339,15 @@ let package = Package(
 let layers: KeyValuePairs<String, [String]> = [
     "C": [
         "CSQLite", "COpenSSL", "CEpoll", "CNGHTTP2", "CCurlSystem", "CMicroHTTPDSystem", "CGMime", "CPostgres",
-        "CWebSockets", "CCurl", "CMicroHTTPD",
+        "CWebSockets", "CWslay", "CHTTPParser", "CCurl", "CMicroHTTPD",
     ],
     "Foundation": [
         "Locking", "NetworkAddress", "Durations", "SQLSupport", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "JSONText",
         "CommandLineSupport", "SQLiteKitTests", "OpenSSLCryptoTests", "JSONTextTests",
     ],
     "Transport": [
-        "ConnectionLoop", "HTTPTypes", "HTTPServer", "HTTP2Support", "HTTP2Server", "HTTP2Client", "HTTPClient",
-        "ServerSentEvents", "HTTPServerTests", "HTTP2ServerTests", "HTTPClientTests",
+        "ConnectionLoop", "WebSocket", "HTTPTypes", "HTTPServer", "HTTP2Support", "HTTP2Server", "HTTP2Client",
+        "HTTPClient", "ServerSentEvents", "HTTPServerTests", "HTTP2ServerTests", "HTTPClientTests", "WebSocketTests",
     ],
     "Push": [
         "Push", "APNs", "PushAPNs", "PushFCM", "PushWebPush", "SignalDispatch", "APNsTests", "PushAPNsTests",

@@ -28,6 +28,8 @@ final class Cluster: Sendable {
     let lmtpPort: UInt16?
     /// mailboxd's IMAP port, when `mailboxdArguments` ask for an IMAP listener (`--imap-listen 127.0.0.1:0`).
     let imapPort: UInt16?
+    /// mailboxd's JMAP WebSocket port, when `mailboxdArguments` ask for one (`--jmap-ws-listen 127.0.0.1:0`).
+    let jmapWebSocketPort: UInt16?
     /// The port mailboxd serves `/metrics` on (its own listener, plain HTTP on loopback).
     let metricsPort: UInt16
     let providerPort: UInt16
@@ -166,11 +168,15 @@ final class Cluster: Sendable {
         imapPort =
             mailboxdArguments.contains("--imap-listen")
             ? try mailboxd.listeningPorts(prefix: "mailboxd: IMAP on ")["url"] : nil
+        jmapWebSocketPort =
+            mailboxdArguments.contains("--jmap-ws-listen")
+            ? try mailboxd.listeningPorts(prefix: "mailboxd: JMAP WebSocket on ")["url"] : nil
         // A restart binds the same ports again.
         mailboxdCommand = Self.replacing(
             ["--listen": "127.0.0.1:\(apiPort)", "--metrics-listen": "127.0.0.1:\(metricsPort)"]
                 .merging(lmtpPort.map { ["--lmtp-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }
-                .merging(imapPort.map { ["--imap-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }, in: command)
+                .merging(imapPort.map { ["--imap-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }
+                .merging(jmapWebSocketPort.map { ["--jmap-ws-listen": "127.0.0.1:\($0)"] } ?? [:]) { $1 }, in: command)
         client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
     }
 

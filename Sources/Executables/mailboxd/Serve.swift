@@ -151,6 +151,10 @@ enum Serve {
             Flag(switch: "imap-plain", help: "serve IMAP without TLS and with logins disabled (development only)"),
             Flag("imap-max-connections", "N", help: "simultaneous IMAP connections (default 10000)"),
             Flag(
+                "jmap-ws-listen", "HOST:PORT",
+                help: "also serve JMAP over WebSocket (RFC 8887; the Session names it) here, TLS with the",
+                "API's certificate, plain ws:// with --plain-http (default: off)"),
+            Flag(
                 "jmap-base-url", "URL",
                 help: "the prefix of the JMAP Session's URLs behind a proxy (default: the scheme and the",
                 "request's Host)"),
@@ -432,6 +436,15 @@ enum Serve {
 
         configuration.lmtp = try lmtpConfiguration(args)
         configuration.imap = try imapConfiguration(args, configuration)
+        if let address = args.string("jmap-ws-listen") {
+            let listen = try HostPort(parsing: address)
+            configuration.jmapWebSocket = JMAPWebSocketListener(
+                host: listen.host, port: listen.port,
+                tls: configuration.tlsCertificatePath.flatMap { certificate in
+                    configuration.tlsKeyPath.map { (certificate, $0) }
+                },
+                minimumTLSVersion: configuration.tlsMinimumVersion == .tls13 ? "1.3" : "1.2")
+        }
 
         var services: [any PushService] = []
         let proxy = try pushProxy(args)
@@ -483,6 +496,10 @@ enum Serve {
         if let imap = configuration.imap, let port = service.imapPort {
             let scheme = imap.tls == nil ? "imap" : "imaps"
             printError("mailboxd: IMAP on \(scheme)://\(HostPort(host: imap.host, port: port))")
+        }
+        if let webSocket = configuration.jmapWebSocket, let port = service.jmapWebSocketPort {
+            let scheme = webSocket.tls == nil ? "ws" : "wss"
+            printError("mailboxd: JMAP WebSocket on \(scheme)://\(HostPort(host: webSocket.host, port: port))/jmap/ws")
         }
         if let apns {
             let apps = apns.configuration.apps.map(\.topic).joined(separator: ", ")

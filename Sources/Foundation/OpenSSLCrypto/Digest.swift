@@ -17,6 +17,20 @@ public enum SHA256 {
     public static func hash(_ string: String) -> [UInt8] { hash(Array(string.utf8)) }
 }
 
+/// SHA-1, for protocols that still name it where no secrecy rests on it (RFC 6455's `Sec-WebSocket-Accept`).
+public enum SHA1 {
+    /// The 20-byte SHA-1 digest of `bytes`.
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 20)
+        var length: UInt32 = 0
+        let ok = Array(bytes).withUnsafeBytes { input in
+            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha1(), nil)
+        }
+        precondition(ok == 1 && length == 20, "EVP_Digest(SHA-1) failed")
+        return digest
+    }
+}
+
 /// HMAC with SHA-256.
 public enum HMACSHA256 {
     /// The 32-byte HMAC-SHA256 of `message` under `key`.

@@ -10,6 +10,8 @@ public enum JMAPCapability {
     public static let mail = "urn:ietf:params:jmap:mail"
     /// RFC 9749: the VAPID key push subscriptions are signed with.
     public static let webPushVAPID = "urn:ietf:params:jmap:webpush-vapid"
+    /// RFC 8887: JMAP over WebSocket.
+    public static let webSocket = "urn:ietf:params:jmap:websocket"
 }
 
 /// The limits the Session advertises and the API enforces (RFC 8620 §2, RFC 8621 §1.3.1).
@@ -123,16 +125,32 @@ public struct JMAPServer: Sendable {
     public let push: JMAPPushNotifier?
     /// The VAPID public key pushes are signed with (base64url), advertised as RFC 9749's `applicationServerKey`.
     public let applicationServerKey: String?
+    /// The port of the JMAP WebSocket listener (RFC 8887), advertised in the Session; `nil`: none.
+    public let webSocketPort: UInt16?
 
     /// Creates the API over `store`.
     public init(
         store: MailboxStore, limits: JMAPLimits = JMAPLimits(), push: JMAPPushNotifier? = nil,
-        applicationServerKey: String? = nil
+        applicationServerKey: String? = nil, webSocketPort: UInt16? = nil
     ) {
         self.store = store
         self.limits = limits
         self.push = push
         self.applicationServerKey = applicationServerKey
+        self.webSocketPort = webSocketPort
+    }
+
+    /// The WebSocket URL beside `baseURL`: its host, the WebSocket listener's `port`, `wss://` for `https://`.
+    public static func webSocketURL(baseURL: String, port: UInt16) -> String {
+        let secure = baseURL.hasPrefix("https://")
+        let authority = baseURL.components(separatedBy: "://").last?.prefix { $0 != "/" } ?? ""
+        var host = Substring(authority)
+        if host.hasPrefix("[") {
+            host = host.prefix { $0 != "]" } + "]"
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]
+        }
+        return (secure ? "wss://" : "ws://") + host + ":\(port)/jmap/ws"
     }
 
     /// The Session resource (RFC 8620 §2) for `account`, its URLs under `baseURL` (`https://host:port`).
@@ -152,6 +170,11 @@ public struct JMAPServer: Sendable {
         var capabilities: [String: JSONValue] = [JMAPCapability.core: core, JMAPCapability.mail: [:]]
         if push != nil, let applicationServerKey {
             capabilities[JMAPCapability.webPushVAPID] = ["applicationServerKey": .string(applicationServerKey)]
+        }
+        if let webSocketPort {
+            capabilities[JMAPCapability.webSocket] = [
+                "url": .string(Self.webSocketURL(baseURL: baseURL, port: webSocketPort)), "supportsPush": true,
+            ]
         }
         return [
             "capabilities": .object(capabilities),
@@ -177,7 +200,7 @@ public struct JMAPServer: Sendable {
     func sessionState(account: JMAPAccount, baseURL: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         let key = push == nil ? "" : applicationServerKey ?? ""
-        for byte in "\(account.id) \(account.username) \(baseURL) \(key) 1".utf8 {
+        for byte in "\(account.id) \(account.username) \(baseURL) \(key) \(webSocketPort ?? 0) 1".utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
         }
         return String(hash, radix: 16)
@@ -197,12 +220,19 @@ public struct JMAPServer: Sendable {
                     type: "notJSON",
                     detail: "The body is not JSON (or nests deeper than \(JSONValue.maximumDepth) levels)."))
         }
+        return await handle(request: value, account: account, baseURL: baseURL)
+    }
+
+    /// Runs one Request object already parsed (a WebSocket message's, whose size the socket checked).
+    public func handle(
+        request value: JSONValue, account: JMAPAccount, baseURL: String
+    ) async -> Result<JSONValue, JMAPRequestError> {
         let request: APIRequest
         switch APIRequest.parse(value) {
         case .success(let parsed): request = parsed
         case .failure(let error): return .failure(error)
         }
-        let known = [JMAPCapability.core, JMAPCapability.mail, JMAPCapability.webPushVAPID]
+        let known = [JMAPCapability.core, JMAPCapability.mail, JMAPCapability.webPushVAPID, JMAPCapability.webSocket]
         if let unknown = request.using.first(where: { !known.contains($0) }) {
             return .failure(
                 JMAPRequestError(

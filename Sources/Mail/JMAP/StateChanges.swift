@@ -94,9 +94,15 @@ public final class AccountWakeups: Sendable {
         case missed
     }
 
+    /// One subscription: what wakes it, and what ends it.
+    private struct Subscriber {
+        var wake: @Sendable (Wakeup) -> Void
+        var end: @Sendable () -> Void
+    }
+
     private struct Subscribers {
         var next = 0
-        var byAccount: [Int64: [Int: AsyncStream<Wakeup>.Continuation]] = [:]
+        var byAccount: [Int64: [Int: Subscriber]] = [:]
         /// Per account with subscribers, the newest read of its type states, started after the commit of `modseq`.
         var reads: [Int64: (modseq: Int64, read: Task<TypeStates?, Never>)] = [:]
     }
@@ -111,7 +117,7 @@ public final class AccountWakeups: Sendable {
     private func tell(_ changes: [CommittedChange]) {
         if changes.contains(where: { $0.accountID == CommittedChange.everyAccount }) {
             let all = subscribers.withLock { $0.byAccount.values.flatMap { Array($0.values) } }
-            for continuation in all { continuation.yield(.missed) }
+            for subscriber in all { subscriber.wake(.missed) }
             return
         }
         var newest: [Int64: Int64] = [:]
@@ -121,19 +127,30 @@ public final class AccountWakeups: Sendable {
                 (state.byAccount[account].map { Array($0.values) } ?? []).map { ($0, modseq) }
             }
         }
-        for (continuation, modseq) in woken { continuation.yield(.committed(modseq: modseq)) }
+        for (subscriber, modseq) in woken { subscriber.wake(.committed(modseq: modseq)) }
     }
 
     /// A stream that yields after each commit to `accountID` (a burst may yield once, with the newest modseq);
     /// it ends when ``unsubscribe(_:accountID:)`` is called with the returned id.
     public func subscribe(accountID: Int64) -> (id: Int, wakeups: AsyncStream<Wakeup>) {
         let (stream, continuation) = AsyncStream.makeStream(of: Wakeup.self, bufferingPolicy: .bufferingNewest(1))
-        let id = subscribers.withLock { state in
+        let id = add(
+            Subscriber(wake: { continuation.yield($0) }, end: { continuation.finish() }), accountID: accountID)
+        return (id, stream)
+    }
+
+    /// Calls `wake` (on the committing thread: it must not block) after each commit to `accountID`, until
+    /// ``unsubscribe(_:accountID:)`` is called with the returned id: for a loop that wakes its own connections.
+    public func subscribe(accountID: Int64, wake: @escaping @Sendable (Wakeup) -> Void) -> Int {
+        add(Subscriber(wake: wake, end: {}), accountID: accountID)
+    }
+
+    private func add(_ subscriber: Subscriber, accountID: Int64) -> Int {
+        subscribers.withLock { state in
             state.next += 1
-            state.byAccount[accountID, default: [:]][state.next] = continuation
+            state.byAccount[accountID, default: [:]][state.next] = subscriber
             return state.next
         }
-        return (id, stream)
     }
 
     /// The account's type states as of a commit of at least `modseq`, read once for every stream the commit woke:
@@ -161,12 +178,12 @@ public final class AccountWakeups: Sendable {
 
     /// Wakes one subscription with a ``Wakeup/tick``.
     public func poke(_ id: Int, accountID: Int64) {
-        subscribers.withLock { $0.byAccount[accountID]?[id] }?.yield(.tick)
+        subscribers.withLock { $0.byAccount[accountID]?[id] }?.wake(.tick)
     }
 
     /// Ends a subscription.
     public func unsubscribe(_ id: Int, accountID: Int64) {
-        let continuation = subscribers.withLock { state -> AsyncStream<Wakeup>.Continuation? in
+        let subscriber = subscribers.withLock { state -> Subscriber? in
             let removed = state.byAccount[accountID]?.removeValue(forKey: id)
             if state.byAccount[accountID]?.isEmpty == true {
                 state.byAccount[accountID] = nil
@@ -174,7 +191,7 @@ public final class AccountWakeups: Sendable {
             }
             return removed
         }
-        continuation?.finish()
+        subscriber?.end()
     }
 
     /// How many streams are subscribed (for tests and metrics).

@@ -18,6 +18,9 @@ extension MailboxAPI {
         router.post(
             "/jmap/upload/:accountId", handler: jmapAuthenticated(jmapUpload))
         router.get("/jmap/eventsource", handler: jmapAuthenticated(jmapEventSource))
+        if configuration.jmapWebSocketPort != nil {
+            router.post("/jmap/ws-ticket", handler: jmapAuthenticated(jmapWebSocketTicket))
+        }
     }
 
     typealias JMAPHandler = @Sendable (HTTPRequest, JMAPAccount) async throws -> HTTPResponse
@@ -25,40 +28,46 @@ extension MailboxAPI {
     /// Bearer or Basic, else 401 with a `WWW-Authenticate` challenge for both.
     func jmapAuthenticated(_ handler: @escaping JMAPHandler) -> HTTPHandler {
         { request in
-            let challenge: HTTPHeaders = ["WWW-Authenticate": "Bearer, Basic realm=\"mailboxd\", charset=\"UTF-8\""]
-            let accountID: Int64
-            var sessionID: Int64?
-            if let token = request.bearerToken {
-                guard !token.isEmpty, token.utf8.count <= 256,
-                    let session = try await store.session(tokenHash: SHA256.hash(token))
-                else {
-                    throw HTTPError(
-                        .unauthorized, code: "unauthorized", message: "The token is invalid or revoked.",
-                        headers: challenge)
-                }
-                accountID = session.accountID
-                sessionID = session.id
-            } else if let (username, password) = Self.basicCredentials(request) {
-                do {
-                    accountID = try await signIn(username: username, password: password, request: request)
-                } catch var error as HTTPError where error.status == .unauthorized {
-                    // A wrong password is challenged as a missing one is (RFC 9110 §11.6.1).
-                    error.headers.replaceOrAdd(name: "WWW-Authenticate", value: challenge["WWW-Authenticate"] ?? "")
-                    throw error
-                }
-            } else {
-                throw HTTPError(
-                    .unauthorized, code: "unauthorized", message: "A bearer token or Basic credentials are required.",
-                    headers: challenge)
-            }
-            guard let account = try await store.account(id: accountID) else {
-                throw HTTPError.unauthorized("The account no longer exists.")
-            }
-            var response = try await handler(
-                request, JMAPAccount(id: account.id, username: account.username, sessionID: sessionID))
+            var response = try await handler(request, try await jmapAccount(request))
             response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
             return response
         }
+    }
+
+    static let jmapChallenge = "Bearer, Basic realm=\"mailboxd\", charset=\"UTF-8\""
+
+    /// The account a request's Bearer token or Basic credentials name; 401 with a challenge for both otherwise.
+    func jmapAccount(_ request: HTTPRequest) async throws -> JMAPAccount {
+        let challenge: HTTPHeaders = ["WWW-Authenticate": Self.jmapChallenge]
+        let accountID: Int64
+        var sessionID: Int64?
+        if let token = request.bearerToken {
+            guard !token.isEmpty, token.utf8.count <= 256,
+                let session = try await store.session(tokenHash: SHA256.hash(token))
+            else {
+                throw HTTPError(
+                    .unauthorized, code: "unauthorized", message: "The token is invalid or revoked.",
+                    headers: challenge)
+            }
+            accountID = session.accountID
+            sessionID = session.id
+        } else if let (username, password) = Self.basicCredentials(request) {
+            do {
+                accountID = try await signIn(username: username, password: password, request: request)
+            } catch var error as HTTPError where error.status == .unauthorized {
+                // A wrong password is challenged as a missing one is (RFC 9110 §11.6.1).
+                error.headers.replaceOrAdd(name: "WWW-Authenticate", value: Self.jmapChallenge)
+                throw error
+            }
+        } else {
+            throw HTTPError(
+                .unauthorized, code: "unauthorized", message: "A bearer token or Basic credentials are required.",
+                headers: challenge)
+        }
+        guard let account = try await store.account(id: accountID) else {
+            throw HTTPError.unauthorized("The account no longer exists.")
+        }
+        return JMAPAccount(id: account.id, username: account.username, sessionID: sessionID)
     }
 
     /// `Authorization: Basic base64(username:password)`, when the request has it.

@@ -34,6 +34,8 @@ package struct MailboxAPI: Sendable {
         package var jmapLimits = JMAPLimits()
         /// What tells JMAP push subscriptions of changes; `nil`: they cannot be made.
         package var jmapPush: JMAPPushNotifier?
+        /// The port of the JMAP WebSocket listener, when there is one (the Session names it).
+        package var jmapWebSocketPort: UInt16?
 
         /// Settings with the defaults.
         package init(deliveryToken: String) { self.deliveryToken = deliveryToken }
@@ -52,9 +54,11 @@ package struct MailboxAPI: Sendable {
     /// Who may open the console.
     let consoleAccess: ConsoleAccess?
     /// JMAP's methods over the store.
-    let jmap: JMAPServer
-    /// Wakes JMAP event streams after this process's commits.
-    let jmapWakeups: AccountWakeups
+    package let jmap: JMAPServer
+    /// Wakes JMAP event streams and WebSockets after this process's commits.
+    package let jmapWakeups: AccountWakeups
+    /// The tickets that open a WebSocket from a browser.
+    let jmapTickets = WebSocketTickets()
 
     package init(
         store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter, console: ConsoleFeed? = nil
@@ -69,7 +73,7 @@ package struct MailboxAPI: Sendable {
         throttle = LoginThrottle(store: store, limits: configuration.signIn)
         jmap = JMAPServer(
             store: store, limits: configuration.jmapLimits, push: configuration.jmapPush,
-            applicationServerKey: configuration.webPushPublicKey)
+            applicationServerKey: configuration.webPushPublicKey, webSocketPort: configuration.jmapWebSocketPort)
         jmapWakeups = AccountWakeups(store: store)
     }
 

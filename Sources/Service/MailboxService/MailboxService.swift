@@ -1,3 +1,4 @@
+import ConnectionLoop
 import Console
 import Durations
 import Foundation
@@ -24,6 +25,8 @@ public final class MailboxService: Sendable {
     private let metricsServer: HTTPServer?
     private let lmtp: LMTPServer?
     private let imap: IMAPServer?
+    /// JMAP's WebSockets, stopped after the API.
+    private let jmapWebSockets: JMAPWebSocketServer?
     private let maintenance: Task<Void, Never>
     /// Wakes the dispatcher after any commit that queued signals (this process's or, on PostgreSQL, another's).
     private let queuedSignals: QueuedSignalWatch
@@ -38,6 +41,8 @@ public final class MailboxService: Sendable {
     public var lmtpPort: UInt16? { lmtp?.port }
     /// The port the IMAP listener is bound to, when there is one.
     public var imapPort: UInt16? { imap?.port }
+    /// The port the JMAP WebSocket listener is bound to, when there is one.
+    public var jmapWebSocketPort: UInt16? { jmapWebSockets?.port }
 
     /// Opens the store on `clock` (unless `store` is one already open, see ``openStore(configuration:clock:log:)``),
     /// starts the API server and the dispatcher.
@@ -72,6 +77,15 @@ public final class MailboxService: Sendable {
         settings.jmapPush = jmapPush
         // Bodies past half the listener's limit get JMAP's own `limit` error; past the whole, the listener's 413.
         settings.jmapLimits.maxSizeRequest = min(settings.jmapLimits.maxSizeRequest, configuration.maxBodySize / 2)
+        var webSocketListener: (socket: Int32, port: UInt16)?
+        if let listen = configuration.jmapWebSocket {
+            do {
+                webSocketListener = try ListeningSocket.bind(host: listen.host, port: listen.port)
+            } catch {
+                throw JMAPWebSocketServerError(description: "jmap-ws: \(error.description)")
+            }
+            settings.jmapWebSocketPort = webSocketListener?.port
+        }
         let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
         let serverConfiguration = Self.apiServerConfiguration(configuration, log: log)
         let lmtp = try configuration.lmtp.map { lmtpConfiguration in
@@ -102,10 +116,28 @@ public final class MailboxService: Sendable {
                 metricsConfiguration.errorLog = serverConfiguration.errorLog
                 metricsServer = try HTTPServer(configuration: metricsConfiguration, router: api.metricsRouter)
             }
-            self.server = try HTTPServer(configuration: serverConfiguration, router: api.router)
+            let server = try HTTPServer(configuration: serverConfiguration, router: api.router)
+            self.server = server
+            jmapWebSockets = try configuration.jmapWebSocket.map { listen in
+                var tls: ServerTLSContext?
+                if let files = listen.tls {
+                    do {
+                        tls = try ServerTLSContext(
+                            certificate: files.certificate, privateKey: files.privateKey,
+                            minimumVersion: listen.minimumTLSVersion)
+                    } catch {
+                        throw JMAPWebSocketServerError(description: "jmap-ws: \(error)")
+                    }
+                }
+                return try JMAPWebSocketServer(
+                    listener: webSocketListener!.socket, port: webSocketListener!.port, tls: tls, server: api.jmap,
+                    wakeups: api.jmapWakeups, configuration: listen.limits,
+                    authenticate: api.jmapWebSocketAuthenticator(apiPort: server.port))
+            }
         } catch {
             lmtp?.shutdown()  // a metrics server already started stops as it is released
             imap?.shutdown()
+            if let socket = webSocketListener?.socket { close(socket) }
             throw error
         }
         self.metricsServer = metricsServer
@@ -114,6 +146,7 @@ public final class MailboxService: Sendable {
         self.jmapPush = jmapPush
         lmtp?.start()
         imap?.start()
+        jmapWebSockets?.start()
         self.store = store
         self.metrics = metrics
         self.dispatcher = dispatcher
@@ -214,6 +247,14 @@ public final class MailboxService: Sendable {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 Thread.start(named: "imap-shutdown") {
                     imap.shutdown()
+                    done.resume()
+                }
+            }
+        }
+        if let sockets = jmapWebSockets {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                Thread.start(named: "jmap-ws-shutdown") {
+                    sockets.shutdown()
                     done.resume()
                 }
             }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import IMAP
+import JMAP
 import MailIngest
 import MailboxHTTPAPI
 import MailboxStore
@@ -61,6 +62,8 @@ public struct ServiceConfiguration: Sendable {
     public var lmtp: LMTPServer.Configuration?
     /// The IMAP listener, when there is one (`--imap-listen`).
     public var imap: IMAPServer.Configuration?
+    /// The JMAP WebSocket listener (RFC 8887), when there is one (`--jmap-ws-listen`).
+    public var jmapWebSocket: JMAPWebSocketListener?
     /// The VAPID public key the API publishes (`GET /v1/webpush/vapid-public-key`), when Web Push is on.
     public var webPushPublicKey: String?
     /// Whether JMAP push subscriptions without `keys` are accepted (`--jmap-push-allow-unencrypted`): their pushes
@@ -84,4 +87,28 @@ public struct ServiceConfiguration: Sendable {
 
     /// The store's database: ``database``, else the SQLite file in the data folder.
     public var storeDatabase: StoreDatabase { database ?? Self.defaultDatabase(in: dataDirectory) }
+}
+
+/// Where and how JMAP over WebSocket is served: a listener of its own, with the API's certificate.
+public struct JMAPWebSocketListener: Sendable {
+    /// The address to bind.
+    public var host: String
+    /// The port (0 picks a free one).
+    public var port: UInt16
+    /// The certificate chain and key (the API's); `nil`: plain `ws://`, for development.
+    public var tls: (certificate: String, privateKey: String)?
+    /// The oldest TLS version accepted (`1.2` or `1.3`).
+    public var minimumTLSVersion: String
+    /// Limits and timers.
+    public var limits = JMAPWebSocketServer.Configuration()
+
+    /// A listener on `host:port`.
+    public init(
+        host: String, port: UInt16, tls: (certificate: String, privateKey: String)?, minimumTLSVersion: String = "1.2"
+    ) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.minimumTLSVersion = minimumTLSVersion
+    }
 }

@@ -1,0 +1,471 @@
+import ConnectionLoop
+import Foundation
+import JSONText
+import Locking
+import MailboxStore
+import WebSocket
+
+/// JMAP over WebSocket (RFC 8887) on a listener of its own (`mailboxd serve --jmap-ws-listen`), one connection loop
+/// (STYLE 20) with the API's TLS: each connection reads its opening handshake (``RequestHeadReader``), is
+/// authenticated by the API's rules, and becomes a ``JMAPWebSocketSession``. A commit of any instance wakes an
+/// account's sockets through ``AccountWakeups`` once, and their new state is read once for all of them. An idle socket
+/// costs its memory and a ping per interval, nothing per event of other accounts.
+public final class JMAPWebSocketServer: Sendable {
+    /// Limits and timers.
+    public struct Configuration: Sendable, Equatable {
+        /// Sockets open at once, over every account.
+        public var maxConnections = 10_000
+        /// Sockets one account may hold open (a browser's tabs, a phone and a desktop).
+        public var maxSocketsPerAccount = 16
+        /// How long a socket may be silent before the server pings it; one more interval without an answer closes
+        /// it.
+        public var pingIntervalMilliseconds = 30_000
+        /// How long a connection may take to send its opening handshake.
+        public var handshakeTimeoutMilliseconds = 10_000
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// Who an opening handshake is from, by the API's rules (a ticket, a bearer token or Basic credentials), and the
+    /// API's URL prefix for its answers; or the HTTP refusal.
+    package typealias Authenticator =
+        @Sendable (_ head: RequestHead, _ remoteAddress: String) async -> Result<
+            (account: JMAPAccount, baseURL: String), WebSocketHandshake.Refusal
+        >
+
+    private struct AccountSockets {
+        var connections: Set<UInt64> = []
+        /// The ``AccountWakeups`` subscription that wakes them.
+        var subscription = 0
+        /// The newest modseq a commit announced.
+        var latest: Int64 = -1
+    }
+
+    private struct State {
+        var running = false
+        var accounts: [Int64: AccountSockets] = [:]
+        var accountOf: [UInt64: Int64] = [:]
+    }
+
+    /// The subprotocol RFC 8887 §3 registers.
+    public static let subprotocol = "jmap"
+
+    let server: JMAPServer
+    let wakeups: AccountWakeups
+    let authenticate: Authenticator
+    /// The limits and timers.
+    public let configuration: Configuration
+    /// The bound port.
+    public let port: UInt16
+    private let listener: Int32
+    private let loop: ConnectionLoop<JMAPWebSocketSession>
+    private let state = LockedValue(State())
+    private let finished = DispatchGroup()
+
+    /// Serves on `listener` (bound to `port`, listening; closed by ``shutdown()``), TLS with `tls` (plain without), for
+    /// `server`'s accounts, woken by `wakeups`; ``start()`` begins serving.
+    package init(
+        listener: Int32, port: UInt16, tls: ServerTLSContext?, server: JMAPServer, wakeups: AccountWakeups,
+        configuration: Configuration = Configuration(), authenticate: @escaping Authenticator
+    ) throws(JMAPWebSocketServerError) {
+        self.server = server
+        self.wakeups = wakeups
+        self.authenticate = authenticate
+        self.configuration = configuration
+        self.listener = listener
+        self.port = port
+        let maxMessage = server.limits.maxSizeRequest
+        let hub = LockedValue<JMAPWebSocketServer?>(nil)
+        do {
+            loop = try ConnectionLoop(
+                listener: listener, tls: tls, maxConnections: configuration.maxConnections,
+                refusal: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            ) { address in
+                JMAPWebSocketSession(
+                    codec: WebSocketCodec(maxMessageBytes: maxMessage), remoteAddress: address,
+                    hub: hub.withLock { $0! })
+            }
+        } catch {
+            throw JMAPWebSocketServerError(description: "jmap-ws: \(error.reason)")
+        }
+        hub.withLock { $0 = self }
+    }
+
+    /// Starts serving (once).
+    public func start() {
+        guard
+            state.withLock({ state in
+                defer { state.running = true }
+                return !state.running
+            })
+        else { return }
+        finished.enter()
+        Thread.start(named: "jmap-ws", stackSize: 8 << 20) { [loop, finished] in
+            loop.run()
+            finished.leave()
+        }
+    }
+
+    /// Closes every socket and stops.
+    public func shutdown() {
+        if state.withLock({ $0.running }) {
+            loop.stop()
+            finished.wait()
+        } else {
+            loop.closeInbox()
+        }
+        close(listener)
+    }
+
+    /// The sockets open now.
+    public var count: Int { state.withLock { $0.accountOf.count } }
+
+    /// Counts connection `id` as `account`'s socket; false when the account holds its most.
+    func register(_ id: UInt64, account: JMAPAccount) -> Bool {
+        state.withLock { state in
+            guard (state.accounts[account.id]?.connections.count ?? 0) < configuration.maxSocketsPerAccount else {
+                return false
+            }
+            state.accountOf[id] = account.id
+            if state.accounts[account.id] == nil {
+                let accountID = account.id
+                let subscription = wakeups.subscribe(accountID: accountID) { [weak self] wakeup in
+                    self?.wake(accountID: accountID, wakeup)
+                }
+                state.accounts[accountID] = AccountSockets(subscription: subscription)
+            }
+            state.accounts[account.id]?.connections.insert(id)
+            return true
+        }
+    }
+
+    private func wake(accountID: Int64, _ wakeup: AccountWakeups.Wakeup) {
+        let (connections, event) = state.withLock { state -> (Set<UInt64>, JMAPWebSocketSession.Event?) in
+            guard var sockets = state.accounts[accountID] else { return ([], nil) }
+            switch wakeup {
+            case .committed(let modseq):
+                sockets.latest = max(sockets.latest, modseq)
+                state.accounts[accountID] = sockets
+                return (sockets.connections, .committed)
+            case .missed: return (sockets.connections, .missed)
+            case .tick: return ([], nil)
+            }
+        }
+        guard let event else { return }
+        for id in connections { loop.notify(id, event) }
+    }
+
+    /// The newest modseq a commit to `accountID` announced (-1: none since its first socket opened).
+    func latestModseq(accountID: Int64) -> Int64 { state.withLock { $0.accounts[accountID]?.latest ?? -1 } }
+
+    /// A connection closed (loop thread).
+    func closed(_ id: UInt64) {
+        let ended = state.withLock { state -> (Int64, Int)? in
+            guard let accountID = state.accountOf.removeValue(forKey: id) else { return nil }
+            state.accounts[accountID]?.connections.remove(id)
+            guard let sockets = state.accounts[accountID], sockets.connections.isEmpty else { return nil }
+            state.accounts[accountID] = nil
+            return (accountID, sockets.subscription)
+        }
+        if let (accountID, subscription) = ended { wakeups.unsubscribe(subscription, accountID: accountID) }
+    }
+}
+
+/// Why the WebSocket listener could not start.
+public struct JMAPWebSocketServerError: Error, CustomStringConvertible, Sendable {
+    /// What failed.
+    public var description: String
+
+    /// An error saying what failed.
+    public init(description: String) { self.description = description }
+}
+
+/// One JMAP WebSocket (RFC 8887 §4): text messages in, Responses, RequestErrors and StateChanges out, in the order
+/// the requests came. A request goes to the backend and the socket reads nothing more until it is answered; up to
+/// `maxConcurrentRequests` messages that arrived together wait their turn, and one more is refused with a `limit`
+/// RequestError. Push, once enabled, reads the account's state after a commit and tells what changed.
+struct JMAPWebSocketSession: LoopSession {
+    enum Answer: Sendable {
+        /// Who the opening handshake is from (the connection is counted as theirs), or its refusal.
+        case authenticated(Result<(account: JMAPAccount, baseURL: String), WebSocketHandshake.Refusal>)
+        /// A Response or RequestError, written.
+        case response([UInt8])
+        /// The account's states, for push (`nil`: the read failed).
+        case states(TypeStates?)
+    }
+
+    enum Event: Sendable {
+        /// A commit to the account (its modseq is in the hub's ``JMAPWebSocketServer/latestModseq(accountID:)``).
+        case committed
+        /// Commits of other instances may have been missed.
+        case missed
+        /// The server is shutting down.
+        case goingAway
+    }
+
+    /// What push is on for: the types, and the states last told (`nil` until the first read).
+    struct Push {
+        var types: Set<String>?
+        var told: TypeStates?
+        /// The `pushState` the client gave when enabling push.
+        var clientState: String?
+        /// A read is due whatever the modseq says (enabled, or commits missed).
+        var readDue = true
+    }
+
+    /// Before the `101`: the head being read, then the `Sec-WebSocket-Accept` while the backend authenticates.
+    enum Phase {
+        case handshake(RequestHeadReader)
+        case authenticating(accept: String)
+        case open(account: JMAPAccount, baseURL: String)
+        case refused
+    }
+
+    let codec: WebSocketCodec
+    let remoteAddress: String
+    let hub: JMAPWebSocketServer
+    var phase: Phase = .handshake(RequestHeadReader())
+    /// Frames that came with the head, read once the socket is open.
+    var early: [UInt8] = []
+    /// Text messages that arrived and wait for the one before them to be answered.
+    var waiting: [[UInt8]] = []
+    var push: Push?
+    var pingSent = false
+
+    init(codec: WebSocketCodec, remoteAddress: String, hub: JMAPWebSocketServer) {
+        self.codec = codec
+        self.remoteAddress = remoteAddress
+        self.hub = hub
+    }
+
+    var idleTimeoutMilliseconds: Int {
+        if case .open = phase { return hub.configuration.pingIntervalMilliseconds }
+        return hub.configuration.handshakeTimeoutMilliseconds
+    }
+
+    var account: JMAPAccount? {
+        if case .open(let account, _) = phase { return account }
+        return nil
+    }
+
+    mutating func opened() -> [LoopAction<Answer>] { [] }
+
+    mutating func received(_ bytes: UnsafeRawBufferPointer) -> [LoopAction<Answer>] {
+        switch phase {
+        case .handshake(let reader): return readHead(reader, bytes)
+        case .authenticating, .refused: return []
+        case .open: break
+        }
+        pingSent = false
+        for message in codec.receive(bytes) {
+            switch message {
+            case .text(let text) where waiting.count < hub.server.limits.maxConcurrentRequests:
+                waiting.append(text)
+            case .text(let text):
+                let id: String? =
+                    if case .success(.request(let id, _)) = JMAPWebSocketMessage.parse(text) { id } else { nil }
+                let error = JMAPRequestError(
+                    type: "limit", detail: "Too many requests are waiting on this socket.",
+                    limit: "maxConcurrentRequests")
+                codec.send(text: JMAPWebSocketError(requestID: id, error).message.jsonBytes)
+            case .binary:
+                codec.close(code: 1003, reason: "JMAP messages are text frames.")
+            case .close:
+                break  // wslay answered it
+            }
+        }
+        return proceed()
+    }
+
+    mutating func answered(_ answer: Answer) -> [LoopAction<Answer>] {
+        switch answer {
+        case .authenticated(.failure(let refusal)):
+            return refuse(refusal)
+        case .authenticated(.success(let (account, baseURL))):
+            guard case .authenticating(let accept) = phase else { return [.close] }
+            phase = .open(account: account, baseURL: baseURL)
+            var actions: [LoopAction<Answer>] = [
+                .send(
+                    WebSocketHandshake.switchingProtocols(accept: accept, subprotocol: JMAPWebSocketServer.subprotocol))
+            ]
+            if !early.isEmpty {
+                let bytes = early
+                early = []
+                actions += bytes.withUnsafeBytes { received($0) }
+            }
+            return actions
+        case .response(let bytes):
+            codec.send(text: bytes)
+        case .states(let states):
+            if let states { tell(states) }
+        }
+        return proceed()
+    }
+
+    mutating func notified(_ event: Event) -> [LoopAction<Answer>] {
+        guard case .open = phase else { return [] }
+        switch event {
+        case .committed: break
+        case .missed: push?.readDue = true
+        case .goingAway: codec.close(code: 1001, reason: "The server is shutting down.")
+        }
+        return proceed()
+    }
+
+    mutating func timedOut() -> [LoopAction<Answer>] {
+        guard case .open = phase else { return [.close] }
+        if pingSent || codec.closeSent { return flushed() + [.close] }
+        pingSent = true
+        codec.sendPing()
+        return proceed()
+    }
+
+    func closed(connection: UInt64) { hub.closed(connection) }
+
+    /// Reads the opening handshake; once it is whole and well formed, asks who it is from.
+    private mutating func readHead(_ reader: RequestHeadReader, _ bytes: UnsafeRawBufferPointer) -> [LoopAction<Answer>]
+    {
+        switch reader.feed(bytes) {
+        case .incomplete:
+            return []
+        case .tooLarge:
+            return refuse(.init(status: 431, code: "headTooLarge", message: "The request head is larger than 8 KiB."))
+        case .invalid(let reason):
+            return refuse(.init(status: 400, code: "malformedRequest", message: reason))
+        case .complete(let head, let rest):
+            guard head.path == "/jmap/ws" else {
+                return refuse(.init(status: 404, code: "notFound", message: "This listener serves /jmap/ws only."))
+            }
+            guard head.method == "GET" else {
+                return refuse(
+                    .init(
+                        status: 405, code: "methodNotAllowed", message: "A WebSocket is opened with GET.",
+                        headers: [("Allow", "GET")]))
+            }
+            let accept: String
+            switch WebSocketHandshake.accept(header: head.header, subprotocol: JMAPWebSocketServer.subprotocol) {
+            case .success(let value): accept = value
+            case .failure(let refusal): return refuse(refusal)
+            }
+            early = rest
+            phase = .authenticating(accept: accept)
+            let (hub, address) = (hub, remoteAddress)
+            return [
+                .ask { connection, answer in
+                    Task {
+                        var outcome = await hub.authenticate(head, address)
+                        if case .success(let (account, _)) = outcome, !hub.register(connection, account: account) {
+                            outcome = .failure(
+                                .init(
+                                    status: 429, code: "tooManySockets",
+                                    message:
+                                        "This account holds its most WebSockets (\(hub.configuration.maxSocketsPerAccount)); close one first."
+                                ))
+                        }
+                        answer(.authenticated(outcome))
+                    }
+                }
+            ]
+        }
+    }
+
+    /// Answers the handshake with an HTTP refusal and closes.
+    private mutating func refuse(_ refusal: WebSocketHandshake.Refusal) -> [LoopAction<Answer>] {
+        phase = .refused
+        return [.send(WebSocketHandshake.response(to: refusal)), .close]
+    }
+
+    /// Handles waiting messages until one needs the backend, then push's read if one is due; the output goes first.
+    private mutating func proceed() -> [LoopAction<Answer>] {
+        var question: LoopAction<Answer>?
+        while question == nil, !codec.closeSent, !waiting.isEmpty {
+            switch JMAPWebSocketMessage.parse(waiting.removeFirst()) {
+            case .failure(let error):
+                codec.send(text: error.message.jsonBytes)
+            case .success(.request(let id, let value)):
+                question = ask(request: value, id: id)
+            case .success(.pushEnable(let types, let pushState)):
+                push = Push(types: types, told: nil, clientState: pushState)
+            case .success(.pushDisable):
+                push = nil
+            }
+        }
+        if question == nil, !codec.closeSent, let push, let account {
+            let latest = hub.latestModseq(accountID: account.id)
+            if push.readDue || push.told == nil {
+                question = askStates(atLeast: nil)
+            } else if let told = push.told, latest > told.modseq {
+                question = askStates(atLeast: latest)
+            }
+        }
+        var actions = flushed()
+        if codec.isFinished { return actions + [.close] }
+        if let question { actions.append(question) }
+        return actions
+    }
+
+    /// The frames the codec queued, as a send.
+    private func flushed() -> [LoopAction<Answer>] {
+        let output = codec.takeOutput()
+        return output.isEmpty ? [] : [.send(output)]
+    }
+
+    private func ask(request: JSONValue, id: String?) -> LoopAction<Answer> {
+        guard case .open(let account, let baseURL) = phase else { return .close }
+        let server = hub.server
+        return .ask { _, answer in
+            Task {
+                let message: JSONValue
+                switch await server.handle(request: request, account: account, baseURL: baseURL) {
+                case .success(.object(var members)):
+                    members["@type"] = "Response"
+                    if let id { members["requestId"] = .string(id) }
+                    message = .object(members)
+                case .success(let other):
+                    message = other
+                case .failure(let error):
+                    message = JMAPWebSocketError(requestID: id, error).message
+                }
+                answer(.response(message.jsonBytes))
+            }
+        }
+    }
+
+    /// Reads the account's states: shared with the account's other sockets after a commit of `modseq`, its own
+    /// otherwise.
+    private mutating func askStates(atLeast modseq: Int64?) -> LoopAction<Answer> {
+        push?.readDue = false
+        let (server, wakeups, accountID) = (hub.server, hub.wakeups, account?.id ?? -1)
+        return .ask { _, answer in
+            Task {
+                let read = { @Sendable in try await server.typeStates(accountID: accountID) }
+                if let modseq {
+                    answer(.states(await wakeups.typeStates(accountID: accountID, atLeast: modseq, read: read)))
+                } else {
+                    answer(.states(try? await read()))
+                }
+            }
+        }
+    }
+
+    /// Push's answer: the first read is the baseline (told at once only if the client's `pushState` is behind it);
+    /// each later one tells the types whose state moved.
+    private mutating func tell(_ states: TypeStates) {
+        guard var push, let account else { return }
+        let pushState = SyncState(epoch: hub.server.store.epoch, modseq: states.modseq).description
+        var changed: [String: String] = [:]
+        if let told = push.told {
+            changed = states.states.filter { told.states[$0.key] != $0.value }
+        } else if let clientState = push.clientState, clientState != pushState {
+            changed = states.states
+        }
+        if push.told == nil || states.modseq > push.told?.modseq ?? .min { push.told = states }
+        self.push = push
+        guard case .object(var members)? = JMAPServer.stateChange(changed, account: account, types: push.types) else {
+            return
+        }
+        members["pushState"] = .string(pushState)
+        codec.send(text: JSONValue.object(members).jsonBytes)
+    }
+}

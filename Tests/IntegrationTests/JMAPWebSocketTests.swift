@@ -1,0 +1,85 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// JMAP over WebSocket (RFC 8887) against the real binary, with two real clients (Tests/Peers/jmap_websocket.py):
+/// `websockets` at the frame level and jmaplib's WebSocketClient. The socket the Session names answers requests by
+/// `requestId`, pushes a delivery as a StateChange, opens with a single-use ticket, and refuses bad input with the
+/// RequestError, close code or HTTP status RFC 8887 and RFC 6455 name.
+@Suite(.serialized) struct JMAPWebSocketTests {
+    @Test func twoClientsRequestHearPushesAndAreRefusedWhatTheRFCRefuses() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice"], mailboxdArguments: ["--jmap-ws-listen", "127.0.0.1:0"])
+        let webSocketPort = try #require(cluster.jmapWebSocketPort)
+        // mailboxd gives JMAP requests half its 1 MiB body limit.
+        let maxMessageBytes = 512 * 1024
+        let plan: [String: Any] = [
+            "api": cluster.api, "ca": cluster.ca, "username": "alice", "password": "password-alice",
+            "deliveryUrl": cluster.api + "/v1/deliveries", "deliveryToken": cluster.deliveryToken,
+            "maxMessageBytes": maxMessageBytes,
+        ]
+        let planFile = cluster.directory.path("jmap-websocket-plan.json")
+        try JSONSerialization.data(withJSONObject: plan).write(to: URL(fileURLWithPath: planFile))
+        let result = try await offPool {
+            try Subprocess.run(TestEnvironment.python, [TestEnvironment.peer("jmap_websocket.py"), planFile])
+        }
+        let parsed = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
+        let seen = try #require(parsed as? [String: Any], "no findings from the clients: \(result.stderr)")
+        #expect(result.status == 0, "clients: \(seen["error"] ?? result.stderr)")
+
+        // The Session names the listener; the socket speaks `jmap` and answers a request by its id, with the API's
+        // session state.
+        let capability = try #require(seen["capability"] as? [String: Any])
+        #expect(capability["url"] as? String == "wss://127.0.0.1:\(webSocketPort)/jmap/ws")
+        #expect(capability["supportsPush"] as? Bool == true)
+        #expect(seen["subprotocol"] as? String == "jmap")
+        let response = try #require(seen["response"] as? [String: Any])
+        #expect(response["type"] as? String == "Response")
+        #expect(response["requestId"] as? String == "first")
+        #expect(response["method"] as? String == "Mailbox/get")
+        #expect(response["sameSessionState"] as? Bool == true)
+
+        // Bad messages get RequestErrors and the socket stays open for the next.
+        let notJSON = try #require(seen["notJSON"] as? [String: Any])
+        #expect(notJSON["@type"] as? String == "RequestError")
+        #expect(notJSON["type"] as? String == "urn:ietf:params:jmap:error:notJSON")
+        let unknownType = try #require(seen["unknownType"] as? [String: Any])
+        #expect(unknownType["type"] as? String == "urn:ietf:params:jmap:error:notRequest")
+        #expect(unknownType["requestId"] as? String == "odd")
+        #expect(seen["afterEnable"] as? String == "echo")
+
+        // A delivery reaches the socket as a StateChange for the types asked for, with its pushState.
+        #expect(seen["delivered"] as? Int == 201)
+        let change = try #require(seen["stateChange"] as? [String: Any])
+        #expect(change["@type"] as? String == "StateChange")
+        let changed = try #require(change["changed"] as? [String: [String: String]])
+        #expect(changed.values.first.map { Array($0.keys) } == ["Email"])
+        #expect((change["pushState"] as? String)?.isEmpty == false)
+
+        // RFC 6455's close codes: a binary frame (1003), a message over the limit (1009).
+        #expect(seen["binaryClose"] as? Int == 1003)
+        #expect(seen["oversizeClose"] as? Int == 1009)
+
+        // A ticket opens one socket, once; no credentials and another subprotocol open nothing.
+        #expect(seen["ticketExpiresIn"] as? Int == 60)
+        #expect(seen["ticketAnswer"] as? String == "t")
+        for (what, status, code) in [
+            ("reusedTicket", 401, "unauthorized"), ("noCredentials", 401, "unauthorized"),
+            ("otherSubprotocol", 400, "unsupportedSubprotocol"),
+        ] {
+            let refusal = try #require(seen[what] as? [String: Any], "\(what)")
+            #expect(refusal["status"] as? Int == status, "\(what): \(refusal)")
+            #expect((refusal["body"] as? [String: Any])?["error"] as? String == code, "\(what): \(refusal)")
+        }
+        #expect(seen["basicTicket"] as? Int == 401, "tickets are for bearer tokens only")
+
+        // jmaplib runs a batch over the socket and hears the next delivery.
+        #expect(seen["jmaplibEmailState"] as? Bool == true)
+        #expect(seen["jmaplibChange"] as? [String] == ["Email"])
+        #expect(seen["jmaplibPushState"] as? Bool == true)
+
+        // Nothing the clients sent or received is in mailboxd's log: no ticket, token or subject.
+        let log = cluster.mailboxd.errorOutput
+        #expect(!log.contains("over the socket") && !log.contains("ticket="), "mailboxd logged content")
+    }
+}
