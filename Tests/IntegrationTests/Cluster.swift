@@ -209,7 +209,7 @@ final class Cluster: Sendable {
         let command = Self.replacing(
             [
                 "--listen": "127.0.0.1:\(port)", "--instance-id": instanceID, "--metrics-listen": "127.0.0.1:0",
-                "--lmtp-listen": "127.0.0.1:0", "--imap-listen": "127.0.0.1:0",
+                "--lmtp-listen": "127.0.0.1:0", "--imap-listen": "127.0.0.1:0", "--jmap-ws-listen": "127.0.0.1:0",
             ], in: mailboxdCommand)
         let process = try ChildProcess(command[0], Array(command.dropFirst()), logDirectory: directory.url.path)
         let bound = try #require(

@@ -82,4 +82,65 @@ import Testing
         let log = cluster.mailboxd.errorOutput
         #expect(!log.contains("over the socket") && !log.contains("ticket="), "mailboxd logged content")
     }
+
+    /// Two instances share a PostgreSQL store: a delivery committed through the first reaches a socket held on the
+    /// second as a StateChange, through the one LISTEN the second holds.
+    @Test func aSocketOnOneInstanceHearsADeliveryThroughAnother() async throws {
+        let database = try PostgresServer.shared().makeDatabase()
+        let cluster = try await Cluster.start(
+            accounts: [], mailboxdArguments: ["--database", database, "--jmap-ws-listen", "127.0.0.1:0"])
+        let (other, _) = try await offPool { try cluster.startAnotherMailboxd(instanceID: "jmap-ws-b") }
+        defer { other.stop() }
+        let otherPort = try #require(try other.listeningPorts(prefix: "mailboxd: JMAP WebSocket on ")["url"])
+        try await cluster.addAccount("alice", database: database)
+        let listener = try await offPool {
+            try ChildProcess(
+                TestEnvironment.python,
+                [
+                    TestEnvironment.peer("jmap_websocket_wait.py"), "wss://127.0.0.1:\(otherPort)/jmap/ws", cluster.ca,
+                    "alice", "password-alice",
+                ],
+                logDirectory: cluster.directory.url.path)
+        }
+        defer { listener.stop() }
+        let listening = try await offPool { listener.waitForOutput(timeout: 30) { $0.contains("listening") } }
+        try #require(listening, "the WebSocket client did not start: \(listener.output) \(listener.errorOutput)")
+        _ = try await cluster.deliver(to: "alice", subject: "through the first instance", body: "z")
+        let status = try await offPool { listener.waitForExit() }
+        #expect(status == 0, "\(listener.output) \(listener.errorOutput)")
+        #expect(
+            listener.output.contains("\"@type\": \"StateChange\"") && listener.output.contains("\"Email\""),
+            "\(listener.output)")
+    }
+
+    /// A browser opens the socket as a web client must, with a single-use ticket in the URL (it cannot send an
+    /// `Authorization` header on a WebSocket): headless Chromium, trusting the dev CA, speaks `jmap`, is answered,
+    /// hears a delivery, and the same ticket opens nothing a second time.
+    @Test func chromiumOpensTheSocketWithATicketAndTheTicketOnlyOnce() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice"], mailboxdArguments: ["--jmap-ws-listen", "127.0.0.1:0"])
+        let home = cluster.directory.path("chromium-home")
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        let result = try await offPool {
+            try Subprocess.run(
+                TestEnvironment.python,
+                [
+                    TestEnvironment.peer("jmap_websocket_chromium.py"), "--api", cluster.api, "--ca", cluster.ca,
+                    "--home", home, "--username", "alice", "--password", "password-alice", "--delivery-token-file",
+                    cluster.dataDir + "/delivery-token", "--timeout", "45",
+                ])
+        }
+        let parsed = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
+        let seen = try #require(parsed as? [String: Any], "no findings from Chromium: \(result.stderr.suffix(4000))")
+        #expect(result.status == 0, "Chromium: \(seen["error"] ?? result.stderr.suffix(4000))")
+        #expect(seen["ticketUrlHasNoToken"] as? Bool == true)
+        #expect(seen["opened"] as? Bool == true)
+        #expect(seen["protocol"] as? String == "jmap")
+        let response = try #require(seen["response"] as? [String: Any], "\(seen)")
+        #expect(response["requestId"] as? String == "from-the-page")
+        let change = try #require(seen["stateChange"] as? [String: Any], "\(seen)")
+        #expect(change["@type"] as? String == "StateChange")
+        let reused = try #require(seen["reused"] as? [String: Any])
+        #expect(reused["opened"] as? Bool == false, "a used ticket opened a second socket")
+    }
 }
