@@ -1,8 +1,8 @@
 """The local topology and what runs it: processes (output in files, stopped by pid only), ports, the dev TLS
-material, and `Cluster`, the one launcher of dev-setup, accounts, apns-sim, fcm-sim, webpush-sim and mailboxd (on
-SQLite, or on PostgreSQL: `ScaleCluster`, `FailoverCluster`), with simulated devices (`MailClients`: mail-client
-processes), an HTTPS JSON client and the console's event stream. Scripts/bench, Scripts/drills, Scripts/demo and
-the profile all start the topology here. Standard library only."""
+material, and `Cluster`, the one launcher of dev-setup, accounts, apns-sim, fcm-sim, webpush-sim, an outbound HTTP
+proxy (tinyproxy) and mailboxd (on SQLite, or on PostgreSQL: `ScaleCluster`, `FailoverCluster`), with simulated
+devices (`MailClients`: mail-client processes), an HTTPS JSON client and the console's event stream.
+Scripts/bench, Scripts/drills, Scripts/demo and the profile all start the topology here. Standard library only."""
 import base64, hashlib, hmac, http.client, json, os, random, re, resource, selectors, shutil, signal, socket, ssl
 import subprocess, tempfile, threading, time, urllib.parse, urllib.request
 
@@ -316,9 +316,20 @@ def http_get(url, timeout=10, ctx=None):
 
 # MARK: - The topology
 
+TINYPROXY_CONF = """Port {port}
+Listen 127.0.0.1
+Allow 127.0.0.1
+ConnectPort {connect_port}
+MaxClients 100
+LogFile "{work}/tinyproxy.log"
+LogLevel Info
+PidFile "{work}/tinyproxy.pid"
+"""
+
+
 class Cluster:
-    """dev-setup, accounts, apns-sim, fcm-sim, webpush-sim and mailboxd (release binaries) in one temporary
-    folder; `keep` leaves the folder behind."""
+    """dev-setup, accounts, apns-sim, fcm-sim, webpush-sim, tinyproxy and mailboxd (release binaries) in one
+    temporary folder; `keep` leaves the folder behind."""
 
     def __init__(self, bin_path, prefix="signalfetch-bench-", keep=False):
         self.bin = bin_path
@@ -327,6 +338,7 @@ class Cluster:
         self.keep = keep
         self.procs = []
         self.apns_sim = None
+        self.tinyproxy = None
         self.mailboxd = None
         self.clients = None
         subprocess.run([self.exe("mailboxd"), "dev-setup", "--data-dir", self.data], check=True,
@@ -418,6 +430,18 @@ class Cluster:
     @property
     def webpush_sim_url(self):
         return f"http://127.0.0.1:{self.webpush_device_port}"
+
+    def start_tinyproxy(self, connect_port):
+        """Debian's tinyproxy in the foreground on a loopback port of its own (it cannot bind port 0 and say which
+        it got): an HTTP proxy for loopback clients that opens CONNECT tunnels to `connect_port` only, its
+        configuration, log and pid file in the folder. Returns its URL, for mailboxd's `--push-proxy`."""
+        port = free_port()
+        conf = os.path.join(self.work, "tinyproxy.conf")
+        with open(conf, "w") as f:
+            f.write(TINYPROXY_CONF.format(port=port, connect_port=connect_port, work=self.work))
+        self.tinyproxy = self.start("tinyproxy", ["tinyproxy", "-d", "-c", conf])
+        wait_port(port, proc=self.tinyproxy)
+        return f"http://127.0.0.1:{port}"
 
     def serve_args(self, listen_port, apns_port=None, extra=()):
         """`mailboxd serve` on `listen_port`, its gateway apns-sim (or `apns_port`: a proxy in front of it, or 9

@@ -1,9 +1,13 @@
-"""webpush: mailboxd's Web Push sender vs pywebpush (webpush-sim, 1,000 subscriptions); encryption; freshness."""
+"""webpush: mailboxd's Web Push sender vs pywebpush (webpush-sim, 1,000 subscriptions); encryption; HTTP/1.1 vs
+HTTP/2; mailboxd's signals through an HTTP proxy vs direct; freshness."""
 import base64
+import concurrent.futures
 import json
 import os
 import subprocess
+import time
 
+from .. import harness
 from ..measure import json_line
 from ..report import emit, figure
 from . import freshness, reference
@@ -19,10 +23,11 @@ def application_server_key(cluster):
 
 
 def webpush_subscriptions(cluster, count, path):
-    """Makes `count` subscriptions at webpush-sim for the cluster's VAPID key; writes their toJSON() to `path`."""
+    """Makes `count` subscriptions at webpush-sim for the cluster's VAPID key; writes their toJSON() to `path`, one
+    a line; those lines."""
     key = application_server_key(cluster)
-    register(cluster.webpush_device_port, "/sim/subscriptions", {"applicationServerKey": key}, count, path,
-             "webpush-sim subscription", lambda answer: json.dumps(answer["subscription"]))
+    return register(cluster.webpush_device_port, "/sim/subscriptions", {"applicationServerKey": key}, count, path,
+                    "webpush-sim subscription", lambda answer: json.dumps(answer["subscription"]))
 
 
 def webpush_load(env, cluster, subscriptions, count):
@@ -76,10 +81,94 @@ def http1_vs_http2(env, cluster, subscriptions):
                        "HTTP/1.1 (distributor)", h1, "HTTP/2", h2, None))
 
 
+SENT = "mailboxd_signals_sent_total"
+
+
+def start_signalling(cluster, users, per_account, proxy=False):
+    """On a fresh topology: `users`' accounts, webpush-sim and a mailboxd signalling `per_account` subscriptions of
+    each account's (pacing out of the way, no APNs gateway), through tinyproxy in front of webpush-sim when
+    `proxy`; returns once the registrations' own signals are accepted."""
+    cluster.add_accounts(users)
+    cluster.start_webpush_sim()
+    through = ["--push-proxy", cluster.start_tinyproxy(cluster.webpush_port)] if proxy else []
+    cluster.start_mailboxd(apns_port=9, extra=[*cluster.webpush_flags, *through, "--signal-burst", "10000",
+                                               "--device-registrations-per-hour", str(per_account)])
+    lines = webpush_subscriptions(cluster, len(users) * per_account, os.path.join(cluster.work, "subscriptions.txt"))
+    api = cluster.api()
+
+    def register_account(n):
+        token = api.login(users[n], f"password-{users[n]}", "bench")
+        for line in lines[n * per_account:(n + 1) * per_account]:
+            status, answer = api.call("POST", "/v1/devices", token=token,
+                                      body={"service": "webpush", "subscription": json.loads(line)})
+            if status != 201:
+                raise RuntimeError(f"Web Push device registration: HTTP {status} {answer}")
+
+    with concurrent.futures.ThreadPoolExecutor(len(users)) as pool:  # a connection each: the writes group-commit
+        list(pool.map(register_account, range(len(users))))
+    wait_sent(cluster, len(lines))
+
+
+def wait_sent(cluster, target, timeout=60):
+    """Waits until mailboxd has had `target` signals accepted in all."""
+    deadline = time.monotonic() + timeout
+    while cluster.metric(SENT) < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{cluster.metric(SENT):.0f} of {target} signals accepted after {timeout} s, "
+                               f"{cluster.metric('mailboxd_signals_failed_total'):.0f} failed")
+        time.sleep(0.005)
+
+
+def signal_waves(cluster, users, per_account, waves):
+    """`waves` times one delivery to each account, each wave's signals (one per device) all accepted before the
+    next; the signals/s of the whole, and the CPU µs per signal of mailboxd and of the cluster's tinyproxy."""
+    processes = {name: proc for name, proc in (("mailboxd", cluster.mailboxd), ("tinyproxy", cluster.tinyproxy))
+                 if proc}
+    cpu = {name: proc.cpu_seconds() for name, proc in processes.items()}
+    api = cluster.api()
+    sent = cluster.metric(SENT)
+    start = time.monotonic()
+    for wave in range(waves):
+        for n, user in enumerate(users):
+            harness.deliver(api, cluster, user, wave * len(users) + n, "wave", "Wave")
+        sent += len(users) * per_account
+        wait_sent(cluster, sent)
+    seconds = time.monotonic() - start
+    signals = waves * len(users) * per_account
+    result = {"signals": signals, "seconds": seconds, "rate": signals / seconds}
+    for name, proc in processes.items():
+        result[f"{name}_cpu_us"] = round((proc.cpu_seconds() - cpu[name]) / signals * 1e6, 1)
+    return result
+
+
+def proxy_vs_direct(env, accounts=10, per_account=100):
+    """mailboxd's Web Push signals through tinyproxy (`--push-proxy`: one CONNECT tunnel to webpush-sim carrying
+    the HTTP/2 connection) and direct, each on a topology of its own with 1,000 subscriptions (100 to each of 10
+    accounts): waves of one delivery to each account, each wave waited for, rounds alternating."""
+    waves = env.by_mode(5000, 20000) // (accounts * per_account)
+    users = freshness.users(accounts)
+    clusters = {}
+    try:
+        for label in ("proxy", "direct"):
+            clusters[label] = env.topology(f"webpush-{label}")
+            start_signalling(clusters[label], users, per_account, proxy=label == "proxy")
+        through, straight = alternate(env, lambda: signal_waves(clusters["proxy"], users, per_account, waves),
+                                      lambda: signal_waves(clusters["direct"], users, per_account, waves))
+    finally:
+        for cluster in clusters.values():
+            cluster.close()
+    emit(rounds_figure("webpush-proxy", "mailboxd's Web Push signals/s through an HTTP proxy (tinyproxy, one "
+                       "CONNECT tunnel) vs direct, to webpush-sim with 1,000 subscriptions", "through tinyproxy",
+                       through, "direct", straight, 0.8,
+                       ours_cpu_us_per_signal=[r["mailboxd_cpu_us"] for r in through],
+                       baseline_cpu_us_per_signal=[r["mailboxd_cpu_us"] for r in straight],
+                       tinyproxy_cpu_us_per_signal=[r["tinyproxy_cpu_us"] for r in through]))
+
+
 def run(env):
     """mailboxd's Web Push sender against pywebpush, both to webpush-sim with 1,000 subscriptions; each side's
-    encryption cost per message; the sender over HTTP/1.1 against HTTP/2; then freshness for 100 browser-shaped
-    devices end to end."""
+    encryption cost per message; the sender over HTTP/1.1 against HTTP/2; mailboxd's signals through an HTTP
+    proxy against direct; then freshness for 100 browser-shaped devices end to end."""
     cluster = env.topology("webpush")
     try:
         cluster.start_webpush_sim()
@@ -90,6 +179,7 @@ def run(env):
         http1_vs_http2(env, cluster, subscriptions)
     finally:
         cluster.close()
+    proxy_vs_direct(env)
     emit(webpush_freshness(env))
 
 
