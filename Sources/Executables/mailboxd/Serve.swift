@@ -155,6 +155,9 @@ enum Serve {
                 help: "also serve JMAP over WebSocket (RFC 8887; the Session names it) here, TLS with the",
                 "API's certificate, plain ws:// with --plain-http (default: off)"),
             Flag(
+                "jmap-ws-max-sockets-per-account", "N",
+                help: "WebSockets one account may hold open (default 16; one more is 429 tooManySockets)"),
+            Flag(
                 "jmap-base-url", "URL",
                 help: "the prefix of the JMAP Session's URLs behind a proxy (default: the scheme and the",
                 "request's Host)"),
@@ -444,6 +447,14 @@ enum Serve {
                     configuration.tlsKeyPath.map { (certificate, $0) }
                 },
                 minimumTLSVersion: configuration.tlsMinimumVersion == .tls13 ? "1.3" : "1.2")
+            let perAccount = try args.int("jmap-ws-max-sockets-per-account", default: 16)
+            guard (1...100_000).contains(perAccount) else {
+                throw UsageError("--jmap-ws-max-sockets-per-account must be 1 to 100000")
+            }
+            configuration.jmapWebSocket?.limits.maxSocketsPerAccount = perAccount
+        } else if args.string("jmap-ws-max-sockets-per-account") != nil {
+            throw UsageError(
+                "--jmap-ws-max-sockets-per-account configures the WebSocket listener: give --jmap-ws-listen too")
         }
 
         var services: [any PushService] = []
