@@ -18,9 +18,11 @@ public final class TinyProxy: Sendable {
     deinit { process.stop(signal: SIGKILL) }
 
     /// Starts a proxy writing its files in `directory`; on `port` when given (to start one again where an earlier
-    /// one listened), else on a free one.
+    /// one listened), else on a free one; its outgoing connections from `outgoingAddress` when given (tinyproxy's
+    /// `Bind`: a service that serves only that address is reached only through the proxy).
     public static func start(
-        in directory: String, port fixedPort: UInt16? = nil, credentials: (user: String, password: String)? = nil
+        in directory: String, port fixedPort: UInt16? = nil, credentials: (user: String, password: String)? = nil,
+        outgoingAddress: String? = nil
     ) throws -> TinyProxy {
         guard let executable = Subprocess.which("tinyproxy") else {
             throw HarnessError("tinyproxy not found on PATH (Debian package tinyproxy)")
@@ -33,6 +35,7 @@ public final class TinyProxy: Sendable {
                 "LogFile \"\(logPath)\"", "MaxClients 50",
             ]
             if let credentials { config.append("BasicAuth \(credentials.user) \(credentials.password)") }
+            if let outgoingAddress { config.append("Bind \(outgoingAddress)") }
             let configPath = directory + "/tinyproxy-\(port).conf"
             try (config.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
             let process = try ChildProcess(executable, ["-d", "-c", configPath], logDirectory: directory)

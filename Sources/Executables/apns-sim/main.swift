@@ -33,6 +33,10 @@ let flags = FlagTable(
         Flag("fault-429", "P", help: "probability of 429 TooManyRequests"),
         Flag("fault-503", "P", help: "probability of 503 ServiceUnavailable"),
         Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
+        Flag(
+            "allow-peer", "ADDRESS",
+            help: "serve the provider API only to connections from this IP address (repeatable; e.g. an",
+            "HTTP proxy's outgoing address, so that senders reach the simulator only through it)"),
         Flag("fault-goaway-after", "N", help: "send GOAWAY on a connection after N streams"),
         Flag("fault-latency-ms", "N", help: "delay every provider response by N milliseconds"),
         Flag.help,
@@ -64,7 +68,7 @@ func configuration(from arguments: Arguments) throws -> APNsSimulatorConfigurati
         throw UsageError("--fault-goaway-after and --background-budget must not be negative; the window positive")
     }
     let faults = APNsFaults(try arguments.simulatorFaults(), goAwayAfterStreams: goAwayAfter > 0 ? goAwayAfter : nil)
-    return APNsSimulatorConfiguration(
+    var configuration = APNsSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls,
         sandboxHost: sandboxListen?.host ?? "127.0.0.1", sandboxPort: sandboxListen.map { Int($0.port) },
         deviceHost: deviceListen.host,
@@ -73,6 +77,8 @@ func configuration(from arguments: Arguments) throws -> APNsSimulatorConfigurati
         gateway: APNsGatewayConfiguration(
             providerKeys: keys, allowedTopics: Set(arguments.all("topic")), backgroundBudget: budget,
             backgroundWindow: window, faults: faults))
+    configuration.allowedPeers = try arguments.simulatorAllowedPeers()
+    return configuration
 }
 
 await runSimulator(name: "apns-sim", usage: usage, environmentPrefix: "APNS_SIM_", flags: flags) {

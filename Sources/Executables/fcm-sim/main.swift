@@ -31,6 +31,10 @@ let flags = FlagTable(
         Flag("fault-429", "P", help: "probability of 429 QUOTA_EXCEEDED"),
         Flag("fault-503", "P", help: "probability of 503 UNAVAILABLE"),
         Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
+        Flag(
+            "allow-peer", "ADDRESS",
+            help: "serve the provider API only to connections from this IP address (repeatable; e.g. an",
+            "HTTP proxy's outgoing address, so that senders reach the simulator only through it)"),
         Flag("fault-latency-ms", "N", help: "delay every provider response by N milliseconds"),
         Flag.help,
     ])
@@ -63,7 +67,7 @@ func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguratio
         throw UsageError("--token-lifetime and --collapsible-refill-seconds must be positive; counts not negative")
     }
     let faults = try arguments.simulatorFaults()
-    return FCMSimulatorConfiguration(
+    var configuration = FCMSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port),
         deviceConnectionLimit: try arguments.int("device-connection-limit", default: 16_384),
@@ -71,6 +75,8 @@ func configuration(from arguments: Arguments) throws -> FCMSimulatorConfiguratio
             serviceAccounts: accounts, tokenLifetime: lifetime, projectQuotaPerMinute: quota > 0 ? quota : nil,
             deviceRatePerMinute: rate > 0 ? rate : nil, collapsibleBurst: burst, collapsibleRefillSeconds: refill,
             faults: faults))
+    configuration.allowedPeers = try arguments.simulatorAllowedPeers()
+    return configuration
 }
 
 await runSimulator(name: "fcm-sim", usage: usage, environmentPrefix: "FCM_SIM_", flags: flags) {

@@ -27,6 +27,10 @@ let flags = FlagTable(
         Flag("fault-429", "P", help: "probability of 429"),
         Flag("fault-503", "P", help: "probability of 503"),
         Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
+        Flag(
+            "allow-peer", "ADDRESS",
+            help: "serve the provider API only to connections from this IP address (repeatable; e.g. an",
+            "HTTP proxy's outgoing address, so that senders reach the simulator only through it)"),
         Flag("fault-latency-ms", "N", help: "delay every push response by N milliseconds"),
         Flag(
             "distributor", "NAME",
@@ -75,11 +79,13 @@ func configuration(from arguments: Arguments) throws -> WebPushSimulatorConfigur
         guard tls != nil else { throw UsageError("--distributor needs TLS (--tls-cert and --tls-key), not --h2c") }
         distributor = known
     }
-    return WebPushSimulatorConfiguration(
+    var configuration = WebPushSimulatorConfiguration(
         providerHost: listen.host, providerPort: Int(listen.port), tls: tls, deviceHost: deviceListen.host,
         devicePort: Int(deviceListen.port), mozillaHost: mozillaListen?.host,
         mozillaPort: Int(mozillaListen?.port ?? 0), deviceConnectionLimit: connections, endpointBase: endpointBase,
         gateway: WebPushGatewayConfiguration(maxTTL: maxTTL, faults: faults, distributor: distributor))
+    configuration.allowedPeers = try arguments.simulatorAllowedPeers()
+    return configuration
 }
 
 await runSimulator(name: "webpush-sim", usage: usage, environmentPrefix: "WEBPUSH_SIM_", flags: flags) {

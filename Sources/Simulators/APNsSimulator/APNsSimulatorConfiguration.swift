@@ -30,6 +30,8 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var tickInterval: Duration
     /// The gateway policy.
     public var gateway: APNsGatewayConfiguration
+    /// The only source addresses the provider listener serves (`--allow-peer`); empty: every one.
+    public var allowedPeers: Set<String> = []
 
     /// Creates a configuration; the defaults are the documented `apns-sim` defaults.
     public init(

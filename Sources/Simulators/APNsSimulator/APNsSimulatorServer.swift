@@ -86,9 +86,10 @@ public final class APNsSimulatorServer: Sendable {
 
     /// A provider listener for `environment` (`nil`: both).
     private func makeProviderServer(host: String, port: Int, environment: APNsEnvironment?) -> HTTP2Server {
-        let serverConfiguration = HTTP2ServerConfiguration(
+        var serverConfiguration = HTTP2ServerConfiguration(
             host: host, port: port, tls: configuration.tls?.http2, maxConcurrentStreams: 1000,
             idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2))
+        serverConfiguration.allowedPeers = configuration.allowedPeers
         let gateway = gateway
         let batch = eventBatch
         // Inline handlers run inside the loop's rounds: notifications a round delivers wake the device

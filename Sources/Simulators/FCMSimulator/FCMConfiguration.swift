@@ -70,6 +70,8 @@ public struct FCMSimulatorConfiguration: Sendable {
     public var tickInterval: Duration
     /// The gateway policy.
     public var gateway: FCMGatewayConfiguration
+    /// The only source addresses the provider listener serves (`--allow-peer`); empty: every one.
+    public var allowedPeers: Set<String> = []
 
     /// Creates a configuration; the defaults are fcm-sim's.
     public init(

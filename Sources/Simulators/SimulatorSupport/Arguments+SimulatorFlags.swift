@@ -1,4 +1,5 @@
 import CommandLineSupport
+import Glibc
 
 /// The flags every push-service simulator reads alike: its provider listener's TLS files and the faults in force
 /// at start. Each simulator keeps its own flags, defaults and the order it checks them in.
@@ -10,6 +11,20 @@ extension Arguments {
             throw UsageError("--tls-cert and --tls-key are required (or --h2c for cleartext HTTP/2)")
         }
         return SimulatorTLSFiles(certificatePath: certificate, privateKeyPath: key)
+    }
+
+    /// `--allow-peer` (repeatable): the only source addresses the provider listener serves, each an IP literal.
+    public func simulatorAllowedPeers() throws -> Set<String> {
+        var peers: Set<String> = []
+        for address in all("allow-peer") {
+            var v4 = in_addr()
+            var v6 = in6_addr()
+            guard inet_pton(AF_INET, address, &v4) == 1 || inet_pton(AF_INET6, address, &v6) == 1 else {
+                throw UsageError("--allow-peer must be an IP address (got \(address.prefix(64)))")
+            }
+            peers.insert(address)
+        }
+        return peers
     }
 
     /// `--fault-seed`, the fault generator's seed (`nil` when not given).

@@ -19,6 +19,8 @@ package protocol SimulatorListenerConfiguration: Sendable {
     var heartbeat: Duration { get }
     /// How often the gateway's delayed work is processed.
     var tickInterval: Duration { get }
+    /// The only source addresses the provider listener serves (`--allow-peer`); empty: every one.
+    var allowedPeers: Set<String> { get }
 }
 
 /// The listeners fcm-sim and webpush-sim run around their gateway, started and stopped in one order: the
@@ -64,15 +66,17 @@ package struct SimulatorListeners: Sendable {
                 throw .providerStartFailed("HTTP/1.1 relay target: \(error)")
             }
         }
+        var providerConfiguration = HTTP2ServerConfiguration(
+            host: configuration.providerHost, port: configuration.providerPort, tls: configuration.tls?.http2,
+            maxConcurrentStreams: 1000, idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2),
+            http1Relay: http1.map {
+                HTTP2ServerConfiguration.HTTP1Relay(
+                    port: Int($0.port), includesClientsWithoutALPN: relaysClientsWithoutALPN,
+                    offersHTTP2: offersHTTP2)
+            })
+        providerConfiguration.allowedPeers = configuration.allowedPeers
         let provider = HTTP2Server(
-            configuration: HTTP2ServerConfiguration(
-                host: configuration.providerHost, port: configuration.providerPort, tls: configuration.tls?.http2,
-                maxConcurrentStreams: 1000, idleTimeout: .seconds(3600), shutdownGracePeriod: .seconds(2),
-                http1Relay: http1.map {
-                    HTTP2ServerConfiguration.HTTP1Relay(
-                        port: Int($0.port), includesClientsWithoutALPN: relaysClientsWithoutALPN,
-                        offersHTTP2: offersHTTP2)
-                }),
+            configuration: providerConfiguration,
             loopHooks: HTTP2LoopHooks(willHandleEvents: { batch.begin() }, didHandleEvents: { batch.end() }),
             inlineHandler: { request in HTTP2Response(gateway.handle(SimulatorProviderRequest(request))) })
         do {

@@ -78,6 +78,8 @@ public struct WebPushSimulatorConfiguration: Sendable {
     public var endpointBase: String?
     /// The gateway policy.
     public var gateway: WebPushGatewayConfiguration
+    /// The only source addresses the provider listener serves (`--allow-peer`); empty: every one.
+    public var allowedPeers: Set<String> = []
 
     /// Creates a configuration; the defaults are webpush-sim's.
     public init(

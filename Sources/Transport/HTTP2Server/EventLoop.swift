@@ -203,6 +203,12 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 return  // EAGAIN: nothing more; other errors (EMFILE…): retry on the next event
             }
+            if !configuration.allowedPeers.isEmpty,
+                !configuration.allowedPeers.contains(SocketAddress.host(of: storage))
+            {
+                close(fd)
+                continue
+            }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var one: Int32 = 1

@@ -63,6 +63,10 @@ public struct HTTP2ServerConfiguration: Sendable {
     /// accepted and the decrypted bytes of its connection are relayed, both ways, to this cleartext HTTP/1.1
     /// server. `nil` (the default) refuses such a client during the handshake.
     public var http1Relay: HTTP1Relay?
+    /// The source addresses (IP literals) whose connections are served; any other is closed as soon as it is
+    /// accepted, before TLS. Empty (the default): every address. A test can so let a service be reached only
+    /// through an HTTP proxy whose outgoing connections come from its own address.
+    public var allowedPeers: Set<String> = []
 
     /// Creates a configuration; only the address and TLS choice are required.
     public init(

@@ -98,6 +98,13 @@ enum SocketAddress {
         }
     }
 
+    /// The IP address alone, as text (`unknown` for another family).
+    static func host(of storage: sockaddr_storage) -> String {
+        let described = describe(storage)
+        guard let colon = described.lastIndex(of: ":") else { return described }
+        return String(described[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+    }
+
     /// `ip:port` (IPv6 as `[ip]:port`).
     static func describe(_ storage: sockaddr_storage) -> String {
         var copy = storage
