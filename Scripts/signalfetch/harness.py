@@ -464,11 +464,14 @@ class Cluster:
         return self.mailboxd
 
     def read_mail_ports(self, proc, extra):
-        """`lmtp_port` and `imap_port` read back from a mailboxd started with those listeners in `extra`."""
+        """`lmtp_port`, `imap_port` and `jmap_ws_port` read back from a mailboxd started with those listeners in
+        `extra`."""
         if "--lmtp-listen" in extra:
             self.lmtp_port = proc.listening_ports("mailboxd: LMTP on ")["address"]
         if "--imap-listen" in extra:
             self.imap_port = proc.listening_ports("mailboxd: IMAP on ")["url"]
+        if "--jmap-ws-listen" in extra:
+            self.jmap_ws_port = proc.listening_ports("mailboxd: JMAP WebSocket on ")["url"]
 
     @property
     def api_url(self):

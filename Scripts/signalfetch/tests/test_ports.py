@@ -28,6 +28,8 @@ class ListeningLines(unittest.TestCase):
         self.assertEqual(harness.parse_ports("mailboxd: metrics on http://127.0.0.1:9100/metrics"), {"url": 9100})
         self.assertEqual(harness.parse_ports("mailboxd: LMTP on 127.0.0.1:2424 as mx.example"), {"address": 2424})
         self.assertEqual(harness.parse_ports("mailboxd: IMAP on imaps://[::1]:9933"), {"url": 9933})
+        self.assertEqual(harness.parse_ports("mailboxd: JMAP WebSocket on wss://127.0.0.1:8887/jmap/ws"),
+                         {"url": 8887})
         self.assertEqual(harness.parse_ports("nothing to see: here"), {})
 
 

@@ -1,0 +1,815 @@
+"""jmap-ws: JMAP over WebSocket (RFC 8887, `mailboxd serve --jmap-ws-listen`) against JMAP over HTTPS in the same
+run, and how soon one change reaches many sockets. Each row runs on a topology of its own.
+
+- jmap-ws-roundtrips: one JMAP request a round trip, `Email/changes` from a fixed earlier state (50 emails created
+  since) and `Email/get` of those ids by result reference (`#ids`, eight properties), over one WebSocket ÷ the same
+  request body POSTed to `/jmap/api` on one keep-alive HTTP/1.1 connection; the same account and bearer token.
+  Both clients are this process's, blocking TLS sockets equally thin, so neither side's client costs more than the
+  other's: RFC 6455 framing written out here (`Socket`), and a keep-alive HTTP/1.1 client that sends each request
+  whole in one write and reads the answer to its Content-Length (`Keepalive`). Each checks an answer's length and
+  method names without parsing it. Alongside, in the same rounds: the sync over http.client (how much a heavier
+  client moves the figure), and Core/echo over both transports (what they cost with next to no JMAP work). Rounds
+  interleaved, the order of the sides rotating. The row carries every side's client CPU per round trip (this
+  process's; nothing else runs in it meanwhile) and mailboxd's (/proc/PID/stat).
+- jmap-ws-fanout: one delivery → a StateChange on each of 1,000 sockets of one account (`--jmap-ws-max-sockets-per-
+  account 1000`), the ms from just before the delivery's POST to each socket's StateChange; several deliveries,
+  each heard by every socket before the next. The sockets are held by WORKERS processes (`python3 -m
+  signalfetch.bench.jmap_ws worker`, an asyncio loop each) and every one is ready before anything is measured:
+  push enabled for Email, then a Request answered on it. An arrival is the kernel's receive time of the frame's
+  bytes (SO_TIMESTAMPNS, CLOCK_REALTIME, read with recvmsg; TLS through memory BIOs, as bench/imap.py does), so it
+  does not include how long a client process took to get round to one socket among 250; when the client processes
+  handled each one (time.monotonic(), system-wide) is reported beside it. Every other delivery is made while the
+  clients hold off reading (what arrives waits in the kernel, its receive time noted there), so they take no CPU
+  while mailboxd writes: those samples are the server's alone (`clients_holding_off`). The same with 100 sockets
+  first, for scale, and mailboxd's CPU per delivery with 0, 100 and 1,000 sockets (and its WebSocket loop thread's).
+
+Each StateChange is matched to its delivery by state: the Email state it names is the delivery receipt's `state`.
+Standard library only."""
+import asyncio
+import base64
+import collections
+import hashlib
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import time
+
+from .. import SCRIPTS, harness, log
+from ..measure import latency_summary, process_cpu, thread_activity, thread_activity_delta
+from ..report import emit, latency_row, paired
+from .imap import Conn, gather_limited
+
+CORE, MAIL = "urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+PROPERTIES = ["id", "threadId", "mailboxIds", "keywords", "subject", "from", "receivedAt", "size"]
+BEFORE, CREATED = 10, 50  # emails before the fixed state, and created since it (what Email/changes returns)
+WORKERS = 4
+OPEN_CONCURRENCY = 32
+FANOUT_GOAL_P99_MS, ROUNDTRIP_GOAL = 50.0, 1.5
+LOOP_THREAD = "jmap-ws"  # the WebSocket listener's ConnectionLoop thread (measure.thread_activity's group)
+
+
+# MARK: - RFC 6455 framing (client side: every frame masked)
+
+def mask(data, key):
+    n = len(data)
+    if not n:
+        return b""
+    return (int.from_bytes(data, "big") ^ int.from_bytes((key * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+
+
+def frame(payload, opcode=0x1):
+    """One final client frame (text by default), masked."""
+    key = os.urandom(4)
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+    return head + key + mask(payload, key)
+
+
+def opening(port, token):
+    """The opening handshake's request (Bearer, subprotocol jmap) and the Sec-WebSocket-Accept it must be answered
+    with."""
+    key = base64.b64encode(os.urandom(16))
+    accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
+    request = (f"GET /jmap/ws HTTP/1.1\r\nHost: localhost:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key.decode()}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: jmap\r\n"
+               f"Authorization: Bearer {token}\r\n\r\n").encode()
+    return request, accept
+
+
+def check_opening(head, accept):
+    lines = head.split(b"\r\n")
+    if not lines[0].startswith(b"HTTP/1.1 101"):
+        raise RuntimeError(f"the WebSocket was refused: {head[:300]!r}")
+    fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    if fields.get(b"sec-websocket-accept") != accept or fields.get(b"sec-websocket-protocol") != b"jmap":
+        raise RuntimeError(f"a 101 without the right accept or subprotocol: {head[:300]!r}")
+
+
+def split_frames(buffer):
+    """Complete frames at the start of `buffer` (bytearray, consumed): [(fin, opcode, payload)]."""
+    frames, at = [], 0
+    while len(buffer) - at >= 2:
+        b0, b1 = buffer[at], buffer[at + 1]
+        n, i = b1 & 0x7F, at + 2
+        if n == 126:
+            if len(buffer) - i < 2:
+                break
+            n, i = struct.unpack_from("!H", buffer, i)[0], i + 2
+        elif n == 127:
+            if len(buffer) - i < 8:
+                break
+            n, i = struct.unpack_from("!Q", buffer, i)[0], i + 8
+        key = None
+        if b1 & 0x80:
+            if len(buffer) - i < 4:
+                break
+            key, i = bytes(buffer[i:i + 4]), i + 4
+        if len(buffer) - i < n:
+            break
+        payload = bytes(buffer[i:i + n])
+        frames.append((bool(b0 & 0x80), b0 & 0x0F, mask(payload, key) if key else payload))
+        at = i + n
+    del buffer[:at]
+    return frames
+
+
+class Messages:
+    """Reassembles frames into messages: [(opcode, payload)], control frames as they come."""
+
+    def __init__(self):
+        self.parts, self.opcode = [], None
+
+    def feed(self, frames):
+        out = []
+        for fin, opcode, payload in frames:
+            if opcode >= 0x8:
+                out.append((opcode, payload))
+                continue
+            if opcode:
+                self.opcode, self.parts = opcode, []
+            self.parts.append(payload)
+            if fin:
+                out.append((self.opcode, b"".join(self.parts)))
+                self.parts = []
+        return out
+
+
+# MARK: - Round trips: one blocking WebSocket against one keep-alive HTTPS connection
+
+class Socket:
+    """One JMAP WebSocket on a blocking TLS socket."""
+
+    def __init__(self, port, context, token):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = context.wrap_socket(raw, server_hostname="localhost")
+        request, accept = opening(port, token)
+        self.sock.sendall(request)
+        self.buffer = bytearray()
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("the WebSocket listener closed the connection during the opening handshake")
+            self.buffer += chunk
+        end = self.buffer.index(b"\r\n\r\n")
+        check_opening(bytes(self.buffer[:end]), accept)
+        del self.buffer[:end + 4]
+        self.messages, self.ready = Messages(), collections.deque()
+
+    def send(self, payload):
+        self.sock.sendall(frame(payload))
+
+    def receive(self):
+        """The next text message (pings answered on the way)."""
+        while not self.ready:
+            for opcode, payload in self.messages.feed(split_frames(self.buffer)):
+                if opcode == 0x1:
+                    self.ready.append(payload)
+                elif opcode == 0x9:
+                    self.sock.sendall(frame(payload, 0xA))
+                elif opcode == 0x8:
+                    raise RuntimeError(f"the server closed the WebSocket: {payload[:200]!r}")
+            if self.ready:
+                break
+            chunk = self.sock.recv(262144)
+            if not chunk:
+                raise RuntimeError("the server closed the connection")
+            self.buffer += chunk
+        return self.ready.popleft()
+
+    def close(self):
+        try:
+            self.sock.sendall(frame(struct.pack("!H", 1000), 0x8))
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def sync_request(account, since):
+    return {"using": [CORE, MAIL], "methodCalls": [
+        ["Email/changes", {"accountId": account, "sinceState": since}, "c"],
+        ["Email/get", {"accountId": account, "#ids": {"resultOf": "c", "name": "Email/changes", "path": "/created"},
+                       "properties": PROPERTIES}, "g"]]}
+
+
+def check_sync(answer, label):
+    """The first answer of a side, read in full: 50 ids created, 50 emails got."""
+    calls = answer["methodResponses"]
+    if [c[0] for c in calls] != ["Email/changes", "Email/get"]:
+        raise RuntimeError(f"{label}: {json.dumps(answer)[:400]}")
+    created, emails = calls[0][1]["created"], calls[1][1]["list"]
+    if len(created) != CREATED or len(emails) != CREATED:
+        raise RuntimeError(f"{label}: {len(created)} created, {len(emails)} emails, not {CREATED}")
+
+
+class Keepalive:
+    """One keep-alive HTTP/1.1 connection on a blocking TLS socket, as thin as `Socket`: a request made once and sent
+    whole, a head read to its Content-Length, the body."""
+
+    def __init__(self, port, context):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = context.wrap_socket(raw, server_hostname="localhost")
+        self.buffer = bytearray()
+
+    def exchange(self, request):
+        """(status, body) of one request (its whole bytes)."""
+        self.sock.sendall(request)
+        while (end := self.buffer.find(b"\r\n\r\n")) < 0:
+            self.read()
+        head = bytes(self.buffer[:end]).lower()
+        status = int(head[9:12])
+        at = head.find(b"\r\ncontent-length:")
+        if at < 0:
+            raise RuntimeError(f"an answer without Content-Length: {head[:300]!r}")
+        line_end = head.find(b"\r\n", at + 2)
+        length = int(head[at + 17:line_end if line_end > 0 else len(head)])
+        while len(self.buffer) < end + 4 + length:
+            self.read()
+        body = bytes(self.buffer[end + 4:end + 4 + length])
+        del self.buffer[:end + 4 + length]
+        return status, body
+
+    def read(self):
+        chunk = self.sock.recv(262144)
+        if not chunk:
+            raise RuntimeError("the API closed the keep-alive connection")
+        self.buffer += chunk
+
+    def close(self):
+        self.sock.close()
+
+
+ECHO = {"using": [CORE], "methodCalls": [["Core/echo", {"hello": "world"}, "e"]]}
+
+
+class RoundTrips:
+    """The clients on one account, each connection open for the whole run: the sync request over the WebSocket
+    (`ws`), over the thin keep-alive client (`http`) and over http.client (`http.client`, for how much the client
+    takes); and Core/echo over the first two (`ws-echo`, `http-echo`: what the transports cost with next to no JMAP
+    work)."""
+
+    def __init__(self, cluster, token, account, since):
+        self.context = ssl.create_default_context(cafile=cluster.ca)
+        self.body = json.dumps(sync_request(account, since)).encode()
+        self.ws_request = json.dumps(dict(sync_request(account, since), **{"@type": "Request", "id": "%d"})).encode()
+        self.ws_echo = json.dumps(dict(ECHO, **{"@type": "Request", "id": "%d"})).encode()
+        self.headers = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
+        head = (f"POST /jmap/api HTTP/1.1\r\nHost: 127.0.0.1:{cluster.api_port}\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer {token}\r\nContent-Length: %d\r\n\r\n")
+        self.http_request = (head % len(self.body)).encode() + self.body
+        echo = json.dumps(ECHO).encode()
+        self.http_echo = (head % len(echo)).encode() + echo
+        self.client = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=self.context, timeout=30)
+        self.keepalive = Keepalive(cluster.api_port, self.context)
+        self.ws = Socket(cluster.jmap_ws_port, self.context, token)
+        self.sequence = 0
+        self.length = {}
+        self.sides = {"ws": lambda: self.ws_once(self.ws_request), "http": lambda: self.http_once(self.http_request),
+                      "http.client": self.client_once, "ws-echo": lambda: self.ws_once(self.ws_echo),
+                      "http-echo": lambda: self.http_once(self.http_echo)}
+        check_sync(json.loads(self.client_once()), "JMAP over HTTPS (http.client)")
+        check_sync(json.loads(self.http_once(self.http_request)), "JMAP over HTTPS")
+        answer = json.loads(self.ws_once(self.ws_request))
+        if answer.get("@type") != "Response" or answer.get("requestId") != str(self.sequence):
+            raise RuntimeError(f"JMAP over WebSocket: {json.dumps(answer)[:400]}")
+        check_sync(answer, "JMAP over WebSocket")
+
+    def client_once(self):
+        self.client.request("POST", "/jmap/api", body=self.body, headers=self.headers)
+        response = self.client.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"POST /jmap/api answered {response.status}: {data[:300]!r}")
+        return data
+
+    def http_once(self, request):
+        status, data = self.keepalive.exchange(request)
+        if status != 200:
+            raise RuntimeError(f"POST /jmap/api answered {status}: {data[:300]!r}")
+        return data
+
+    def ws_once(self, template):
+        self.sequence += 1
+        self.ws.send(template.replace(b'"%d"', b'"%d"' % self.sequence, 1))
+        return self.ws.receive()
+
+    def side(self, name, count, mailboxd):
+        """`count` round trips on one side: the rate, and this process's and mailboxd's CPU seconds over them."""
+        once = self.sides[name]
+        server, client = process_cpu(mailboxd.pid), time.process_time()
+        start = time.perf_counter()
+        for _ in range(count):
+            data = once()
+            # Every answer is the same (the requestId's digits aside): the same length and method names.
+            if b'"Core/echo"' not in data and b'"Email/get"' not in data or \
+                    abs(len(data) - self.length.setdefault(name, len(data))) > 8:
+                raise RuntimeError(f"{name}: an answer unlike the first: {data[:300]!r}")
+        seconds = time.perf_counter() - start
+        return {"rate": count / seconds, "seconds": seconds, "client_cpu_s": time.process_time() - client,
+                "mailboxd_cpu_s": process_cpu(mailboxd.pid) - server, "count": count}
+
+    def close(self):
+        self.ws.close()
+        self.keepalive.close()
+        self.client.close()
+
+
+def jmap_setup(cluster, user):
+    """A bearer token, the account's id, the WebSocket URL the Session names, and a fixed state with CREATED emails
+    delivered after it (BEFORE before it)."""
+    api = cluster.api()
+    token = api.login(user, f"password-{user}", "bench")
+    status, session = api.call("GET", "/.well-known/jmap", token=token)
+    if status != 200:
+        raise RuntimeError(f"GET /.well-known/jmap answered {status}: {session}")
+    account = session["primaryAccounts"][MAIL]
+    url = session["capabilities"]["urn:ietf:params:jmap:websocket"]["url"]
+    for i in range(BEFORE):
+        harness.deliver(api, cluster, user, i, "early", "Before")
+    status, answer = api.call("POST", "/jmap/api", token=token, body={
+        "using": [CORE, MAIL], "methodCalls": [["Email/get", {"accountId": account, "ids": []}, "s"]]})
+    if status != 200:
+        raise RuntimeError(f"Email/get answered {status}: {answer}")
+    since = answer["methodResponses"][0][1]["state"]
+    for i in range(CREATED):
+        harness.deliver(api, cluster, user, BEFORE + i, "sender", "Since")
+    return token, account, url, since
+
+
+def roundtrips(env):
+    """WebSocket ÷ HTTPS round trips/s, every side in each round, the order rotating; the row."""
+    rounds, count = env.by_mode(3, 5), env.by_mode(400, 1500)
+    cluster = env.topology("jmap-ws-roundtrips")
+    try:
+        cluster.add_accounts(["rt"])
+        mailboxd = cluster.start_mailboxd(apns_port=9, extra=["--jmap-ws-listen", "127.0.0.1:0"])
+        token, account, url, since = jmap_setup(cluster, "rt")
+        if not url.endswith(f":{cluster.jmap_ws_port}/jmap/ws"):
+            raise RuntimeError(f"the Session names {url}, the listener said port {cluster.jmap_ws_port}")
+        trips = RoundTrips(cluster, token, account, since)
+        names = list(trips.sides)
+        try:
+            for name in names:
+                trips.side(name, count // 10, mailboxd)
+            results = {name: [] for name in names}
+            for r in range(rounds):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    results[name].append(trips.side(name, count, mailboxd))
+            body_bytes, answer_bytes = len(trips.body), trips.length["http"]
+        finally:
+            trips.close()
+        log_lines = server_log(cluster)
+    finally:
+        cluster.close()
+
+    def per_trip(name, key):
+        side = results[name]
+        return round(sum(r[key] for r in side) / sum(r["count"] for r in side) * 1e6, 1)
+
+    def rates(name):
+        return [round(r["rate"], 1) for r in results[name]]
+
+    def ratio(a, b):
+        return round(sorted(x["rate"] / y["rate"] for x, y in zip(results[a], results[b]))[rounds // 2], 3)
+
+    ws, https = results["ws"], results["http"]
+    row = paired("jmap-ws-roundtrips", "JMAP round trips/s (Email/changes + Email/get of 50 emails by #ids): one "
+                 "WebSocket vs HTTPS POST /jmap/api on one keep-alive HTTP/1.1 connection", "round trips/s",
+                 "WebSocket", [r["rate"] for r in ws], "HTTPS POST", [r["rate"] for r in https], ROUNDTRIP_GOAL,
+                 rounds=rounds, round_trips_per_round=count, request_bytes=body_bytes, answer_bytes=answer_bytes,
+                 mailboxd_cpu_us_per_trip={name: per_trip(name, "mailboxd_cpu_s") for name in names},
+                 client_cpu_us_per_trip={name: per_trip(name, "client_cpu_s") for name in names},
+                 wall_us_per_trip={name: per_trip(name, "seconds") for name in names},
+                 http_client_rates=rates("http.client"), ratio_to_http_client=ratio("ws", "http.client"),
+                 echo_rates={"ws": rates("ws-echo"), "http": rates("http-echo")},
+                 echo_ratio=ratio("ws-echo", "http-echo"),
+                 clients="both blocking TLS sockets in one Python process: RFC 6455 framing written out (WebSocket), "
+                         "a thin keep-alive HTTP/1.1 client (HTTPS); http.client alongside",
+                 **({"mailboxd_log": log_lines} if log_lines else {}))
+    mailboxd_us, client_us = row["mailboxd_cpu_us_per_trip"], row["client_cpu_us_per_trip"]
+    log(f"jmap-ws round trips: WebSocket {row['ours']}/s, HTTPS {row['baseline']}/s, ratio {row['ratio']} (rounds "
+        f"{row['round_ratios']}); against http.client {row['ratio_to_http_client']}; Core/echo {row['echo_ratio']} "
+        f"({row['echo_rates']}); mailboxd µs/trip {mailboxd_us}; client µs/trip {client_us}")
+    if not row["met"]:
+        wall = row["wall_us_per_trip"]
+        # With JMAP work of J µs a request on top of the echo round trips, WebSocket ÷ HTTPS is
+        # (J + http echo) / (J + ws echo): at least the goal only while J is at most this.
+        most = max(0.0, (wall["http-echo"] - ROUNDTRIP_GOAL * wall["ws-echo"]) / (ROUNDTRIP_GOAL - 1))
+        row["finding"] = (
+            f"jmap-ws-roundtrips: mailboxd spends {mailboxd_us['ws']} µs of CPU on the sync round trip over the "
+            f"WebSocket and {mailboxd_us['http']} µs over HTTPS, against {mailboxd_us['ws-echo']} and "
+            f"{mailboxd_us['http-echo']} µs for Core/echo: the JMAP work both share (Email/changes, 50 emails read "
+            f"and written as JSON) is most of either, and the WebSocket saves the same few hundred µs on it as on an "
+            f"echo (no HTTP parsing, no per-request authentication, no libmicrohttpd hand-off). Core/echo round "
+            f"trips take {wall['ws-echo']} µs over the WebSocket and {wall['http-echo']} µs over HTTPS (ratio "
+            f"{row['echo_ratio']}), so {ROUNDTRIP_GOAL}× holds only for requests whose JMAP work takes at most about "
+            f"{most:.0f} µs of a round trip.")
+    return row
+
+
+def server_log(cluster, limit=10):
+    """mailboxd's error and warning lines, if any (the last `limit`)."""
+    lines = [line for line in cluster.mailboxd.output().splitlines()
+             if any(word in line.lower() for word in ("error", "warning", "refus", "fail"))]
+    return lines[-limit:]
+
+
+# MARK: - Fan-out: the worker process (python3 -m signalfetch.bench.jmap_ws worker)
+
+class Listener(Conn):
+    """One JMAP WebSocket on the worker's asyncio loop, read through bench/imap.py's Conn (recvmsg with the kernel's
+    receive time, TLS through memory BIOs): the 101's head, then frames. StateChanges go to `arrivals`
+    {state: (kernel time, monotonic time)}; other messages to the queue `read_line` takes from."""
+
+    def __init__(self, port, context, worker):
+        super().__init__(port, context, label="jmap-ws")
+        self.worker = worker
+        self.head = None
+        self.messages = Messages()
+        self.arrivals = {}
+        self.others = collections.Counter()
+
+    def _split(self):
+        if self.head is None:
+            end = self.raw.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            self.head = bytes(self.raw[:end])
+            del self.raw[:end + 4]
+            self.lines.append((self.last_time, self.head))
+            self._wake()
+        for opcode, payload in self.messages.feed(split_frames(self.raw)):
+            if opcode == 0x9:
+                self.loop.create_task(self.send(frame(payload, 0xA)))
+            elif opcode == 0x8:
+                self.others["close"] += 1
+            elif b'"StateChange"' in payload:
+                self.state_change(payload)
+            else:
+                self.lines.append((self.last_time, payload))
+                self._wake()
+
+    def state_change(self, payload):
+        now = time.monotonic()
+        message = json.loads(payload)
+        for types in message["changed"].values():
+            state = types.get("Email")
+            if state is not None and state not in self.arrivals:
+                self.arrivals[state] = (self.last_time, now)
+                self.worker.arrived(state)
+
+    async def ready(self, token, timeout=60):
+        """Opens, then push for Email and a Request answered: from then on every commit is told."""
+        await self.open(timeout)
+        request, accept = opening(self.port, token)
+        await self.send(request)
+        _, head = await self.read_line(timeout)
+        check_opening(head, accept)
+        await self.send(frame(b'{"@type":"WebSocketPushEnable","dataTypes":["Email"]}'))
+        await self.send(frame(json.dumps({"@type": "Request", "id": "ready", "using": [CORE],
+                                          "methodCalls": [["Core/echo", {}, "e"]]}).encode()))
+        _, answer = await self.read_line(timeout)
+        answer = json.loads(answer)
+        if answer.get("@type") != "Response" or answer.get("requestId") != "ready":
+            raise RuntimeError(f"not a Response to the ready request: {json.dumps(answer)[:300]}")
+        return self
+
+
+class Worker:
+    """Holds its share of the sockets and answers the launcher's commands, one JSON line each:
+
+      {"open": N}                 N more sockets, each ready; {"opened", "failed", "errors", "held", "seconds"}
+      {"wait": STATE, "timeout"}  until every held socket has heard STATE; {"heard", "held", "closed"}
+      {"hold": true}              stops reading the sockets (what arrives waits in the kernel, its receive time
+                                  noted there); {"held"}
+      {"release": true}           reads them again; {"held"}
+      {"report": [STATES]}        per socket and state, [kernel time, monotonic time] or null; {"arrivals",
+                                  "others"}"""
+
+    def __init__(self, config):
+        self.port, self.token = config["port"], config["token"]
+        self.context = ssl.create_default_context(cafile=config["ca"])
+        self.sockets = []
+        self.heard = collections.Counter()
+        self.waiting = None  # (state, future)
+
+    def arrived(self, state):
+        self.heard[state] += 1
+        if self.waiting and self.waiting[0] == state and self.heard[state] >= self.open_count():
+            if not self.waiting[1].done():
+                self.waiting[1].set_result(None)
+
+    def open_count(self):
+        return sum(1 for s in self.sockets if not s.closed)
+
+    async def open(self, count):
+        start = time.monotonic()
+        results = await gather_limited([lambda: Listener(self.port, self.context, self).ready(self.token)
+                                        for _ in range(count)], OPEN_CONCURRENCY)
+        errors = collections.Counter()
+        for result in results:
+            if isinstance(result, BaseException):
+                errors[str(result)[:120]] += 1
+            else:
+                self.sockets.append(result)
+        return {"opened": count - sum(errors.values()), "failed": sum(errors.values()), "errors": dict(errors),
+                "held": self.open_count(), "seconds": time.monotonic() - start}
+
+    async def wait(self, state, timeout):
+        if self.heard[state] < self.open_count():
+            future = asyncio.get_running_loop().create_future()
+            self.waiting = (state, future)
+            try:
+                await asyncio.wait_for(future, timeout)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                self.waiting = None
+        return {"heard": self.heard[state], "held": self.open_count(),
+                "closed": sum(1 for s in self.sockets if s.closed)}
+
+    def reading(self, on):
+        loop = asyncio.get_running_loop()
+        for s in self.sockets:
+            if not s.closed:
+                if on:
+                    loop.add_reader(s.sock.fileno(), s._readable)
+                else:
+                    loop.remove_reader(s.sock.fileno())
+        return {"held": self.open_count()}
+
+    def report(self, states):
+        others = collections.Counter()
+        for s in self.sockets:
+            others.update(s.others)
+        return {"arrivals": [[s.arrivals.get(state) for state in states] for s in self.sockets],
+                "others": dict(others)}
+
+    async def serve(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                break
+            command = json.loads(line)
+            if "open" in command:
+                answer = await self.open(command["open"])
+            elif "wait" in command:
+                answer = await self.wait(command["wait"], command.get("timeout", 10))
+            elif "hold" in command or "release" in command:
+                answer = self.reading("release" in command)
+            else:
+                answer = self.report(command["report"])
+            sys.stdout.write(json.dumps(answer) + "\n")
+            sys.stdout.flush()
+        for s in self.sockets:
+            s.close()
+
+
+def worker_main():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher stops its workers itself
+    harness.raise_fd_limit()
+    config = json.loads(sys.stdin.readline())
+    asyncio.run(Worker(config).serve())
+
+
+# MARK: - Fan-out: the launcher's side
+
+class WorkerProcess:
+    """One worker: commands on its standard input, answers on its standard output, errors in `name`.err; stopped by
+    pid (end of input, then SIGKILL if it lingers)."""
+
+    def __init__(self, name, workdir, config):
+        self.name = name
+        self.err_path = os.path.join(workdir, f"{name}.err")
+        env = dict(os.environ, PYTHONPATH=SCRIPTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        with open(self.err_path, "ab") as err:
+            self.popen = subprocess.Popen([sys.executable, "-m", "signalfetch.bench.jmap_ws", "worker"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+                                          start_new_session=True, text=True)
+        self.send(config)
+
+    def send(self, command):
+        self.popen.stdin.write(json.dumps(command) + "\n")
+        self.popen.stdin.flush()
+
+    def answer(self):
+        line = self.popen.stdout.readline()
+        if not line:
+            tail = open(self.err_path, errors="replace").read()[-500:]
+            raise RuntimeError(f"{self.name} exited ({self.popen.wait()}): {tail}")
+        return json.loads(line)
+
+    def cpu(self):
+        return process_cpu(self.popen.pid)
+
+    def stop(self):
+        if self.popen.poll() is None:
+            try:
+                self.popen.stdin.close()
+                self.popen.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                os.kill(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        self.popen.stdout.close()
+
+
+class Fleet:
+    def __init__(self, workers):
+        self.workers = workers
+        self.held = 0
+
+    def ask(self, commands):
+        for worker, command in zip(self.workers, commands):
+            worker.send(command)
+        return [worker.answer() for worker in self.workers]
+
+    def open_to(self, total):
+        more, n = total - self.held, len(self.workers)
+        answers = self.ask([{"open": more // n + (1 if i < more % n else 0)} for i in range(n)])
+        self.held = sum(a["held"] for a in answers)
+        failed = sum(a["failed"] for a in answers)
+        if failed:
+            errors = collections.Counter()
+            for a in answers:
+                errors.update(a["errors"])
+            raise RuntimeError(f"{failed} of {more} WebSockets did not open: {dict(errors)}")
+        return max(a["seconds"] for a in answers)
+
+    def wait(self, state, timeout=10):
+        answers = self.ask([{"wait": state, "timeout": timeout}] * len(self.workers))
+        return sum(a["heard"] for a in answers), sum(a["held"] for a in answers)
+
+    def report(self, states):
+        arrivals, others = [], collections.Counter()
+        for answer in self.ask([{"report": states}] * len(self.workers)):
+            arrivals += answer["arrivals"]
+            others.update(answer["others"])
+        return arrivals, dict(others)
+
+    def cpu(self):
+        return sum(w.cpu() for w in self.workers)
+
+    def close(self):
+        for worker in self.workers:
+            worker.stop()
+
+
+def deliveries(cluster, api, user, fleet, count, first, hold=0.0):
+    """`count` deliveries to `user`, each heard by every socket before the next (when there are sockets); with
+    `hold`, every other one while the clients hold off reading for `hold` seconds from just before its POST. [(state,
+    wall time, monotonic time, wall time the clients read again or None)] taken just before each POST, and
+    mailboxd's and the workers' CPU seconds over them."""
+    sent, missed = [], 0
+    pid = cluster.mailboxd.pid
+    server, threads, clients = process_cpu(pid), thread_activity(pid), fleet.cpu() if fleet else 0.0
+    for k in range(count):
+        body = {"to": user, "from": f"sender{first + k}@example.com", "subject": f"Fan-out {first + k}",
+                "body": harness.deliver_body(first + k)}
+        held = bool(fleet and fleet.held and hold and k % 2)
+        if held:
+            fleet.ask([{"hold": True}] * len(fleet.workers))
+        wall, mono = time.time(), time.monotonic()
+        status, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body=body)
+        if status != 201:
+            raise RuntimeError(f"delivery: HTTP {status} {receipt}")
+        released = None
+        if held:
+            time.sleep(max(0.0, hold - (time.monotonic() - mono)))
+            released = time.time()
+            fleet.ask([{"release": True}] * len(fleet.workers))
+        sent.append((receipt["state"], wall, mono, released))
+        if fleet and fleet.held:
+            heard, held_sockets = fleet.wait(receipt["state"])
+            missed += held_sockets - heard
+        time.sleep(0.02 + random.random() * 0.03)
+    loop = thread_activity_delta(threads, thread_activity(pid)).get(LOOP_THREAD, (0.0, 0))[0]
+    return sent, {"mailboxd_cpu_s": process_cpu(pid) - server, "loop_cpu_s": loop,
+                  "workers_cpu_s": (fleet.cpu() - clients) if fleet else 0.0, "missed": missed}
+
+
+def samples(fleet, sent):
+    """ms from just before each POST to each socket's StateChange, by the kernel's receive time: {"live": while the
+    clients read, "held": while they held off; "handled": when the clients handled the live ones}; the (socket,
+    delivery) pairs that never heard theirs, the held ones that arrived only once the clients read again, and
+    messages other than the expected."""
+    arrivals, others = fleet.report([state for state, _, _, _ in sent])
+    found = {"live": [], "held": [], "handled": []}
+    missing = late = 0
+    for per_socket in arrivals:
+        for (state, wall, mono, released), arrival in zip(sent, per_socket):
+            if arrival is None:
+                missing += 1
+                continue
+            if released is None:
+                found["live"].append((arrival[0] - wall) * 1000)
+                found["handled"].append((arrival[1] - mono) * 1000)
+            else:
+                found["held"].append((arrival[0] - wall) * 1000)
+                late += arrival[0] > released
+    return found, missing, late, others
+
+
+def step(cluster, api, fleet, user, sockets, count, first, hold):
+    """Opens sockets up to `sockets`, warms up with one delivery, then `count` measured, every other one while the
+    clients hold off; the step's figures, and the live samples."""
+    opened = fleet.open_to(sockets)
+    deliveries(cluster, api, user, fleet, 1, first)  # every socket has read its states once
+    sent, cost = deliveries(cluster, api, user, fleet, count, first + 1, hold)
+    found, missing, late, others = samples(fleet, sent)
+    result = {"sockets": fleet.held, "deliveries": count, "open_seconds": round(opened, 2),
+              "mailboxd_cpu_ms_per_delivery": round(cost["mailboxd_cpu_s"] / count * 1000, 2),
+              "loop_cpu_ms_per_delivery": round(cost["loop_cpu_s"] / count * 1000, 2),
+              "workers_cpu_ms_per_delivery": round(cost["workers_cpu_s"] / count * 1000, 2),
+              "missing": missing, "unheard_when_waited": cost["missed"], "others": others,
+              "handled": latency_summary(found["handled"]) if found["handled"] else None,
+              "clients_holding_off": dict(latency_summary(found["held"]), hold_ms=round(hold * 1000),
+                                          arrived_after_hold=late) if found["held"] else None}
+    if found["live"]:
+        result.update(latency_summary(found["live"]))
+    held = result["clients_holding_off"] or {}
+    log(f"jmap-ws fan-out, {fleet.held} sockets: p50 {result.get('p50_ms')} p99 {result.get('p99_ms')} max "
+        f"{result.get('max_ms')} ms (kernel receive); handled by the clients p50 {result['handled']['p50_ms']} p99 "
+        f"{result['handled']['p99_ms']} ms; clients holding off p50 {held.get('p50_ms')} p99 {held.get('p99_ms')} "
+        f"max {held.get('max_ms')} ms ({held.get('arrived_after_hold')} after the hold); mailboxd "
+        f"{result['mailboxd_cpu_ms_per_delivery']} ms CPU a delivery ({result['loop_cpu_ms_per_delivery']} ms on "
+        f"its WebSocket loop thread), the clients "
+        f"{result['workers_cpu_ms_per_delivery']} ms; missing {missing}; opened in {opened:.1f} s")
+    return result, found["live"]
+
+
+def fanout(env, small=100, large=1000):
+    """0, then 100, then 1,000 sockets on one account of one mailboxd; the row (1,000 sockets' samples)."""
+    count, hold = env.by_mode(16, 40), 0.4
+    cluster = env.topology("jmap-ws-fanout")
+    fleet = None
+    try:
+        cluster.add_accounts(["fan"])
+        cluster.start_mailboxd(apns_port=9, extra=["--jmap-ws-listen", "127.0.0.1:0",
+                                                   "--jmap-ws-max-sockets-per-account", str(large)])
+        api = cluster.api()
+        token = api.login("fan", "password-fan", "bench")
+        sent, cost = deliveries(cluster, api, "fan", None, count, 0)
+        idle_cpu_ms = round(cost["mailboxd_cpu_s"] / count * 1000, 2)
+        config = {"port": cluster.jmap_ws_port, "ca": cluster.ca, "token": token}
+        fleet = Fleet([WorkerProcess(f"jmap-ws-worker-{i}", cluster.work, config) for i in range(WORKERS)])
+        few, _ = step(cluster, api, fleet, "fan", small, count, 1000, hold)
+        many, kernel = step(cluster, api, fleet, "fan", large, count, 2000, hold)
+        log_lines = server_log(cluster)
+    finally:
+        if fleet:
+            fleet.close()
+        cluster.close()
+    per_socket_us = round((many["mailboxd_cpu_ms_per_delivery"] - idle_cpu_ms) / large * 1000, 1)
+    row = latency_row("jmap-ws-fanout", f"One delivery → StateChange on {large:,} WebSockets of one account: from "
+                      "just before the delivery's POST to each socket's StateChange (kernel receive time)", kernel,
+                      FANOUT_GOAL_P99_MS, f"JMAP WebSocket fan-out to {large:,} sockets:",
+                      sockets=many["sockets"], deliveries=count, workers=WORKERS, handled=many["handled"],
+                      clients_holding_off=many["clients_holding_off"],
+                      missing=many["missing"], others=many["others"], open_seconds=many["open_seconds"],
+                      mailboxd_cpu_ms_per_delivery={"0": idle_cpu_ms, str(small): few["mailboxd_cpu_ms_per_delivery"],
+                                                    str(large): many["mailboxd_cpu_ms_per_delivery"]},
+                      mailboxd_cpu_us_per_socket=per_socket_us,
+                      loop_cpu_ms_per_delivery=many["loop_cpu_ms_per_delivery"],
+                      workers_cpu_ms_per_delivery=many["workers_cpu_ms_per_delivery"],
+                      **{f"sockets_{small}": few}, **({"mailboxd_log": log_lines} if log_lines else {}))
+    held = many["clients_holding_off"]
+    if not row["met"]:
+        row["finding"] += (
+            f". With the clients holding off reading (not competing with mailboxd for the cores) p99 "
+            f"{held['p99_ms']} ms. "
+            f"mailboxd spends {many['mailboxd_cpu_ms_per_delivery']} ms of CPU on a delivery to {large:,} sockets "
+            f"({idle_cpu_ms} ms with none: {per_socket_us} µs a socket), {many['loop_cpu_ms_per_delivery']} ms of it "
+            f"on the WebSocket listener's one loop thread, which writes the sockets one after another (each a "
+            f"StateChange built, a hop through the cooperative pool for the shared state read, a TLS record, a "
+            f"send); the {WORKERS} client processes take {many['workers_cpu_ms_per_delivery']} ms of CPU a delivery "
+            f"on the same cores.")
+    if many["missing"]:
+        row["met"] = False
+        row["finding"] = (row.get("finding", "") + f" {many['missing']} (socket, delivery) pairs never heard their "
+                          "StateChange.").strip()
+    return row
+
+
+def run(env):
+    emit(roundtrips(env))
+    emit(fanout(env))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["worker"]:
+        worker_main()
