@@ -38,8 +38,10 @@ public final class JMAPWebSocketServer: Sendable {
         var connections: Set<UInt64> = []
         /// The ``AccountWakeups`` subscription that wakes them.
         var subscription = 0
-        /// The newest modseq a commit announced.
-        var latest: Int64 = -1
+        /// The newest states read after a commit, for every socket of the account (one read each commit).
+        var states: TypeStates?
+        /// The last StateChange written, for the sockets that were told the same states before it.
+        var lastChange: (from: Int64, to: Int64, types: Set<String>?, text: [UInt8])?
     }
 
     private struct State {
@@ -140,24 +142,53 @@ public final class JMAPWebSocketServer: Sendable {
         }
     }
 
+    /// A commit to an account with sockets: its new states are read once (shared with the account's event streams
+    /// through ``AccountWakeups``), kept, and every socket is told to look; no socket reads for itself.
     private func wake(accountID: Int64, _ wakeup: AccountWakeups.Wakeup) {
-        let (connections, event) = state.withLock { state -> (Set<UInt64>, JMAPWebSocketSession.Event?) in
-            guard var sockets = state.accounts[accountID] else { return ([], nil) }
-            switch wakeup {
-            case .committed(let modseq):
-                sockets.latest = max(sockets.latest, modseq)
-                state.accounts[accountID] = sockets
-                return (sockets.connections, .committed)
-            case .missed: return (sockets.connections, .missed)
-            case .tick: return ([], nil)
+        switch wakeup {
+        case .committed(let modseq):
+            let (server, wakeups) = (server, wakeups)
+            Task {
+                let read = { @Sendable in try await server.typeStates(accountID: accountID) }
+                guard let states = await wakeups.typeStates(accountID: accountID, atLeast: modseq, read: read) else {
+                    return self.tell(accountID, .missed)
+                }
+                let newer = self.state.withLock { state -> Bool in
+                    guard let kept = state.accounts[accountID]?.states?.modseq, kept >= states.modseq else {
+                        state.accounts[accountID]?.states = states
+                        return true
+                    }
+                    return false
+                }
+                if newer { self.tell(accountID, .changed) }
             }
+        case .missed: tell(accountID, .missed)
+        case .tick: break
         }
-        guard let event else { return }
+    }
+
+    private func tell(_ accountID: Int64, _ event: JMAPWebSocketSession.Event) {
+        let connections = state.withLock { $0.accounts[accountID]?.connections ?? [] }
         for id in connections { loop.notify(id, event) }
     }
 
-    /// The newest modseq a commit to `accountID` announced (-1: none since its first socket opened).
-    func latestModseq(accountID: Int64) -> Int64 { state.withLock { $0.accounts[accountID]?.latest ?? -1 } }
+    /// The newest states read after a commit to `accountID`, when there was one since its first socket opened.
+    func latestStates(accountID: Int64) -> TypeStates? { state.withLock { $0.accounts[accountID]?.states } }
+
+    /// The StateChange text from the states at modseq `from` to `states` for `types`, made once for every socket of
+    /// the account that was told the same (`make` writes it when it is not kept).
+    func stateChange(
+        accountID: Int64, from: Int64, to states: TypeStates, types: Set<String>?, make: () -> [UInt8]?
+    ) -> [UInt8]? {
+        if let kept = state.withLock({ $0.accounts[accountID]?.lastChange }), kept.from == from,
+            kept.to == states.modseq, kept.types == types
+        {
+            return kept.text
+        }
+        guard let text = make() else { return nil }
+        state.withLock { $0.accounts[accountID]?.lastChange = (from, states.modseq, types, text) }
+        return text
+    }
 
     /// A connection closed (loop thread).
     func closed(_ id: UInt64) {
@@ -196,8 +227,8 @@ struct JMAPWebSocketSession: LoopSession {
     }
 
     enum Event: Sendable {
-        /// A commit to the account (its modseq is in the hub's ``JMAPWebSocketServer/latestModseq(accountID:)``).
-        case committed
+        /// The account's states moved (the new ones are the hub's ``JMAPWebSocketServer/latestStates(accountID:)``).
+        case changed
         /// Commits of other instances may have been missed.
         case missed
         /// The server is shutting down.
@@ -306,7 +337,7 @@ struct JMAPWebSocketSession: LoopSession {
     mutating func notified(_ event: Event) -> [LoopAction<Answer>] {
         guard case .open = phase else { return [] }
         switch event {
-        case .committed: break
+        case .changed: break
         case .missed: push?.readDue = true
         case .goingAway: codec.close(code: 1001, reason: "The server is shutting down.")
         }
@@ -392,11 +423,12 @@ struct JMAPWebSocketSession: LoopSession {
             }
         }
         if question == nil, !codec.closeSent, let push, let account {
-            let latest = hub.latestModseq(accountID: account.id)
             if push.readDue || push.told == nil {
-                question = askStates(atLeast: nil)
-            } else if let told = push.told, latest > told.modseq {
-                question = askStates(atLeast: latest)
+                question = askStates()
+            } else if let told = push.told, let latest = hub.latestStates(accountID: account.id),
+                latest.modseq > told.modseq
+            {
+                tell(latest)
             }
         }
         var actions = flushed()
@@ -432,20 +464,13 @@ struct JMAPWebSocketSession: LoopSession {
         }
     }
 
-    /// Reads the account's states: shared with the account's other sockets after a commit of `modseq`, its own
-    /// otherwise.
-    private mutating func askStates(atLeast modseq: Int64?) -> LoopAction<Answer> {
+    /// Reads the account's states for this socket alone: when push is turned on, and after commits of other
+    /// instances may have been missed. (After a commit, the hub reads them once for every socket.)
+    private mutating func askStates() -> LoopAction<Answer> {
         push?.readDue = false
-        let (server, wakeups, accountID) = (hub.server, hub.wakeups, account?.id ?? -1)
+        let (server, accountID) = (hub.server, account?.id ?? -1)
         return .ask { _, answer in
-            Task {
-                let read = { @Sendable in try await server.typeStates(accountID: accountID) }
-                if let modseq {
-                    answer(.states(await wakeups.typeStates(accountID: accountID, atLeast: modseq, read: read)))
-                } else {
-                    answer(.states(try? await read()))
-                }
-            }
+            Task { answer(.states(try? await server.typeStates(accountID: accountID))) }
         }
     }
 
@@ -454,18 +479,26 @@ struct JMAPWebSocketSession: LoopSession {
     private mutating func tell(_ states: TypeStates) {
         guard var push, let account else { return }
         let pushState = SyncState(epoch: hub.server.store.epoch, modseq: states.modseq).description
-        var changed: [String: String] = [:]
-        if let told = push.told {
-            changed = states.states.filter { told.states[$0.key] != $0.value }
-        } else if let clientState = push.clientState, clientState != pushState {
-            changed = states.states
-        }
-        if push.told == nil || states.modseq > push.told?.modseq ?? .min { push.told = states }
+        let told = push.told
+        if told == nil || states.modseq > told?.modseq ?? .min { push.told = states }
         self.push = push
-        guard case .object(var members)? = JMAPServer.stateChange(changed, account: account, types: push.types) else {
-            return
+        let types = push.types
+        func text(_ changed: [String: String]) -> [UInt8]? {
+            guard case .object(var members)? = JMAPServer.stateChange(changed, account: account, types: types) else {
+                return nil
+            }
+            members["pushState"] = .string(pushState)
+            return JSONValue.object(members).jsonBytes
         }
-        members["pushState"] = .string(pushState)
-        codec.send(text: JSONValue.object(members).jsonBytes)
+        let message: [UInt8]?
+        if let told {
+            guard states.modseq > told.modseq else { return }
+            message = hub.stateChange(accountID: account.id, from: told.modseq, to: states, types: types) {
+                text(states.states.filter { told.states[$0.key] != $0.value })
+            }
+        } else {
+            message = push.clientState.map { $0 != pushState } == true ? text(states.states) : nil
+        }
+        if let message { codec.send(text: message) }
     }
 }
