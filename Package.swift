@@ -283,7 +283,7 @@ let package = Package(
             name: "MailboxServiceTests",
             dependencies: [
                 "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "MailboxStore", "APNsSimulator", "HTTPClient",
-                "SQLiteKit", "OpenSSLCrypto", "JSONText", "IMAP", "TestSupport",
+                "SQLiteKit", "OpenSSLCrypto", "JSONText", "IMAP", "JMAP", "Locking", "TestSupport",
             ]),
         .testTarget(
             name: "SignalDispatchTests",
