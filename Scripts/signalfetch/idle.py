@@ -214,18 +214,19 @@ def main():
 
 # MARK: - The launcher's side
 
-class HolderProcess:
-    """One holder process: commands on its standard input, one JSON answer a line on its standard output, errors in
-    `name`.err under `workdir`; stopped by pid."""
+class LineProcess:
+    """A helper process of this package (`python3 -m MODULE ARGS…`): commands on its standard input, one JSON answer
+    a line on its standard output, errors in `name`.err under `workdir`; stopped by pid (end of input, then SIGKILL
+    if it lingers)."""
 
-    def __init__(self, name, host, port, ca, source, workdir):
-        self.name, self.source = name, source
+    def __init__(self, name, workdir, module, args=()):
+        self.name = name
         self.err_path = os.path.join(workdir, f"{name}.err")
         env = dict(os.environ, PYTHONPATH=SCRIPTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
         with open(self.err_path, "ab") as err:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "signalfetch.idle", host, str(port), ca, source], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True, text=True)
+                [sys.executable, "-m", module, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                env=env, start_new_session=True, text=True)
 
     def send(self, command):
         self.popen.stdin.write(json.dumps(command) + "\n")
@@ -234,12 +235,12 @@ class HolderProcess:
     def answer(self):
         line = self.popen.stdout.readline()
         if not line:
-            tail = open(self.err_path, errors="replace").read()[-400:]
-            raise RuntimeError(f"{self.name} ({self.source}) exited ({self.popen.wait()}): {tail}")
+            tail = open(self.err_path, errors="replace").read()[-500:]
+            raise RuntimeError(f"{self.name} exited ({self.popen.wait()}): {tail}")
         return json.loads(line)
 
     def stop(self):
-        """Ends the holder (end of input, then SIGKILL if it lingers); the kernel closes what it held."""
+        """Ends the process (end of input, then SIGKILL if it lingers); the kernel closes what it held."""
         if self.popen.poll() is None:
             try:
                 self.popen.stdin.close()
@@ -248,6 +249,14 @@ class HolderProcess:
                 os.kill(self.popen.pid, signal.SIGKILL)
                 self.popen.wait()
         self.popen.stdout.close()
+
+
+class HolderProcess(LineProcess):
+    """One holder process, its connections made from `source`."""
+
+    def __init__(self, name, host, port, ca, source, workdir):
+        super().__init__(name, workdir, "signalfetch.idle", [host, str(port), ca, source])
+        self.source = source
 
 
 class IdleConnections:

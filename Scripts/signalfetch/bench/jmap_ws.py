@@ -44,6 +44,7 @@ import time
 
 from .. import SCRIPTS, harness, log
 from ..measure import latency_summary, process_cpu, thread_activity, thread_activity_delta
+from ..idle import LineProcess
 from ..report import emit, latency_row, paired
 from .imap import Conn, gather_limited
 
@@ -605,43 +606,15 @@ def worker_main():
 
 # MARK: - Fan-out: the launcher's side
 
-class WorkerProcess:
-    """One worker: commands on its standard input, answers on its standard output, errors in `name`.err; stopped by
-    pid (end of input, then SIGKILL if it lingers)."""
+class WorkerProcess(LineProcess):
+    """One worker (`python3 -m signalfetch.bench.jmap_ws worker`), given `config` first."""
 
     def __init__(self, name, workdir, config):
-        self.name = name
-        self.err_path = os.path.join(workdir, f"{name}.err")
-        env = dict(os.environ, PYTHONPATH=SCRIPTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        with open(self.err_path, "ab") as err:
-            self.popen = subprocess.Popen([sys.executable, "-m", "signalfetch.bench.jmap_ws", "worker"],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
-                                          start_new_session=True, text=True)
+        super().__init__(name, workdir, "signalfetch.bench.jmap_ws", ["worker"])
         self.send(config)
-
-    def send(self, command):
-        self.popen.stdin.write(json.dumps(command) + "\n")
-        self.popen.stdin.flush()
-
-    def answer(self):
-        line = self.popen.stdout.readline()
-        if not line:
-            tail = open(self.err_path, errors="replace").read()[-500:]
-            raise RuntimeError(f"{self.name} exited ({self.popen.wait()}): {tail}")
-        return json.loads(line)
 
     def cpu(self):
         return process_cpu(self.popen.pid)
-
-    def stop(self):
-        if self.popen.poll() is None:
-            try:
-                self.popen.stdin.close()
-                self.popen.wait(10)
-            except (OSError, subprocess.TimeoutExpired):
-                os.kill(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
-        self.popen.stdout.close()
 
 
 class Fleet:
