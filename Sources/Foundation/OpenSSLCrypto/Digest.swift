@@ -3,15 +3,7 @@ import COpenSSL
 /// SHA-256.
 public enum SHA256 {
     /// The 32-byte SHA-256 digest of `bytes`.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let ok = Array(bytes).withUnsafeBytes { input in
-            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha256(), nil)
-        }
-        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
-        return digest
-    }
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(bytes, EVP_sha256(), 32) }
 
     /// The SHA-256 digest of the UTF-8 bytes of `string`.
     public static func hash(_ string: String) -> [UInt8] { hash(Array(string.utf8)) }
@@ -20,15 +12,18 @@ public enum SHA256 {
 /// SHA-1, for protocols that still name it where no secrecy rests on it (RFC 6455's `Sec-WebSocket-Accept`).
 public enum SHA1 {
     /// The 20-byte SHA-1 digest of `bytes`.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 20)
-        var length: UInt32 = 0
-        let ok = Array(bytes).withUnsafeBytes { input in
-            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha1(), nil)
-        }
-        precondition(ok == 1 && length == 20, "EVP_Digest(SHA-1) failed")
-        return digest
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(bytes, EVP_sha1(), 20) }
+}
+
+/// The `size`-byte digest of `bytes` with `algorithm`.
+private func digest(_ bytes: some Collection<UInt8>, _ algorithm: OpaquePointer?, _ size: Int) -> [UInt8] {
+    var digest = [UInt8](repeating: 0, count: size)
+    var length: UInt32 = 0
+    let ok = Array(bytes).withUnsafeBytes { input in
+        EVP_Digest(input.baseAddress, input.count, &digest, &length, algorithm, nil)
     }
+    precondition(ok == 1 && Int(length) == size, "EVP_Digest failed")
+    return digest
 }
 
 /// HMAC with SHA-256.
