@@ -227,7 +227,7 @@ let package = Package(
                 "APNs", "APNsSimulator", "MailboxService", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
                 "MailboxStore", "Push", "PushAPNs", "MailIngest", "MailMIME",
                 "HTTPServer", "JMAP", "JSONText", "IMAP", "ConnectionLoop",
-                "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking", "ServerSentEvents",
+                "HTTP2Server", "HTTPClient", "OpenSSLCrypto", "Locking", "ServerSentEvents", "WebSocket",
             ]),
         .executableTarget(name: "signalfetch-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(

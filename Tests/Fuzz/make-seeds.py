@@ -129,3 +129,32 @@ imap = {
 }
 for name, text in imap.items():
     put("imap", name, text)
+
+# websocket: a JMAP WebSocket's opening handshake, then client frames (masked, as RFC 6455 §5.3 requires)
+ws_head = (b"GET /jmap/ws HTTP/1.1\r\nHost: 127.0.0.1:8444\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: jmap\r\n\r\n")
+def ws_frame(op, payload, fin=True, masked=True):
+    n = len(payload)
+    mask = 0x80 if masked else 0
+    out = bytes([(0x80 if fin else 0) | op])
+    if n < 126: out += bytes([mask | n])
+    elif n < 65536: out += bytes([mask | 126]) + n.to_bytes(2, "big")
+    else: out += bytes([mask | 127]) + n.to_bytes(8, "big")
+    if not masked: return out + payload
+    key = b"\x12\x34\x56\x78"
+    return out + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+ws_request = json.dumps({"@type": "Request", "id": "r1", "using": ["urn:ietf:params:jmap:core"],
+                         "methodCalls": [["Core/echo", {}, "e"]]}).encode()
+for name, data in {
+    "request": ws_head + ws_frame(1, ws_request),
+    "push-enable": ws_head + ws_frame(1, b'{"@type":"WebSocketPushEnable","dataTypes":null,"pushState":"x"}')
+                   + ws_frame(1, b'{"@type":"WebSocketPushDisable"}'),
+    "fragmented-with-ping": ws_head + ws_frame(1, ws_request[:10], fin=False) + ws_frame(9, b"ping")
+                            + ws_frame(0, ws_request[10:]),
+    "close": ws_head + ws_frame(8, b"\x03\xe8bye"),
+    "binary-and-unmasked": ws_head + ws_frame(2, b"\x00\x01") + ws_frame(1, b"hi", masked=False),
+    "not-json-and-bad-utf8": ws_head + ws_frame(1, b"not json") + ws_frame(1, b"\xc3\x28"),
+    "pipelined-head-only": ws_head,
+    "garbage": b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + bytes(range(40)),
+}.items():
+    put("websocket", name, data)

@@ -35,6 +35,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// JMAP request bodies: JSON read with the depth cap, never laxer than `JSONSerialization`, written back the
     /// same.
     case jmapJSON = "jmap-json"
+    /// A JMAP WebSocket's opening handshake (http-parser) and frames (wslay), whole and cut into pieces.
+    case webSocket = "websocket"
 
     /// Runs the target on one input.
     public func run(_ input: UnsafeRawBufferPointer) {
@@ -54,6 +56,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .lmtp: MailFuzz.lmtp(bytes)
         case .imap: IMAPFuzz.session(bytes)
         case .jmapJSON: TextFuzz.jmapJSON(bytes)
+        case .webSocket: WebSocketFuzz.session(bytes)
         }
     }
 }
