@@ -143,4 +143,28 @@ import Testing
         let reused = try #require(seen["reused"] as? [String: Any])
         #expect(reused["opened"] as? Bool == false, "a used ticket opened a second socket")
     }
+
+    /// mailboxd stopping closes each socket with 1001 (going away) before it exits, so a client knows to reconnect
+    /// elsewhere rather than that the network broke.
+    @Test func shutdownClosesEverySocketWithGoingAway() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice"], mailboxdArguments: ["--jmap-ws-listen", "127.0.0.1:0"])
+        let port = try #require(cluster.jmapWebSocketPort)
+        let listener = try await offPool {
+            try ChildProcess(
+                TestEnvironment.python,
+                [
+                    TestEnvironment.peer("jmap_websocket_wait.py"), "wss://127.0.0.1:\(port)/jmap/ws", cluster.ca,
+                    "alice", "password-alice",
+                ],
+                logDirectory: cluster.directory.url.path)
+        }
+        defer { listener.stop() }
+        let listening = try await offPool { listener.waitForOutput(timeout: 30) { $0.contains("listening") } }
+        try #require(listening, "the WebSocket client did not start: \(listener.output) \(listener.errorOutput)")
+        let status = try await offPool { cluster.mailboxd.stop(signal: SIGTERM, timeout: 30) }
+        #expect(status == 0, "mailboxd: \(cluster.mailboxd.errorOutput)")
+        #expect(try await offPool { listener.waitForExit() } == 0, "\(listener.output) \(listener.errorOutput)")
+        #expect(listener.output.contains("\"closed\": 1001"), "\(listener.output)")
+    }
 }

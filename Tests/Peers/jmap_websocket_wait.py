@@ -1,7 +1,8 @@
 """Waits on a JMAP WebSocket (RFC 8887) for a StateChange: opens URL with Basic credentials and the `jmap`
 subprotocol, turns push on for Email, makes one request so push is known to be on once it is answered, prints
 "listening" (flushed) and waits up to 60 seconds for a StateChange. Arguments: URL, CA file, username, password.
-Prints the StateChange as JSON, or {"error": "..."} and exits 1."""
+Prints the StateChange as JSON, or {"closed": CODE} when the server closes the socket first, or {"error": "..."} and
+exits 1."""
 
 import asyncio
 import base64
@@ -34,11 +35,15 @@ async def main(url: str, ca: str, user: str, password: str) -> int:
             print(json.dumps({"error": f"unexpected first answer {answer}"}))
             return 1
         print("listening", flush=True)
-        while True:
-            message = json.loads(await asyncio.wait_for(socket.recv(), 60))
-            if message.get("@type") == "StateChange":
-                print(json.dumps(message), flush=True)
-                return 0
+        try:
+            while True:
+                message = json.loads(await asyncio.wait_for(socket.recv(), 60))
+                if message.get("@type") == "StateChange":
+                    print(json.dumps(message), flush=True)
+                    return 0
+        except websockets.ConnectionClosed as closed:
+            print(json.dumps({"closed": closed.rcvd.code if closed.rcvd else None}), flush=True)
+            return 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 import ConnectionLoop
+import Durations
 import Foundation
 import JSONText
 import Locking
@@ -42,6 +43,9 @@ public final class JMAPWebSocketServer: Sendable {
         var states: TypeStates?
         /// The last StateChange written, for the sockets that were told the same states before it.
         var lastChange: (from: Int64, to: Int64, types: Set<String>?, text: [UInt8])?
+        /// Counts the times commits may have been missed (the LISTEN made again, a read failed): a socket that saw
+        /// fewer reads its states again, even if the event reached it while it waited for the store.
+        var missed = 0
     }
 
     private struct State {
@@ -64,6 +68,9 @@ public final class JMAPWebSocketServer: Sendable {
     private let loop: ConnectionLoop<JMAPWebSocketSession>
     private let state = LockedValue(State())
     private let finished = DispatchGroup()
+    /// What the loop's sessions reach this server through; emptied at shutdown, so loop and server do not keep each
+    /// other.
+    private let sessionsHub = LockedValue<JMAPWebSocketServer?>(nil)
 
     /// Serves on `listener` (bound to `port`, listening; closed by ``shutdown()``), TLS with `tls` (plain without), for
     /// `server`'s accounts, woken by `wakeups`; ``start()`` begins serving.
@@ -78,7 +85,7 @@ public final class JMAPWebSocketServer: Sendable {
         self.listener = listener
         self.port = port
         let maxMessage = server.limits.maxSizeRequest
-        let hub = LockedValue<JMAPWebSocketServer?>(nil)
+        let hub = sessionsHub
         do {
             loop = try ConnectionLoop(
                 listener: listener, tls: tls, maxConnections: configuration.maxConnections,
@@ -91,7 +98,7 @@ public final class JMAPWebSocketServer: Sendable {
         } catch {
             throw JMAPWebSocketServerError(description: "jmap-ws: \(error.reason)")
         }
-        hub.withLock { $0 = self }
+        sessionsHub.withLock { $0 = self }
     }
 
     /// Starts serving (once).
@@ -109,15 +116,20 @@ public final class JMAPWebSocketServer: Sendable {
         }
     }
 
-    /// Closes every socket and stops.
+    /// Closes every socket, each with a Close 1001 (going away) when its client answers within a second, and stops.
     public func shutdown() {
-        if state.withLock({ $0.running }) {
+        let (running, open) = state.withLock { ($0.running, Array($0.accountOf.keys)) }
+        if running {
+            for id in open { loop.notify(id, .goingAway) }
+            let deadline = ContinuousClock.now + .seconds(1)
+            while count > 0, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
             loop.stop()
             finished.wait()
         } else {
             loop.closeInbox()
         }
         close(listener)
+        sessionsHub.withLock { $0 = nil }
     }
 
     /// The sockets open now.
@@ -167,8 +179,14 @@ public final class JMAPWebSocketServer: Sendable {
         }
     }
 
+    /// How many times commits to `accountID` may have been missed since its first socket opened.
+    func missedCount(accountID: Int64) -> Int { state.withLock { $0.accounts[accountID]?.missed ?? 0 } }
+
     private func tell(_ accountID: Int64, _ event: JMAPWebSocketSession.Event) {
-        let connections = state.withLock { $0.accounts[accountID]?.connections ?? [] }
+        let connections = state.withLock { state -> Set<UInt64> in
+            if case .missed = event { state.accounts[accountID]?.missed += 1 }
+            return state.accounts[accountID]?.connections ?? []
+        }
         for id in connections { loop.notify(id, event) }
     }
 
@@ -243,6 +261,10 @@ struct JMAPWebSocketSession: LoopSession {
         var clientState: String?
         /// A read is due whatever the modseq says (enabled, or commits missed).
         var readDue = true
+        /// The hub's count of missed commits when this socket last read (``JMAPWebSocketServer/missedCount``).
+        var missedSeen = 0
+        /// The last read failed: the next is made on the next event or ping, not at once.
+        var readFailed = false
     }
 
     /// Before the `101`: the head being read, then the `Sec-WebSocket-Accept` while the backend authenticates.
@@ -259,6 +281,9 @@ struct JMAPWebSocketSession: LoopSession {
     var phase: Phase = .handshake(RequestHeadReader())
     /// Frames that came with the head, read once the socket is open.
     var early: [UInt8] = []
+    /// When the connection opened (monotonic nanoseconds): the head must be whole within the handshake timeout of
+    /// it, however slowly its bytes come.
+    let openedAt = MonotonicTime.nanoseconds()
     /// Text messages that arrived and wait for the one before them to be answered.
     var waiting: [[UInt8]] = []
     var push: Push?
@@ -329,13 +354,18 @@ struct JMAPWebSocketSession: LoopSession {
         case .response(let bytes):
             codec.send(text: bytes)
         case .states(let states):
-            if let states { tell(states) }
+            if let states {
+                tell(states)
+            } else {
+                push?.readFailed = true
+            }
         }
         return proceed()
     }
 
     mutating func notified(_ event: Event) -> [LoopAction<Answer>] {
         guard case .open = phase else { return [] }
+        push?.readFailed = false
         switch event {
         case .changed: break
         case .missed: push?.readDue = true
@@ -347,6 +377,7 @@ struct JMAPWebSocketSession: LoopSession {
     mutating func timedOut() -> [LoopAction<Answer>] {
         guard case .open = phase else { return [.close] }
         if pingSent || codec.closeSent { return flushed() + [.close] }
+        push?.readFailed = false
         pingSent = true
         codec.sendPing()
         return proceed()
@@ -359,6 +390,10 @@ struct JMAPWebSocketSession: LoopSession {
     {
         switch reader.feed(bytes) {
         case .incomplete:
+            let limit = UInt64(hub.configuration.handshakeTimeoutMilliseconds) * 1_000_000
+            guard MonotonicTime.nanoseconds() &- openedAt <= limit else {
+                return refuse(.init(status: 408, code: "requestTimeout", message: "The request head took too long."))
+            }
             return []
         case .tooLarge:
             return refuse(.init(status: 431, code: "headTooLarge", message: "The request head is larger than 8 KiB."))
@@ -423,7 +458,8 @@ struct JMAPWebSocketSession: LoopSession {
             }
         }
         if question == nil, !codec.closeSent, let push, let account {
-            if push.readDue || push.told == nil {
+            if push.missedSeen != hub.missedCount(accountID: account.id) { self.push?.readDue = true }
+            if !push.readFailed, self.push?.readDue == true || push.told == nil {
                 question = askStates()
             } else if let told = push.told, let latest = hub.latestStates(accountID: account.id),
                 latest.modseq > told.modseq
@@ -467,8 +503,10 @@ struct JMAPWebSocketSession: LoopSession {
     /// Reads the account's states for this socket alone: when push is turned on, and after commits of other
     /// instances may have been missed. (After a commit, the hub reads them once for every socket.)
     private mutating func askStates() -> LoopAction<Answer> {
-        push?.readDue = false
         let (server, accountID) = (hub.server, account?.id ?? -1)
+        let missed = hub.missedCount(accountID: accountID)
+        push?.readDue = false
+        push?.missedSeen = missed
         return .ask { _, answer in
             Task { answer(.states(try? await server.typeStates(accountID: accountID))) }
         }

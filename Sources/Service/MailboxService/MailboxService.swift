@@ -77,16 +77,6 @@ public final class MailboxService: Sendable {
         settings.jmapPush = jmapPush
         // Bodies past half the listener's limit get JMAP's own `limit` error; past the whole, the listener's 413.
         settings.jmapLimits.maxSizeRequest = min(settings.jmapLimits.maxSizeRequest, configuration.maxBodySize / 2)
-        var webSocketListener: (socket: Int32, port: UInt16)?
-        if let listen = configuration.jmapWebSocket {
-            do {
-                webSocketListener = try ListeningSocket.bind(host: listen.host, port: listen.port)
-            } catch {
-                throw JMAPWebSocketServerError(description: "jmap-ws: \(error.description)")
-            }
-            settings.jmapWebSocketPort = webSocketListener?.port
-        }
-        let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
         let serverConfiguration = Self.apiServerConfiguration(configuration, log: log)
         let lmtp = try configuration.lmtp.map { lmtpConfiguration in
             try LMTPServer(
@@ -105,6 +95,19 @@ public final class MailboxService: Sendable {
             lmtp?.shutdown()
             throw error
         }
+        // The WebSocket listener is bound before the API is made: the Session names its port.
+        var webSocketListener: (socket: Int32, port: UInt16)?
+        if let listen = configuration.jmapWebSocket {
+            do {
+                webSocketListener = try ListeningSocket.bind(host: listen.host, port: listen.port)
+            } catch {
+                lmtp?.shutdown()
+                imap?.shutdown()
+                throw JMAPWebSocketServerError(description: "jmap-ws: \(error.description)")
+            }
+            settings.jmapWebSocketPort = webSocketListener?.port
+        }
+        let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
         var metricsServer: HTTPServer?
         do {
             if let host = configuration.metricsHost {

@@ -69,6 +69,9 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     private static var tick: UInt64 { 100_000_000 }
     /// The most bytes read from one connection before the others get their turn.
     private static var readBudget: Int { 256 * 1024 }
+    /// Past this much output waiting for the peer, the loop reads nothing more from it until the peer takes some: a
+    /// peer that sends and never reads cannot make answers pile up without bound (it is closed at its idle deadline).
+    private static var outputHighWater: Int { 1 << 20 }
     /// How long a closing connection drops what the peer still sends, so the kernel does not answer unread input
     /// with a reset that could destroy the last reply.
     private static var lingerTime: UInt64 { 1_600_000_000 }
@@ -454,7 +457,9 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         }
         var wanted: UInt32 = 0
         if !connection.output.isEmpty { wanted |= EPOLLOUT.rawValue }
-        if connection.lingerUntil != nil || (!connection.awaiting && !connection.closing) {
+        if connection.lingerUntil != nil
+            || (!connection.awaiting && !connection.closing && connection.output.count < Self.outputHighWater)
+        {
             wanted |= EPOLLIN.rawValue
         }
         if wanted != connection.interest {

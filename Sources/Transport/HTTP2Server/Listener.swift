@@ -98,11 +98,14 @@ enum SocketAddress {
         }
     }
 
-    /// The IP address alone, as text (`unknown` for another family).
+    /// The IP address alone, as text (`unknown` for another family); an IPv4 peer of a dual-stack listener
+    /// (`::ffff:127.0.0.2`) as its IPv4 address.
     static func host(of storage: sockaddr_storage) -> String {
         let described = describe(storage)
         guard let colon = described.lastIndex(of: ":") else { return described }
-        return String(described[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let host = String(described[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let mapped = "::ffff:"
+        return host.lowercased().hasPrefix(mapped) && host.contains(".") ? String(host.dropFirst(mapped.count)) : host
     }
 
     /// `ip:port` (IPv6 as `[ip]:port`).

@@ -73,6 +73,7 @@ package final class RequestHeadReader {
             http_parser_execute(&parser, &settings, chars.baseAddress, chars.count)
         }
         if headComplete {
+            guard consumed + parsed <= limit else { return .tooLarge }
             let rest = Array(bytes[min(bytes.count, parsed)...])
             let head = RequestHead(
                 method: String(cString: http_method_str(http_method(sfhp_method(&parser)))),

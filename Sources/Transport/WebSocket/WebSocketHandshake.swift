@@ -97,6 +97,7 @@ package enum WebSocketHandshake {
 
     private static let reasons = [
         400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+        408: "Request Timeout",
         426: "Upgrade Required", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
         503: "Service Unavailable",
     ]
