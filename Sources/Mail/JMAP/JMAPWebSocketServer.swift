@@ -163,7 +163,7 @@ public final class JMAPWebSocketServer: Sendable {
             Task {
                 let read = { @Sendable in try await server.typeStates(accountID: accountID) }
                 guard let states = await wakeups.typeStates(accountID: accountID, atLeast: modseq, read: read) else {
-                    return self.tell(accountID, .missed)
+                    return self.tell(accountID, missed: true)
                 }
                 let newer = self.state.withLock { state -> Bool in
                     guard let kept = state.accounts[accountID]?.states?.modseq, kept >= states.modseq else {
@@ -172,9 +172,9 @@ public final class JMAPWebSocketServer: Sendable {
                     }
                     return false
                 }
-                if newer { self.tell(accountID, .changed) }
+                if newer { self.tell(accountID, missed: false) }
             }
-        case .missed: tell(accountID, .missed)
+        case .missed: tell(accountID, missed: true)
         case .tick: break
         }
     }
@@ -182,12 +182,14 @@ public final class JMAPWebSocketServer: Sendable {
     /// How many times commits to `accountID` may have been missed since its first socket opened.
     func missedCount(accountID: Int64) -> Int { state.withLock { $0.accounts[accountID]?.missed ?? 0 } }
 
-    private func tell(_ accountID: Int64, _ event: JMAPWebSocketSession.Event) {
+    /// Tells every socket of the account to look: at the states kept, and, when commits may have been `missed`, at
+    /// the store's (each socket compares ``missedCount(accountID:)`` with what it saw).
+    private func tell(_ accountID: Int64, missed: Bool) {
         let connections = state.withLock { state -> Set<UInt64> in
-            if case .missed = event { state.accounts[accountID]?.missed += 1 }
+            if missed { state.accounts[accountID]?.missed += 1 }
             return state.accounts[accountID]?.connections ?? []
         }
-        for id in connections { loop.notify(id, event) }
+        for id in connections { loop.notify(id, .look) }
     }
 
     /// The newest states read after a commit to `accountID`, when there was one since its first socket opened.
@@ -245,23 +247,22 @@ struct JMAPWebSocketSession: LoopSession {
     }
 
     enum Event: Sendable {
-        /// The account's states moved (the new ones are the hub's ``JMAPWebSocketServer/latestStates(accountID:)``).
-        case changed
-        /// Commits of other instances may have been missed.
-        case missed
+        /// The account's states moved (the new ones are the hub's ``JMAPWebSocketServer/latestStates(accountID:)``),
+        /// or commits may have been missed (its ``JMAPWebSocketServer/missedCount(accountID:)`` grew).
+        case look
         /// The server is shutting down.
         case goingAway
     }
 
-    /// What push is on for: the types, and the states last told (`nil` until the first read).
+    /// What push is on for: the types, and the states last told (`nil` until the first read, which is made when push
+    /// is turned on).
     struct Push {
         var types: Set<String>?
         var told: TypeStates?
         /// The `pushState` the client gave when enabling push.
         var clientState: String?
-        /// A read is due whatever the modseq says (enabled, or commits missed).
-        var readDue = true
-        /// The hub's count of missed commits when this socket last read (``JMAPWebSocketServer/missedCount``).
+        /// The hub's count of missed commits when this socket last read (``JMAPWebSocketServer/missedCount``): a
+        /// socket that saw fewer reads the store's states again.
         var missedSeen = 0
         /// The last read failed: the next is made on the next event or ping, not at once.
         var readFailed = false
@@ -366,11 +367,7 @@ struct JMAPWebSocketSession: LoopSession {
     mutating func notified(_ event: Event) -> [LoopAction<Answer>] {
         guard case .open = phase else { return [] }
         push?.readFailed = false
-        switch event {
-        case .changed: break
-        case .missed: push?.readDue = true
-        case .goingAway: codec.close(code: 1001, reason: "The server is shutting down.")
-        }
+        if case .goingAway = event { codec.close(code: 1001, reason: "The server is shutting down.") }
         return proceed()
     }
 
@@ -458,8 +455,7 @@ struct JMAPWebSocketSession: LoopSession {
             }
         }
         if question == nil, !codec.closeSent, let push, let account {
-            if push.missedSeen != hub.missedCount(accountID: account.id) { self.push?.readDue = true }
-            if !push.readFailed, self.push?.readDue == true || push.told == nil {
+            if !push.readFailed, push.told == nil || push.missedSeen != hub.missedCount(accountID: account.id) {
                 question = askStates()
             } else if let told = push.told, let latest = hub.latestStates(accountID: account.id),
                 latest.modseq > told.modseq
@@ -504,9 +500,7 @@ struct JMAPWebSocketSession: LoopSession {
     /// instances may have been missed. (After a commit, the hub reads them once for every socket.)
     private mutating func askStates() -> LoopAction<Answer> {
         let (server, accountID) = (hub.server, account?.id ?? -1)
-        let missed = hub.missedCount(accountID: accountID)
-        push?.readDue = false
-        push?.missedSeen = missed
+        push?.missedSeen = hub.missedCount(accountID: accountID)
         return .ask { _, answer in
             Task { answer(.states(try? await server.typeStates(accountID: accountID))) }
         }
