@@ -7,6 +7,26 @@ import Testing
 /// `requestId`, pushes a delivery as a StateChange, opens with a single-use ticket, and refuses bad input with the
 /// RequestError, close code or HTTP status RFC 8887 and RFC 6455 name.
 @Suite(.serialized) struct JMAPWebSocketTests {
+    /// alice's socket on the listener at `port`, held by Tests/Peers/jmap_websocket_wait.py with push on for Email,
+    /// once it says it is listening: it prints the first StateChange, or the server's close code, and exits.
+    static func listening(_ cluster: Cluster, port: UInt16) async throws -> ChildProcess {
+        let listener = try await offPool {
+            try ChildProcess(
+                TestEnvironment.python,
+                [
+                    TestEnvironment.peer("jmap_websocket_wait.py"), "wss://127.0.0.1:\(port)/jmap/ws", cluster.ca,
+                    "alice", "password-alice",
+                ],
+                logDirectory: cluster.directory.url.path)
+        }
+        let listening = try await offPool { listener.waitForOutput(timeout: 30) { $0.contains("listening") } }
+        guard listening else {
+            listener.stop()
+            throw HarnessError("the WebSocket client did not start: \(listener.output) \(listener.errorOutput)")
+        }
+        return listener
+    }
+
     @Test func twoClientsRequestHearPushesAndAreRefusedWhatTheRFCRefuses() async throws {
         let cluster = try await Cluster.start(
             accounts: ["alice"], mailboxdArguments: ["--jmap-ws-listen", "127.0.0.1:0"])
@@ -93,18 +113,8 @@ import Testing
         defer { other.stop() }
         let otherPort = try #require(try other.listeningPorts(prefix: "mailboxd: JMAP WebSocket on ")["url"])
         try await cluster.addAccount("alice", database: database)
-        let listener = try await offPool {
-            try ChildProcess(
-                TestEnvironment.python,
-                [
-                    TestEnvironment.peer("jmap_websocket_wait.py"), "wss://127.0.0.1:\(otherPort)/jmap/ws", cluster.ca,
-                    "alice", "password-alice",
-                ],
-                logDirectory: cluster.directory.url.path)
-        }
+        let listener = try await Self.listening(cluster, port: otherPort)
         defer { listener.stop() }
-        let listening = try await offPool { listener.waitForOutput(timeout: 30) { $0.contains("listening") } }
-        try #require(listening, "the WebSocket client did not start: \(listener.output) \(listener.errorOutput)")
         _ = try await cluster.deliver(to: "alice", subject: "through the first instance", body: "z")
         let status = try await offPool { listener.waitForExit() }
         #expect(status == 0, "\(listener.output) \(listener.errorOutput)")
@@ -150,18 +160,8 @@ import Testing
         let cluster = try await Cluster.start(
             accounts: ["alice"], mailboxdArguments: ["--jmap-ws-listen", "127.0.0.1:0"])
         let port = try #require(cluster.jmapWebSocketPort)
-        let listener = try await offPool {
-            try ChildProcess(
-                TestEnvironment.python,
-                [
-                    TestEnvironment.peer("jmap_websocket_wait.py"), "wss://127.0.0.1:\(port)/jmap/ws", cluster.ca,
-                    "alice", "password-alice",
-                ],
-                logDirectory: cluster.directory.url.path)
-        }
+        let listener = try await Self.listening(cluster, port: port)
         defer { listener.stop() }
-        let listening = try await offPool { listener.waitForOutput(timeout: 30) { $0.contains("listening") } }
-        try #require(listening, "the WebSocket client did not start: \(listener.output) \(listener.errorOutput)")
         let status = try await offPool { cluster.mailboxd.stop(signal: SIGTERM, timeout: 30) }
         #expect(status == 0, "mailboxd: \(cluster.mailboxd.errorOutput)")
         #expect(try await offPool { listener.waitForExit() } == 0, "\(listener.output) \(listener.errorOutput)")
