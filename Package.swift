@@ -112,8 +112,8 @@ let package = Package(
         .target(
             name: "JMAP",
             dependencies: [
-                "ConnectionLoop", "Durations", "MailboxStore", "MailMIME", "JSONText", "Locking", "Push",
-                "OpenSSLCrypto", "WebSocket",
+                "ConnectionLoop", "Durations", "MailboxStore", "MailMIME", "JSONText", "Locking", "NetworkAddress",
+                "Push", "OpenSSLCrypto", "WebSocket",
             ]),
         .target(
             name: "MailboxHTTPAPI",

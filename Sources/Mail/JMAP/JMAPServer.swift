@@ -1,6 +1,7 @@
 import Foundation
 import JSONText
 import MailboxStore
+import NetworkAddress
 
 /// The capability URIs this server speaks.
 public enum JMAPCapability {
@@ -142,15 +143,15 @@ public struct JMAPServer: Sendable {
 
     /// The WebSocket URL beside `baseURL`: its host, the WebSocket listener's `port`, `wss://` for `https://`.
     public static func webSocketURL(baseURL: String, port: UInt16) -> String {
-        let secure = baseURL.hasPrefix("https://")
-        let authority = baseURL.components(separatedBy: "://").last?.prefix { $0 != "/" } ?? ""
-        var host = Substring(authority)
-        if host.hasPrefix("[") {
-            host = host.prefix { $0 != "]" } + "]"
-        } else if let colon = host.lastIndex(of: ":") {
-            host = host[..<colon]
-        }
-        return (secure ? "wss://" : "ws://") + host + ":\(port)/jmap/ws"
+        origin(sharingHostWith: baseURL, scheme: baseURL.hasPrefix("https://") ? "wss" : "ws", port: port) + "/jmap/ws"
+    }
+
+    /// `scheme://HOST:port`, HOST being `baseURL`'s (`https://HOST[:PORT][/…]`), read by the one `HOST[:PORT]` reader.
+    public static func origin(sharingHostWith baseURL: String, scheme: String, port: UInt16) -> String {
+        let authority = (baseURL.components(separatedBy: "://").last ?? "").prefix { $0 != "/" }
+        var host = String((try? HostPortSyntax.split(authority))?.host ?? authority)
+        if host.contains(":") { host = "[" + host + "]" }
+        return "\(scheme)://\(host):\(port)"
     }
 
     /// The Session resource (RFC 8620 §2) for `account`, its URLs under `baseURL` (`https://host:port`).

@@ -52,14 +52,8 @@ extension MailboxAPI {
     func apiBaseURL(_ request: HTTPRequest, apiPort: UInt16) throws -> String {
         if let configured = configuration.jmapBaseURL { return configured }
         let base = try jmapBaseURL(request)
-        let scheme = base.hasPrefix("https://") ? "https://" : "http://"
-        var host = Substring(base.dropFirst(scheme.count))
-        if host.hasPrefix("[") {
-            host = host.prefix { $0 != "]" } + "]"
-        } else if let colon = host.lastIndex(of: ":") {
-            host = host[..<colon]
-        }
-        return scheme + host + ":\(apiPort)"
+        return JMAPServer.origin(
+            sharingHostWith: base, scheme: base.hasPrefix("https://") ? "https" : "http", port: apiPort)
     }
 
     /// `POST /jmap/ws-ticket` (Bearer): a single-use ticket for `?ticket=` on `/jmap/ws`, valid for 60 s.

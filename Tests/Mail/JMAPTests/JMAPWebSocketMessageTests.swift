@@ -50,4 +50,17 @@ import Testing
         #expect(message["type"] == .string("urn:ietf:params:jmap:error:" + type))
         #expect(message["requestId"] == requestID.map(JSONValue.string))
     }
+
+    @Test func theSocketsURLSharesTheAPIsHost() {
+        #expect(
+            JMAPServer.webSocketURL(baseURL: "https://127.0.0.1:8443", port: 8444) == "wss://127.0.0.1:8444/jmap/ws")
+        #expect(JMAPServer.webSocketURL(baseURL: "https://[::1]:8443", port: 8444) == "wss://[::1]:8444/jmap/ws")
+        #expect(
+            JMAPServer.webSocketURL(baseURL: "https://mail.example.com/base", port: 443)
+                == "wss://mail.example.com:443/jmap/ws")
+        #expect(JMAPServer.webSocketURL(baseURL: "http://localhost:8080", port: 9) == "ws://localhost:9/jmap/ws")
+        #expect(
+            JMAPServer.origin(sharingHostWith: "https://[::1]:9443", scheme: "https", port: 8443)
+                == "https://[::1]:8443")
+    }
 }
