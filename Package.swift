@@ -74,7 +74,7 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "JSONText", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "ConnectionLoop"]),
         // WebSocket (RFC 6455) without I/O: the opening handshake read (http-parser) and checked, the framing (wslay).
-        .target(name: "WebSocket", dependencies: ["CWslay", "CHTTPParser", "OpenSSLCrypto"]),
+        .target(name: "WebSocket", dependencies: ["CWslay", "CHTTPParser", "JSONText", "OpenSSLCrypto"]),
         .target(
             name: "HTTP2Server",
             dependencies: ["CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),

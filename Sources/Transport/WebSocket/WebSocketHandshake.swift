@@ -1,4 +1,5 @@
 import Foundation
+import JSONText
 import OpenSSLCrypto
 
 /// The server's half of RFC 6455's opening handshake (§4.2): checks an upgrade request and computes
@@ -85,7 +86,7 @@ package enum WebSocketHandshake {
 
     /// A refusal as an HTTP/1.1 answer: the JSON body `{"error","message"}` and `Connection: close`.
     package static func response(to refusal: Refusal) -> [UInt8] {
-        let body = "{\"error\":\(jsonString(refusal.code)),\"message\":\(jsonString(refusal.message))}"
+        let body = "{\"error\":\(JSONText.quoted(refusal.code)),\"message\":\(JSONText.quoted(refusal.message))}"
         var head = "HTTP/1.1 \(refusal.status) \(reasons[refusal.status] ?? "Error")\r\n"
         head += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
         head += "Cache-Control: no-store\r\nConnection: close\r\n"
@@ -101,20 +102,6 @@ package enum WebSocketHandshake {
         426: "Upgrade Required", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
         503: "Service Unavailable",
     ]
-
-    /// `text` as a JSON string literal.
-    private static func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
 
     /// `base64(SHA-1(key + GUID))` (RFC 6455 §4.2.2).
     package static func acceptValue(forKey key: String) -> String {
