@@ -4,6 +4,7 @@ import HTTPServer
 import JMAP
 import JSONText
 import Locking
+import MailboxStore
 import OpenSSLCrypto
 import WebSocket
 
@@ -33,16 +34,14 @@ extension MailboxAPI {
                     account = try await jmapAccount(request)
                 }
                 return .success((account, try apiBaseURL(request, apiPort: apiPort)))
-            } catch let error as HTTPError {
-                return .failure(
-                    WebSocketHandshake.Refusal(
-                        status: error.status.rawValue, code: error.code, message: error.message,
-                        headers: error.headers.map { ($0.name, $0.value) }))
             } catch {
+                // The API's mapping, as its StoreErrors middleware applies it to every route.
+                let refusal =
+                    (error as? HTTPError) ?? (error as? MailboxStoreError).map(Self.httpError(for:)) ?? .internalError
                 return .failure(
                     WebSocketHandshake.Refusal(
-                        status: 503, code: "serverUnavailable",
-                        message: "Storage is temporarily unavailable; try again later."))
+                        status: refusal.status.rawValue, code: refusal.code, message: refusal.message,
+                        headers: refusal.headers.map { ($0.name, $0.value) }))
             }
         }
     }
