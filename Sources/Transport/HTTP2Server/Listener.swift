@@ -101,19 +101,24 @@ enum SocketAddress {
     /// The IP address alone, as text (`unknown` for another family); an IPv4 peer of a dual-stack listener
     /// (`::ffff:127.0.0.2`) as its IPv4 address.
     static func host(of storage: sockaddr_storage) -> String {
-        let described = describe(storage)
-        guard let colon = described.lastIndex(of: ":") else { return described }
-        let host = String(described[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let ip = address(of: storage)
         let mapped = "::ffff:"
-        return host.lowercased().hasPrefix(mapped) && host.contains(".") ? String(host.dropFirst(mapped.count)) : host
+        return ip.lowercased().hasPrefix(mapped) && ip.contains(".") ? String(ip.dropFirst(mapped.count)) : ip
     }
 
     /// `ip:port` (IPv6 as `[ip]:port`).
     static func describe(_ storage: sockaddr_storage) -> String {
+        let ip = address(of: storage)
+        guard ip != "unknown" else { return ip }
+        let port = self.port(of: storage)
+        return Int32(storage.ss_family) == AF_INET6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+
+    /// The IP address as `inet_ntop` writes it (`unknown` for another family).
+    private static func address(of storage: sockaddr_storage) -> String {
         var copy = storage
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         let family = Int32(copy.ss_family)
-        let port = self.port(of: storage)
         let ok = withUnsafePointer(to: &copy) { pointer -> Bool in
             switch family {
             case AF_INET:
@@ -130,7 +135,6 @@ enum SocketAddress {
             }
         }
         guard ok else { return "unknown" }
-        let ip = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return family == AF_INET6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
