@@ -167,4 +167,35 @@ import Testing
         #expect(try await offPool { listener.waitForExit() } == 0, "\(listener.output) \(listener.errorOutput)")
         #expect(listener.output.contains("\"closed\": 1001"), "\(listener.output)")
     }
+
+    /// What the listener refuses before anything opens, sent by curl: another path (404), another method (405), and
+    /// one socket more than the account may hold (429), each with the API's `{"error","message"}` body.
+    @Test func theListenerRefusesOtherPathsMethodsAndOneSocketTooMany() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice"],
+            mailboxdArguments: ["--jmap-ws-listen", "127.0.0.1:0", "--jmap-ws-max-sockets-per-account", "1"])
+        let port = try #require(cluster.jmapWebSocketPort)
+        let curl = try requireTool("curl")
+        func upgrade(_ method: String, _ path: String) async throws -> String {
+            let result = try await offPool {
+                try Subprocess.run(
+                    curl,
+                    [
+                        "-s", "--http1.1", "--max-time", "20", "--cacert", cluster.ca, "-u", "alice:password-alice",
+                        "-X", method, "-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H",
+                        "Sec-WebSocket-Version: 13", "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "-H",
+                        "Sec-WebSocket-Protocol: jmap", "-w", "\n%{http_code}", "https://127.0.0.1:\(port)\(path)",
+                    ])
+            }
+            return result.stdout
+        }
+        let elsewhere = try await upgrade("GET", "/jmap/eventsource")
+        #expect(elsewhere.hasSuffix("\n404") && elsewhere.contains("\"error\":\"notFound\""), "\(elsewhere)")
+        let posted = try await upgrade("POST", "/jmap/ws")
+        #expect(posted.hasSuffix("\n405") && posted.contains("\"error\":\"methodNotAllowed\""), "\(posted)")
+        let held = try await Self.listening(cluster, port: port)
+        defer { held.stop() }
+        let second = try await upgrade("GET", "/jmap/ws")
+        #expect(second.hasSuffix("\n429") && second.contains("\"error\":\"tooManySockets\""), "\(second)")
+    }
 }
