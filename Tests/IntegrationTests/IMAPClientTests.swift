@@ -92,8 +92,20 @@ import Testing
         }
         #expect(mailboxes("second") == ["archive", "inbox"])
         #expect(mailboxes("appended to the inbox") == ["inbox"])
-        // first, second, while idling (LMTP); filed, appended (APPEND); second's copy (COPY).
-        #expect(messages.count == 6)
+        // first, second, while idling (LMTP); filed, appended (APPEND); second's copy (COPY); the one APPENDed to
+        // the mailbox imaplib made and kept (those in the mailbox it deleted went with it).
+        #expect(messages.count == 7)
+        // The mailboxes imaplib made, renamed and deleted are the store's: /v1 lists the one it kept, without a role,
+        // and its message is there.
+        let boxes = try await cluster.call(.get, cluster.api + "/v1/mailboxes", token: session)
+        let kept = (boxes.body["mailboxes"] as? [[String: Any]] ?? []).filter { $0["name"] as? String == "Kept" }
+        #expect(kept.count == 1 && kept.first?["role"] is NSNull && kept.first?["total"] as? Int == 1, "\(boxes.body)")
+        let keptID = try #require(kept.first?["id"] as? String)
+        #expect(mailboxes("kept in a made mailbox") == [keptID])
+        #expect(
+            !(boxes.body["mailboxes"] as? [[String: Any]] ?? []).contains {
+                ($0["name"] as? String)?.hasPrefix("Done") == true
+            })
     }
 
     @Test func theSameImaplibChecksPassAgainstDovecot() async throws {

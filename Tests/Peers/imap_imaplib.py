@@ -1,6 +1,6 @@
 """Python's imaplib against an IMAP server over TLS, at the wire level: login, LIST with special-use, SELECT, FETCH,
 a plain UID FETCH of every message, STORE, SEARCH, MOVE with COPYUID, CONDSTORE/QRESYNC, IDLE hearing a delivery,
-and refusals. Server-neutral: the same script runs against mailboxd and against Dovecot (Tests/Peers/
+CREATE/RENAME/DELETE of mailboxes (leaving one, Kept, with one message), and refusals. Server-neutral: the same script runs against mailboxd and against Dovecot (Tests/Peers/
 dovecot_instance.py), each freshly started with an empty INBOX for USER.
 
 Usage: imap_imaplib.py IMAP_PORT CA_FILE USER PASSWORD LMTP_PORT
@@ -230,6 +230,78 @@ def file_messages(m):
     check("TRYCREATE" in results["appendNowhere"], "APPEND to a mailbox that does not exist: NO [TRYCREATE]")
 
 
+def response_text(typ, data):
+    return typ + " " + " ".join(d.decode(errors="replace") if isinstance(d, bytes) else str(d) for d in data if d)
+
+
+def listed(m, pattern):
+    """The names LIST "" PATTERN answers, unquoted."""
+    typ, lines = m.list('""', pattern)
+    names = []
+    for line in lines or []:
+        if not line:
+            continue
+        text = line.decode(errors="replace")
+        match = re.match(r'\(.*?\) (?:"[^"]*"|NIL) (.*)$', text)
+        if match:
+            names.append(match.group(1).strip('"'))
+    return sorted(names)
+
+
+def manage_mailboxes(m):
+    """CREATE (a hierarchy too), APPEND and COPY into the new mailbox, RENAME with what is below it, DELETE, and the
+    refusals: a name taken, a mailbox that does not exist, INBOX. Leaves one made mailbox, Kept, holding one message,
+    for the other doors to show. The hierarchy delimiter is "/" on both servers."""
+    typ, data = m.create("Projects")
+    check(typ == "OK", "CREATE Projects")
+    results["createAgain"] = response_text(*m.create("Projects"))
+    check(results["createAgain"].startswith("NO") and "ALREADYEXISTS" in results["createAgain"],
+          "CREATE of a name taken: NO [ALREADYEXISTS]")
+    typ, data = m.create("Projects/2026")
+    check(typ == "OK", "CREATE Projects/2026")
+    results["listProjects"] = listed(m, "Projects*")
+    check(results["listProjects"] == ["Projects", "Projects/2026"], "LIST Projects*: the mailbox and its child")
+    check(listed(m, "Projects/%") == ["Projects/2026"], "LIST Projects/%: the child only")
+    message = (f"From: Erin <erin@example.com>\r\nTo: {user}@example.com\r\nSubject: in a made mailbox\r\n"
+               f"Date: Sat, 05 Dec 2026 11:00:00 +0000\r\nMessage-ID: <{time.time_ns()}.made@example.com>\r\n"
+               f"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nfiled where it was made\r\n").encode()
+    typ, data = m.append("Projects", "(\\Seen)", None, message)
+    check(typ == "OK" and "APPENDUID" in response_text(typ, data), "APPEND to a made mailbox: OK [APPENDUID ...]")
+    typ, inbox = uid_search(m, "SUBJECT", "second")
+    check(len(inbox) == 1, "the second message is in INBOX")
+    untagged, tagged = command(m, f"UID COPY {inbox[0] if inbox else 1} Projects")
+    check(b" OK " in tagged, "UID COPY to a made mailbox")
+    typ, data = m.rename("Projects", "Done")
+    check(typ == "OK", "RENAME Projects Done")
+    results["listAfterRename"] = listed(m, "*")
+    check("Done" in results["listAfterRename"] and "Done/2026" in results["listAfterRename"]
+          and not any(name.startswith("Projects") for name in results["listAfterRename"]),
+          "RENAME takes the child along: Done and Done/2026, no Projects")
+    typ, data = m.status("Done", "(MESSAGES UNSEEN)")
+    results["statusDone"] = response_text(typ, data)
+    check("MESSAGES 2" in results["statusDone"], "STATUS of the renamed mailbox: its 2 messages")
+    typ, data = m.select("Done")
+    check(typ == "OK" and int(data[0]) == 2, "SELECT the renamed mailbox: 2 EXISTS")
+    m.select("INBOX")
+    results["renameOnto"] = response_text(*m.rename("Done/2026", "Archive"))
+    check(results["renameOnto"].startswith("NO"), "RENAME onto a name taken: NO")
+    results["deleteMissing"] = response_text(*m.delete("No-Such-Box"))
+    check(results["deleteMissing"].startswith("NO"), "DELETE of a mailbox that does not exist: NO")
+    results["deleteInbox"] = response_text(*m.delete("INBOX"))
+    check(results["deleteInbox"].startswith("NO"), "DELETE INBOX: NO")
+    typ, data = m.delete("Done/2026")
+    check(typ == "OK", "DELETE Done/2026")
+    typ, data = m.delete("Done")
+    check(typ == "OK", "DELETE Done, with its messages")
+    results["listAfterDelete"] = listed(m, "*")
+    check(not any(name.startswith("Done") for name in results["listAfterDelete"]), "LIST after DELETE: no Done")
+    results["statusDeleted"] = response_text(*m.status("Done", "(MESSAGES)"))
+    check(results["statusDeleted"].startswith("NO"), "STATUS of a deleted mailbox: NO")
+    typ, data = m.create("Kept")
+    typ, data = m.append("Kept", None, None, message.replace(b"in a made mailbox", b"kept in a made mailbox"))
+    check(typ == "OK", "APPEND to Kept")
+
+
 def run():
     results["deliveredBefore"] = [deliver("first", "one"), deliver("second", "two")]
     check(results["deliveredBefore"] == [250, 250], "two deliveries over LMTP before SELECT")
@@ -366,6 +438,7 @@ def run():
     check("MESSAGES 1" in results["status"] and "UNSEEN 0" in results["status"], "STATUS Archive: 1 message, seen")
     search_by_content(m)
     file_messages(m)
+    manage_mailboxes(m)
     m.logout()
 
     # CONDSTORE/QRESYNC on a second connection: ENABLE, SELECT with QRESYNC, FETCH CHANGEDSINCE.

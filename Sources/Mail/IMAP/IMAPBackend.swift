@@ -38,6 +38,16 @@ public protocol IMAPBackend: Sendable {
     func copy(
         account: Int64, ids: [String], to mailbox: String,
         completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void)
+    /// Makes a mailbox of the user's (IMAP CREATE).
+    func createMailbox(
+        account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void)
+    /// Destroys a mailbox of the user's with its messages (IMAP DELETE).
+    func deleteMailbox(
+        account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void)
+    /// Renames a mailbox of the user's and the mailboxes below it (IMAP RENAME).
+    func renameMailbox(
+        account: Int64, from name: String, to newName: String,
+        completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void)
     /// Destroys messages for good.
     func expunge(
         account: Int64, ids: [String], completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void)
@@ -67,6 +77,12 @@ public enum IMAPBackendError: Error, Sendable, Equatable {
     case noMessage
     /// The store cannot be reached now.
     case unavailable
+    /// A mailbox of that name exists.
+    case mailboxExists
+    /// INBOX, Archive and Trash are the store's own: they cannot be renamed or deleted.
+    case roleMailbox
+    /// Not a name a mailbox can take (or the account holds as many mailboxes as it may).
+    case invalidName
 }
 
 /// A mailbox as LIST and STATUS show it.

@@ -71,6 +71,7 @@ public struct IMAPSession: LoopSession {
         case append(tag: String, mailbox: String)
         case copy(tag: String, mailbox: String, copied: [IMAPMessageState])
         case expunge(tag: String?, uids: [UInt32], completion: (() -> [LoopAction<IMAPAnswer>])?)
+        case mailboxChange(tag: String, command: String)
     }
 
     /// Input waiting for its turn.
@@ -298,7 +299,7 @@ public struct IMAPSession: LoopSession {
         case "SUBSCRIBE", "UNSUBSCRIBE":
             return [send("\(tag) OK \(command.name) completed (every mailbox is subscribed)")]
         case "CREATE", "DELETE", "RENAME":
-            return [send("\(tag) NO [CANNOT] The mailboxes are fixed: INBOX, Archive and Trash")]
+            return changeMailbox(tag: tag, command: command.name, arguments: arguments, account: account)
         case "APPEND":
             return append(tag: tag, arguments: arguments, account: account)
         case "STATUS":
@@ -461,8 +462,9 @@ public struct IMAPSession: LoopSession {
             for box in boxes where request.patterns.contains(where: { Self.matches(box.name, pattern: $0) }) {
                 if request.specialUseOnly, box.specialUse == nil { continue }
                 // Every mailbox is subscribed: `\Subscribed` when the client asked about subscriptions (RFC 5258).
+                let children = boxes.contains { $0.name.hasPrefix(box.name + "/") }
                 let attributes =
-                    ["\\HasNoChildren"] + (request.tellsSubscribed ? ["\\Subscribed"] : [])
+                    [children ? "\\HasChildren" : "\\HasNoChildren"] + (request.tellsSubscribed ? ["\\Subscribed"] : [])
                     + (box.specialUse.map { [$0] } ?? [])
                 actions.append(
                     .send(
@@ -615,6 +617,9 @@ public struct IMAPSession: LoopSession {
             }
             if let tag { actions.append(send("\(tag) OK EXPUNGE completed")) }
             return actions + (completion?() ?? [])
+        case (.mailboxChange(let tag, let command), .done(let result)):
+            guard case .success = result else { return [failure(tag, result.error)] }
+            return [send("\(tag) OK \(command) completed")]
         default:
             return []
         }
@@ -625,7 +630,33 @@ public struct IMAPSession: LoopSession {
         case .noMailbox: send("\(tag) NO [NONEXISTENT] No such mailbox")
         case .noMessage: send("\(tag) NO [EXPUNGEISSUEDBEFORE] A message is gone")
         case .unavailable, nil: send("\(tag) NO [UNAVAILABLE] The mailbox store is unavailable; try again")
+        case .mailboxExists: send("\(tag) NO [ALREADYEXISTS] A mailbox of that name exists")
+        case .roleMailbox: send("\(tag) NO [CANNOT] INBOX, Archive and Trash cannot be renamed or deleted")
+        case .invalidName: send("\(tag) NO [CANNOT] Not a mailbox name this server takes (or too many mailboxes)")
         }
+    }
+
+    /// CREATE, DELETE and RENAME (RFC 9051 sections 6.3.4 to 6.3.6) of the user's mailboxes.
+    private mutating func changeMailbox(
+        tag: String, command: String, arguments: [IMAPToken], account: Int64
+    ) -> [LoopAction<IMAPAnswer>] {
+        // A trailing delimiter only says the name will have children below it (RFC 9051 section 6.3.4).
+        let names = arguments.compactMap(\.text).map { $0.hasSuffix("/") && $0.count > 1 ? String($0.dropLast()) : $0 }
+        guard names.count == arguments.count, names.count == (command == "RENAME" ? 2 : 1) else {
+            return [send("\(tag) BAD \(command) needs \(command == "RENAME" ? "two mailbox names" : "a mailbox name")")]
+        }
+        pending = .mailboxChange(tag: tag, command: command)
+        let backend = backend
+        return [
+            .ask { _, answer in
+                let completion: @Sendable (Result<Void, IMAPBackendError>) -> Void = { answer(.done($0)) }
+                switch command {
+                case "CREATE": backend.createMailbox(account: account, name: names[0], completion: completion)
+                case "DELETE": backend.deleteMailbox(account: account, name: names[0], completion: completion)
+                default: backend.renameMailbox(account: account, from: names[0], to: names[1], completion: completion)
+                }
+            }
+        ]
     }
 
     /// `* n EXPUNGE` (or VANISHED with QRESYNC) for each UID, from the highest sequence number down.

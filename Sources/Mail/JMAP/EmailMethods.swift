@@ -181,13 +181,12 @@ extension MethodContext {
             }
             switch key {
             case "inMailbox":
-                guard let role = MailboxRole(rawValue: try text()) else { conditions.append(.any([])); continue }
-                conditions.append(.inMailbox(role))
+                conditions.append(.inMailbox(MailboxID(rawValue: try text())))
             case "inMailboxOtherThan":
                 guard let ids = value.array?.compactMap(\.string) else {
                     throw MethodError.invalidArguments("'inMailboxOtherThan' must be an array of ids.")
                 }
-                conditions.append(.notInMailboxes(ids.compactMap(MailboxRole.init(rawValue:))))
+                conditions.append(.notInMailboxes(ids.map(MailboxID.init(rawValue:))))
             case "text": conditions.append(.text(try text()))
             case "from": conditions.append(.from(try text()))
             case "to", "cc": conditions.append(.to(try text()))
@@ -248,6 +247,9 @@ extension MethodContext {
                     updated[id] = .null
                 } catch MailboxStoreError.notFound {
                     notUpdated[id] = Self.setError("notFound", "No such email.")
+                } catch MailboxStoreError.invalidArgument("mailbox") {
+                    notUpdated[id] = Self.setError(
+                        "invalidProperties", "No such mailbox in this account.", properties: ["mailboxIds"])
                 } catch {
                     throw MethodError.from(error)
                 }
@@ -288,7 +290,7 @@ struct SetError: Error {
 struct EmailPatch {
     var seen: Bool?
     var flagged: Bool?
-    var mailbox: MailboxRole?
+    var mailbox: MailboxID?
 
     /// `text` as one JSON Pointer reference token (RFC 6901): `~` written `~0`, `/` written `~1`.
     static func pointerToken(_ text: String) -> String {
@@ -345,13 +347,13 @@ struct EmailPatch {
                 keywordPaths[other.key] ?? "keywords/" + pointerToken(other.key),
                 "This server keeps the keywords $seen and $flagged only.")
         }
-        guard mailboxes.count == 1, let role = mailboxes.first.flatMap(MailboxRole.init(rawValue:)) else {
+        guard mailboxes.count == 1, let mailbox = mailboxes.first.map(MailboxID.init(rawValue:)) else {
             return invalid("mailboxIds", "An email is in exactly one mailbox of this account (maxMailboxesPerEmail 1).")
         }
         return .success(
             EmailPatch(
                 seen: keywords["$seen"] == record.seen ? nil : keywords["$seen"],
                 flagged: keywords["$flagged"] == record.flagged ? nil : keywords["$flagged"],
-                mailbox: role == record.mailbox ? nil : role))
+                mailbox: mailbox == record.mailbox ? nil : mailbox))
     }
 }

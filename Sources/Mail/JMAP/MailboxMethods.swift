@@ -1,8 +1,10 @@
 import JSONText
 import MailboxStore
 
-/// Mailbox/get, /changes, /query and /set (RFC 8621 §2) over the store's three mailboxes, one per role. Their ids
-/// are the role names; they cannot be created, renamed or destroyed, which /set answers with `forbidden`.
+/// Mailbox/get, /changes, /query and /set (RFC 8621 §2) over the store's mailboxes: one per role, whose ids are the
+/// role names and which cannot be renamed or destroyed (`forbidden`), and the user's own, which /set creates, renames
+/// and destroys. Mailboxes are not nested here (`parentId` is always null): a name may hold `/`, which IMAP shows as
+/// its hierarchy.
 extension MethodContext {
     static let mailboxProperties: Set<String> = [
         "id", "name", "parentId", "role", "sortOrder", "totalEmails", "unreadEmails", "totalThreads",
@@ -10,30 +12,33 @@ extension MethodContext {
     ]
     static let mailboxCountProperties: [String] = ["totalEmails", "unreadEmails", "totalThreads", "unreadThreads"]
 
-    static func sortOrder(_ role: MailboxRole) -> Int {
+    /// The role mailboxes first, in a fixed order, then the user's.
+    static func sortOrder(_ role: MailboxRole?) -> Int {
         switch role {
         case .inbox: 1
         case .archive: 2
         case .trash: 3
+        case nil: 10
         }
     }
 
     static func mailboxObject(_ mailbox: MailboxSummary, properties: [String]?) -> JSONValue {
+        let own = mailbox.role == nil
         let all: [String: JSONValue] = [
-            "id": .string(mailbox.id), "name": .string(mailbox.name), "parentId": .null,
-            "role": .string(mailbox.role.rawValue), "sortOrder": .int(sortOrder(mailbox.role)),
+            "id": .string(mailbox.id.rawValue), "name": .string(mailbox.name), "parentId": .null,
+            "role": mailbox.role.map { .string($0.rawValue) } ?? .null, "sortOrder": .int(sortOrder(mailbox.role)),
             "totalEmails": .int(mailbox.total), "unreadEmails": .int(mailbox.unread),
             // Every email is a thread of its own here (see Thread/get).
             "totalThreads": .int(mailbox.total), "unreadThreads": .int(mailbox.unread),
             "myRights": [
                 "mayReadItems": true, "mayAddItems": true, "mayRemoveItems": true, "maySetSeen": true,
-                "maySetKeywords": true, "mayCreateChild": false, "mayRename": false, "mayDelete": false,
+                "maySetKeywords": true, "mayCreateChild": false, "mayRename": .bool(own), "mayDelete": .bool(own),
                 "maySubmit": false,
             ],
             "isSubscribed": true,
         ]
         guard let properties else { return .object(all) }
-        var selected: [String: JSONValue] = ["id": .string(mailbox.id)]
+        var selected: [String: JSONValue] = ["id": .string(mailbox.id.rawValue)]
         for property in properties { selected[property] = all[property] }
         return .object(selected)
     }
@@ -44,8 +49,8 @@ extension MethodContext {
         // The state is read first: a change between the two reads is then seen again, never missed.
         let state = try await storeCall { try await store.currentState(accountID: account.id) }
         let mailboxes = try await storeCall { try await store.mailboxes(accountID: account.id) }
-        let wanted = ids ?? mailboxes.map(\.id)
-        let byID = Dictionary(mailboxes.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let wanted = ids ?? mailboxes.map(\.id.rawValue)
+        let byID = Dictionary(mailboxes.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { first, _ in first })
         return [
             "accountId": .string(account.jmapID), "state": .string(self.state(state.modseq)),
             "list": .array(wanted.compactMap { byID[$0].map { Self.mailboxObject($0, properties: properties) } }),
@@ -60,13 +65,19 @@ extension MethodContext {
         guard since.modseq <= current.modseq else {
             throw MethodError("cannotCalculateChanges", "That state is newer than the account's.")
         }
-        // Mailboxes are never created or destroyed; any change since the state may have changed their counts.
+        let mailboxes = try await storeCall { try await store.mailboxes(accountID: account.id) }
+        let destroyed = try await storeCall {
+            try await store.destroyedMailboxes(accountID: account.id, since: since.modseq)
+        }
+        let created = mailboxes.filter { $0.createdModseq > since.modseq }
+        // Any change since the state may have changed the others' counts (or a name): each is reported updated.
         let changed = since.modseq < current.modseq
+        let updated = changed ? mailboxes.filter { $0.createdModseq <= since.modseq } : []
         return [
             "accountId": .string(account.jmapID), "oldState": .string(state(since.modseq)),
-            "newState": .string(state(current.modseq)), "hasMoreChanges": false, "created": [],
-            "updated": .strings(changed ? MailboxRole.allCases.map(\.rawValue) : []), "destroyed": [],
-            "updatedProperties": changed ? .strings(Self.mailboxCountProperties) : .null,
+            "newState": .string(state(current.modseq)), "hasMoreChanges": false,
+            "created": .strings(created.map(\.id.rawValue)), "updated": .strings(updated.map(\.id.rawValue)),
+            "destroyed": .strings(destroyed.map(\.rawValue)), "updatedProperties": .null,
         ]
     }
 
@@ -90,20 +101,22 @@ extension MethodContext {
         let state = try await storeCall { try await store.currentState(accountID: account.id) }
         var mailboxes = try await storeCall { try await store.mailboxes(accountID: account.id) }
         if let role = filter["role"] {
-            mailboxes = mailboxes.filter { role.isNull ? false : $0.role.rawValue == role.string }
+            mailboxes = mailboxes.filter { role.isNull ? $0.role == nil : $0.role?.rawValue == role.string }
         }
-        if let hasRole = filter["hasAnyRole"]?.bool { mailboxes = mailboxes.filter { _ in hasRole } }
+        if let hasRole = filter["hasAnyRole"]?.bool { mailboxes = mailboxes.filter { ($0.role != nil) == hasRole } }
         if let name = filter["name"]?.string?.lowercased() {
             mailboxes = mailboxes.filter { $0.name.lowercased().contains(name) }
         }
         if let parent = filter["parentId"], !parent.isNull { mailboxes = [] }
         if let subscribed = filter["isSubscribed"]?.bool, !subscribed { mailboxes = [] }
         mailboxes.sort {
-            let before =
-                byName ? $0.name.lowercased() < $1.name.lowercased() : Self.sortOrder($0.role) < Self.sortOrder($1.role)
-            return ascending ? before : !before
+            let (left, right) =
+                byName
+                ? ($0.name.lowercased(), $1.name.lowercased())
+                : (String(Self.sortOrder($0.role)) + "/" + $0.name, String(Self.sortOrder($1.role)) + "/" + $1.name)
+            return ascending ? left < right : right < left
         }
-        let ids = mailboxes.map(\.id)
+        let ids = mailboxes.map(\.id.rawValue)
         let window = try QueryWindow(arguments, total: ids.count, anchorIndex: { ids.firstIndex(of: $0) })
         var result: [String: JSONValue] = [
             "accountId": .string(account.jmapID), "queryState": .string(self.state(state.modseq)),
@@ -114,21 +127,117 @@ extension MethodContext {
         return .object(result)
     }
 
+    /// The name a Mailbox/set create or update gives, checked; the other settable properties may only repeat what
+    /// every mailbox here is (no parent, no role for a new one, subscribed).
+    static func mailboxName(_ object: JSONValue, creating: Bool) -> Result<String?, SetError> {
+        func invalid(_ property: String, _ description: String) -> Result<String?, SetError> {
+            .failure(SetError(setError("invalidProperties", description, properties: [property])))
+        }
+        guard let members = object.object else {
+            return .failure(SetError(setError("invalidArguments", "A mailbox must be an object.")))
+        }
+        var name: String?
+        for (property, value) in members {
+            switch property {
+            case "name":
+                guard let text = value.string else { return invalid("name", "'name' must be a string.") }
+                name = text
+            case "parentId":
+                guard value.isNull else { return invalid("parentId", "Mailboxes are not nested here.") }
+            case "role" where creating:
+                guard value.isNull else { return invalid("role", "Each role's mailbox exists already.") }
+            case "isSubscribed":
+                guard value.bool != nil else { return invalid("isSubscribed", "'isSubscribed' must be a boolean.") }
+            case "sortOrder":
+                guard value.int != nil else { return invalid("sortOrder", "'sortOrder' must be a number.") }
+            default:
+                return invalid(property, "'\(property)' cannot be set.")
+            }
+        }
+        if creating, name == nil { return invalid("name", "A new mailbox needs a 'name'.") }
+        return .success(name)
+    }
+
+    /// A store failure of a create, rename or destroy as its SetError; `nil` for one the whole method fails with.
+    static func mailboxSetError(_ error: any Error) -> JSONValue? {
+        switch error as? MailboxStoreError {
+        case .notFound?: setError("notFound", "No such mailbox.")
+        case .mailboxExists?: setError("invalidProperties", "A mailbox of that name exists.", properties: ["name"])
+        case .invalidArgument(let what)?: setError("invalidProperties", "Invalid \(what).", properties: ["name"])
+        case .roleMailbox?: setError("forbidden", "A role's mailbox cannot be renamed or destroyed.")
+        case .mailboxHasMessages?:
+            setError("mailboxHasEmail", "The mailbox holds emails; set onDestroyRemoveEmails to destroy them too.")
+        default: nil
+        }
+    }
+
     func mailboxSet(_ arguments: Arguments) async throws -> JSONValue {
         let (create, update, destroy) = try setCounts(arguments)
-        let state = try await storeCall { try await store.currentState(accountID: account.id) }
-        let current = self.state(state.modseq)
-        try checkIfInState(arguments, current: current)
-        let refused = "This server's mailboxes are fixed: one per role, not created, changed or destroyed."
+        let removeEmails = try arguments.bool("onDestroyRemoveEmails", default: false)
+        let old = try await storeCall { try await store.currentState(accountID: account.id) }
+        try checkIfInState(arguments, current: state(old.modseq))
+        var created: [String: JSONValue] = [:]
+        var notCreated: [String: JSONValue] = [:]
+        for (creationID, object) in create.sorted(by: { $0.key < $1.key }) {
+            switch Self.mailboxName(object, creating: true) {
+            case .failure(let error): notCreated[creationID] = error.value
+            case .success(let name):
+                do {
+                    let mailbox = try await store.createMailbox(accountID: account.id, name: name ?? "")
+                    created[creationID] = [
+                        "id": .string(mailbox.id.rawValue), "role": .null, "parentId": .null,
+                        "sortOrder": .int(Self.sortOrder(nil)), "totalEmails": 0, "unreadEmails": 0,
+                        "totalThreads": 0, "unreadThreads": 0, "isSubscribed": true,
+                    ]
+                } catch {
+                    guard let setError = Self.mailboxSetError(error) else { throw MethodError.from(error) }
+                    notCreated[creationID] = setError
+                }
+            }
+        }
+        var updated: [String: JSONValue] = [:]
+        var notUpdated: [String: JSONValue] = [:]
+        for (id, patch) in update.sorted(by: { $0.key < $1.key }) {
+            switch Self.mailboxName(patch, creating: false) {
+            case .failure(let error): notUpdated[id] = error.value
+            case .success(let name):
+                do {
+                    if let name {
+                        try await store.renameMailbox(accountID: account.id, id: MailboxID(rawValue: id), to: name)
+                    } else if !(try await store.mailboxes(accountID: account.id)).contains(where: {
+                        $0.id.rawValue == id
+                    }) {
+                        throw MailboxStoreError.notFound
+                    }
+                    updated[id] = .null
+                } catch {
+                    guard let setError = Self.mailboxSetError(error) else { throw MethodError.from(error) }
+                    notUpdated[id] = setError
+                }
+            }
+        }
+        var destroyed: [String] = []
+        var notDestroyed: [String: JSONValue] = [:]
+        for id in destroy {
+            do {
+                try await store.destroyMailbox(
+                    accountID: account.id, id: MailboxID(rawValue: id), removingMessages: removeEmails)
+                destroyed.append(id)
+            } catch {
+                guard let setError = Self.mailboxSetError(error) else { throw MethodError.from(error) }
+                notDestroyed[id] = setError
+            }
+        }
+        let new = try await storeCall { try await store.currentState(accountID: account.id) }
         return [
-            "accountId": .string(account.jmapID), "oldState": .string(current), "newState": .string(current),
-            "created": .null, "updated": .null, "destroyed": .null,
-            "notCreated": create.isEmpty
-                ? .null : .object(create.mapValues { _ in Self.setError("forbidden", refused) }),
-            "notUpdated": update.isEmpty
-                ? .null : .object(update.mapValues { _ in Self.setError("forbidden", refused) }),
-            "notDestroyed": destroy.isEmpty
-                ? .null : .object(Dictionary(destroy.map { ($0, Self.setError("forbidden", refused)) }) { a, _ in a }),
+            "accountId": .string(account.jmapID), "oldState": .string(state(old.modseq)),
+            "newState": .string(state(new.modseq)),
+            "created": created.isEmpty ? .null : .object(created),
+            "updated": updated.isEmpty ? .null : .object(updated),
+            "destroyed": destroyed.isEmpty ? .null : .strings(destroyed),
+            "notCreated": notCreated.isEmpty ? .null : .object(notCreated),
+            "notUpdated": notUpdated.isEmpty ? .null : .object(notUpdated),
+            "notDestroyed": notDestroyed.isEmpty ? .null : .object(notDestroyed),
         ]
     }
 

@@ -32,8 +32,8 @@ extension MailboxStore {
                 else { throw MailboxStoreError.notFound }
                 for role in MailboxRole.allCases {
                     try db.run(
-                        "INSERT INTO mailboxes (account_id, role, name) VALUES (?, ?, ?)", id, role.rawValue,
-                        role.rawValue.capitalized)
+                        "INSERT INTO mailboxes (account_id, public_id, role, name) VALUES (?, ?, ?, ?)", id,
+                        role.rawValue, role.rawValue, role.rawValue.capitalized)
                 }
                 return Account(id: id, username: name, modseq: 0)
             }

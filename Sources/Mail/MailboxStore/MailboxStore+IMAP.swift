@@ -28,10 +28,10 @@ public struct MailboxListing: Sendable, Equatable {
 }
 
 extension MailboxStore {
-    /// The mailbox `role` of the account, its messages in UID order, in one read.
-    public func mailboxListing(accountID: Int64, mailbox role: MailboxRole) async throws -> MailboxListing {
+    /// The account's mailbox `mailbox`, its messages in UID order, in one read.
+    public func mailboxListing(accountID: Int64, mailbox: MailboxID) async throws -> MailboxListing {
         try await read { db in
-            let box = try Self.imapMailbox(db, accountID: accountID, role: role)
+            let box = try Self.imapMailbox(db, accountID: accountID, mailbox: mailbox)
             let mailboxID = try box.int64("id")
             let entries = try db.query(
                 """
@@ -46,22 +46,22 @@ extension MailboxStore {
         }
     }
 
-    /// The row id of the account's mailbox `role` (stable for the mailbox's life: what IMAP's UIDVALIDITY is made of),
-    /// in one small read, without its messages.
-    public func mailboxRowID(accountID: Int64, mailbox role: MailboxRole) async throws -> Int64 {
-        try await read { db in try Self.imapMailbox(db, accountID: accountID, role: role).int64("id") }
+    /// The row id of the account's mailbox `mailbox` (stable for the mailbox's life: what IMAP's UIDVALIDITY is made
+    /// of), in one small read, without its messages.
+    public func mailboxRowID(accountID: Int64, mailbox: MailboxID) async throws -> Int64 {
+        try await read { db in try Self.imapMailbox(db, accountID: accountID, mailbox: mailbox).int64("id") }
     }
 
-    /// The mailbox `role` of the account with what IMAP reads of it and its account: `id`, `uid_next`, `modseq` and
+    /// The account's mailbox `mailbox` with what IMAP reads of it and its account: `id`, `uid_next`, `modseq` and
     /// `horizon_modseq`.
-    static func imapMailbox(_ db: any SQLConnection, accountID: Int64, role: MailboxRole) throws -> Row {
+    static func imapMailbox(_ db: any SQLConnection, accountID: Int64, mailbox: MailboxID) throws -> Row {
         guard
             let box = try db.queryOne(
                 """
                 SELECT b.id, b.uid_next, a.modseq, a.horizon_modseq
                 FROM mailboxes b JOIN accounts a ON a.id = b.account_id
-                WHERE b.account_id = ? AND b.role = ?
-                """, accountID, role.rawValue)
+                WHERE b.account_id = ? AND b.public_id = ?
+                """, accountID, mailbox.rawValue)
         else { throw MailboxStoreError.notFound }
         return box
     }
@@ -102,12 +102,12 @@ public struct MailboxDelta: Sendable, Equatable {
 }
 
 extension MailboxStore {
-    /// What changed in mailbox `role` since `since`: work in proportion to the changes, not to the mailbox, so an IDLE
+    /// What changed in mailbox `mailbox` since `since`: work in proportion to the changes, not to the mailbox, so an IDLE
     /// connection woken by a commit reads one delivery, not its whole mailbox. `nil` when `since` is older than the
     /// destructions the store still remembers (then only a whole listing can say what left).
-    public func mailboxDelta(accountID: Int64, mailbox role: MailboxRole, since: Int64) async throws -> MailboxDelta? {
+    public func mailboxDelta(accountID: Int64, mailbox: MailboxID, since: Int64) async throws -> MailboxDelta? {
         try await read { db in
-            let box = try Self.imapMailbox(db, accountID: accountID, role: role)
+            let box = try Self.imapMailbox(db, accountID: accountID, mailbox: mailbox)
             guard since >= (try box.int64("horizon_modseq")) else { return nil }
             let mailboxID = try box.int64("id")
             var movedIn: Set<String> = []

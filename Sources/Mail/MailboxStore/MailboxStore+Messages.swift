@@ -9,13 +9,13 @@ extension MailboxStore {
     public static let previewLength = 120
 
     static let messageColumns = """
-        m.public_id, b.role, m.from_addr, m.to_addr, m.subject, m.preview, m.body, m.size, m.received_at, m.seen,
+        m.public_id, b.public_id AS mailbox, m.from_addr, m.to_addr, m.subject, m.preview, m.body, m.size, m.received_at, m.seen,
         m.flagged, m.modseq, m.message_id, m.in_reply_to, m.to_json, m.cc_json, m.sent_at, m.attachments_json
         """
     /// A message from a row holding ``messageColumns``, by column name.
     static func message(from row: Row) throws -> MessageRecord {
         MessageRecord(
-            id: try row.string("public_id"), mailbox: MailboxRole(rawValue: try row.string("role")) ?? .inbox,
+            id: try row.string("public_id"), mailbox: MailboxID(rawValue: try row.string("mailbox")),
             from: try row.string("from_addr"), to: try row.string("to_addr"), subject: try row.string("subject"),
             preview: try row.string("preview"), body: try row.string("body"), size: try row.int("size"),
             receivedAt: try row.double("received_at"), seen: try row.int64("seen") != 0,
@@ -169,7 +169,7 @@ extension MailboxStore {
             if message.mailbox != .inbox {
                 guard
                     let id = try db.scalar(
-                        "SELECT id FROM mailboxes WHERE account_id = ? AND role = ?", target.account,
+                        "SELECT id FROM mailboxes WHERE account_id = ? AND public_id = ?", target.account,
                         message.mailbox.rawValue
                     ).int64
                 else { throw MailboxStoreError.notFound }
@@ -269,7 +269,7 @@ extension MailboxStore {
     /// A page of the account's messages (optionally one mailbox), oldest first, with the state it was read at.
     /// `cursor` is the `nextCursor` of the previous page.
     public func listMessages(
-        accountID: Int64, mailbox: MailboxRole? = nil, cursor: String? = nil, limit: Int = 100
+        accountID: Int64, mailbox: MailboxID? = nil, cursor: String? = nil, limit: Int = 100
     ) async throws -> MessagePage {
         var after: Int64 = 0
         if let cursor {
@@ -288,7 +288,7 @@ extension MailboxStore {
             let rows = try db.query(
                 """
                 SELECT \(Self.messageColumns), m.id AS row_id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-                WHERE m.account_id = ? AND m.id > ? AND (CAST(? AS TEXT) IS NULL OR b.role = ?)
+                WHERE m.account_id = ? AND m.id > ? AND (CAST(? AS TEXT) IS NULL OR b.public_id = ?)
                 ORDER BY m.id LIMIT ?
                 """, accountID, start, mailbox?.rawValue, mailbox?.rawValue, pageSize + 1)
             let page = rows.prefix(pageSize)
@@ -303,18 +303,22 @@ extension MailboxStore {
         try await read { db in
             try db.query(
                 """
-                SELECT b.role, b.name, count(m.id) AS total,
+                SELECT b.public_id, b.role, b.name, b.created_modseq, count(m.id) AS total,
                        coalesce(sum(CASE WHEN m.seen = 0 THEN 1 ELSE 0 END), 0) AS unread
                 FROM mailboxes b LEFT JOIN messages m ON m.mailbox_id = b.id
-                WHERE b.account_id = ? GROUP BY b.id ORDER BY b.id
+                WHERE b.account_id = ? GROUP BY b.id, b.public_id, b.role, b.name, b.created_modseq ORDER BY b.id
                 """, accountID
             ).map { row in
-                let role = try row.string("role")
-                guard let kind = MailboxRole(rawValue: role) else {
-                    throw RowDecodingError(column: "role", expected: "a mailbox role")
+                var role: MailboxRole?
+                if let name = row["role"].string {
+                    guard let known = MailboxRole(rawValue: name) else {
+                        throw RowDecodingError(column: "role", expected: "a mailbox role")
+                    }
+                    role = known
                 }
                 return MailboxSummary(
-                    id: role, name: try row.string("name"), role: kind, total: try row.int("total"),
+                    id: MailboxID(rawValue: try row.string("public_id")), name: try row.string("name"), role: role,
+                    createdModseq: try row.int64("created_modseq"), total: try row.int("total"),
                     unread: try row.int("unread"))
             }
         }
@@ -338,7 +342,7 @@ extension MailboxStore {
     /// something changed. Returns the message as it is afterwards.
     @discardableResult
     public func updateMessage(
-        id: String, accountID: Int64, seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxRole? = nil
+        id: String, accountID: Int64, seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxID? = nil
     ) async throws -> MessageRecord {
         try await write { db, ledger in
             guard
@@ -354,13 +358,21 @@ extension MailboxStore {
             if let flagged { updated.flagged = flagged }
             if let mailbox { updated.mailbox = mailbox }
             guard updated != current else { return current }
+            if updated.mailbox != current.mailbox,
+                try db.scalar(
+                    "SELECT 1 FROM mailboxes WHERE account_id = ? AND public_id = ?", accountID,
+                    updated.mailbox.rawValue
+                ).int64 == nil
+            {
+                throw MailboxStoreError.invalidArgument("mailbox")
+            }
             let modseq = try Self.bumpModseq(db, account: accountID)
             // A move gives the message a new IMAP UID in its new mailbox: the move's modseq.
             let uid: Int64? = updated.mailbox != current.mailbox ? modseq : nil
             try db.run(
                 """
                 UPDATE messages SET seen = ?, flagged = ?, modseq = ?, uid = coalesce(?, uid),
-                    mailbox_id = (SELECT id FROM mailboxes WHERE account_id = ? AND role = ?)
+                    mailbox_id = (SELECT id FROM mailboxes WHERE account_id = ? AND public_id = ?)
                 WHERE public_id = ? AND account_id = ?
                 """,
                 arguments: [
@@ -368,7 +380,7 @@ extension MailboxStore {
                 ])
             if let uid {
                 try db.run(
-                    "UPDATE mailboxes SET uid_next = ? WHERE account_id = ? AND role = ?", uid + 1, accountID,
+                    "UPDATE mailboxes SET uid_next = ? WHERE account_id = ? AND public_id = ?", uid + 1, accountID,
                     updated.mailbox.rawValue)
             }
             try self.enqueueSignals(db, ledger, account: accountID, modseq: modseq)

@@ -9,9 +9,9 @@ public indirect enum MessageFilter: Sendable, Equatable {
     /// None holds.
     case noneOf([MessageFilter])
     /// In this mailbox.
-    case inMailbox(MailboxRole)
+    case inMailbox(MailboxID)
     /// In none of these mailboxes.
-    case notInMailboxes([MailboxRole])
+    case notInMailboxes([MailboxID])
     /// The sender, subject or body contains the text (case-insensitively).
     case text(String)
     /// The sender contains the text.
@@ -128,13 +128,13 @@ extension MailboxStore {
         case .all(let filters): return combined(filters, "AND", empty: "1 = 1")
         case .any(let filters): return combined(filters, "OR", empty: "1 = 0")
         case .noneOf(let filters): return "NOT " + combined(filters, "OR", empty: "(1 = 0)")
-        case .inMailbox(let role):
-            arguments.append(role.rawValue)
-            return "b.role = ?"
-        case .notInMailboxes(let roles):
-            guard !roles.isEmpty else { return "1 = 1" }
-            arguments.append(contentsOf: roles.map(\.rawValue) as [any SQLBindable])
-            return "b.role NOT IN (" + roles.map { _ in "?" }.joined(separator: ", ") + ")"
+        case .inMailbox(let mailbox):
+            arguments.append(mailbox.rawValue)
+            return "b.public_id = ?"
+        case .notInMailboxes(let mailboxes):
+            guard !mailboxes.isEmpty else { return "1 = 1" }
+            arguments.append(contentsOf: mailboxes.map(\.rawValue) as [any SQLBindable])
+            return "b.public_id NOT IN (" + mailboxes.map { _ in "?" }.joined(separator: ", ") + ")"
         case .text(let text): return contains(["m.from_addr", "m.subject", "m.body"], text)
         case .from(let text): return contains(["m.from_addr"], text)
         case .to(let text): return contains(["m.to_addr", "m.to_json", "m.cc_json"], text)

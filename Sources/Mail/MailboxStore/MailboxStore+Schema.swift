@@ -349,5 +349,53 @@ extension MailboxStore {
             DROP INDEX messages_by_uid;
             """
         },
+        // The user's own mailboxes beside the three of the roles (IMAP CREATE/DELETE/RENAME, JMAP Mailbox/set): a
+        // mailbox is named by `public_id` on every door (the role's name for a role mailbox, an opaque id for the
+        // others), its `name` is unique in its account, and its `role` is null. `created_modseq` and the mailbox
+        // tombstones are Mailbox/changes' log. SQLite cannot drop the role's NOT NULL, so it rebuilds the table:
+        // the messages' references to it are checked at COMMIT (deferred), by when every row is back under its id.
+        StoreMigration(
+            name: "016-user-mailboxes",
+            sqlite: """
+                PRAGMA defer_foreign_keys = ON;
+                CREATE TEMP TABLE mailboxes_kept AS SELECT * FROM mailboxes;
+                DROP TABLE mailboxes;
+                CREATE TABLE mailboxes (
+                    id INTEGER PRIMARY KEY,
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    public_id TEXT NOT NULL,
+                    role TEXT CHECK (role IN ('inbox', 'archive', 'trash')),
+                    name TEXT NOT NULL,
+                    uid_next INTEGER NOT NULL DEFAULT 1,
+                    created_modseq INTEGER NOT NULL DEFAULT 0,
+                    UNIQUE (account_id, role),
+                    UNIQUE (account_id, public_id),
+                    UNIQUE (account_id, name)
+                );
+                INSERT INTO mailboxes (id, account_id, public_id, role, name, uid_next)
+                SELECT id, account_id, role, role, name, uid_next FROM mailboxes_kept;
+                DROP TABLE mailboxes_kept;
+                CREATE TABLE mailbox_tombstones (
+                    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    public_id TEXT NOT NULL,
+                    modseq INTEGER NOT NULL
+                );
+                CREATE INDEX mailbox_tombstones_by_account ON mailbox_tombstones (account_id, modseq);
+                """,
+            postgres: """
+                ALTER TABLE mailboxes ADD COLUMN public_id TEXT;
+                UPDATE mailboxes SET public_id = role;
+                ALTER TABLE mailboxes ALTER COLUMN public_id SET NOT NULL;
+                ALTER TABLE mailboxes ALTER COLUMN role DROP NOT NULL;
+                ALTER TABLE mailboxes ADD COLUMN created_modseq BIGINT NOT NULL DEFAULT 0;
+                ALTER TABLE mailboxes ADD CONSTRAINT mailboxes_by_public_id UNIQUE (account_id, public_id);
+                ALTER TABLE mailboxes ADD CONSTRAINT mailboxes_by_name UNIQUE (account_id, name);
+                CREATE TABLE mailbox_tombstones (
+                    account_id BIGINT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    public_id TEXT NOT NULL,
+                    modseq BIGINT NOT NULL
+                );
+                CREATE INDEX mailbox_tombstones_by_account ON mailbox_tombstones (account_id, modseq);
+                """),
     ]
 }

@@ -17,6 +17,12 @@ public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertib
     case storage(StorageFailure)
     /// The database was migrated by a newer build (it holds the named migration, which this build does not know).
     case schemaTooNew(String)
+    /// The account already has a mailbox of that name.
+    case mailboxExists
+    /// The mailbox still holds messages, and they were not to be destroyed with it.
+    case mailboxHasMessages
+    /// A role mailbox (inbox, archive, trash) cannot be renamed or destroyed.
+    case roleMailbox
 
     /// A description without any message content.
     public var description: String {
@@ -28,6 +34,9 @@ public enum MailboxStoreError: Error, Sendable, Equatable, CustomStringConvertib
         case .malformedState: return "malformed state"
         case .cannotCalculateChanges: return "cannot calculate changes"
         case .storage(let failure): return "storage error \(failure)"
+        case .mailboxExists: return "a mailbox of that name exists"
+        case .mailboxHasMessages: return "the mailbox holds messages"
+        case .roleMailbox: return "a role mailbox cannot be renamed or destroyed"
         case .schemaTooNew(let migration):
             return "the database schema is newer than this build (it has migration \(migration)); upgrade mailboxd"
         }

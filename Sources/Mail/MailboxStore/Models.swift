@@ -1,7 +1,8 @@
 import JSONText
 import Push
 
-/// The role of a mailbox; each account has exactly one mailbox of each role.
+/// The role of a mailbox; each account has exactly one mailbox of each role, made with the account and never
+/// renamed or destroyed. Its other mailboxes are the user's own (IMAP CREATE, JMAP Mailbox/set).
 public enum MailboxRole: String, Sendable, Codable, CaseIterable {
     /// Where deliveries land.
     case inbox
@@ -11,18 +12,96 @@ public enum MailboxRole: String, Sendable, Codable, CaseIterable {
     case trash
 }
 
+/// A mailbox's identifier, the same on every door (`/v1`'s `mailbox`, JMAP's `mailboxIds`, the store's `public_id`):
+/// the role's name for the three role mailboxes (`inbox`, `archive`, `trash`), an opaque id for the user's own.
+/// Encoded as its string.
+public struct MailboxID: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The id as every door spells it.
+    public var rawValue: String
+
+    /// The mailbox with this id.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// The mailbox of `role`.
+    public init(_ role: MailboxRole) { rawValue = role.rawValue }
+
+    /// The inbox.
+    public static let inbox = MailboxID(.inbox)
+    /// The archive.
+    public static let archive = MailboxID(.archive)
+    /// The trash.
+    public static let trash = MailboxID(.trash)
+
+    /// The role, when this is a role mailbox.
+    public var role: MailboxRole? { MailboxRole(rawValue: rawValue) }
+
+    /// The id.
+    public var description: String { rawValue }
+
+    /// Decodes the id from its string.
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    /// Encodes the id as its string.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
 /// A mailbox with its counts.
 public struct MailboxSummary: Sendable, Equatable, Codable {
-    /// The mailbox's identifier (its role name).
-    public var id: String
-    /// Its display name.
+    /// The mailbox's identifier.
+    public var id: MailboxID
+    /// Its name: the role's (`Inbox`, `Archive`, `Trash`) or the one its user gave it (IMAP's mailbox name, with
+    /// `/` between the levels of a hierarchy).
     public var name: String
-    /// Its role.
-    public var role: MailboxRole
+    /// Its role; `nil` for the user's own mailboxes.
+    public var role: MailboxRole?
+    /// The account's modseq when it was made (0 for the role mailboxes, made with the account).
+    public var createdModseq: Int64 = 0
     /// Messages in it.
     public var total: Int
     /// Unread messages in it.
     public var unread: Int
+
+    /// The mailbox of `/v1/mailboxes`: `id`, `name`, `role` (null for the user's own), `total`, `unread`.
+    enum CodingKeys: String, CodingKey {
+        case id, name, role, total, unread
+    }
+
+    /// A mailbox as the store read it.
+    public init(
+        id: MailboxID, name: String, role: MailboxRole?, createdModseq: Int64 = 0, total: Int, unread: Int
+    ) {
+        self.id = id
+        self.name = name
+        self.role = role
+        self.createdModseq = createdModseq
+        self.total = total
+        self.unread = unread
+    }
+
+    /// Decodes the `/v1/mailboxes` form (without `createdModseq`, which it does not carry).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(MailboxID.self, forKey: .id)
+        name = try container.decode(String.self, forKey: .name)
+        role = try container.decodeIfPresent(MailboxRole.self, forKey: .role)
+        total = try container.decode(Int.self, forKey: .total)
+        unread = try container.decode(Int.self, forKey: .unread)
+    }
+
+    /// Encodes the `/v1/mailboxes` form.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(name, forKey: .name)
+        try container.encode(role, forKey: .role)
+        try container.encode(total, forKey: .total)
+        try container.encode(unread, forKey: .unread)
+    }
 }
 
 /// A stored message.
@@ -30,7 +109,7 @@ public struct MessageRecord: Sendable, Equatable, Codable {
     /// The public, opaque identifier.
     public var id: String
     /// The mailbox it is in.
-    public var mailbox: MailboxRole
+    public var mailbox: MailboxID
     /// Sender address.
     public var from: String
     /// Recipient (the account's username).
@@ -158,7 +237,7 @@ public struct NewMessage: Sendable, Equatable {
     public var deduplicates = false
     /// The mailbox it is stored in: the inbox for a delivery; another for a message a mail client files itself
     /// (IMAP APPEND and COPY).
-    public var mailbox = MailboxRole.inbox
+    public var mailbox = MailboxID.inbox
     /// Stored as read.
     public var seen = false
     /// Stored as flagged.

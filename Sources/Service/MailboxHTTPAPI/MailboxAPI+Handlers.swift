@@ -70,12 +70,11 @@ extension MailboxAPI {
     }
 
     func listMessages(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
-        var mailbox: MailboxRole?
-        if let name = request.query("mailbox") {
-            guard let role = MailboxRole(rawValue: name) else {
-                throw HTTPError(.badRequest, code: "invalidArgument", message: "Unknown mailbox.")
-            }
-            mailbox = role
+        var mailbox: MailboxID?
+        if let id = request.query("mailbox") {
+            guard try await store.mailboxes(accountID: session.accountID).contains(where: { $0.id.rawValue == id })
+            else { throw HTTPError(.badRequest, code: "invalidArgument", message: "Unknown mailbox.") }
+            mailbox = MailboxID(rawValue: id)
         }
         let limit = try limit(request, "limit", default: 100, range: 1...1000)
         let page = try await store.listMessages(
@@ -139,13 +138,8 @@ extension MailboxAPI {
 
     func patchMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         let patch = try decode(MessagePatch.self, from: request, allowed: ["seen", "flagged", "mailbox"])
-        var mailbox: MailboxRole?
-        if let name = patch.mailbox {
-            guard let role = MailboxRole(rawValue: name) else {
-                throw HTTPError(.badRequest, code: "invalidArgument", message: "Unknown mailbox.")
-            }
-            mailbox = role
-        }
+        // A mailbox the account does not have is the store's `invalidArgument`: 400, nothing changed.
+        let mailbox = patch.mailbox.map(MailboxID.init(rawValue:))
         guard patch.seen != nil || patch.flagged != nil || mailbox != nil else {
             throw HTTPError(.badRequest, code: "invalidRequest", message: "Nothing to change.")
         }

@@ -145,6 +145,14 @@ package struct MailboxAPI: Sendable {
             return HTTPError(.badRequest, code: "invalidArgument", message: "Invalid \(what).")
         case .malformedState:
             return HTTPError(.badRequest, code: "invalidState", message: "The state string is malformed.")
+        case .mailboxExists:
+            return HTTPError(.conflict, code: "mailboxExists", message: "A mailbox of that name exists.")
+        case .mailboxHasMessages:
+            return HTTPError(.conflict, code: "mailboxHasMessages", message: "The mailbox holds messages.")
+        case .roleMailbox:
+            return HTTPError(
+                .forbidden, code: "roleMailbox", message: "The inbox, archive and trash cannot be renamed or destroyed."
+            )
         case .cannotCalculateChanges:
             return HTTPError(
                 .badRequest, code: "cannotCalculateChanges",

@@ -74,7 +74,7 @@ final class IMAPStoreBackend: IMAPBackend {
     struct SnapshotCache {
         struct Key: Hashable {
             var account: Int64
-            var role: MailboxRole
+            var mailbox: MailboxID
         }
 
         let budget: Int
@@ -137,14 +137,34 @@ final class IMAPStoreBackend: IMAPBackend {
     /// Where account changes are told (the IMAP server's ``IMAPServer/notify(_:)``).
     func tell(_ notify: @escaping @Sendable (UInt64) -> Void) { sink.withLock { $0 = Sink(notify: notify) } }
 
-    /// The IMAP name of each mailbox role, and its special-use attribute.
-    static let names: [(MailboxRole, String, String?)] = [
-        (.inbox, "INBOX", nil), (.archive, "Archive", "\\Archive"), (.trash, "Trash", "\\Trash"),
+    /// A mailbox as IMAP names it: a role's by its fixed name, with its special use; one of the user's by the name it
+    /// was given.
+    struct NamedMailbox: Sendable, Hashable {
+        var id: MailboxID
+        var name: String
+        var specialUse: String?
+    }
+
+    /// The role mailboxes' IMAP names and special-use attributes.
+    static let roleMailboxes: [(role: MailboxRole, mailbox: NamedMailbox)] = [
+        (.inbox, NamedMailbox(id: .inbox, name: "INBOX")),
+        (.archive, NamedMailbox(id: .archive, name: "Archive", specialUse: "\\Archive")),
+        (.trash, NamedMailbox(id: .trash, name: "Trash", specialUse: "\\Trash")),
     ]
 
-    static func role(named name: String) -> MailboxRole? {
-        if name.uppercased() == "INBOX" { return .inbox }
-        return names.first { $0.1 == name }?.0
+    /// The role mailbox IMAP names `name` (`INBOX` in any case), if it is one.
+    static func roleMailbox(named name: String) -> NamedMailbox? {
+        let name = name.uppercased() == "INBOX" ? "INBOX" : name
+        return roleMailboxes.first { $0.mailbox.name == name }?.mailbox
+    }
+
+    /// The mailbox IMAP names `name`: a role's at once, one of the user's by one small read.
+    private static func mailbox(named name: String, account: Int64, store: MailboxStore) async throws -> NamedMailbox {
+        if let known = roleMailbox(named: name) { return known }
+        guard let id = try await store.mailboxID(accountID: account, named: name) else {
+            throw IMAPBackendError.noMailbox
+        }
+        return NamedMailbox(id: id, name: name)
     }
 
     /// The store's modseq as IMAP shows it: one more, because a mod-sequence is at least 1 (RFC 7162) and an
@@ -172,6 +192,12 @@ final class IMAPStoreBackend: IMAPBackend {
                 completion(.success(try await body()))
             } catch MailboxStoreError.notFound {
                 completion(.failure(.noMessage))
+            } catch MailboxStoreError.mailboxExists {
+                completion(.failure(.mailboxExists))
+            } catch MailboxStoreError.roleMailbox {
+                completion(.failure(.roleMailbox))
+            } catch MailboxStoreError.invalidArgument {
+                completion(.failure(.invalidName))
             } catch let error as IMAPBackendError {
                 completion(.failure(error))
             } catch {
@@ -215,11 +241,16 @@ final class IMAPStoreBackend: IMAPBackend {
         let store = store
         run(completion) {
             let summaries = try await store.mailboxes(accountID: account)
-            return Self.names.compactMap { role, name, specialUse in
+            let roles = Self.roleMailboxes.compactMap { role, mailbox -> IMAPMailboxInfo? in
                 guard let summary = summaries.first(where: { $0.role == role }) else { return nil }
                 return IMAPMailboxInfo(
-                    name: name, specialUse: specialUse, messages: summary.total, unseen: summary.unread)
+                    name: mailbox.name, specialUse: mailbox.specialUse, messages: summary.total,
+                    unseen: summary.unread)
             }
+            return roles
+                + summaries.filter { $0.role == nil }.sorted { $0.name < $1.name }.map {
+                    IMAPMailboxInfo(name: $0.name, specialUse: nil, messages: $0.total, unseen: $0.unread)
+                }
         }
     }
 
@@ -227,10 +258,28 @@ final class IMAPStoreBackend: IMAPBackend {
         account: Int64, mailbox: String,
         completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void
     ) {
-        guard let role = Self.role(named: mailbox) else { return completion(.failure(.noMailbox)) }
-        let key = SnapshotCache.Key(account: account, role: role)
+        guard let named = Self.roleMailbox(named: mailbox) else {
+            // One of the user's: its id first, by one small read.
+            let store = store
+            return run(completion) {
+                let named = try await Self.mailbox(named: mailbox, account: account, store: store)
+                return try await withCheckedThrowingContinuation { continuation in
+                    self.snapshot(account: account, mailbox: named) { continuation.resume(with: $0) }
+                }
+            }
+        }
+        snapshot(account: account, mailbox: named, completion: completion)
+    }
+
+    /// ``snapshot(account:mailbox:completion:)`` of a mailbox whose id is known.
+    private func snapshot(
+        account: Int64, mailbox named: NamedMailbox,
+        completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void
+    ) {
+        let mailbox = named.name
+        let key = SnapshotCache.Key(account: account, mailbox: named.id)
         guard let held = snapshots.withLock({ $0.get(key) }) else {
-            return readSnapshot(account: account, role: role, completion: completion)
+            return readSnapshot(account: account, mailbox: named, completion: completion)
         }
         delta(account: account, mailbox: mailbox, since: held.highestModseq) { [snapshots] result in
             switch result {
@@ -240,7 +289,7 @@ final class IMAPStoreBackend: IMAPBackend {
                 snapshots.withLock { $0.put(key, snapshot) }
                 completion(.success(snapshot))
             case .success(nil):
-                self.readSnapshot(account: account, role: role, completion: completion)
+                self.readSnapshot(account: account, mailbox: named, completion: completion)
             case .failure(let error):
                 completion(.failure(error))
             }
@@ -249,14 +298,18 @@ final class IMAPStoreBackend: IMAPBackend {
 
     /// The whole listing of a mailbox, read from the store and kept.
     private func readSnapshot(
-        account: Int64, role: MailboxRole,
+        account: Int64, mailbox named: NamedMailbox,
         completion: @escaping @Sendable (Result<IMAPMailboxSnapshot, IMAPBackendError>) -> Void
     ) {
         let (store, snapshots) = (store, snapshots)
         wholeReads.withLock { $0 += 1 }
         run(completion) {
-            guard let entry = Self.names.first(where: { $0.0 == role }) else { throw IMAPBackendError.noMailbox }
-            let listing = try await store.mailboxListing(accountID: account, mailbox: role)
+            let listing: MailboxListing
+            do {
+                listing = try await store.mailboxListing(accountID: account, mailbox: named.id)
+            } catch MailboxStoreError.notFound {
+                throw IMAPBackendError.noMailbox
+            }
             let messages = listing.entries.map {
                 IMAPMessageState(
                     uid: UInt32(truncatingIfNeeded: $0.uid), id: $0.id, seen: $0.seen, flagged: $0.flagged,
@@ -264,13 +317,13 @@ final class IMAPStoreBackend: IMAPBackend {
             }
             let snapshot = IMAPMailboxSnapshot(
                 info: IMAPMailboxInfo(
-                    name: entry.1, specialUse: entry.2, messages: messages.count,
+                    name: named.name, specialUse: named.specialUse, messages: messages.count,
                     unseen: messages.filter { !$0.seen }.count),
                 uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: listing.mailboxID),
                 uidNext: UInt32(truncatingIfNeeded: max(listing.uidNext, (listing.entries.last?.uid ?? 0) + 1)),
                 highestModseq: Self.imapModseq(listing.modseq),
                 messages: messages)
-            snapshots.withLock { $0.put(SnapshotCache.Key(account: account, role: role), snapshot) }
+            snapshots.withLock { $0.put(SnapshotCache.Key(account: account, mailbox: named.id), snapshot) }
             return snapshot
         }
     }
@@ -325,11 +378,18 @@ final class IMAPStoreBackend: IMAPBackend {
         let store = store
         deltaStoreReads.withLock { $0 += 1 }
         run(completion) {
-            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            let named = try await Self.mailbox(named: mailbox, account: account, store: store)
             // The HIGHESTMODSEQ given was the store's modseq plus one.
-            guard
-                let delta = try await store.mailboxDelta(accountID: account, mailbox: role, since: highestModseq - 1)
-            else { return nil }
+            let delta: MailboxDelta
+            do {
+                guard
+                    let read = try await store.mailboxDelta(
+                        accountID: account, mailbox: named.id, since: highestModseq - 1)
+                else { return nil }
+                delta = read
+            } catch MailboxStoreError.notFound {
+                throw IMAPBackendError.noMailbox
+            }
             return IMAPMailboxDelta(
                 changed: delta.entries.map {
                     IMAPMessageState(
@@ -409,17 +469,17 @@ final class IMAPStoreBackend: IMAPBackend {
     ) {
         let store = store
         run(completion) {
-            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            let named = try await Self.mailbox(named: mailbox, account: account, store: store)
             var states: [IMAPMessageState] = []
             for id in ids {
-                let record = try await store.updateMessage(id: id, accountID: account, mailbox: role)
+                let record = try await store.updateMessage(id: id, accountID: account, mailbox: named.id)
                 let uid = try await store.messageUID(id: id, accountID: account)
                 states.append(
                     IMAPMessageState(
                         uid: UInt32(truncatingIfNeeded: uid), id: id, seen: record.seen, flagged: record.flagged,
                         modseq: Self.imapModseq(record.modseq)))
             }
-            let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: role)
+            let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: named.id)
             return IMAPMoveResult(
                 uidValidity: Self.uidValidity(epoch: store.epoch, mailboxID: mailboxID), states: states)
         }
@@ -431,13 +491,13 @@ final class IMAPStoreBackend: IMAPBackend {
     ) {
         let store = store
         run(completion) {
-            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            let named = try await Self.mailbox(named: mailbox, account: account, store: store)
             guard let username = try await store.username(accountID: account) else { throw IMAPBackendError.noMailbox }
             var filed = MessageParts.ingested(message.raw, recipient: username, envelopeSender: "")
-            (filed.mailbox, filed.seen, filed.flagged) = (role, message.seen, message.flagged)
+            (filed.mailbox, filed.seen, filed.flagged) = (named.id, message.seen, message.flagged)
             filed.deduplicates = false  // a client filing the same bytes twice has two messages
             filed.receivedAt = message.receivedAt
-            return try await Self.file([filed], account: account, in: role, store: store)
+            return try await Self.file([filed], account: account, in: named.id, store: store)
         }
     }
 
@@ -447,7 +507,7 @@ final class IMAPStoreBackend: IMAPBackend {
     ) {
         let store = store
         run(completion) {
-            guard let role = Self.role(named: mailbox) else { throw IMAPBackendError.noMailbox }
+            let named = try await Self.mailbox(named: mailbox, account: account, store: store)
             guard let username = try await store.username(accountID: account) else { throw IMAPBackendError.noMailbox }
             let records = Dictionary(
                 try await store.messages(ids: ids, accountID: account).map { ($0.id, $0) },
@@ -457,19 +517,19 @@ final class IMAPStoreBackend: IMAPBackend {
             let copies = try ids.map { id in
                 guard let record = records[id], let source = sources[id] else { throw MailboxStoreError.notFound }
                 var copy = MessageParts.ingested(source.rfc5322, recipient: username, envelopeSender: "")
-                (copy.mailbox, copy.seen, copy.flagged) = (role, record.seen, record.flagged)
+                (copy.mailbox, copy.seen, copy.flagged) = (named.id, record.seen, record.flagged)
                 copy.deduplicates = false  // the bytes of a message the account has: a copy is a new message
                 copy.receivedAt = record.receivedAt
                 return copy
             }
-            return try await Self.file(copies, account: account, in: role, store: store)
+            return try await Self.file(copies, account: account, in: named.id, store: store)
         }
     }
 
     /// Stores messages a client filed, in order, and answers their UIDs in the mailbox: a message's UID is the modseq
     /// it was stored at.
     private static func file(
-        _ messages: [NewMessage], account: Int64, in role: MailboxRole, store: MailboxStore
+        _ messages: [NewMessage], account: Int64, in mailbox: MailboxID, store: MailboxStore
     ) async throws -> IMAPMoveResult {
         var states: [IMAPMessageState] = []
         for message in messages {
@@ -479,8 +539,48 @@ final class IMAPStoreBackend: IMAPBackend {
                     uid: UInt32(truncatingIfNeeded: receipt.state.modseq), id: receipt.id, seen: message.seen,
                     flagged: message.flagged, modseq: imapModseq(receipt.state.modseq)))
         }
-        let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: role)
+        let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: mailbox)
         return IMAPMoveResult(uidValidity: uidValidity(epoch: store.epoch, mailboxID: mailboxID), states: states)
+    }
+
+    func createMailbox(
+        account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            guard Self.roleMailbox(named: name) == nil else { throw IMAPBackendError.mailboxExists }
+            try await store.createMailbox(accountID: account, name: name)
+        }
+    }
+
+    func deleteMailbox(
+        account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            let named = try await Self.mailbox(named: name, account: account, store: store)
+            do {
+                try await store.destroyMailbox(accountID: account, id: named.id, removingMessages: true)
+            } catch MailboxStoreError.notFound {
+                throw IMAPBackendError.noMailbox
+            }
+        }
+    }
+
+    func renameMailbox(
+        account: Int64, from name: String, to newName: String,
+        completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+    ) {
+        let store = store
+        run(completion) {
+            let named = try await Self.mailbox(named: name, account: account, store: store)
+            guard Self.roleMailbox(named: newName) == nil else { throw IMAPBackendError.mailboxExists }
+            do {
+                try await store.renameMailbox(accountID: account, id: named.id, to: newName)
+            } catch MailboxStoreError.notFound {
+                throw IMAPBackendError.noMailbox
+            }
+        }
     }
 
     func expunge(

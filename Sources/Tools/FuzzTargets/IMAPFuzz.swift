@@ -174,6 +174,19 @@ enum IMAPFuzz {
             completion(.success(()))
         }
 
+        func createMailbox(
+            account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+        ) { completion(name.count.isMultiple(of: 2) ? .success(()) : .failure(.mailboxExists)) }
+
+        func deleteMailbox(
+            account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+        ) { completion(name == "INBOX" ? .failure(.roleMailbox) : .success(())) }
+
+        func renameMailbox(
+            account: Int64, from name: String, to newName: String,
+            completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+        ) { completion(newName.isEmpty ? .failure(.invalidName) : .success(())) }
+
         func watch(account: Int64, connection: UInt64) {}
         func unwatch(connection: UInt64) {}
     }

@@ -175,7 +175,7 @@ enum StoreBenchmarks {
             let pool = try DatabasePool(path: path, configuration: configuration)
             let account = try pool.read { try $0.scalar("SELECT id FROM accounts WHERE username = 'bench'").int64! }
             inbox = try pool.read {
-                try $0.scalar("SELECT id FROM mailboxes WHERE account_id = ? AND role = 'inbox'", account).int64!
+                try $0.scalar("SELECT id FROM mailboxes WHERE account_id = ? AND public_id = 'inbox'", account).int64!
             }
             self.pool = pool
             self.account = account
@@ -236,7 +236,7 @@ enum StoreBenchmarks {
         // Bulk-load the mailbox directly (a recursive CTE), then catch the account's modseq up.
         try pool.write { db in
             let inbox = try db.scalar(
-                "SELECT id FROM mailboxes WHERE account_id = ? AND role = 'inbox'", account.id
+                "SELECT id FROM mailboxes WHERE account_id = ? AND public_id = 'inbox'", account.id
             ).int64!
             try db.run(
                 """

@@ -80,6 +80,28 @@ import Testing
             completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
         ) { completion(.failure(.noMailbox)) }
 
+        /// Made by CREATE, in order; a second of the same name exists already.
+        let created = LockedValue<[String]>([])
+
+        func createMailbox(
+            account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+        ) {
+            let exists = created.withLock { names in
+                defer { names.append(name) }
+                return names.contains(name)
+            }
+            completion(exists ? .failure(.mailboxExists) : .success(()))
+        }
+
+        func deleteMailbox(
+            account: Int64, name: String, completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+        ) { completion(name == "INBOX" ? .failure(.roleMailbox) : .failure(.noMailbox)) }
+
+        func renameMailbox(
+            account: Int64, from name: String, to newName: String,
+            completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
+        ) { completion(.success(())) }
+
         func watch(account: Int64, connection: UInt64) {}
         func unwatch(connection: UInt64) {}
     }
@@ -143,6 +165,30 @@ import Testing
                 == "* LIST (\\HasNoChildren) \"/\" \"INBOX\"")
         #expect(Self.send(&session, "5 LIST \"\" \"\"\r\n").first == "* LIST (\\Noselect) \"/\" \"\"")
         #expect(Self.send(&session, "6 LSUB \"\" \"*\"\r\n").first == "* LSUB (\\HasNoChildren) \"/\" \"INBOX\"")
+    }
+
+    /// CREATE, DELETE and RENAME asked of the backend with the names as given (a trailing delimiter dropped), its
+    /// refusals answered with their response codes, a malformed command with BAD; the connection kept throughout.
+    @Test func mailboxesAreCreatedDeletedAndRenamedThroughTheBackend() {
+        let backend = Backend(messages: [])
+        var session = IMAPSession(configuration: IMAPSession.Configuration(), backend: backend)
+        _ = Self.run(&session, session.opened())
+        #expect(Self.send(&session, "1 LOGIN u pw\r\n").last?.hasPrefix("1 OK") == true)
+        let exchanges: [(String, String)] = [
+            ("2 CREATE Projects/\r\n", "2 OK CREATE completed"),
+            ("3 CREATE \"Projects\"\r\n", "3 NO [ALREADYEXISTS]"),
+            ("4 DELETE INBOX\r\n", "4 NO [CANNOT]"),
+            ("5 DELETE Nowhere\r\n", "5 NO [NONEXISTENT]"),
+            ("6 RENAME Projects Done\r\n", "6 OK RENAME completed"),
+            ("7 CREATE\r\n", "7 BAD CREATE needs a mailbox name"),
+            ("8 RENAME Projects\r\n", "8 BAD RENAME needs two mailbox names"),
+            ("9 DELETE (Projects)\r\n", "9 BAD DELETE needs a mailbox name"),
+        ]
+        for (command, answer) in exchanges {
+            #expect(Self.send(&session, command).last?.hasPrefix(answer) == true, "\(command)")
+        }
+        #expect(backend.created.withLock { $0 } == ["Projects", "Projects"])
+        #expect(Self.send(&session, "10 NOOP\r\n").last?.hasPrefix("10 OK") == true)
     }
 
     /// Every refusal of APPEND, COPY, SEARCH and FETCH's VANISHED that the session gives itself, each answered with

@@ -188,6 +188,69 @@ import Testing
         #expect(foreign.errorType == "accountNotFound")
     }
 
+    // MARK: Mailbox/set
+
+    /// The user's mailboxes through Mailbox/set: made, renamed, filled by Email/set, refused where a name is taken or
+    /// a role's mailbox is touched, destroyed (its emails only when asked); Mailbox/changes reports each.
+    @Test(arguments: JMAPEngine.allCases)
+    func mailboxesAreCreatedRenamedFilledAndDestroyed(engine: JMAPEngine) async throws {
+        let f = try await JMAPFixture(engine)
+        let email = try await f.deliver(to: f.alice)
+        let start = try #require(try await f.call("Mailbox/get", ["ids": []]).string("state"))
+        let made = try await f.call(
+            "Mailbox/set",
+            [
+                "create": [
+                    "a": ["name": "Receipts", "parentId": .null, "isSubscribed": true],
+                    "b": ["name": "Inbox"], "c": ["name": "Nested", "parentId": "inbox"], "d": ["role": .null],
+                    "e": ["name": "Sorted", "role": "inbox"],
+                ]
+            ])
+        let receipts = try #require(made.arguments["created"]?["a"]?["id"]?.string)
+        #expect(made.arguments["created"]?["a"]?["role"] == .null)
+        #expect(made.arguments["notCreated"]?["b"]?["type"]?.string == "invalidProperties")
+        #expect(made.arguments["notCreated"]?["c"]?["properties"] == ["parentId"])
+        #expect(made.arguments["notCreated"]?["d"]?["properties"] == ["name"])
+        #expect(made.arguments["notCreated"]?["e"]?["properties"] == ["role"])
+        #expect(made.string("newState") != start)
+
+        let changes = try await f.call("Mailbox/changes", ["sinceState": .string(start)])
+        #expect(changes.strings("created") == [receipts])
+        #expect(Set(changes.strings("updated")) == ["inbox", "archive", "trash"])
+
+        // Filed there by Email/set; Email/query finds it there.
+        let moved = try await f.call(
+            "Email/set", ["update": .object([email: .object(["mailboxIds": .object([receipts: true])])])])
+        #expect(moved.arguments["updated"]?[email] == JSONValue.null && moved.arguments["notUpdated"] == JSONValue.null)
+        let query = try await f.call("Email/query", ["filter": ["inMailbox": .string(receipts)]])
+        #expect(query.strings("ids") == [email])
+        let nowhere = try await f.call(
+            "Email/set", ["update": .object([email: ["mailboxIds": ["no-such-mailbox": true]]])])
+        #expect(nowhere.arguments["notUpdated"]?[email]?["properties"] == ["mailboxIds"])
+
+        // A rename; the roles' mailboxes are not the user's to rename or destroy.
+        let renamed = try await f.call(
+            "Mailbox/set", ["update": .object([receipts: ["name": "Paid"], "archive": ["name": "Old"]])])
+        #expect(renamed.arguments["updated"]?[receipts] == JSONValue.null)
+        #expect(renamed.arguments["notUpdated"]?["archive"]?["type"]?.string == "forbidden")
+        let got = try await f.call("Mailbox/get", ["ids": [.string(receipts)]])
+        #expect(got.list.first?["name"]?.string == "Paid" && got.list.first?["totalEmails"] == 1)
+        #expect(got.list.first?["myRights"]?["mayDelete"] == true)
+
+        // Destroyed only with its emails when asked.
+        let before = try #require(renamed.string("newState"))
+        let kept = try await f.call("Mailbox/set", ["destroy": [.string(receipts), "trash"]])
+        #expect(kept.arguments["notDestroyed"]?[receipts]?["type"]?.string == "mailboxHasEmail")
+        #expect(kept.arguments["notDestroyed"]?["trash"]?["type"]?.string == "forbidden")
+        let gone = try await f.call(
+            "Mailbox/set", ["destroy": [.string(receipts)], "onDestroyRemoveEmails": true])
+        #expect(gone.strings("destroyed") == [receipts])
+        let after = try await f.call("Mailbox/changes", ["sinceState": .string(before)])
+        #expect(after.strings("destroyed") == [receipts] && after.strings("created").isEmpty)
+        let emails = try await f.call("Email/get", ["ids": [.string(email)]])
+        #expect(emails.strings("notFound") == [email])
+    }
+
     // MARK: Email/changes
 
     @Test(arguments: JMAPEngine.allCases)

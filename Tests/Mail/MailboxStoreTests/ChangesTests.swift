@@ -74,7 +74,8 @@ struct SeededGenerator: RandomNumberGenerator {
             } else if roll < 8 {
                 let id = live.randomElement(using: &random)!
                 try await f.store.updateMessage(
-                    id: id, accountID: alice.id, mailbox: MailboxRole.allCases.randomElement(using: &random)!)
+                    id: id, accountID: alice.id, mailbox: MailboxID(MailboxRole.allCases.randomElement(using: &random)!)
+                )
             } else {
                 let index = Int.random(in: 0..<live.count, using: &random)
                 try await f.store.destroyMessage(id: live.remove(at: index), accountID: alice.id)
