@@ -101,6 +101,24 @@ import Testing
         let kept = (boxes.body["mailboxes"] as? [[String: Any]] ?? []).filter { $0["name"] as? String == "Kept" }
         #expect(kept.count == 1 && kept.first?["role"] is NSNull && kept.first?["total"] as? Int == 1, "\(boxes.body)")
         let keptID = try #require(kept.first?["id"] as? String)
+        // The \Answered imaplib stored is JMAP's `$answered` on the same message.
+        let jmapSession = try await cluster.call(.get, cluster.api + "/.well-known/jmap", token: session)
+        let accountID = try #require(
+            (jmapSession.body["primaryAccounts"] as? [String: Any])?["urn:ietf:params:jmap:mail"] as? String)
+        let query = try await cluster.call(
+            .post, cluster.api + "/jmap/api", token: session,
+            json: [
+                "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+                "methodCalls": [
+                    ["Email/query", ["accountId": accountID, "filter": ["hasKeyword": "$answered"]], "q"]
+                ],
+            ])
+        let answered = ((query.body["methodResponses"] as? [[Any]])?.first?[1] as? [String: Any])?["ids"] as? [String]
+        #expect(answered?.count == 1, "\(query.body)")
+        #expect(
+            answered?.first == messages.first {
+                $0["subject"] as? String == "second" && $0["mailbox"] as? String == "inbox"
+            }?["id"] as? String)
         #expect(mailboxes("kept in a made mailbox") == [keptID])
         #expect(
             !(boxes.body["mailboxes"] as? [[String: Any]] ?? []).contains {

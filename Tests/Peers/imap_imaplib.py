@@ -1,6 +1,7 @@
 """Python's imaplib against an IMAP server over TLS, at the wire level: login, LIST with special-use, SELECT, FETCH,
 a plain UID FETCH of every message, STORE, SEARCH, MOVE with COPYUID, CONDSTORE/QRESYNC, IDLE hearing a delivery,
-CREATE/RENAME/DELETE of mailboxes (leaving one, Kept, with one message), and refusals. Server-neutral: the same script runs against mailboxd and against Dovecot (Tests/Peers/
+CREATE/RENAME/DELETE of mailboxes (leaving one, Kept, with one message), \\Answered and keywords kept, and
+refusals. Server-neutral: the same script runs against mailboxd and against Dovecot (Tests/Peers/
 dovecot_instance.py), each freshly started with an empty INBOX for USER.
 
 Usage: imap_imaplib.py IMAP_PORT CA_FILE USER PASSWORD LMTP_PORT
@@ -302,6 +303,30 @@ def manage_mailboxes(m):
     check(typ == "OK", "APPEND to Kept")
 
 
+def keywords(m):
+    """\\Answered and a keyword ($Forwarded) kept by STORE, shown by FETCH FLAGS, found by SEARCH ANSWERED and KEYWORD,
+    removed by -FLAGS; PERMANENTFLAGS lets a client make keywords (\\*). Leaves the second message \\Answered."""
+    m.select("INBOX")
+    permanent = " ".join(d.decode() for d in m.untagged_responses.get("PERMANENTFLAGS", []) if d)
+    results["permanentFlags"] = permanent
+    check("\\*" in permanent and "\\ANSWERED" in permanent.upper(), "PERMANENTFLAGS: \\Answered and \\*")
+    typ, found = uid_search(m, "SUBJECT", "second")
+    uid = found[0] if found else 1
+    typ, data = m.uid("STORE", str(uid), "+FLAGS", "(\\Answered $Forwarded)")
+    check(typ == "OK", "UID STORE +FLAGS (\\Answered $Forwarded)")
+    typ, data = m.uid("FETCH", str(uid), "(FLAGS)")
+    results["keywordFlags"] = " ".join(d.decode() if isinstance(d, bytes) else str(d) for d in data if d)
+    check("\\ANSWERED" in results["keywordFlags"].upper() and "$FORWARDED" in results["keywordFlags"].upper(),
+          "FETCH FLAGS: \\Answered and $Forwarded kept")
+    typ, answered = uid_search(m, "ANSWERED")
+    check(answered == [uid], "UID SEARCH ANSWERED: the message answered")
+    typ, forwarded = uid_search(m, "KEYWORD", "$Forwarded")
+    check(forwarded == [uid], "UID SEARCH KEYWORD $Forwarded")
+    typ, data = m.uid("STORE", str(uid), "-FLAGS", "($Forwarded)")
+    typ, forwarded = uid_search(m, "KEYWORD", "$Forwarded")
+    check(typ == "OK" and forwarded == [], "-FLAGS ($Forwarded): SEARCH KEYWORD finds none")
+
+
 def run():
     results["deliveredBefore"] = [deliver("first", "one"), deliver("second", "two")]
     check(results["deliveredBefore"] == [250, 250], "two deliveries over LMTP before SELECT")
@@ -439,6 +464,7 @@ def run():
     search_by_content(m)
     file_messages(m)
     manage_mailboxes(m)
+    keywords(m)
     m.logout()
 
     # CONDSTORE/QRESYNC on a second connection: ENABLE, SELECT with QRESYNC, FETCH CHANGEDSINCE.

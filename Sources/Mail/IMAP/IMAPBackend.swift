@@ -117,14 +117,18 @@ public struct IMAPMessageState: Sendable, Equatable {
     public var flagged: Bool
     /// Its last change's modseq (CONDSTORE's MODSEQ).
     public var modseq: Int64
+    /// Its other keywords, lowercased and sorted, as the store keeps them: `$answered` and `$draft` for `\Answered`
+    /// and `\Draft`, the others as they are.
+    public var keywords: [String]
 
     /// Creates a state.
-    public init(uid: UInt32, id: String, seen: Bool, flagged: Bool, modseq: Int64) {
+    public init(uid: UInt32, id: String, seen: Bool, flagged: Bool, modseq: Int64, keywords: [String] = []) {
         self.uid = uid
         self.id = id
         self.seen = seen
         self.flagged = flagged
         self.modseq = modseq
+        self.keywords = keywords
     }
 }
 
@@ -162,12 +166,20 @@ public struct IMAPFlagChange: Sendable, Equatable {
     public var seen: Bool?
     /// The new `\Flagged`.
     public var flagged: Bool?
+    /// Keywords to add (as ``IMAPMessageState/keywords`` spells them).
+    public var addingKeywords: Set<String>
+    /// Keywords to remove.
+    public var removingKeywords: Set<String>
 
     /// Creates a change.
-    public init(id: String, seen: Bool?, flagged: Bool?) {
+    public init(
+        id: String, seen: Bool?, flagged: Bool?, addingKeywords: Set<String> = [], removingKeywords: Set<String> = []
+    ) {
         self.id = id
         self.seen = seen
         self.flagged = flagged
+        self.addingKeywords = addingKeywords
+        self.removingKeywords = removingKeywords
     }
 }
 
@@ -250,13 +262,16 @@ public struct IMAPNewMessage: Sendable, Equatable {
     public var flagged: Bool
     /// The INTERNALDATE the client gave (seconds since 1970), or nil.
     public var receivedAt: Double?
+    /// Its other keywords (``IMAPMessageState/keywords``).
+    public var keywords: [String]
 
     /// Creates a message to file.
-    public init(raw: [UInt8], seen: Bool, flagged: Bool, receivedAt: Double?) {
+    public init(raw: [UInt8], seen: Bool, flagged: Bool, receivedAt: Double?, keywords: [String] = []) {
         self.raw = raw
         self.seen = seen
         self.flagged = flagged
         self.receivedAt = receivedAt
+        self.keywords = keywords
     }
 }
 

@@ -75,12 +75,39 @@ package enum IMAPResponse {
         return out
     }
 
-    /// The flags of a message as a list.
-    static func flags(seen: Bool, flagged: Bool, deleted: Bool) -> String {
+    /// The flags of a message as a list: the system flags, then its keywords (`$answered` and `$draft` are
+    /// `\Answered` and `\Draft`).
+    static func flags(_ message: IMAPMessageState, seen: Bool? = nil, deleted: Bool) -> String {
         var flags: [String] = []
-        if seen { flags.append("\\Seen") }
-        if flagged { flags.append("\\Flagged") }
+        if seen ?? message.seen { flags.append("\\Seen") }
+        if message.flagged { flags.append("\\Flagged") }
         if deleted { flags.append("\\Deleted") }
+        flags += message.keywords.map(IMAPFlag.name)
         return "(" + flags.joined(separator: " ") + ")"
+    }
+}
+
+/// IMAP's flags as the store keeps them: `\Seen` and `\Flagged` are its two flags, `\Answered` and `\Draft` the
+/// keywords `$answered` and `$draft` (JMAP's names), a keyword itself lowercased; `\Deleted` is the session's.
+enum IMAPFlag {
+    /// What a flag named in STORE, APPEND or SEARCH is: a flag the store keeps as a keyword (lowercased, the system
+    /// ones as JMAP names them), `nil` for `\Seen`, `\Flagged`, `\Deleted` and `\Recent`, which are not keywords, or
+    /// an unknown system flag.
+    static func keyword(_ flag: String) -> String? {
+        let lowered = flag.lowercased()
+        switch lowered {
+        case "\\answered": return "$answered"
+        case "\\draft": return "$draft"
+        default: return lowered.hasPrefix("\\") ? nil : lowered
+        }
+    }
+
+    /// The flag a kept keyword is in IMAP.
+    static func name(_ keyword: String) -> String {
+        switch keyword {
+        case "$answered": "\\Answered"
+        case "$draft": "\\Draft"
+        default: keyword
+        }
     }
 }

@@ -10,6 +10,8 @@ indirect enum IMAPSearchKey: Equatable {
     case seen
     case flagged
     case deleted
+    /// A keyword the store keeps (``IMAPFlag/keyword(_:)``: `\Answered` is `$answered`).
+    case keyword(String)
     case sequence(IMAPSequenceSet)
     case uid(IMAPSequenceSet)
     case modseq(Int64)
@@ -45,7 +47,7 @@ indirect enum IMAPSearchKey: Equatable {
     /// Whether matching reads the message's content.
     var needsContent: Bool {
         switch self {
-        case .all, .nothing, .seen, .flagged, .deleted, .sequence, .uid, .modseq: false
+        case .all, .nothing, .seen, .flagged, .deleted, .keyword, .sequence, .uid, .modseq: false
         case .not(let key): key.needsContent
         case .or(let left, let right): left.needsContent || right.needsContent
         case .and(let keys): keys.contains(where: \.needsContent)
@@ -75,6 +77,7 @@ indirect enum IMAPSearchKey: Equatable {
         case .seen: return message.seen
         case .flagged: return message.flagged
         case .deleted: return context.deleted.contains(message.uid)
+        case .keyword(let keyword): return message.keywords.contains(keyword)
         case .sequence(let set): return set.contains(number, largest: context.messageCount)
         case .uid(let set): return set.contains(message.uid, largest: context.largestUID)
         case .modseq(let value): return message.modseq >= value
@@ -189,16 +192,18 @@ indirect enum IMAPSearchKey: Equatable {
         case "UNFLAGGED": return .not(.flagged)
         case "DELETED": return .deleted
         case "UNDELETED": return .not(.deleted)
-        // Not kept by the store: no message is answered, draft or recent (IMAP4rev2 has no \Recent), so NEW, which
-        // is RECENT UNSEEN, matches none.
-        case "ANSWERED", "DRAFT", "RECENT", "NEW": return .nothing
-        case "UNANSWERED", "UNDRAFT", "OLD": return .all
-        case "KEYWORD":
-            _ = try argument()
-            return .nothing
-        case "UNKEYWORD":
-            _ = try argument()
-            return .all
+        case "ANSWERED": return .keyword("$answered")
+        case "UNANSWERED": return .not(.keyword("$answered"))
+        case "DRAFT": return .keyword("$draft")
+        case "UNDRAFT": return .not(.keyword("$draft"))
+        // No message is recent (IMAP4rev2 has no \Recent), so NEW, which is RECENT UNSEEN, matches none.
+        case "RECENT", "NEW": return .nothing
+        case "OLD": return .all
+        case "KEYWORD", "UNKEYWORD":
+            let flag = try argument()
+            // A system flag named as a keyword (`KEYWORD \Seen`) is no keyword: none has it.
+            let named: IMAPSearchKey = IMAPFlag.keyword(flag).map { .keyword($0) } ?? .nothing
+            return key == "KEYWORD" ? named : .not(named)
         case "NOT":
             guard !keys.isEmpty else { throw ParseError(message: "BAD NOT needs a key") }
             return .not(try next(&keys))

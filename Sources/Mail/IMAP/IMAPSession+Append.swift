@@ -10,6 +10,7 @@ extension IMAPSession {
         else { return [send("\(tag) BAD APPEND needs a mailbox, optional flags and date, and a message literal")] }
         var seen = false
         var flagged = false
+        var keywords: [String] = []
         var receivedAt: Double?
         for argument in arguments[1..<(arguments.count - 1)] {
             switch argument {
@@ -18,8 +19,8 @@ extension IMAPSession {
                     switch flag {
                     case "\\SEEN": seen = true
                     case "\\FLAGGED": flagged = true
-                    // Not kept by the store (see PERMANENTFLAGS): taken and dropped, as RFC 9051 allows.
-                    default: continue
+                    // \Deleted and \Recent are not kept (see PERMANENTFLAGS): taken and dropped, as RFC 9051 allows.
+                    default: if let keyword = IMAPFlag.keyword(flag) { keywords.append(keyword) }
                     }
                 }
             case .string(let bytes):
@@ -33,7 +34,8 @@ extension IMAPSession {
         }
         guard !raw.isEmpty else { return [send("\(tag) NO An empty message cannot be filed")] }
         pending = .append(tag: tag, mailbox: mailbox)
-        let message = IMAPNewMessage(raw: raw, seen: seen, flagged: flagged, receivedAt: receivedAt)
+        let message = IMAPNewMessage(
+            raw: raw, seen: seen, flagged: flagged, receivedAt: receivedAt, keywords: Array(Set(keywords)).sorted())
         let backend = backend
         return [
             .ask { _, answer in

@@ -168,8 +168,7 @@ extension IMAPSession {
             if marksSeen.last?.uid == message.uid { flagsNeeded = true }
             let seen = message.seen || marksSeen.last?.uid == message.uid
             if flagsNeeded {
-                let flags = IMAPResponse.flags(
-                    seen: seen, flagged: message.flagged, deleted: selected.deleted.contains(message.uid))
+                let flags = IMAPResponse.flags(message, seen: seen, deleted: selected.deleted.contains(message.uid))
                 parts.append(Array("FLAGS \(flags)".utf8))
             }
             if condstore || changedSince != nil || items.contains("MODSEQ") {
@@ -302,12 +301,22 @@ extension IMAPSession {
             }
             let seen = value("\\seen", message.seen)
             let flagged = value("\\flagged", message.flagged)
+            let named = Set(names.compactMap(IMAPFlag.keyword))
+            let current = Set(message.keywords)
+            let (adding, removing): (Set<String>, Set<String>) =
+                switch action {
+                case "FLAGS": (named.subtracting(current), current.subtracting(named))
+                case "+FLAGS": (named.subtracting(current), [])
+                default: ([], named.intersection(current))
+                }
             if value("\\deleted", selected.deleted.contains(message.uid)) {
                 selected.deleted.insert(message.uid)
             } else {
                 selected.deleted.remove(message.uid)
             }
-            changes.append(IMAPFlagChange(id: message.id, seen: seen, flagged: flagged))
+            changes.append(
+                IMAPFlagChange(
+                    id: message.id, seen: seen, flagged: flagged, addingKeywords: adding, removingKeywords: removing))
         }
         state = .selected(account: account, selected)
         guard !changes.isEmpty else {

@@ -499,10 +499,10 @@ public struct IMAPSession: LoopSession {
             }
             state = .selected(account: account, Selected(name: name, readOnly: readOnly, snapshot: snapshot))
             var lines = [
-                "* FLAGS (\\Seen \\Flagged \\Deleted)",
+                "* FLAGS (\\Seen \\Flagged \\Answered \\Draft \\Deleted)",
                 readOnly
                     ? "* OK [PERMANENTFLAGS ()] Read-only mailbox"
-                    : "* OK [PERMANENTFLAGS (\\Seen \\Flagged)] \\Deleted lasts until the session ends",
+                    : "* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Answered \\Draft \\*)] \\Deleted lasts until the session ends",
                 "* \(snapshot.messages.count) EXISTS",
                 "* 0 RECENT",
                 "* OK [UIDVALIDITY \(snapshot.uidValidity)] UIDs valid",
@@ -689,7 +689,7 @@ public struct IMAPSession: LoopSession {
         }
         for (index, message) in snapshot.messages.enumerated() {
             guard let old = before[message.uid], old.modseq != message.modseq,
-                old.seen != message.seen || old.flagged != message.flagged
+                old.seen != message.seen || old.flagged != message.flagged || old.keywords != message.keywords
             else { continue }
             let deleted = selected.deleted.contains(message.uid)
             actions.append(send(Self.flagsLine(index + 1, message, deleted: deleted, modseq: condstore)))
@@ -733,7 +733,9 @@ public struct IMAPSession: LoopSession {
         for change in delta.changed {
             switch selected.snapshot.upsert(change) {
             case .updated(let index, let old):
-                guard old.seen != change.seen || old.flagged != change.flagged else { continue }
+                guard old.seen != change.seen || old.flagged != change.flagged || old.keywords != change.keywords else {
+                    continue
+                }
                 let deleted = selected.deleted.contains(change.uid)
                 updates.append(send(Self.flagsLine(index + 1, change, deleted: deleted, modseq: condstore)))
             case .inserted:
@@ -751,7 +753,7 @@ public struct IMAPSession: LoopSession {
     static func flagsLine(
         _ number: Int, _ message: IMAPMessageState, deleted: Bool, uid: Bool = true, modseq: Bool
     ) -> String {
-        let flags = IMAPResponse.flags(seen: message.seen, flagged: message.flagged, deleted: deleted)
+        let flags = IMAPResponse.flags(message, deleted: deleted)
         return "* \(number) FETCH (" + (uid ? "UID \(message.uid) " : "") + "FLAGS \(flags)"
             + (modseq ? " MODSEQ (\(message.modseq))" : "") + ")"
     }

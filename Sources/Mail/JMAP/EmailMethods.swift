@@ -207,7 +207,7 @@ extension MethodContext {
                 switch try text().lowercased() {
                 case "$seen": conditions.append(.seen(has))
                 case "$flagged": conditions.append(.flagged(has))
-                default: conditions.append(has ? .any([]) : .all([]))  // no email has any other keyword
+                case let keyword: conditions.append(has ? .keyword(keyword) : .noneOf([.keyword(keyword)]))
                 }
             default:
                 throw MethodError("unsupportedFilter", "Email/query cannot filter on '\(key)'.")
@@ -243,13 +243,17 @@ extension MethodContext {
                 do {
                     try await store.updateMessage(
                         id: id, accountID: account.id, seen: change.seen, flagged: change.flagged,
-                        mailbox: change.mailbox)
+                        mailbox: change.mailbox, addingKeywords: change.addingKeywords,
+                        removingKeywords: change.removingKeywords)
                     updated[id] = .null
                 } catch MailboxStoreError.notFound {
                     notUpdated[id] = Self.setError("notFound", "No such email.")
                 } catch MailboxStoreError.invalidArgument("mailbox") {
                     notUpdated[id] = Self.setError(
                         "invalidProperties", "No such mailbox in this account.", properties: ["mailboxIds"])
+                } catch MailboxStoreError.invalidArgument(let what) where what.hasPrefix("keyword") {
+                    notUpdated[id] = Self.setError(
+                        "invalidProperties", "Invalid \(what).", properties: ["keywords"])
                 } catch {
                     throw MethodError.from(error)
                 }
@@ -285,12 +289,14 @@ struct SetError: Error {
     init(_ value: JSONValue) { self.value = value }
 }
 
-/// An Email/set update (RFC 8620 §5.3 PatchObject) as the store's change: the keywords `$seen` and `$flagged` and
-/// the one mailbox an email is in.
+/// An Email/set update (RFC 8620 §5.3 PatchObject) as the store's change: its keywords (`$seen` and `$flagged`, the
+/// store's flags, and the others it keeps) and the one mailbox an email is in.
 struct EmailPatch {
     var seen: Bool?
     var flagged: Bool?
     var mailbox: MailboxID?
+    var addingKeywords: Set<String> = []
+    var removingKeywords: Set<String> = []
 
     /// `text` as one JSON Pointer reference token (RFC 6901): `~` written `~0`, `/` written `~1`.
     static func pointerToken(_ text: String) -> String {
@@ -305,6 +311,7 @@ struct EmailPatch {
             return .failure(SetError(MethodContext.setError("invalidPatch", "An update must be a PatchObject.")))
         }
         var keywords: [String: Bool] = ["$seen": record.seen, "$flagged": record.flagged]
+        for keyword in record.keywords { keywords[keyword] = true }
         // The patch path that set each keyword, to name it back as the client wrote it (escapes and case kept).
         var keywordPaths: [String: String] = [:]
         var mailboxes: Set<String> = [record.mailbox.rawValue]
@@ -317,7 +324,7 @@ struct EmailPatch {
                 guard let object = value.object, object.values.allSatisfy({ $0 == .bool(true) }) else {
                     return invalid(path, "'keywords' must map keywords to true.")
                 }
-                keywords = ["$seen": false, "$flagged": false]
+                keywords = keywords.mapValues { _ in false }
                 for keyword in object.keys {
                     keywords[keyword.lowercased()] = true
                     keywordPaths[keyword.lowercased()] = "keywords/" + pointerToken(keyword)
@@ -339,14 +346,19 @@ struct EmailPatch {
                 }
                 if value.isNull { mailboxes.remove(tokens[1]) } else { mailboxes.insert(tokens[1]) }
             default:
-                return invalid(path, "Only 'keywords' ($seen, $flagged) and 'mailboxIds' can be changed.")
+                return invalid(path, "Only 'keywords' and 'mailboxIds' can be changed.")
             }
         }
-        if let other = keywords.first(where: { $0.value && $0.key != "$seen" && $0.key != "$flagged" }) {
-            return invalid(
-                keywordPaths[other.key] ?? "keywords/" + pointerToken(other.key),
-                "This server keeps the keywords $seen and $flagged only.")
+        // A keyword a client may set: IMAP's atom (RFC 8621 section 4.1.1), at most 255 characters.
+        let forbidden = Set("(){]%*\"\\".utf8)
+        if let bad = keywords.keys.first(where: { keyword in
+            !(1...255).contains(keyword.utf8.count)
+                || !keyword.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f && !forbidden.contains($0) }
+        }) {
+            return invalid(keywordPaths[bad] ?? "keywords", "Not a keyword: printable ASCII without ( ) { ] % * \" \\.")
         }
+        let before = Set(record.keywords)
+        let after = Set(keywords.filter { $0.value && $0.key != "$seen" && $0.key != "$flagged" }.keys)
         guard mailboxes.count == 1, let mailbox = mailboxes.first.map(MailboxID.init(rawValue:)) else {
             return invalid("mailboxIds", "An email is in exactly one mailbox of this account (maxMailboxesPerEmail 1).")
         }
@@ -354,6 +366,7 @@ struct EmailPatch {
             EmailPatch(
                 seen: keywords["$seen"] == record.seen ? nil : keywords["$seen"],
                 flagged: keywords["$flagged"] == record.flagged ? nil : keywords["$flagged"],
-                mailbox: mailbox == record.mailbox ? nil : mailbox))
+                mailbox: mailbox == record.mailbox ? nil : mailbox, addingKeywords: after.subtracting(before),
+                removingKeywords: before.subtracting(after)))
     }
 }

@@ -218,6 +218,7 @@ struct EmailObject {
             var keywords: [String: JSONValue] = [:]
             if record.seen { keywords["$seen"] = true }
             if record.flagged { keywords["$flagged"] = true }
+            for keyword in record.keywords { keywords[keyword] = true }
             return .object(keywords)
         case "size": return .int(record.size)
         case "receivedAt": return .string(JMAPDate.string(record.receivedAt))

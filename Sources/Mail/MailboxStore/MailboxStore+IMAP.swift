@@ -13,6 +13,8 @@ public struct MailboxListing: Sendable, Equatable {
         public var seen: Bool
         /// Flagged.
         public var flagged: Bool
+        /// Its other keywords (``MessageRecord/keywords``).
+        public var keywords: [String] = []
         /// Its last change's modseq.
         public var modseq: Int64
     }
@@ -35,7 +37,7 @@ extension MailboxStore {
             let mailboxID = try box.int64("id")
             let entries = try db.query(
                 """
-                SELECT coalesce(uid, created_modseq) AS uid, public_id, seen, flagged, modseq FROM messages
+                SELECT coalesce(uid, created_modseq) AS uid, public_id, seen, flagged, modseq, keywords FROM messages
                 WHERE mailbox_id = ? ORDER BY messages.uid
                 """,
                 mailboxID
@@ -66,11 +68,12 @@ extension MailboxStore {
         return box
     }
 
-    /// A listing entry from a row holding `uid`, `public_id`, `seen`, `flagged` and `modseq`.
+    /// A listing entry from a row holding `uid`, `public_id`, `seen`, `flagged`, `modseq` and `keywords`.
     static func listingEntry(_ row: Row) throws -> MailboxListing.Entry {
         MailboxListing.Entry(
             uid: try row.int64("uid"), id: try row.string("public_id"), seen: try row.int64("seen") != 0,
-            flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"))
+            flagged: try row.int64("flagged") != 0, keywords: Self.keywords(in: try row.string("keywords")),
+            modseq: try row.int64("modseq"))
     }
 
     /// The UID of message `id` in its mailbox now.
@@ -113,7 +116,7 @@ extension MailboxStore {
             var movedIn: Set<String> = []
             let entries = try db.query(
                 """
-                SELECT coalesce(uid, created_modseq) AS uid, created_modseq, public_id, seen, flagged, modseq
+                SELECT coalesce(uid, created_modseq) AS uid, created_modseq, public_id, seen, flagged, modseq, keywords
                 FROM messages WHERE account_id = ? AND modseq > ? AND mailbox_id = ? ORDER BY uid
                 """, accountID, since, mailboxID
             ).map { row in

@@ -161,3 +161,26 @@ extension MailboxStore {
         }
     }
 }
+
+/// A message's keywords beyond `seen` and `flagged`.
+extension MailboxStore {
+    /// The most keywords a message holds beside `$seen` and `$flagged`.
+    public static let maximumKeywordsPerMessage = 64
+
+    /// A keyword as the store keeps it: lowercased (keywords are case-insensitive, RFC 8621 section 4.1.1), 1 to 255
+    /// characters of printable ASCII without `( ) { ] % * " \` (IMAP's atom, which JMAP's keywords are). `$seen`
+    /// and `$flagged` are no keywords here: they are the `seen` and `flagged` columns.
+    static func keyword(_ keyword: String) throws -> String {
+        let lowered = keyword.lowercased()
+        guard (1...255).contains(lowered.utf8.count),
+            lowered.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && !Array("(){]%*\"\\".utf8).contains($0) }),
+            lowered != "$seen", lowered != "$flagged"
+        else { throw MailboxStoreError.invalidArgument("keyword") }
+        return lowered
+    }
+
+    /// The keywords of a `keywords` column.
+    static func keywords(in column: String) -> [String] {
+        column.isEmpty ? [] : column.split(separator: " ").map(String.init)
+    }
+}

@@ -10,7 +10,8 @@ extension MailboxStore {
 
     static let messageColumns = """
         m.public_id, b.public_id AS mailbox, m.from_addr, m.to_addr, m.subject, m.preview, m.body, m.size, m.received_at, m.seen,
-        m.flagged, m.modseq, m.message_id, m.in_reply_to, m.to_json, m.cc_json, m.sent_at, m.attachments_json
+        m.flagged, m.modseq, m.message_id, m.in_reply_to, m.to_json, m.cc_json, m.sent_at, m.attachments_json,
+        m.keywords
         """
     /// A message from a row holding ``messageColumns``, by column name.
     static func message(from row: Row) throws -> MessageRecord {
@@ -22,7 +23,8 @@ extension MailboxStore {
             flagged: try row.int64("flagged") != 0, modseq: try row.int64("modseq"),
             messageID: row["message_id"].string, inReplyTo: row["in_reply_to"].string,
             recipients: decodeList(row["to_json"].string), cc: decodeList(row["cc_json"].string),
-            sentAt: row["sent_at"].double, attachments: decodeList(row["attachments_json"].string))
+            sentAt: row["sent_at"].double, attachments: decodeList(row["attachments_json"].string),
+            keywords: keywords(in: try row.string("keywords")))
     }
 
     /// A JSON array column (`'[]'` when empty, the common case, decoded without a decoder).
@@ -155,6 +157,7 @@ extension MailboxStore {
         // Written before the transaction, so the writer (one thread for every delivery) spends no time on them.
         let (to, cc, attachments) = (message.recipients.json, message.cc.json, message.attachments.json)
         let write: @Sendable (any SQLConnection, BatchLedger) throws -> (Int64, String, Int64) = { db, ledger in
+            let keywords = try Set(message.keywords.map(Self.keyword)).sorted().joined(separator: " ")
             guard let target = try Self.recipient(ledger, db, address: recipient) else {
                 throw MailboxStoreError.notFound
             }
@@ -186,14 +189,14 @@ extension MailboxStore {
                 INSERT INTO messages (public_id, account_id, mailbox_id, from_addr, to_addr, subject, preview, body,
                                       size, received_at, created_modseq, modseq, message_id, in_reply_to, to_json,
                                       cc_json, sent_at, attachments_json, html_body, blob_hash, ingest_key, uid,
-                                      seen, flagged)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      seen, flagged, keywords)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 arguments: [
                     id, target.account, mailbox, message.from, recipient, message.subject, preview,
                     message.body, message.body.utf8.count, received, modseq, modseq, message.messageID,
                     message.inReplyTo, to, cc, message.sentAt, attachments, message.htmlBody, blobHash, ingestKey,
-                    modseq, message.seen ? 1 : 0, message.flagged ? 1 : 0,
+                    modseq, message.seen ? 1 : 0, message.flagged ? 1 : 0, keywords,
                 ])
             try db.runDeferred("UPDATE mailboxes SET uid_next = ? WHERE id = ?", modseq + 1, mailbox)
             ledger.use(modseq, account: target.account)
@@ -342,9 +345,12 @@ extension MailboxStore {
     /// something changed. Returns the message as it is afterwards.
     @discardableResult
     public func updateMessage(
-        id: String, accountID: Int64, seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxID? = nil
+        id: String, accountID: Int64, seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxID? = nil,
+        addingKeywords: Set<String> = [], removingKeywords: Set<String> = []
     ) async throws -> MessageRecord {
-        try await write { db, ledger in
+        let adding = try Set(addingKeywords.map(Self.keyword))
+        let removing = try Set(removingKeywords.map(Self.keyword))
+        return try await write { db, ledger in
             guard
                 let current = try db.queryOne(
                     """
@@ -357,6 +363,11 @@ extension MailboxStore {
             if let seen { updated.seen = seen }
             if let flagged { updated.flagged = flagged }
             if let mailbox { updated.mailbox = mailbox }
+            updated.keywords = Set(current.keywords).union(adding).subtracting(removing).sorted()
+            guard updated.keywords.count <= Self.maximumKeywordsPerMessage else {
+                throw MailboxStoreError.invalidArgument(
+                    "keywords (at most \(Self.maximumKeywordsPerMessage) a message)")
+            }
             guard updated != current else { return current }
             if updated.mailbox != current.mailbox,
                 try db.scalar(
@@ -371,12 +382,13 @@ extension MailboxStore {
             let uid: Int64? = updated.mailbox != current.mailbox ? modseq : nil
             try db.run(
                 """
-                UPDATE messages SET seen = ?, flagged = ?, modseq = ?, uid = coalesce(?, uid),
+                UPDATE messages SET seen = ?, flagged = ?, keywords = ?, modseq = ?, uid = coalesce(?, uid),
                     mailbox_id = (SELECT id FROM mailboxes WHERE account_id = ? AND public_id = ?)
                 WHERE public_id = ? AND account_id = ?
                 """,
                 arguments: [
-                    updated.seen, updated.flagged, modseq, uid, accountID, updated.mailbox.rawValue, id, accountID,
+                    updated.seen, updated.flagged, updated.keywords.joined(separator: " "), modseq, uid, accountID,
+                    updated.mailbox.rawValue, id, accountID,
                 ])
             if let uid {
                 try db.run(

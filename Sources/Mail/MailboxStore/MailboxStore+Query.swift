@@ -26,6 +26,8 @@ public indirect enum MessageFilter: Sendable, Equatable {
     case seen(Bool)
     /// Flagged (or not).
     case flagged(Bool)
+    /// Has this keyword (beyond `$seen` and `$flagged`; any case).
+    case keyword(String)
     /// Received before this time (seconds since 1970).
     case receivedBefore(Double)
     /// Received at or after this time.
@@ -140,6 +142,11 @@ extension MailboxStore {
         case .to(let text): return contains(["m.to_addr", "m.to_json", "m.cc_json"], text)
         case .subject(let text): return contains(["m.subject"], text)
         case .body(let text): return contains(["m.body"], text)
+        case .keyword(let keyword):
+            // The column holds keywords with one space between; none holds a space, `%` or `\`.
+            let escaped = keyword.lowercased().replacingOccurrences(of: "_", with: "\\_")
+            arguments.append("% " + escaped + " %")
+            return "(' ' || m.keywords || ' ') LIKE ? ESCAPE '\\'"
         case .seen(let seen):
             arguments.append(seen)
             return "m.seen = ?"

@@ -397,5 +397,16 @@ extension MailboxStore {
                 );
                 CREATE INDEX mailbox_tombstones_by_account ON mailbox_tombstones (account_id, modseq);
                 """),
+        // A message's keywords beyond `seen` and `flagged` (IMAP's \Answered and \Draft, `$forwarded`, a user's tags):
+        // lowercased, sorted, one space between, empty for most messages. The listing index covers them, as an IMAP
+        // SELECT reads them with the flags.
+        StoreMigration(name: "017-keywords") { t in
+            """
+            ALTER TABLE messages ADD COLUMN keywords TEXT NOT NULL DEFAULT '';
+            DROP INDEX messages_by_mailbox_listing;
+            CREATE INDEX messages_by_mailbox_listing
+                ON messages (mailbox_id, uid, created_modseq, public_id, seen, flagged, modseq, keywords);
+            """
+        },
     ]
 }

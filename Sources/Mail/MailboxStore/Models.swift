@@ -144,6 +144,10 @@ public struct MessageRecord: Sendable, Equatable, Codable {
     public var attachments: [AttachmentRecord] = []
     /// The HTML body; read only for a single message (``MailboxStore/message(id:accountID:)``).
     public var htmlBody: String? = nil
+    /// Its other keywords, lowercased and sorted: IMAP's `\Answered` and `\Draft` as JMAP spells them (`$answered`,
+    /// `$draft`), and any the user set (`$forwarded`, `$junk`, a tag). `$seen` and `$flagged` are ``seen`` and
+    /// ``flagged``.
+    public var keywords: [String] = []
 
     /// Whether it has attachments.
     public var hasAttachment: Bool { !attachments.isEmpty }
@@ -242,6 +246,8 @@ public struct NewMessage: Sendable, Equatable {
     public var seen = false
     /// Stored as flagged.
     public var flagged = false
+    /// Stored with these other keywords (``MessageRecord/keywords``).
+    public var keywords: [String] = []
     /// When it arrived (seconds since 1970); nil: now. A client filing a message may give its own (IMAP's
     /// INTERNALDATE).
     public var receivedAt: Double? = nil

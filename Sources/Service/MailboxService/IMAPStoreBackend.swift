@@ -313,7 +313,7 @@ final class IMAPStoreBackend: IMAPBackend {
             let messages = listing.entries.map {
                 IMAPMessageState(
                     uid: UInt32(truncatingIfNeeded: $0.uid), id: $0.id, seen: $0.seen, flagged: $0.flagged,
-                    modseq: Self.imapModseq($0.modseq))
+                    modseq: Self.imapModseq($0.modseq), keywords: $0.keywords)
             }
             let snapshot = IMAPMailboxSnapshot(
                 info: IMAPMailboxInfo(
@@ -394,7 +394,7 @@ final class IMAPStoreBackend: IMAPBackend {
                 changed: delta.entries.map {
                     IMAPMessageState(
                         uid: UInt32(truncatingIfNeeded: $0.uid), id: $0.id, seen: $0.seen, flagged: $0.flagged,
-                        modseq: Self.imapModseq($0.modseq))
+                        modseq: Self.imapModseq($0.modseq), keywords: $0.keywords)
                 }, movedIn: delta.movedIn, left: Set(delta.left),
                 uidNext: UInt32(truncatingIfNeeded: max(delta.uidNext, (delta.entries.last?.uid ?? 0) + 1)),
                 highestModseq: Self.imapModseq(delta.modseq))
@@ -452,12 +452,13 @@ final class IMAPStoreBackend: IMAPBackend {
             var states: [IMAPMessageState] = []
             for change in changes {
                 let record = try await store.updateMessage(
-                    id: change.id, accountID: account, seen: change.seen, flagged: change.flagged)
+                    id: change.id, accountID: account, seen: change.seen, flagged: change.flagged,
+                    addingKeywords: change.addingKeywords, removingKeywords: change.removingKeywords)
                 let uid = try await store.messageUID(id: change.id, accountID: account)
                 states.append(
                     IMAPMessageState(
                         uid: UInt32(truncatingIfNeeded: uid), id: record.id, seen: record.seen,
-                        flagged: record.flagged, modseq: Self.imapModseq(record.modseq)))
+                        flagged: record.flagged, modseq: Self.imapModseq(record.modseq), keywords: record.keywords))
             }
             return states
         }
@@ -477,7 +478,7 @@ final class IMAPStoreBackend: IMAPBackend {
                 states.append(
                     IMAPMessageState(
                         uid: UInt32(truncatingIfNeeded: uid), id: id, seen: record.seen, flagged: record.flagged,
-                        modseq: Self.imapModseq(record.modseq)))
+                        modseq: Self.imapModseq(record.modseq), keywords: record.keywords))
             }
             let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: named.id)
             return IMAPMoveResult(
@@ -495,6 +496,7 @@ final class IMAPStoreBackend: IMAPBackend {
             guard let username = try await store.username(accountID: account) else { throw IMAPBackendError.noMailbox }
             var filed = MessageParts.ingested(message.raw, recipient: username, envelopeSender: "")
             (filed.mailbox, filed.seen, filed.flagged) = (named.id, message.seen, message.flagged)
+            filed.keywords = message.keywords
             filed.deduplicates = false  // a client filing the same bytes twice has two messages
             filed.receivedAt = message.receivedAt
             return try await Self.file([filed], account: account, in: named.id, store: store)
@@ -518,6 +520,7 @@ final class IMAPStoreBackend: IMAPBackend {
                 guard let record = records[id], let source = sources[id] else { throw MailboxStoreError.notFound }
                 var copy = MessageParts.ingested(source.rfc5322, recipient: username, envelopeSender: "")
                 (copy.mailbox, copy.seen, copy.flagged) = (named.id, record.seen, record.flagged)
+                copy.keywords = record.keywords
                 copy.deduplicates = false  // the bytes of a message the account has: a copy is a new message
                 copy.receivedAt = record.receivedAt
                 return copy
@@ -537,7 +540,8 @@ final class IMAPStoreBackend: IMAPBackend {
             states.append(
                 IMAPMessageState(
                     uid: UInt32(truncatingIfNeeded: receipt.state.modseq), id: receipt.id, seen: message.seen,
-                    flagged: message.flagged, modseq: imapModseq(receipt.state.modseq)))
+                    flagged: message.flagged, modseq: imapModseq(receipt.state.modseq),
+                    keywords: Array(Set(message.keywords)).sorted()))
         }
         let mailboxID = try await store.mailboxRowID(accountID: account, mailbox: mailbox)
         return IMAPMoveResult(uidValidity: uidValidity(epoch: store.epoch, mailboxID: mailboxID), states: states)

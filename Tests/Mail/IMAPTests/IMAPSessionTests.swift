@@ -59,7 +59,13 @@ import Testing
         func setFlags(
             account: Int64, changes: [IMAPFlagChange],
             completion: @escaping @Sendable (Result<[IMAPMessageState], IMAPBackendError>) -> Void
-        ) { completion(.success([])) }
+        ) {
+            flagChanges.withLock { $0 += changes }
+            completion(.success([]))
+        }
+
+        /// The changes `setFlags` was asked for, in order.
+        let flagChanges = LockedValue<[IMAPFlagChange]>([])
 
         func move(
             account: Int64, ids: [String], to mailbox: String,
@@ -189,6 +195,32 @@ import Testing
         }
         #expect(backend.created.withLock { $0 } == ["Projects", "Projects"])
         #expect(Self.send(&session, "10 NOOP\r\n").last?.hasPrefix("10 OK") == true)
+    }
+
+    /// \Answered, \Draft and keywords asked of the backend as the store keeps them (lowercased, `$answered`,
+    /// `$draft`): +FLAGS adds, -FLAGS removes, FLAGS replaces; \Deleted stays the session's.
+    @Test func storeAsksForKeywordsAsTheStoreKeepsThem() {
+        let messages = [
+            IMAPMessageState(uid: 3, id: "a", seen: false, flagged: false, modseq: 4, keywords: ["$draft", "old"])
+        ]
+        let backend = Backend(messages: messages)
+        var session = IMAPSession(configuration: IMAPSession.Configuration(), backend: backend)
+        _ = Self.run(&session, session.opened())
+        #expect(Self.send(&session, "1 LOGIN u pw\r\n").last?.hasPrefix("1 OK") == true)
+        let selected = Self.send(&session, "2 SELECT INBOX\r\n")
+        #expect(
+            selected.contains(
+                "* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Answered \\Draft \\*)] \\Deleted lasts until the session ends"
+            ))
+        let fetched = Self.send(&session, "3 FETCH 1 (FLAGS)\r\n")
+        #expect(fetched.first == "* 1 FETCH (FLAGS (\\Draft old))")
+        _ = Self.send(&session, "4 STORE 1 +FLAGS (\\Answered $Forwarded \\Deleted \\Recent)\r\n")
+        _ = Self.send(&session, "5 STORE 1 -FLAGS (\\Draft Missing)\r\n")
+        _ = Self.send(&session, "6 STORE 1 FLAGS (\\Seen New)\r\n")
+        let asked = backend.flagChanges.withLock { $0 }
+        #expect(asked.map(\.addingKeywords) == [["$answered", "$forwarded"], [], ["new"]])
+        #expect(asked.map(\.removingKeywords) == [[], ["$draft"], ["$draft", "old"]])
+        #expect(asked.last?.seen == true)
     }
 
     /// Every refusal of APPEND, COPY, SEARCH and FETCH's VANISHED that the session gives itself, each answered with

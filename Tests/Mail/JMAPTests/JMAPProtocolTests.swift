@@ -251,6 +251,44 @@ import Testing
         #expect(emails.strings("notFound") == [email])
     }
 
+    // MARK: Keywords
+
+    /// Keywords beyond `$seen` and `$flagged`: set by Email/set (whole or one by one, any case, kept lowercased), read
+    /// by Email/get, found by Email/query's hasKeyword and notKeyword; one that is not a keyword is refused.
+    @Test(arguments: JMAPEngine.allCases)
+    func keywordsAreKeptReadAndQueried(engine: JMAPEngine) async throws {
+        let f = try await JMAPFixture(engine)
+        let replied = try await f.deliver(to: f.alice, subject: "replied")
+        let other = try await f.deliver(to: f.alice, subject: "other")
+        let set = try await f.call(
+            "Email/set",
+            [
+                "update": .object([
+                    replied: ["keywords/$Answered": true, "keywords/$seen": true, "keywords/project-x": true],
+                    other: ["keywords": ["$Forwarded": true, "$flagged": true]],
+                ])
+            ])
+        #expect(set.arguments["notUpdated"] == JSONValue.null)
+        let got = try await f.call(
+            "Email/get", ["ids": [.string(replied), .string(other)], "properties": ["keywords"]])
+        #expect(
+            got.list.map { $0["keywords"] } == [
+                ["$answered": true, "$seen": true, "project-x": true], ["$forwarded": true, "$flagged": true],
+            ])
+        let has = try await f.call("Email/query", ["filter": ["hasKeyword": "$ANSWERED"]])
+        #expect(has.strings("ids") == [replied])
+        let not = try await f.call("Email/query", ["filter": ["notKeyword": "project-x"]])
+        #expect(not.strings("ids") == [other])
+
+        // Replacing the whole set drops what it does not name; a keyword that is not one is refused.
+        let replaced = try await f.call(
+            "Email/set", ["update": .object([replied: ["keywords": ["$seen": true]], other: ["keywords/a b": true]])])
+        #expect(replaced.arguments["updated"]?[replied] == JSONValue.null)
+        #expect(replaced.arguments["notUpdated"]?[other]?["type"]?.string == "invalidProperties")
+        let after = try await f.call("Email/get", ["ids": [.string(replied)], "properties": ["keywords"]])
+        #expect(after.list.first?["keywords"] == ["$seen": true])
+    }
+
     // MARK: Email/changes
 
     @Test(arguments: JMAPEngine.allCases)
@@ -382,12 +420,17 @@ import Testing
         let whole = try await update(["keywords~1$seen": true])
         #expect(whole.arguments["notUpdated"]?[id]?["type"] == "invalidProperties")
         #expect(whole.arguments["notUpdated"]?[id]?["properties"] == ["keywords~1$seen"])
-        // A keyword with a slash is written `~1` in the path, and named back the same way.
-        let slashed = try await update(["keywords/work~1urgent": true])
+        // A keyword with a slash is written `~1` in the path, and a refused one named back the same way.
+        let slashed = try await update(["keywords/work~1(urgent": true])
         #expect(slashed.arguments["notUpdated"]?[id]?["type"] == "invalidProperties")
-        #expect(slashed.arguments["notUpdated"]?[id]?["properties"] == ["keywords/work~1urgent"])
-        let tilde = try await update(["keywords/a~0b": true])
-        #expect(tilde.arguments["notUpdated"]?[id]?["properties"] == ["keywords/a~0b"])
+        #expect(slashed.arguments["notUpdated"]?[id]?["properties"] == ["keywords/work~1(urgent"])
+        let tilde = try await update(["keywords/a~0b*": true])
+        #expect(tilde.arguments["notUpdated"]?[id]?["properties"] == ["keywords/a~0b*"])
+        #expect(try await email()?["keywords"] == ["$flagged": true])
+        let kept = try await update(["keywords/work~1urgent": true, "keywords/a~0b": true])
+        #expect(kept.arguments["updated"] == [id: nil])
+        #expect(try await email()?["keywords"] == ["$flagged": true, "work/urgent": true, "a~b": true])
+        _ = try await update(["keywords/work~1urgent": nil, "keywords/a~0b": nil])
         #expect(try await email()?["keywords"] == ["$flagged": true])
         #expect(try await email()?["mailboxIds"] == ["archive": true])
 

@@ -15,7 +15,7 @@ struct MessageJSONTests {
             "id": "m1", "mailbox": "inbox", "from": "a@example.org", "to": "alice", "subject": "s", "preview": "p",
             "body": "b", "size": 1, "receivedAt": 1_733_000_000.25, "seen": false, "flagged": true, "modseq": 7,
             "recipients": [], "cc": [],
-            "attachments": [],
+            "attachments": [], "keywords": [],
         ]
         all.merge(fields) { $1 }
         return try JSONDecoder().decode(MessageRecord.self, from: JSONSerialization.data(withJSONObject: all))
