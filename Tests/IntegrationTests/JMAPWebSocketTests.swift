@@ -9,14 +9,14 @@ import Testing
 @Suite(.serialized) struct JMAPWebSocketTests {
     /// alice's socket on the listener at `port`, held by Tests/Peers/jmap_websocket_wait.py with push on for Email,
     /// once it says it is listening: it prints the first StateChange, or the server's close code, and exits.
-    static func listening(_ cluster: Cluster, port: UInt16) async throws -> ChildProcess {
+    /// With `bearer`, the socket is opened with that access token instead of the password.
+    static func listening(_ cluster: Cluster, port: UInt16, bearer: String? = nil) async throws -> ChildProcess {
+        let credentials = bearer.map { ["--bearer", $0] } ?? ["alice", "password-alice"]
         let listener = try await offPool {
             try ChildProcess(
                 TestEnvironment.python,
-                [
-                    TestEnvironment.peer("jmap_websocket_wait.py"), "wss://127.0.0.1:\(port)/jmap/ws", cluster.ca,
-                    "alice", "password-alice",
-                ],
+                [TestEnvironment.peer("jmap_websocket_wait.py"), "wss://127.0.0.1:\(port)/jmap/ws", cluster.ca]
+                    + credentials,
                 logDirectory: cluster.directory.url.path)
         }
         let listening = try await offPool { listener.waitForOutput(timeout: 30) { $0.contains("listening") } }
@@ -166,6 +166,26 @@ import Testing
         #expect(status == 0, "mailboxd: \(cluster.mailboxd.errorOutput)")
         #expect(try await offPool { listener.waitForExit() } == 0, "\(listener.output) \(listener.errorOutput)")
         #expect(listener.output.contains("\"closed\": 1001"), "\(listener.output)")
+    }
+
+    /// Signing out ends what the token holds open: its socket closes with 1008 (policy violation) at once, while a
+    /// socket opened with the password stays and hears the next delivery.
+    @Test func signingOutClosesTheTokensSocketWith1008() async throws {
+        let cluster = try await Cluster.start(
+            accounts: ["alice"], mailboxdArguments: ["--jmap-ws-listen", "127.0.0.1:0"])
+        let port = try #require(cluster.jmapWebSocketPort)
+        let token = try await cluster.login("alice")
+        let withToken = try await Self.listening(cluster, port: port, bearer: token)
+        defer { withToken.stop() }
+        let withPassword = try await Self.listening(cluster, port: port)
+        defer { withPassword.stop() }
+        let signedOut = try await cluster.call(.delete, cluster.api + "/v1/session", token: token)
+        #expect(signedOut.status == 204)
+        #expect(try await offPool { withToken.waitForExit() } == 0, "\(withToken.output) \(withToken.errorOutput)")
+        #expect(withToken.output.contains("\"closed\": 1008"), "\(withToken.output)")
+        _ = try await cluster.deliver(to: "alice", subject: "after the sign-out", body: "text")
+        #expect(try await offPool { withPassword.waitForExit() } == 0, "\(withPassword.output)")
+        #expect(withPassword.output.contains("StateChange"), "\(withPassword.output)")
     }
 
     /// What the listener refuses before anything opens, sent by curl: another path (404), another method (405), and

@@ -1,6 +1,7 @@
-"""Waits on a JMAP WebSocket (RFC 8887) for a StateChange: opens URL with Basic credentials and the `jmap`
-subprotocol, turns push on for Email, makes one request so push is known to be on once it is answered, prints
-"listening" (flushed) and waits up to 60 seconds for a StateChange. Arguments: URL, CA file, username, password.
+"""Waits on a JMAP WebSocket (RFC 8887) for a StateChange: opens URL with Basic credentials (or, when USERNAME is
+`--bearer`, with the bearer token PASSWORD) and the `jmap` subprotocol, turns push on for Email, makes one request so
+push is known to be on once it is answered, prints "listening" (flushed) and waits up to 60 seconds for a StateChange.
+Arguments: URL, CA file, username, password.
 Prints the StateChange as JSON, or {"closed": CODE} when the server closes the socket first, or {"error": "..."} and
 exits 1."""
 
@@ -14,10 +15,13 @@ import websockets
 
 
 async def main(url: str, ca: str, user: str, password: str) -> int:
-    basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    if user == "--bearer":
+        authorization = "Bearer " + password
+    else:
+        authorization = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
     tls = ssl.create_default_context(cafile=ca)
     async with websockets.connect(
-        url, ssl=tls, subprotocols=["jmap"], additional_headers={"Authorization": basic}
+        url, ssl=tls, subprotocols=["jmap"], additional_headers={"Authorization": authorization}
     ) as socket:
         await socket.send(json.dumps({"@type": "WebSocketPushEnable", "dataTypes": ["Email"]}))
         await socket.send(

@@ -23,6 +23,11 @@ public final class JMAPWebSocketServer: Sendable {
         public var pingIntervalMilliseconds = 30_000
         /// How long a connection may take to send its opening handshake.
         public var handshakeTimeoutMilliseconds = 10_000
+        /// How often a socket opened with an access token (a bearer token or a ticket made from one) checks that its
+        /// session still lives, before it answers or pushes: a session ended on another instance, or by its idle
+        /// timeout or lifetime, closes the socket with 1008 within this interval. (An end on this instance closes it
+        /// at once: ``JMAPWebSocketServer/sessionEnded(accountID:sessionID:)``.)
+        public var reauthorizeIntervalMilliseconds = 30_000
 
         /// The defaults.
         public init() {}
@@ -34,6 +39,9 @@ public final class JMAPWebSocketServer: Sendable {
         @Sendable (_ head: RequestHead, _ remoteAddress: String) async -> Result<
             (account: JMAPAccount, baseURL: String), WebSocketHandshake.Refusal
         >
+    /// Whether the session a socket's account reference came from (``JMAPAccount/sessionID``) still lives; `nil` when
+    /// that cannot be told now (the store is down: the socket stays open and asks again later).
+    package typealias Reauthorizer = @Sendable (_ account: JMAPAccount) async -> Bool?
 
     private struct AccountSockets {
         var connections: Set<UInt64> = []
@@ -52,6 +60,8 @@ public final class JMAPWebSocketServer: Sendable {
         var running = false
         var accounts: [Int64: AccountSockets] = [:]
         var accountOf: [UInt64: Int64] = [:]
+        /// The session of each socket opened with an access token.
+        var sessionOf: [UInt64: Int64] = [:]
     }
 
     /// The subprotocol RFC 8887 §3 registers.
@@ -60,6 +70,7 @@ public final class JMAPWebSocketServer: Sendable {
     let server: JMAPServer
     let wakeups: AccountWakeups
     let authenticate: Authenticator
+    let reauthorize: Reauthorizer
     /// The limits and timers.
     public let configuration: Configuration
     /// The bound port.
@@ -76,11 +87,13 @@ public final class JMAPWebSocketServer: Sendable {
     /// `server`'s accounts, woken by `wakeups`; ``start()`` begins serving.
     package init(
         listener: Int32, port: UInt16, tls: ServerTLSContext?, server: JMAPServer, wakeups: AccountWakeups,
-        configuration: Configuration = Configuration(), authenticate: @escaping Authenticator
+        configuration: Configuration = Configuration(), authenticate: @escaping Authenticator,
+        reauthorize: @escaping Reauthorizer = { _ in true }
     ) throws(JMAPWebSocketServerError) {
         self.server = server
         self.wakeups = wakeups
         self.authenticate = authenticate
+        self.reauthorize = reauthorize
         self.configuration = configuration
         self.listener = listener
         self.port = port
@@ -142,6 +155,7 @@ public final class JMAPWebSocketServer: Sendable {
                 return false
             }
             state.accountOf[id] = account.id
+            if let session = account.sessionID { state.sessionOf[id] = session }
             if state.accounts[account.id] == nil {
                 let accountID = account.id
                 let subscription = wakeups.subscribe(accountID: accountID) { [weak self] wakeup in
@@ -179,6 +193,18 @@ public final class JMAPWebSocketServer: Sendable {
         }
     }
 
+    /// A session ended here (signed out, or the account signed out everywhere when `sessionID` is `nil`): each socket
+    /// opened with its token closes with 1008 at once. Sockets opened with the password stay.
+    public func sessionEnded(accountID: Int64, sessionID: Int64?) {
+        let ended = state.withLock { state in
+            (state.accounts[accountID]?.connections ?? []).filter { id in
+                guard let session = state.sessionOf[id] else { return false }
+                return sessionID == nil || session == sessionID
+            }
+        }
+        for id in ended { loop.notify(id, .sessionEnded) }
+    }
+
     /// How many times commits to `accountID` may have been missed since its first socket opened.
     func missedCount(accountID: Int64) -> Int { state.withLock { $0.accounts[accountID]?.missed ?? 0 } }
 
@@ -213,6 +239,7 @@ public final class JMAPWebSocketServer: Sendable {
     /// A connection closed (loop thread).
     func closed(_ id: UInt64) {
         let ended = state.withLock { state -> (Int64, Int)? in
+            state.sessionOf[id] = nil
             guard let accountID = state.accountOf.removeValue(forKey: id) else { return nil }
             state.accounts[accountID]?.connections.remove(id)
             guard let sockets = state.accounts[accountID], sockets.connections.isEmpty else { return nil }
@@ -244,6 +271,8 @@ struct JMAPWebSocketSession: LoopSession {
         case response([UInt8])
         /// The account's states, for push (`nil`: the read failed).
         case states(TypeStates?)
+        /// Whether the socket's session still lives (`nil`: it could not be told).
+        case reauthorized(Bool?)
     }
 
     enum Event: Sendable {
@@ -252,6 +281,8 @@ struct JMAPWebSocketSession: LoopSession {
         case look
         /// The server is shutting down.
         case goingAway
+        /// The session the socket was opened with ended on this instance.
+        case sessionEnded
     }
 
     /// What push is on for: the types, and the states last told (`nil` until the first read, which is made when push
@@ -289,6 +320,9 @@ struct JMAPWebSocketSession: LoopSession {
     var waiting: [[UInt8]] = []
     var push: Push?
     var pingSent = false
+    /// When the socket's session was last known to live (monotonic nanoseconds), and whether that is being asked.
+    var authorizedAt = MonotonicTime.nanoseconds()
+    var reauthorizing = false
 
     init(codec: WebSocketCodec, remoteAddress: String, hub: JMAPWebSocketServer) {
         self.codec = codec
@@ -360,6 +394,13 @@ struct JMAPWebSocketSession: LoopSession {
             } else {
                 push?.readFailed = true
             }
+        case .reauthorized(let lives):
+            reauthorizing = false
+            switch lives {
+            case true?: authorizedAt = MonotonicTime.nanoseconds()
+            case false?: return sessionEnded()
+            case nil: break  // asked again at the next request, push or ping
+            }
         }
         return proceed()
     }
@@ -367,7 +408,11 @@ struct JMAPWebSocketSession: LoopSession {
     mutating func notified(_ event: Event) -> [LoopAction<Answer>] {
         guard case .open = phase else { return [] }
         push?.readFailed = false
-        if case .goingAway = event { codec.close(code: 1001, reason: "The server is shutting down.") }
+        switch event {
+        case .goingAway: codec.close(code: 1001, reason: "The server is shutting down.")
+        case .sessionEnded: return sessionEnded()
+        case .look: break
+        }
         return proceed()
     }
 
@@ -381,6 +426,15 @@ struct JMAPWebSocketSession: LoopSession {
     }
 
     func closed(connection: UInt64) { hub.closed(connection) }
+
+    /// Closes with 1008 (policy violation, RFC 6455 section 7.4.1): the token the socket was opened with no longer
+    /// signs anyone in. What was waiting is not answered.
+    private mutating func sessionEnded() -> [LoopAction<Answer>] {
+        waiting = []
+        push = nil
+        codec.close(code: 1008, reason: "The session ended; sign in again.")
+        return flushed() + (codec.isFinished ? [.close] : [])
+    }
 
     /// Reads the opening handshake; once it is whole and well formed, asks who it is from.
     private mutating func readHead(_ reader: RequestHeadReader, _ bytes: UnsafeRawBufferPointer) -> [LoopAction<Answer>]
@@ -442,7 +496,16 @@ struct JMAPWebSocketSession: LoopSession {
     /// Handles waiting messages until one needs the backend, then push's read if one is due; the output goes first.
     private mutating func proceed() -> [LoopAction<Answer>] {
         var question: LoopAction<Answer>?
-        while question == nil, !codec.closeSent, !waiting.isEmpty {
+        if !codec.closeSent, !reauthorizing, let account, account.sessionID != nil,
+            MonotonicTime.nanoseconds() &- authorizedAt
+                > UInt64(hub.configuration.reauthorizeIntervalMilliseconds) * 1_000_000
+        {
+            // Nothing is answered or pushed until the session is known to live.
+            reauthorizing = true
+            let reauthorize = hub.reauthorize
+            question = .ask { _, answer in Task { answer(.reauthorized(await reauthorize(account))) } }
+        }
+        while question == nil, !reauthorizing, !codec.closeSent, !waiting.isEmpty {
             switch JMAPWebSocketMessage.parse(waiting.removeFirst()) {
             case .failure(let error):
                 codec.send(text: error.message.jsonBytes)
@@ -454,7 +517,7 @@ struct JMAPWebSocketSession: LoopSession {
                 push = nil
             }
         }
-        if question == nil, !codec.closeSent, let push, let account {
+        if question == nil, !reauthorizing, !codec.closeSent, let push, let account {
             if !push.readFailed, push.told == nil || push.missedSeen != hub.missedCount(accountID: account.id) {
                 question = askStates()
             } else if let told = push.told, let latest = hub.latestStates(accountID: account.id),

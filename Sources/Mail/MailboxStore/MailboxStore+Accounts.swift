@@ -150,6 +150,29 @@ extension MailboxStore {
         return session
     }
 
+    /// Whether session `id` of the account still lives: not revoked, used within the idle timeout and younger than
+    /// the lifetime. A yes counts as a use (as ``session(tokenHash:)`` does): a socket held open with the session's
+    /// token keeps it from going idle.
+    public func sessionLives(id: Int64, accountID: Int64) async throws -> Bool {
+        let time = clock.secondsSince1970
+        let (idleSince, createdSince) = liveSessionBounds(now: time)
+        let lastUsed = try await read { db in
+            try db.scalar(
+                """
+                SELECT last_used_at FROM sessions
+                WHERE id = ? AND account_id = ? AND revoked_at IS NULL AND last_used_at > ? AND created_at > ?
+                """, id, accountID, idleSince, createdSince
+            ).double
+        }
+        guard let lastUsed else { return false }
+        if time - lastUsed > min(3600, configuration.sessionIdleTimeout / 10) {
+            try await write { db, _ in
+                try db.run("UPDATE sessions SET last_used_at = ? WHERE id = ? AND last_used_at < ?", time, id, time)
+            }
+        }
+        return true
+    }
+
     /// Ends a session and deletes the devices registered and the push subscriptions made through it. Returns
     /// whether it had not ended before.
     @discardableResult

@@ -54,12 +54,14 @@ extension MailboxAPI {
 
     func deleteSession(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         try await store.revokeSession(id: session.id, accountID: session.accountID)
+        for watcher in sessionEndWatchers.withLock({ $0 }) { watcher(session.accountID, session.id) }
         return .empty()
     }
 
     /// Signs out everywhere: every session of the account ends, and every device is removed.
     func deleteAllSessions(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         try await store.revokeAllSessions(accountID: session.accountID)
+        for watcher in sessionEndWatchers.withLock({ $0 }) { watcher(session.accountID, nil) }
         return .empty()
     }
 

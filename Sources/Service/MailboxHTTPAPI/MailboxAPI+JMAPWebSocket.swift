@@ -46,6 +46,15 @@ extension MailboxAPI {
         }
     }
 
+    /// Whether the session a socket was opened with still lives (its token, or the token its ticket was made from,
+    /// would still sign in): `nil` when the store cannot say now. A socket opened with the password has no session.
+    package func jmapWebSocketReauthorizer() -> JMAPWebSocketServer.Reauthorizer {
+        { [store] account in
+            guard let session = account.sessionID else { return true }
+            return try? await store.sessionLives(id: session, accountID: account.id)
+        }
+    }
+
     /// The API's URL prefix for a request that reached the WebSocket listener: the configured one, else the scheme,
     /// the request's host and the API's port, so that answers name the same URLs (and session state) as the API's.
     func apiBaseURL(_ request: HTTPRequest, apiPort: UInt16) throws -> String {

@@ -3,6 +3,7 @@ import Durations
 import Foundation
 import HTTPServer
 import JMAP
+import Locking
 import MailboxStore
 import OpenSSLCrypto
 import Push
@@ -59,6 +60,9 @@ package struct MailboxAPI: Sendable {
     package let jmapWakeups: AccountWakeups
     /// The tickets that open a WebSocket from a browser.
     let jmapTickets = WebSocketTickets()
+    /// Told when a session ends here (signed out; `nil`: every session of the account), so what it holds open
+    /// closes at once: the JMAP WebSocket listener's ``JMAPWebSocketServer/sessionEnded(accountID:sessionID:)``.
+    package let sessionEndWatchers = LockedValue<[@Sendable (_ accountID: Int64, _ sessionID: Int64?) -> Void]>([])
 
     package init(
         store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter, console: ConsoleFeed? = nil

@@ -135,7 +135,15 @@ public final class MailboxService: Sendable {
                 return try JMAPWebSocketServer(
                     listener: webSocketListener!.socket, port: webSocketListener!.port, tls: tls, server: api.jmap,
                     wakeups: api.jmapWakeups, configuration: listen.limits,
-                    authenticate: api.jmapWebSocketAuthenticator(apiPort: server.port))
+                    authenticate: api.jmapWebSocketAuthenticator(apiPort: server.port),
+                    reauthorize: api.jmapWebSocketReauthorizer())
+            }
+            if let sockets = jmapWebSockets {
+                api.sessionEndWatchers.withLock {
+                    $0.append { [weak sockets] account, session in
+                        sockets?.sessionEnded(accountID: account, sessionID: session)
+                    }
+                }
             }
         } catch {
             lmtp?.shutdown()  // a metrics server already started stops as it is released
