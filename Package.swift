@@ -47,7 +47,9 @@ let package = Package(
         // http-parser: the request head of a WebSocket's opening handshake, imported by WebSocket only.
         .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
         .target(name: "CCurl", dependencies: ["CCurlSystem"]),
-        .target(name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"]),
+        // libmicrohttpd's TLS is GnuTLS: the certificate callback that lets the API's certificate be replaced.
+        .target(
+            name: "CMicroHTTPD", dependencies: ["CMicroHTTPDSystem"], linkerSettings: [.linkedLibrary("gnutls")]),
 
         // MARK: Foundations
         // The lock for shared state, on pthread_mutex_t, so the sanitizers see it; threads of their own for blocking

@@ -71,6 +71,7 @@ enum Serve {
                 help: "the oldest TLS version accepted: 1.2 (default; AEAD ciphers only) or 1.3"),
             Flag(switch: "plain-http", help: "serve without TLS (development only; prints a warning)"),
             Flag("delivery-token-file", "F", help: "token for POST /v1/deliveries (default DIR/delivery-token)"),
+            pidFileFlag,
         ] + singleAppFlags.flags + [
             apnsConfigFlag,
             Flag(
@@ -166,6 +167,12 @@ enum Serve {
                 help: "accept JMAP push subscriptions without keys (their pushes are plain JSON, readable",
                 "by whoever runs the URL's server; see docs/jmap.md)"),
         ])
+
+    /// `--pid-file`: where `serve` writes its process id, for `mailboxd reload`.
+    static let pidFileFlag = Flag(
+        "pid-file", "F",
+        help: "write the process id here (removed at exit); SIGHUP, or `mailboxd reload --pid-file F`, reloads the",
+        "TLS certificate and key of every listener and the delivery token without a restart")
 
     static func readTrimmed(_ path: String, what: String) throws -> String {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
@@ -531,7 +538,30 @@ enum Serve {
                 "mailboxd: Web Push as \(webPush.subject)" + (allowed.isEmpty ? "" : "; local push services \(allowed)")
             )
         }
+        let pidFile = args.string("pid-file")
+        if let pidFile {
+            do {
+                try "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
+            } catch {
+                throw UsageError("cannot write the pid file \(pidFile): \((error as NSError).localizedDescription)")
+            }
+        }
+        let tokenFile = args.string("delivery-token-file", default: dataDir + "/delivery-token")
+        let reloads = ReloadSignal.install {
+            let token: String?
+            var unreadable: [String] = []
+            do {
+                token = try readTrimmed(tokenFile, what: "the delivery token")
+            } catch {
+                (token, unreadable) = (nil, ["the delivery token: \(error)"])
+            }
+            let (reloaded, failures) = service.reload(deliveryToken: token)
+            if !reloaded.isEmpty { printError("mailboxd: reloaded \(reloaded.joined(separator: ", "))") }
+            for failure in unreadable + failures { printError("mailboxd: reload kept what it had for \(failure)") }
+        }
         await TerminationSignals.wait()
+        reloads.cancel()
+        if let pidFile { unlink(pidFile) }
         printError("mailboxd: shutting down")
         await service.shutdown()
         router.shutdown()

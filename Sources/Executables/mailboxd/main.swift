@@ -17,6 +17,8 @@ let usage = """
       mailboxd migrate [--data-dir DIR] [--database URL]
                             creates or upgrades the schema and prints the migrations it holds
       mailboxd serve [options]
+      mailboxd reload --pid-file F
+                            asks the serve whose pid F holds to reload its certificates and delivery token (SIGHUP)
       mailboxd apns-check --token HEX --environment sandbox|production [--topic BUNDLE_ID] [APNs options]
                             sends one background signal as serve would and prints APNs's answer
 
@@ -42,10 +44,12 @@ enum OtherCommands {
     static let migrate = FlagTable(column: 28, [Serve.dataDirectoryFlag, Serve.databaseFlag])
     /// `account`'s flags.
     static let account = FlagTable(column: 28, [Serve.dataDirectoryFlag, Serve.databaseFlag, Serve.synchronousFlag])
+    /// `reload`'s flags.
+    static let reload = FlagTable(column: 28, [Serve.pidFileFlag])
     /// The flags no `serve` option line lists, for the help.
     static let ownFlags = FlagTable(column: 28, [hostsFlag]) + APNsCheck.ownFlags
     /// Every command's flags: the command line is parsed with them before the command is known.
-    static let every = devSetup + migrate + account + Serve.flags + APNsCheck.flags
+    static let every = devSetup + migrate + account + reload + Serve.flags + APNsCheck.flags
 }
 
 /// The store named by `--database` (or `MAILBOXD_DATABASE`), else the SQLite file in the data folder, which is
@@ -116,6 +120,13 @@ await runCommand(usage: usage) {
         try await Serve.run(args, dataDir: dataDir)
     case "apns-check":
         try await APNsCheck.run(args, dataDir: dataDir)
+    case "reload":
+        try OtherCommands.reload.rejectUnknownFlags(in: args)
+        guard let pidFile = args.string("pid-file") else { throw UsageError("reload needs --pid-file F") }
+        if let problem = ReloadSignal.send(pidFile: pidFile) { throw UsageError(problem) }
+        print(
+            "reload: asked process \(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) to reload"
+        )
     default:
         throw UsageError("unknown command \(args.positionals[0])")
     }

@@ -47,3 +47,31 @@ private final class FiredFlag: Sendable {
         }
     }
 }
+
+/// SIGHUP as a request to reload: each one runs `handler` on a queue of its own, one at a time.
+public enum ReloadSignal {
+    /// Unblocks SIGHUP and runs `handler` on each; keep the returned source for as long as it should (cancel it to
+    /// stop).
+    public static func install(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, SIGHUP)
+        pthread_sigmask(SIG_UNBLOCK, &mask, nil)
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "reload"))
+        source.setEventHandler(handler: handler)
+        source.resume()
+        return source
+    }
+
+    /// Sends SIGHUP to the process whose id `pidFile` holds; the reason when it cannot.
+    public static func send(pidFile: String) -> String? {
+        guard let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+            let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 1
+        else { return "cannot read a process id from \(pidFile)" }
+        guard kill(pid, SIGHUP) == 0 else {
+            return "cannot signal process \(pid) (from \(pidFile)): \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+}

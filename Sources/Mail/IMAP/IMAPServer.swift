@@ -54,6 +54,7 @@ public final class IMAPServer: Sendable {
     public let port: UInt16
     private let listener: Int32
     private let loops: [ConnectionLoop<IMAPSession>]
+    private let tls: ServerTLSContext?
     private let running = LockedValue(false)
     private let finished = DispatchGroup()
 
@@ -98,6 +99,17 @@ public final class IMAPServer: Sendable {
             throw IMAPServerError(description: "imap: \(error.reason)")
         }
         self.loops = loops
+        tls = context
+    }
+
+    /// Reads the certificate and key files again and serves them to new connections; open ones keep theirs. Throws,
+    /// and serves what it served, when they cannot be used.
+    public func reloadTLS() throws(IMAPServerError) {
+        do {
+            try tls?.reload()
+        } catch {
+            throw IMAPServerError(description: "imap: \(error.description)")
+        }
     }
 
     /// Starts serving (once).

@@ -76,6 +76,7 @@ public final class JMAPWebSocketServer: Sendable {
     /// The bound port.
     public let port: UInt16
     private let listener: Int32
+    private let tls: ServerTLSContext?
     private let loop: ConnectionLoop<JMAPWebSocketSession>
     private let state = LockedValue(State())
     private let finished = DispatchGroup()
@@ -97,6 +98,7 @@ public final class JMAPWebSocketServer: Sendable {
         self.configuration = configuration
         self.listener = listener
         self.port = port
+        self.tls = tls
         let maxMessage = server.limits.maxSizeRequest
         let hub = sessionsHub
         do {
@@ -112,6 +114,16 @@ public final class JMAPWebSocketServer: Sendable {
             throw JMAPWebSocketServerError(description: "jmap-ws: \(error.reason)")
         }
         sessionsHub.withLock { $0 = self }
+    }
+
+    /// Reads the certificate and key files again and serves them to new sockets; open ones keep theirs. Throws, and
+    /// serves what it served, when they cannot be used.
+    public func reloadTLS() throws(JMAPWebSocketServerError) {
+        do {
+            try tls?.reload()
+        } catch {
+            throw JMAPWebSocketServerError(description: "jmap-ws: \(error.description)")
+        }
     }
 
     /// Starts serving (once).

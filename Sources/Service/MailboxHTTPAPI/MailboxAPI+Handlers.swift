@@ -316,7 +316,7 @@ extension MailboxAPI {
     /// The message a `POST /v1/deliveries` asks to deliver, once its token and fields are checked.
     private func deliveryMessage(_ request: HTTPRequest) throws -> NewMessage {
         guard let token = request.bearerToken,
-            ConstantTime.equals(SHA256.hash(token), deliveryTokenHash)
+            ConstantTime.equals(SHA256.hash(token), deliveryTokenHash.withLock { $0 })
         else { throw HTTPError.unauthorized("A valid delivery token is required.") }
         let body = try decode(DeliveryRequest.self, from: request, allowed: ["to", "from", "subject", "body"])
         // CR, LF and NUL have no place in a header: refused, so the RFC 5322 message built from these fields says

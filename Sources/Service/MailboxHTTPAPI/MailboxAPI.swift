@@ -47,7 +47,8 @@ package struct MailboxAPI: Sendable {
     let metrics: Metrics
     let throttle: LoginThrottle
     /// The SHA-256 of the delivery token; presented tokens are hashed and compared in constant time.
-    let deliveryTokenHash: [UInt8]
+    /// The delivery token's SHA-256 (``replaceDeliveryToken(_:)`` changes it while the API runs).
+    let deliveryTokenHash: LockedValue<[UInt8]>
     /// The push services devices can register with.
     let push: PushRouter
     /// The console's events, when the console is on.
@@ -73,7 +74,7 @@ package struct MailboxAPI: Sendable {
         self.configuration = configuration
         self.metrics = metrics
         self.push = push
-        deliveryTokenHash = SHA256.hash(configuration.deliveryToken)
+        deliveryTokenHash = LockedValue(SHA256.hash(configuration.deliveryToken))
         throttle = LoginThrottle(store: store, limits: configuration.signIn)
         jmap = JMAPServer(
             store: store, limits: configuration.jmapLimits, push: configuration.jmapPush,
@@ -207,5 +208,13 @@ package struct MailboxAPI: Sendable {
                 message: "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound).")
         }
         return value
+    }
+}
+
+extension MailboxAPI {
+    /// Takes `token` as the delivery token from now on (a reload); requests made with the old one are refused.
+    package func replaceDeliveryToken(_ token: String) {
+        let hash = SHA256.hash(token)
+        deliveryTokenHash.withLock { $0 = hash }
     }
 }

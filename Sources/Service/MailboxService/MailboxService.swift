@@ -22,6 +22,7 @@ public final class MailboxService: Sendable {
     /// The dispatcher.
     public let dispatcher: SignalDispatcher
     private let server: HTTPServer
+    private let api: MailboxAPI
     private let metricsServer: HTTPServer?
     private let lmtp: LMTPServer?
     private let imap: IMAPServer?
@@ -152,6 +153,7 @@ public final class MailboxService: Sendable {
             throw error
         }
         self.metricsServer = metricsServer
+        self.api = api
         self.lmtp = lmtp
         self.imap = imap
         self.jmapPush = jmapPush
@@ -240,6 +242,35 @@ public final class MailboxService: Sendable {
                 try await Task.sleep(for: .seconds(delay))
             }
         }
+    }
+
+    /// Reloads what can change while the service runs: the TLS certificate and key of every listener (the API, IMAP,
+    /// JMAP's WebSockets), read again from their files, and, when given, the delivery token. New connections get
+    /// the new certificate; connections already open keep theirs. A part that cannot be used keeps what it had and is
+    /// named in the failures; the others still take. Counted in `mailboxd_reloads_total{outcome}`.
+    public func reload(deliveryToken: String?) -> (reloaded: [String], failures: [String]) {
+        var reloaded: [String] = []
+        var failures: [String] = []
+        func attempt(_ part: String, _ body: () throws -> Void) {
+            do {
+                try body()
+                reloaded.append(part)
+            } catch {
+                failures.append("\(part): \(error)")
+            }
+        }
+        if server.configuration.tls != nil { attempt("the API's certificate") { try server.reloadTLS() } }
+        if let imap { attempt("IMAP's certificate") { try imap.reloadTLS() } }
+        if let jmapWebSockets { attempt("the JMAP WebSocket certificate") { try jmapWebSockets.reloadTLS() } }
+        if let deliveryToken {
+            api.replaceDeliveryToken(deliveryToken)
+            reloaded.append("the delivery token")
+        }
+        metrics.increment(
+            "mailboxd_reloads_total", labels: "outcome=\"\(failures.isEmpty ? "applied" : "refused")\"",
+            help:
+                "Reloads (SIGHUP) by outcome: applied, or refused in part (what could not be used kept its old value).")
+        return (reloaded, failures)
     }
 
     /// Stops the LMTP listener and the API (finishing in-flight requests), then the dispatcher.

@@ -234,7 +234,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             var tls: TLSEngine?
             if let tlsContext {
-                guard let engine = TLSEngine(context: tlsContext.context, role: .server) else {
+                guard let engine = tlsContext.withContext({ TLSEngine(context: $0, role: .server) }) else {
                     close(fd)
                     allowance.give()
                     continue

@@ -40,6 +40,14 @@ public final class HTTPServer: Sendable {
         self.port = try core.start()
     }
 
+    /// Serves the certificate chain and key in the configured files, read again (a renewed certificate), to every
+    /// new TLS connection; connections already open keep the one they have. Throws, and serves what it served,
+    /// when a file cannot be read or used (not PEM, the key not the certificate's).
+    public func reloadTLS() throws(StartError) {
+        guard let tls = configuration.tls else { throw .startFailed("this server does not serve TLS") }
+        try core.reloadTLS(certificatePath: tls.certificatePath, privateKeyPath: tls.privateKeyPath)
+    }
+
     /// Whether the server stopped or is stopping.
     public var isShuttingDown: Bool { core.lifecycle.withLock { $0 != .running } }
 

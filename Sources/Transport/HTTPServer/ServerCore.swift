@@ -43,6 +43,8 @@ final class ServerCore: Sendable {
     let maintenanceTasks = LockedValue<[Task<Void, Never>]>([])
     /// C strings handed to libmicrohttpd (TLS PEM and priorities, bound address); freed in deinit.
     let allocations = LockedValue<[UInt]>([])  // addresses from malloc/calloc
+    /// The TLS certificate's slot (``reloadTLS(certificatePath:privateKeyPath:)`` replaces what it holds), or -1.
+    let tlsSlot = LockedValue<Int32>(-1)
 
     init(configuration: HTTPServer.Configuration, dispatch: @escaping Dispatch) {
         self.configuration = configuration
@@ -107,10 +109,17 @@ final class ServerCore: Sendable {
         }
         if let tls = config.tls {
             flags |= MHD_USE_TLS.rawValue
-            let certificate = try readPEM(tls.certificatePath)
-            let key = try readPEM(tls.privateKeyPath)
-            options.append(MHD_OptionItem(option: .HTTPS_MEM_CERT, value: 0, ptr_value: certificate))
-            options.append(MHD_OptionItem(option: .HTTPS_MEM_KEY, value: 0, ptr_value: key))
+            // The certificate through a callback, not libmicrohttpd's copy: a renewed one is served without a restart.
+            let slot = sfmhd_tls_slot_open()
+            guard slot >= 0 else { throw .startFailed("no TLS certificate slot is free") }
+            tlsSlot.withLock { $0 = slot }
+            do {
+                try Self.setCertificate(slot: slot, certificatePath: tls.certificatePath, keyPath: tls.privateKeyPath)
+            } catch {
+                closeTLSSlot()
+                throw error
+            }
+            options.append(MHD_OptionItem(option: .HTTPS_CERT_CALLBACK, value: 0, ptr_value: sfmhd_tls_callback()))
             options.append(
                 MHD_OptionItem(option: .HTTPS_PRIORITIES, value: 0, ptr_value: keep(tls.gnuTLSPriorities)))
         }
@@ -124,13 +133,52 @@ final class ServerCore: Sendable {
             return messages ?? []
         }
         guard let started else {
+            closeTLSSlot()
             let reason =
                 messages.isEmpty ? "libmicrohttpd could not start the daemon" : messages.joined(separator: "; ")
             throw .startFailed(reason.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         daemon.withLock { $0 = Daemon(pointer: started) }
         startMaintenance()
-        return sfmhd_daemon_bind_port(started)
+        let port = sfmhd_daemon_bind_port(started)
+        sfmhd_tls_slot_bind(tlsSlot.withLock { $0 }, port)
+        return port
+    }
+
+    /// Serves the certificate chain and key in these files to every new TLS connection; connections open keep theirs.
+    /// A file that cannot be read or used (not PEM, the key not the certificate's) leaves the one served as it was.
+    func reloadTLS(certificatePath: String, privateKeyPath: String) throws(HTTPServer.StartError) {
+        let slot = tlsSlot.withLock { $0 }
+        guard slot >= 0 else { throw .startFailed("this server does not serve TLS") }
+        try Self.setCertificate(slot: slot, certificatePath: certificatePath, keyPath: privateKeyPath)
+    }
+
+    private static func setCertificate(
+        slot: Int32, certificatePath: String, keyPath: String
+    ) throws(HTTPServer.StartError) {
+        let certificate = try readPEM(certificatePath)
+        let key = try readPEM(keyPath)
+        var error = [CChar](repeating: 0, count: 256)
+        let status = certificate.withUnsafeBytes { chain in
+            key.withUnsafeBytes { key in
+                sfmhd_tls_slot_set(
+                    slot, chain.baseAddress?.assumingMemoryBound(to: CChar.self), chain.count,
+                    key.baseAddress?.assumingMemoryBound(to: CChar.self), key.count, &error, error.count)
+            }
+        }
+        guard status == 0 else {
+            let reason = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw .startFailed("unusable TLS certificate \(certificatePath) with key \(keyPath): \(reason)")
+        }
+    }
+
+    /// Gives the certificate's slot back (once the daemon has stopped, or never started).
+    private func closeTLSSlot() {
+        let slot = tlsSlot.withLock { slot in
+            defer { slot = -1 }
+            return slot
+        }
+        if slot >= 0 { sfmhd_tls_slot_close(slot) }
     }
 
     /// Raises the soft open-file limit (often 1024) towards the hard limit so `connectionLimit`
@@ -151,7 +199,7 @@ final class ServerCore: Sendable {
         return pointer
     }
 
-    private func readPEM(_ path: String) throws(HTTPServer.StartError) -> UnsafeMutableRawPointer {
+    private static func readPEM(_ path: String) throws(HTTPServer.StartError) -> Data {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -159,11 +207,7 @@ final class ServerCore: Sendable {
             throw .unreadableFile(path: path, reason: (error as NSError).localizedDescription)
         }
         guard !data.isEmpty, !data.contains(0) else { throw .unreadableFile(path: path, reason: "not a PEM file") }
-        let pointer = malloc(data.count + 1)!
-        data.copyBytes(to: pointer.assumingMemoryBound(to: UInt8.self), count: data.count)
-        pointer.storeBytes(of: 0, toByteOffset: data.count, as: UInt8.self)
-        allocations.withLock { $0.append(UInt(bitPattern: pointer)) }
-        return pointer
+        return data
     }
 
     private func resolve(
@@ -349,6 +393,7 @@ final class ServerCore: Sendable {
         }) {
             MHD_stop_daemon(daemon.pointer)
         }
+        closeTLSSlot()
         for stream in registry.withLock({ Array($0.streams.values) }) { stream.terminate() }
         lifecycle.withLock { $0 = .stopped }
     }

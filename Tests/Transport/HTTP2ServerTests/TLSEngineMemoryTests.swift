@@ -20,7 +20,7 @@ import Testing
         let clientContext = try #require(SSL_CTX_new(TLS_client_method()))
         defer { SSL_CTX_free(clientContext) }
         let client = try #require(TLSEngine(context: clientContext, role: .client))
-        let serverEngine = try #require(TLSEngine(context: serverContext.context, role: .server))
+        let serverEngine = try #require(serverContext.withContext { TLSEngine(context: $0, role: .server) })
 
         // Each side's ciphertext handed to the other until both finish the handshake.
         var toServer = OutputBuffer()

@@ -30,4 +30,16 @@ struct sfmhd_logger {
 };
 intptr_t sfmhd_logger_trampoline(void);
 
+/* A TLS certificate the daemon serves, replaceable while it runs (a renewed certificate without a restart). Open a
+   slot, set its certificate and key (PEM; the key must be the certificate's), pass sfmhd_tls_callback() as
+   MHD_OPTION_HTTPS_CERT_CALLBACK's pointer, bind the slot to the daemon's port once it is started, and close it after
+   the daemon stopped. Setting it again serves the new certificate to every new connection; connections already open
+   keep theirs. sfmhd_tls_slot_set returns 0, or -1 with the reason in error. */
+int sfmhd_tls_slot_open(void);
+int sfmhd_tls_slot_set(int slot, const char *certificate, size_t certificate_length, const char *key,
+                       size_t key_length, char *error, size_t error_length);
+void sfmhd_tls_slot_bind(int slot, uint16_t port);
+void sfmhd_tls_slot_close(int slot);
+void *sfmhd_tls_callback(void);
+
 #endif
