@@ -101,6 +101,18 @@ import Testing
         let kept = (boxes.body["mailboxes"] as? [[String: Any]] ?? []).filter { $0["name"] as? String == "Kept" }
         #expect(kept.count == 1 && kept.first?["role"] is NSNull && kept.first?["total"] as? Int == 1, "\(boxes.body)")
         let keptID = try #require(kept.first?["id"] as? String)
+        // `/v1` files into it and lists by it; an id the account has no mailbox for is 404, nothing changed.
+        let first = try #require(messages.first { $0["subject"] as? String == "first" }?["id"] as? String)
+        let moved = try await cluster.call(
+            .patch, cluster.api + "/v1/messages/\(first)", token: session, json: ["mailbox": keptID])
+        #expect(moved.status == 200 && moved.body["mailbox"] as? String == keptID, "\(moved.body)")
+        let nowhere = try await cluster.call(
+            .patch, cluster.api + "/v1/messages/\(first)", token: session, json: ["mailbox": "Mnowhere"])
+        #expect(nowhere.status == 404 && nowhere.body["error"] as? String == "mailboxNotFound", "\(nowhere.body)")
+        let listed = try await cluster.call(.get, cluster.api + "/v1/messages?mailbox=\(keptID)", token: session)
+        #expect(listed.status == 200 && (listed.body["messages"] as? [[String: Any]])?.count == 2, "\(listed.body)")
+        let unlisted = try await cluster.call(.get, cluster.api + "/v1/messages?mailbox=Mnowhere", token: session)
+        #expect(unlisted.status == 404 && unlisted.body["error"] as? String == "mailboxNotFound")
         // The \Answered imaplib stored is JMAP's `$answered` on the same message.
         let jmapSession = try await cluster.call(.get, cluster.api + "/.well-known/jmap", token: session)
         let accountID = try #require(

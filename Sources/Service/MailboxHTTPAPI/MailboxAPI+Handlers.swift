@@ -75,7 +75,7 @@ extension MailboxAPI {
         var mailbox: MailboxID?
         if let id = request.query("mailbox") {
             guard try await store.mailboxes(accountID: session.accountID).contains(where: { $0.id.rawValue == id })
-            else { throw HTTPError(.badRequest, code: "invalidArgument", message: "Unknown mailbox.") }
+            else { throw Self.noSuchMailbox }
             mailbox = MailboxID(rawValue: id)
         }
         let limit = try limit(request, "limit", default: 100, range: 1...1000)
@@ -138,16 +138,24 @@ extension MailboxAPI {
         return response
     }
 
+    /// A mailbox id, well formed, that the account does not have (another account's included).
+    static let noSuchMailbox = HTTPError(
+        .notFound, code: "mailboxNotFound", message: "This account has no mailbox with that id (GET /v1/mailboxes).")
+
     func patchMessage(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         let patch = try decode(MessagePatch.self, from: request, allowed: ["seen", "flagged", "mailbox"])
-        // A mailbox the account does not have is the store's `invalidArgument`: 400, nothing changed.
         let mailbox = patch.mailbox.map(MailboxID.init(rawValue:))
         guard patch.seen != nil || patch.flagged != nil || mailbox != nil else {
             throw HTTPError(.badRequest, code: "invalidRequest", message: "Nothing to change.")
         }
-        let updated = try await store.updateMessage(
-            id: request.parameter("id") ?? "", accountID: session.accountID, seen: patch.seen, flagged: patch.flagged,
-            mailbox: mailbox)
+        let updated: MessageRecord
+        do {
+            updated = try await store.updateMessage(
+                id: request.parameter("id") ?? "", accountID: session.accountID, seen: patch.seen,
+                flagged: patch.flagged, mailbox: mailbox)
+        } catch MailboxStoreError.invalidArgument("mailbox") {
+            throw Self.noSuchMailbox  // nothing changed
+        }
         return .json(text: MessageJSON(updated, includeBody: false).json)
     }
 
