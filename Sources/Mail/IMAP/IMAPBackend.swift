@@ -81,8 +81,9 @@ public enum IMAPBackendError: Error, Sendable, Equatable {
     case mailboxExists
     /// INBOX, Archive and Trash are the store's own: they cannot be renamed or deleted.
     case roleMailbox
-    /// Not a name a mailbox can take (or the account holds as many mailboxes as it may).
-    case invalidName
+    /// A value the store does not take, named (never the value itself): a mailbox name, a keyword, one mailbox or
+    /// keyword past the most an account or message holds.
+    case invalid(String)
 }
 
 /// A mailbox as LIST and STATUS show it.

@@ -632,7 +632,7 @@ public struct IMAPSession: LoopSession {
         case .unavailable, nil: send("\(tag) NO [UNAVAILABLE] The mailbox store is unavailable; try again")
         case .mailboxExists: send("\(tag) NO [ALREADYEXISTS] A mailbox of that name exists")
         case .roleMailbox: send("\(tag) NO [CANNOT] INBOX, Archive and Trash cannot be renamed or deleted")
-        case .invalidName: send("\(tag) NO [CANNOT] Not a mailbox name this server takes (or too many mailboxes)")
+        case .invalid(let what): send("\(tag) NO [CANNOT] Invalid \(what)")
         }
     }
 

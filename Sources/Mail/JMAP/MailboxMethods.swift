@@ -184,11 +184,13 @@ extension MethodContext {
             case .success(let name):
                 do {
                     let mailbox = try await store.createMailbox(accountID: account.id, name: name ?? "")
-                    created[creationID] = [
-                        "id": .string(mailbox.id.rawValue), "role": .null, "parentId": .null,
-                        "sortOrder": .int(Self.sortOrder(nil)), "totalEmails": 0, "unreadEmails": 0,
-                        "totalThreads": 0, "unreadThreads": 0, "isSubscribed": true,
-                    ]
+                    // The id and the properties the server set (RFC 8620 section 5.3).
+                    created[creationID] = Self.mailboxObject(
+                        mailbox,
+                        properties: [
+                            "role", "parentId", "sortOrder", "totalEmails", "unreadEmails", "totalThreads",
+                            "unreadThreads", "isSubscribed",
+                        ])
                 } catch {
                     guard let setError = Self.mailboxSetError(error) else { throw MethodError.from(error) }
                     notCreated[creationID] = setError
@@ -204,10 +206,9 @@ extension MethodContext {
                 do {
                     if let name {
                         try await store.renameMailbox(accountID: account.id, id: MailboxID(rawValue: id), to: name)
-                    } else if !(try await store.mailboxes(accountID: account.id)).contains(where: {
-                        $0.id.rawValue == id
-                    }) {
-                        throw MailboxStoreError.notFound
+                    } else {
+                        // Nothing to change: the mailbox need only exist.
+                        _ = try await store.mailboxRowID(accountID: account.id, mailbox: MailboxID(rawValue: id))
                     }
                     updated[id] = .null
                 } catch {

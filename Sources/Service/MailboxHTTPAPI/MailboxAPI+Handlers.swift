@@ -54,14 +54,14 @@ extension MailboxAPI {
 
     func deleteSession(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         try await store.revokeSession(id: session.id, accountID: session.accountID)
-        for watcher in sessionEndWatchers.withLock({ $0 }) { watcher(session.accountID, session.id) }
+        sessionsEnded(accountID: session.accountID, sessionID: session.id)
         return .empty()
     }
 
     /// Signs out everywhere: every session of the account ends, and every device is removed.
     func deleteAllSessions(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         try await store.revokeAllSessions(accountID: session.accountID)
-        for watcher in sessionEndWatchers.withLock({ $0 }) { watcher(session.accountID, nil) }
+        sessionsEnded(accountID: session.accountID, sessionID: nil)
         return .empty()
     }
 
@@ -74,9 +74,13 @@ extension MailboxAPI {
     func listMessages(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
         var mailbox: MailboxID?
         if let id = request.query("mailbox") {
-            guard try await store.mailboxes(accountID: session.accountID).contains(where: { $0.id.rawValue == id })
-            else { throw Self.noSuchMailbox }
-            mailbox = MailboxID(rawValue: id)
+            let wanted = MailboxID(rawValue: id)
+            do {
+                _ = try await store.mailboxRowID(accountID: session.accountID, mailbox: wanted)
+            } catch MailboxStoreError.notFound {
+                throw Self.noSuchMailbox
+            }
+            mailbox = wanted
         }
         let limit = try limit(request, "limit", default: 100, range: 1...1000)
         let page = try await store.listMessages(

@@ -212,6 +212,11 @@ package struct MailboxAPI: Sendable {
 }
 
 extension MailboxAPI {
+    /// Tells ``sessionEndWatchers`` that a session (`nil`: every session of the account) ended here.
+    func sessionsEnded(accountID: Int64, sessionID: Int64?) {
+        for watcher in sessionEndWatchers.withLock({ $0 }) { watcher(accountID, sessionID) }
+    }
+
     /// Takes `token` as the delivery token from now on (a reload); requests made with the old one are refused.
     package func replaceDeliveryToken(_ token: String) {
         let hash = SHA256.hash(token)

@@ -146,16 +146,16 @@ final class IMAPStoreBackend: IMAPBackend {
     }
 
     /// The role mailboxes' IMAP names and special-use attributes.
-    static let roleMailboxes: [(role: MailboxRole, mailbox: NamedMailbox)] = [
-        (.inbox, NamedMailbox(id: .inbox, name: "INBOX")),
-        (.archive, NamedMailbox(id: .archive, name: "Archive", specialUse: "\\Archive")),
-        (.trash, NamedMailbox(id: .trash, name: "Trash", specialUse: "\\Trash")),
+    static let roleMailboxes = [
+        NamedMailbox(id: .inbox, name: "INBOX"),
+        NamedMailbox(id: .archive, name: "Archive", specialUse: "\\Archive"),
+        NamedMailbox(id: .trash, name: "Trash", specialUse: "\\Trash"),
     ]
 
     /// The role mailbox IMAP names `name` (`INBOX` in any case), if it is one.
     static func roleMailbox(named name: String) -> NamedMailbox? {
         let name = name.uppercased() == "INBOX" ? "INBOX" : name
-        return roleMailboxes.first { $0.mailbox.name == name }?.mailbox
+        return roleMailboxes.first { $0.name == name }
     }
 
     /// The mailbox IMAP names `name`: a role's at once, one of the user's by one small read.
@@ -196,8 +196,8 @@ final class IMAPStoreBackend: IMAPBackend {
                 completion(.failure(.mailboxExists))
             } catch MailboxStoreError.roleMailbox {
                 completion(.failure(.roleMailbox))
-            } catch MailboxStoreError.invalidArgument {
-                completion(.failure(.invalidName))
+            } catch MailboxStoreError.invalidArgument(let what) {
+                completion(.failure(.invalid(what)))
             } catch let error as IMAPBackendError {
                 completion(.failure(error))
             } catch {
@@ -241,8 +241,8 @@ final class IMAPStoreBackend: IMAPBackend {
         let store = store
         run(completion) {
             let summaries = try await store.mailboxes(accountID: account)
-            let roles = Self.roleMailboxes.compactMap { role, mailbox -> IMAPMailboxInfo? in
-                guard let summary = summaries.first(where: { $0.role == role }) else { return nil }
+            let roles = Self.roleMailboxes.compactMap { mailbox -> IMAPMailboxInfo? in
+                guard let summary = summaries.first(where: { $0.id == mailbox.id }) else { return nil }
                 return IMAPMailboxInfo(
                     name: mailbox.name, specialUse: mailbox.specialUse, messages: summary.total,
                     unseen: summary.unread)

@@ -185,7 +185,7 @@ enum IMAPFuzz {
         func renameMailbox(
             account: Int64, from name: String, to newName: String,
             completion: @escaping @Sendable (Result<Void, IMAPBackendError>) -> Void
-        ) { completion(newName.isEmpty ? .failure(.invalidName) : .success(())) }
+        ) { completion(newName.isEmpty ? .failure(.invalid("mailbox name")) : .success(())) }
 
         func watch(account: Int64, connection: UInt64) {}
         func unwatch(connection: UInt64) {}
