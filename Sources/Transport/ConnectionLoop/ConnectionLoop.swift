@@ -64,6 +64,8 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         var open = true
     }
 
+    private typealias Action = LoopAction<Session.Answer>
+
     private static var listenerTag: UInt64 { UInt64.max - 1 }
     /// How often due deadlines are looked for (a look at the heap's top: nothing per connection).
     private static var tick: UInt64 { 100_000_000 }
@@ -212,6 +214,8 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
 
     private func acceptConnections() {
         var accepted = 0
+        var opened = 0
+        defer { if opened > 0 { HeapTrim.shared.connectionsOpened(opened) } }
         while !stopping, accepted < acceptBatch {
             accepted += 1
             let fd = accept(listener, nil, nil)
@@ -251,6 +255,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             }
             connection.interest = EPOLLIN.rawValue
             connections[connection.id] = connection
+            opened += 1
             schedule(connection)
             if tls == nil { open(connection) }
         }
@@ -353,8 +358,12 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
 
     /// Carries out the session's actions in order; what follows a question waits for its answer.
     private func carryOut(_ actions: [LoopAction<Session.Answer>], on connection: LoopConnection<Session>) {
-        var actions = actions[...]
-        while let action = actions.popFirst() {
+        // By index, not through an ArraySlice: the loop runs unspecialized, and a slice of a generic element looks
+        // its metadata up on every step.
+        var next = actions.startIndex
+        while next < actions.endIndex {
+            let action = actions[next]
+            next += 1
             switch action {
             case .send(let bytes):
                 if let tls = connection.tls {
@@ -370,7 +379,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                 connection.closing = true
                 return
             case .ask(let question):
-                connection.deferred = Array(actions)
+                connection.deferred = next < actions.endIndex ? Array(actions[next...]) : []
                 connection.awaiting = true
                 outstanding += 1
                 let id = connection.id
@@ -395,13 +404,19 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                     outstanding -= 1
                     connection.awaiting = false
                     guard !connection.broken, !stopping else { return closeConnection(connection) }
-                    let held = connection.deferred
-                    connection.deferred = []
-                    carryOut(connection.session.answered(answer) + held, on: connection)
+                    carryOut(answered(answer, on: connection), on: connection)
                 }
                 return
             }
         }
+    }
+
+    /// The session's actions for its answer, then those its question held back.
+    private func answered(_ answer: Session.Answer, on connection: LoopConnection<Session>) -> [Action] {
+        let actions = connection.session.answered(answer)
+        guard !connection.deferred.isEmpty else { return actions }
+        defer { connection.deferred = [] }
+        return actions + connection.deferred
     }
 
     private func processInbox() {
@@ -420,9 +435,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                     closeConnection(connection)
                     continue
                 }
-                let held = connection.deferred
-                connection.deferred = []
-                carryOut(connection.session.answered(answer) + held, on: connection)
+                carryOut(answered(answer, on: connection), on: connection)
                 resume(connection)
             case .event(let id, let event):
                 guard let connection = connections[id], connection.opened, !connection.awaiting,
