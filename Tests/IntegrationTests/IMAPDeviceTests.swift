@@ -3,8 +3,9 @@ import TestSupport
 import Testing
 
 /// Signal, then fetch over IMAP: `mail-client run --fetch imap` registers with apns-sim through the API like any
-/// device, and on each content-free signal runs a QRESYNC select of each mailbox and applies what changed: new
-/// messages, flags set elsewhere, a move (one update of the same id) and a destruction.
+/// device, and on each content-free signal runs a QRESYNC select of each mailbox (pipelined with a fetch of what is
+/// new) and applies what changed: new messages, flags set elsewhere, a move (one update of the same id) and a
+/// destruction.
 @Suite(.serialized) struct IMAPDeviceTests {
     static func events(_ output: String) -> [[String: Any]] {
         output.split(separator: "\n").compactMap {
@@ -60,7 +61,8 @@ import Testing
 
         // Deliveries: each signal, then a QRESYNC delta with the created message.
         var seen = Self.syncs(client)
-        _ = try await cluster.deliver(to: "alice", subject: "first", body: "one")
+        let firstDelivered = try await cluster.deliver(to: "alice", subject: "first", body: "one")
+        let firstID = try #require(firstDelivered["id"] as? String)
         let one = try await waitForSync(client, after: seen) { $0["messages"] as? Int == 1 }
         #expect(one?["created"] as? Int == 1, "\(client.output)")
         #expect(one?["full"] as? Bool == false, "a delta, not a full listing")
@@ -86,5 +88,14 @@ import Testing
         #expect(deleted.status == 204)
         let gone = try await waitForSync(client, after: seen) { $0["messages"] as? Int == 1 }
         #expect(gone?["destroyed"] as? Int == 1, "\(client.output)")
+
+        // Flagged through /v1, nothing else: the known message fetched again (the second round trip), one update.
+        seen = Self.syncs(client)
+        let flagged = try await cluster.call(
+            .patch, cluster.api + "/v1/messages/\(firstID)", token: session, json: ["flagged": true])
+        #expect(flagged.status == 200)
+        let updated = try await waitForSync(client, after: seen) { ($0["updated"] as? Int ?? 0) >= 1 }
+        #expect(updated?["created"] as? Int == 0 && updated?["destroyed"] as? Int == 0, "\(client.output)")
+        #expect(updated?["messages"] as? Int == 1)
     }
 }

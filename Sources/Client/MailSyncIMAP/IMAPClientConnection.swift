@@ -35,27 +35,45 @@ final class IMAPClientConnection {
 
     /// Sends `command` and collects its answer; a NO is an error unless `allowNo`, a BAD always.
     func run(_ command: String, allowNo: Bool = false) throws(MailSyncError) -> Answer {
-        let tag = "c\(nextTag)"
-        nextTag += 1
+        let answer = try pipeline([command])[0]
+        let status = Self.status(of: answer.tagged)
+        if status == "BAD" || (status == "NO" && !allowNo) {
+            throw .server(status: 0, code: "imap:\(status)", retryAfter: nil)
+        }
+        return answer
+    }
+
+    /// Sends `commands` in one write and collects each one's answer, in order (RFC 9051 §5.5: a server answers
+    /// pipelined commands in order, so a command's untagged responses are those after the previous tagged line).
+    /// Every answer is read, whatever its status, so the connection stays in step; the caller judges them.
+    func pipeline(_ commands: [String]) throws(MailSyncError) -> [Answer] {
+        var tags: [String] = []
+        var text = ""
+        for command in commands {
+            let tag = "c\(nextTag)"
+            nextTag += 1
+            tags.append(tag)
+            text += "\(tag) \(command)\r\n"
+        }
         do {
-            try socket.write(Array("\(tag) \(command)\r\n".utf8))
+            try socket.write(Array(text.utf8))
         } catch {
             throw .network("imap: \(error.description)")
         }
+        var answers: [Answer] = []
         var untagged: [[UInt8]] = []
-        while true {
+        while answers.count < tags.count {
             let line = try response()
-            if line.starts(with: Array("\(tag) ".utf8)) {
-                let text = String(decoding: line, as: UTF8.self).trimmingTrailingNewline
-                let status = Self.status(of: text)
-                if status == "BAD" || (status == "NO" && !allowNo) {
-                    throw .server(status: 0, code: "imap:\(status)", retryAfter: nil)
-                }
-                return Answer(untagged: untagged, tagged: text)
+            if line.starts(with: Array("\(tags[answers.count]) ".utf8)) {
+                answers.append(
+                    Answer(untagged: untagged, tagged: String(decoding: line, as: UTF8.self).trimmingTrailingNewline))
+                untagged = []
+                continue
             }
             if line.starts(with: Array("* BYE".utf8)) { throw .network("imap: the server closed the session") }
             untagged.append(line)
         }
+        return answers
     }
 
     func logout() {

@@ -112,51 +112,92 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
         }
     }
 
-    /// What changed since `state`: a QRESYNC SELECT per mailbox, then the changed messages fetched.
+    /// What changed since `state`, in one round trip when only new messages arrived: for every mailbox a QRESYNC
+    /// SELECT and a `UID FETCH` of the UIDs past the last one known, all pipelined in one write. Known messages whose
+    /// flags changed (the SELECT's `FETCH` lines name them) are fetched in a second round trip, only when there are
+    /// any.
     public func fetchChanges(since state: String, max: Int) async throws -> MessageChanges {
         try await onQueue { [self] () throws(MailSyncError) -> MessageChanges in
             guard let saved = Self.parse(state) else { throw .cannotCalculateChanges }
             guard Self.mailboxes.allSatisfy({ known[$0.name] != nil }) else { throw .cannotCalculateChanges }
             return try withClient { (client) throws(MailSyncError) -> MessageChanges in
-                var created: [MailMessage] = []
-                var updated: [MailMessage] = []
-                var destroyed: [String] = []
-                var states: [String] = []
-                for (name, mailbox) in Self.mailboxes {
+                var commands: [String] = []
+                var firstNew: [String: UInt32] = [:]
+                for (name, _) in Self.mailboxes {
                     guard let (validity, modseq) = saved[name] else { throw .cannotCalculateChanges }
-                    var uids = known[name] ?? [:]
+                    let uids = known[name] ?? [:]
                     let knownSet = uids.isEmpty ? "" : " " + IMAPSequenceSet.write(Array(uids.keys))
-                    let opened = try client.run("SELECT \(name) (QRESYNC (\(validity) \(modseq)\(knownSet)))")
-                    selected = name
-                    let status = Self.mailboxStatus(opened.untagged)
-                    guard status.uidValidity == validity else { throw .cannotCalculateChanges }
-                    for uid in Self.vanished(in: opened.untagged, known: Array(uids.keys)) {
-                        if let id = uids.removeValue(forKey: uid) { destroyed.append(id) }
-                    }
-                    let changed = Self.fetchedUIDs(in: opened.untagged)
-                    if !changed.isEmpty {
-                        let fetched = try client.run("UID FETCH \(IMAPSequenceSet.write(changed)) \(Self.items)")
-                        for message in Self.messages(in: fetched.untagged, mailbox: mailbox) {
-                            if uids[message.uid] == nil {
-                                created.append(message.message)
-                            } else {
-                                updated.append(message.message)
-                            }
-                            uids[message.uid] = message.message.id
-                        }
-                    }
-                    known[name] = uids
-                    states.append("\(name)=\(status.uidValidity).\(status.highestModseq)")
+                    let next = (uids.keys.max() ?? 0) + 1
+                    firstNew[name] = next
+                    commands.append("SELECT \(name) (QRESYNC (\(validity) \(modseq)\(knownSet)))")
+                    commands.append("UID FETCH \(next):* \(Self.items)")
                 }
-                // A move is gone from one mailbox and new in another: one update of the same id.
-                let moved = Set(destroyed).intersection(created.map(\.id))
-                destroyed.removeAll { moved.contains($0) }
-                updated += created.filter { moved.contains($0.id) }
-                created.removeAll { moved.contains($0.id) }
-                return MessageChanges(
-                    oldState: state, newState: "imap:" + states.joined(separator: ";"), hasMore: false,
-                    created: created, updated: updated, destroyed: destroyed)
+                let answers = try client.pipeline(commands)
+                selected = Self.mailboxes.last?.name
+                for answer in answers {
+                    let status = IMAPClientConnection.status(of: answer.tagged)
+                    guard status == "OK" else { throw .server(status: 0, code: "imap:\(status)", retryAfter: nil) }
+                }
+                var changes = Changes()
+                var refetch: [(name: String, mailbox: MailboxName, uids: [UInt32])] = []
+                for (index, (name, mailbox)) in Self.mailboxes.enumerated() {
+                    let opened = answers[2 * index].untagged
+                    let status = Self.mailboxStatus(opened)
+                    guard let (validity, _) = saved[name], status.uidValidity == validity else {
+                        throw .cannotCalculateChanges
+                    }
+                    var uids = known[name] ?? [:]
+                    for uid in Self.vanished(in: opened, known: Array(uids.keys)) {
+                        if let id = uids.removeValue(forKey: uid) { changes.destroyed.append(id) }
+                    }
+                    let next = firstNew[name] ?? 1
+                    // `next:*` names the last message when none is past `next`: only UIDs from `next` on are new.
+                    for message in Self.messages(in: answers[2 * index + 1].untagged, mailbox: mailbox)
+                    where message.uid >= next {
+                        changes.created.append(message.message)
+                        uids[message.uid] = message.message.id
+                    }
+                    let flagged = Self.fetchedUIDs(in: opened).filter { $0 < next && uids[$0] != nil }
+                    if !flagged.isEmpty { refetch.append((name, mailbox, flagged)) }
+                    known[name] = uids
+                    changes.states.append("\(name)=\(status.uidValidity).\(status.highestModseq)")
+                }
+                if !refetch.isEmpty {
+                    let again = try client.pipeline(
+                        refetch.flatMap {
+                            ["SELECT \($0.name)", "UID FETCH \(IMAPSequenceSet.write($0.uids)) \(Self.items)"]
+                        }
+                    )
+                    selected = refetch.last?.name
+                    for (index, entry) in refetch.enumerated() {
+                        let status = IMAPClientConnection.status(of: again[2 * index + 1].tagged)
+                        guard status == "OK" else { throw .server(status: 0, code: "imap:\(status)", retryAfter: nil) }
+                        changes.updated += Self.messages(in: again[2 * index + 1].untagged, mailbox: entry.mailbox)
+                            .map(\.message)
+                    }
+                }
+                return changes.result(since: state)
             }
+        }
+    }
+
+    /// A sync's findings, gathered mailbox by mailbox.
+    struct Changes {
+        var created: [MailMessage] = []
+        var updated: [MailMessage] = []
+        var destroyed: [String] = []
+        var states: [String] = []
+
+        /// The changes, a move (gone from one mailbox, new in another) made one update of the same id.
+        func result(since state: String) -> MessageChanges {
+            var (created, updated, destroyed) = (created, updated, destroyed)
+            let moved = Set(destroyed).intersection(created.map(\.id))
+            destroyed.removeAll { moved.contains($0) }
+            updated += created.filter { moved.contains($0.id) }
+            created.removeAll { moved.contains($0.id) }
+            return MessageChanges(
+                oldState: state, newState: "imap:" + states.joined(separator: ";"), hasMore: false,
+                created: created, updated: updated, destroyed: destroyed)
         }
     }
 
