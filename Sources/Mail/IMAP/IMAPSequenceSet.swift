@@ -42,7 +42,9 @@ package struct IMAPSequenceSet: Equatable, Sendable {
 
     /// The set's numbers, `*` being `largest`, less `sortedUIDs` (ascending), as ascending disjoint ranges: work in
     /// proportion to the ranges and the UIDs, never to the numbers the ranges span.
-    package func subtracting(sortedUIDs: [UInt32], largest: UInt32) -> [ClosedRange<UInt32>] {
+    package func subtracting<UIDs: RandomAccessCollection<UInt32>>(
+        sortedUIDs: UIDs, largest: UInt32
+    ) -> [ClosedRange<UInt32>] where UIDs.Index == Int {
         guard largest > 0 else { return [] }
         // The set's own ranges, sorted and merged.
         var ranges = parts.map { part -> ClosedRange<UInt32> in

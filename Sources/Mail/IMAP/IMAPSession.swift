@@ -515,11 +515,14 @@ public struct IMAPSession: LoopSession {
                 // so the answer may name UIDs that never were here, which a client passes over.
                 let largest = max(snapshot.uidNext, 1) - 1
                 let known = resync.known ?? IMAPSequenceSet("1:*")
+                // Both walks read the messages in place: a copy of each (its id and keywords retained) would cost
+                // more than the comparison, in a mailbox of a hundred thousand.
                 let gone =
-                    known.map { $0.subtracting(sortedUIDs: snapshot.messages.map(\.uid), largest: largest) } ?? []
+                    known.map { $0.subtracting(sortedUIDs: snapshot.messages.lazy.map { $0.uid }, largest: largest) }
+                    ?? []
                 if !gone.isEmpty { lines.append("* VANISHED (EARLIER) \(IMAPSequenceSet.write(ranges: gone))") }
-                for (index, message) in snapshot.messages.enumerated() where message.modseq > resync.modseq {
-                    lines.append(Self.flagsLine(index + 1, message, deleted: false, modseq: true))
+                for index in snapshot.messages.indices where snapshot.messages[index].modseq > resync.modseq {
+                    lines.append(Self.flagsLine(index + 1, snapshot.messages[index], deleted: false, modseq: true))
                 }
             }
             lines.append(

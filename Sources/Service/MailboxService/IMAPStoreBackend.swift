@@ -91,6 +91,13 @@ final class IMAPStoreBackend: IMAPBackend {
             return entry.snapshot
         }
 
+        /// Removes and returns the snapshot held for `key`, so its holder has the only reference to its arrays.
+        mutating func take(_ key: Key) -> IMAPMailboxSnapshot? {
+            guard let entry = entries.removeValue(forKey: key) else { return nil }
+            messages -= entry.snapshot.messages.count
+            return entry.snapshot
+        }
+
         /// Keeps `snapshot` unless what is held is newer (a read that finished after it).
         mutating func put(_ key: Key, _ snapshot: IMAPMailboxSnapshot) {
             guard snapshot.messages.count <= budget else { return }
@@ -278,22 +285,32 @@ final class IMAPStoreBackend: IMAPBackend {
     ) {
         let mailbox = named.name
         let key = SnapshotCache.Key(account: account, mailbox: named.id)
-        guard let held = snapshots.withLock({ $0.get(key) }) else {
+        // Taken out of the cache while the delta is applied, so the apply changes the one copy in place: left in the
+        // cache, it would copy the whole listing first (copy on write), work in proportion to the mailbox for a
+        // change of a few messages. A SELECT of the same mailbox meanwhile reads it whole.
+        guard let held = snapshots.withLock({ $0.take(key).map(HeldSnapshot.init) }) else {
             return readSnapshot(account: account, mailbox: named, completion: completion)
         }
-        delta(account: account, mailbox: mailbox, since: held.highestModseq) { [snapshots] result in
+        delta(account: account, mailbox: mailbox, since: held.snapshot.highestModseq) { [snapshots] result in
             switch result {
             case .success(let delta?):
-                var snapshot = held
-                snapshot.apply(delta)
+                held.snapshot.apply(delta)
+                let snapshot = held.snapshot
                 snapshots.withLock { $0.put(key, snapshot) }
                 completion(.success(snapshot))
             case .success(nil):
                 self.readSnapshot(account: account, mailbox: named, completion: completion)
             case .failure(let error):
+                snapshots.withLock { $0.put(key, held.snapshot) }
                 completion(.failure(error))
             }
         }
+    }
+
+    /// A snapshot taken out of the cache, held by reference so the delta's completion changes it in place.
+    final class HeldSnapshot: @unchecked Sendable {  // used by one completion at a time, which runs once
+        var snapshot: IMAPMailboxSnapshot
+        init(_ snapshot: IMAPMailboxSnapshot) { self.snapshot = snapshot }
     }
 
     /// The whole listing of a mailbox, read from the store and kept.
