@@ -357,13 +357,23 @@ extension IMAPMailboxSnapshot {
     }
 
     /// `delta` applied whole: the snapshot a full read would give now, counts included. A session applies the same
-    /// steps one by one, telling its client of each.
+    /// steps one by one, telling its client of each. The counts follow the changes, with no walk over the mailbox
+    /// for them.
     public mutating func apply(_ delta: IMAPMailboxDelta) {
         let gone = uidsLeaving(delta)
-        if !gone.isEmpty { messages.removeAll { gone.contains($0.uid) } }
-        for change in delta.changed { _ = upsert(change) }
+        var unseen = info.unseen
+        if !gone.isEmpty {
+            unseen -= messages.reduce(0) { $0 + (!$1.seen && gone.contains($1.uid) ? 1 : 0) }
+            messages.removeAll { gone.contains($0.uid) }
+        }
+        for change in delta.changed {
+            switch upsert(change) {
+            case .updated(_, let old): unseen += (change.seen ? 0 : 1) - (old.seen ? 0 : 1)
+            case .inserted: unseen += change.seen ? 0 : 1
+            }
+        }
         advance(to: delta)
         info.messages = messages.count
-        info.unseen = messages.reduce(0) { $0 + ($1.seen ? 0 : 1) }
+        info.unseen = unseen
     }
 }

@@ -66,7 +66,9 @@ extension IMAPSession {
             // The UIDs of the set that are not in the mailbox. As for a QRESYNC SELECT, the store keeps no UIDs of
             // messages gone, so this may name UIDs that never were here (RFC 7162 allows it); sent before the FETCHes.
             let largest = max(selected.snapshot.uidNext, 1) - 1
-            let gone = set.subtracting(sortedUIDs: selected.snapshot.messages.lazy.map { $0.uid }, largest: largest)
+            let gone = set.subtracting(count: selected.snapshot.messages.count, largest: largest) {
+                selected.snapshot.messages[$0].uid
+            }
             if !gone.isEmpty { vanishedLine = [send("* VANISHED (EARLIER) \(IMAPSequenceSet.write(ranges: gone))")] }
         }
         let needsContent = items.contains { !Self.stateItems.contains($0) }

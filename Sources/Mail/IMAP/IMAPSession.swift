@@ -515,10 +515,12 @@ public struct IMAPSession: LoopSession {
                 // so the answer may name UIDs that never were here, which a client passes over.
                 let largest = max(snapshot.uidNext, 1) - 1
                 let known = resync.known ?? IMAPSequenceSet("1:*")
-                // Both walks read the messages in place: a copy of each (its id and keywords retained) would cost
-                // more than the comparison, in a mailbox of a hundred thousand.
+                // VANISHED from the gaps between the UIDs, found by halving (no walk); the FETCH lines by a walk that
+                // reads each message in place (a copy of each would retain its id and keywords).
                 let gone =
-                    known.map { $0.subtracting(sortedUIDs: snapshot.messages.lazy.map { $0.uid }, largest: largest) }
+                    known.map {
+                        $0.subtracting(count: snapshot.messages.count, largest: largest) { snapshot.messages[$0].uid }
+                    }
                     ?? []
                 if !gone.isEmpty { lines.append("* VANISHED (EARLIER) \(IMAPSequenceSet.write(ranges: gone))") }
                 for index in snapshot.messages.indices where snapshot.messages[index].modseq > resync.modseq {
@@ -555,7 +557,7 @@ public struct IMAPSession: LoopSession {
         case (.store(let tag, let uid, let silent, let failed), .states(let result)):
             guard case .success(let states) = result else { return [failure(tag, result.error)] }
             var actions: [LoopAction<IMAPAnswer>] = []
-            if case .selected(let account, var selected) = state {
+            if case (let account, var selected)? = takeSelected() {
                 for updated in states {
                     guard let index = Self.index(of: updated.uid, in: selected.snapshot.messages) else { continue }
                     selected.snapshot.messages[index] = updated
@@ -580,7 +582,7 @@ public struct IMAPSession: LoopSession {
                 return [send("\(tag) NO [TRYCREATE] No such mailbox (mailboxes cannot be created here)")]
             }
             guard case .success(let target) = result else { return [failure(tag, result.error)] }
-            guard case .selected(let account, var selected) = state else { return [send("\(tag) OK MOVE completed")] }
+            guard case (let account, var selected)? = takeSelected() else { return [send("\(tag) OK MOVE completed")] }
             var actions: [LoopAction<IMAPAnswer>] = []
             if !target.states.isEmpty {
                 // RFC 6851: COPYUID in an untagged OK before the expunges.
@@ -614,7 +616,7 @@ public struct IMAPSession: LoopSession {
                 return tag.map { [failure($0, error)] } ?? (completion?() ?? [])
             }
             var actions: [LoopAction<IMAPAnswer>] = []
-            if case .selected(let account, var selected) = state {
+            if case (let account, var selected)? = takeSelected() {
                 actions += removeMessages(Set(uids), from: &selected)
                 state = .selected(account: account, selected)
             }
@@ -679,11 +681,18 @@ public struct IMAPSession: LoopSession {
         return actions
     }
 
+    /// The selected mailbox taken out of `state`, which is left `.authenticated` until the caller puts it back: while
+    /// `state` also held the mailbox's arrays, a change to them would copy them whole first (copy on write), work in
+    /// proportion to the mailbox for a STORE of one message. Taken out, they change in place.
+    private mutating func takeSelected() -> (account: Int64, selected: Selected)? {
+        guard case .selected(let account, let selected) = state else { return nil }
+        state = .authenticated(account: account)
+        return (account, selected)
+    }
+
     /// A fresh snapshot of the selected mailbox: expunges, new messages and flag changes told to the client.
     private mutating func applyRefresh(_ snapshot: IMAPMailboxSnapshot) -> [LoopAction<IMAPAnswer>] {
-        guard case .selected(let account, var selected) = state else { return [] }
-        // `selected` alone holds the mailbox while it changes, so its arrays change in place (see applyDelta).
-        state = .authenticated(account: account)
+        guard case (let account, var selected)? = takeSelected() else { return [] }
         let now = Set(snapshot.messages.map(\.uid))
         var actions = removeMessages(Set(selected.snapshot.messages.map(\.uid)).subtracting(now), from: &selected)
         let before = Dictionary(uniqueKeysWithValues: selected.snapshot.messages.map { ($0.uid, $0) })
@@ -724,10 +733,8 @@ public struct IMAPSession: LoopSession {
     /// Applies what changed since the session's HIGHESTMODSEQ: what left is expunged, new messages counted in one
     /// EXISTS, flag changes told, each found by a binary search of the UIDs, not a walk over the mailbox.
     private mutating func applyDelta(_ delta: IMAPMailboxDelta) -> [LoopAction<IMAPAnswer>] {
-        guard case .selected(let account, var selected) = state else { return [] }
-        // While `state` also holds the mailbox's arrays, changing `selected` would copy them whole (copy on write):
-        // O(mailbox) per woken connection. Taken out of `state` until it is put back below, they change in place.
-        state = .authenticated(account: account)
+        // Taken out of `state` (``takeSelected()``), so a woken connection changes its arrays in place.
+        guard case (let account, var selected)? = takeSelected() else { return [] }
         // The steps of IMAPMailboxSnapshot.apply, each told: expunges, then flag changes and new messages.
         let gone = selected.snapshot.uidsLeaving(delta)
         var actions = gone.isEmpty ? [] : removeMessages(gone, from: &selected)

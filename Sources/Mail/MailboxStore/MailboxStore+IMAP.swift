@@ -121,12 +121,19 @@ extension MailboxStore {
                 """, accountID, since, mailboxID
             ).map { row in
                 let entry = try Self.listingEntry(row)
-                if entry.uid != (try row.int64("created_modseq")) { movedIn.insert(entry.id) }
+                // Moved in since (its UID is the modseq it came in at): it may have been here before under another
+                // UID, which is gone. One moved in earlier and changed since was here under this UID all along.
+                if entry.uid != (try row.int64("created_modseq")), entry.uid > since { movedIn.insert(entry.id) }
                 return entry
             }
+            // A message's UID is the modseq it entered its mailbox at, so one elsewhere with a UID up to `since` was
+            // elsewhere already then and cannot have left this mailbox since: a flag changed in another mailbox is
+            // not a departure from this one, and costs the reader nothing.
             var left = try db.query(
-                "SELECT public_id FROM messages WHERE account_id = ? AND modseq > ? AND mailbox_id <> ?", accountID,
-                since, mailboxID
+                """
+                SELECT public_id FROM messages
+                WHERE account_id = ? AND modseq > ? AND mailbox_id <> ? AND coalesce(uid, created_modseq) > ?
+                """, accountID, since, mailboxID, since
             ).map { try $0.string("public_id") }
             left += try db.query(
                 "SELECT public_id FROM tombstones WHERE account_id = ? AND modseq > ?", accountID, since

@@ -62,6 +62,34 @@ import Testing
         #expect(all.subtracting(sortedUIDs: [5], largest: 0).isEmpty)
     }
 
+    /// The gaps found by halving are exactly the numbers a walk over every UID would find, for mailboxes with runs and
+    /// gaps of every size and sets of several ranges (a seeded generator, so a failure repeats).
+    @Test func whatIsGoneMatchesAWalkOverEveryUID() throws {
+        var seed: UInt64 = 0x5eed
+        func next(_ bound: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(bound))
+        }
+        for _ in 0..<300 {
+            var uids: [UInt32] = []
+            var uid: UInt32 = UInt32(next(4))
+            for _ in 0..<next(60) {
+                uid += UInt32(next(3) == 0 ? next(20) + 1 : 1)
+                uids.append(uid)
+            }
+            let largest = (uids.last ?? 0) + UInt32(next(3))
+            let ranges = (0..<(next(3) + 1)).map { _ in
+                "\(next(Int(largest) + 2) + 1):\(next(3) == 0 ? "*" : String(next(Int(largest) + 5) + 1))"
+            }
+            let set = try #require(IMAPSequenceSet(ranges.joined(separator: ",")))
+            let present = Set(uids)
+            let walked =
+                largest == 0 ? [] : (1...largest).filter { set.contains($0, largest: largest) && !present.contains($0) }
+            let halved = set.subtracting(sortedUIDs: uids, largest: largest).flatMap { Array($0) }
+            #expect(halved == walked, "\(ranges) over \(uids), largest \(largest)")
+        }
+    }
+
     @Test func listPatternsFollowTheWildcards() {
         #expect(IMAPSession.matches("INBOX", pattern: "*"))
         #expect(IMAPSession.matches("INBOX", pattern: "inbox"))

@@ -73,6 +73,39 @@ import Testing
         #expect(inbox.entries.isEmpty && inbox.uidNext == inboxBefore.uidNext)
     }
 
+    /// What a delta names as gone from a mailbox: what moved out of it or was destroyed since, and not what only changed
+    /// in another mailbox (work for every reader of the delta, in proportion to the mailbox); a message moved in since
+    /// is marked, one moved in earlier and only flagged since is not.
+    @Test(arguments: StoreEngineKind.allCases) func aDeltaNamesWhatLeftAndNotWhatChangedElsewhere(
+        engine: StoreEngineKind
+    ) async throws {
+        let f = try StoreFixture(engine: engine)
+        let alice = try await f.account("alice")
+        let kept = try await f.deliver(to: "alice", subject: "kept")
+        let filed = try await f.deliver(to: "alice", subject: "filed")
+        let leaving = try await f.deliver(to: "alice", subject: "leaving")
+        try await f.store.updateMessage(id: filed.id, accountID: alice.id, mailbox: .archive)
+        let before = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox).modseq
+
+        // Flagged in the archive (it left the inbox before `before`), and one moved out of the inbox after it.
+        try await f.store.updateMessage(id: filed.id, accountID: alice.id, flagged: true)
+        try await f.store.updateMessage(id: leaving.id, accountID: alice.id, mailbox: .archive)
+        let inbox = try #require(try await f.store.mailboxDelta(accountID: alice.id, mailbox: .inbox, since: before))
+        #expect(inbox.left == [leaving.id])
+        #expect(inbox.entries.isEmpty)
+        let archive = try #require(
+            try await f.store.mailboxDelta(accountID: alice.id, mailbox: .archive, since: before))
+        #expect(Set(archive.entries.map(\.id)) == [filed.id, leaving.id])
+        #expect(archive.movedIn == [leaving.id])
+
+        // Destroyed: gone, whichever mailbox asks (the store keeps no mailbox for a destroyed message).
+        let destroyedAt = try await f.store.mailboxListing(accountID: alice.id, mailbox: .inbox).modseq
+        try await f.store.destroyMessage(id: kept.id, accountID: alice.id)
+        let after = try #require(
+            try await f.store.mailboxDelta(accountID: alice.id, mailbox: .inbox, since: destroyedAt))
+        #expect(after.left == [kept.id])
+    }
+
     @Test func twoInstancesDeliveringAtOnceGiveDistinctAscendingUIDs() async throws {
         let a = try StoreFixture(engine: .postgres, instanceID: "a")
         let b = try StoreFixture(reopening: a, instanceID: "b")
