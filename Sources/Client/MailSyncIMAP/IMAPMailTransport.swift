@@ -133,11 +133,10 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
                     commands.append("UID FETCH \(next):* \(Self.items)")
                 }
                 let answers = try client.pipeline(commands)
-                selected = Self.mailboxes.last?.name
-                for answer in answers {
-                    let status = IMAPClientConnection.status(of: answer.tagged)
-                    guard status == "OK" else { throw .server(status: 0, code: "imap:\(status)", retryAfter: nil) }
-                }
+                try checkSelected(answers, last: Self.mailboxes.last?.name)
+                // What this sync learns of the UIDs, kept only once all of it succeeded: a sync that fails halfway
+                // is run again from the saved state, and must find the UIDs it did not finish with.
+                var learned = known
                 var changes = Changes()
                 var refetch: [(name: String, mailbox: MailboxName, uids: [UInt32])] = []
                 for (index, (name, mailbox)) in Self.mailboxes.enumerated() {
@@ -146,7 +145,7 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
                     guard let (validity, _) = saved[name], status.uidValidity == validity else {
                         throw .cannotCalculateChanges
                     }
-                    var uids = known[name] ?? [:]
+                    var uids = learned[name] ?? [:]
                     for uid in Self.vanished(in: opened, known: Array(uids.keys)) {
                         if let id = uids.removeValue(forKey: uid) { changes.destroyed.append(id) }
                     }
@@ -159,7 +158,7 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
                     }
                     let flagged = Self.fetchedUIDs(in: opened).filter { $0 < next && uids[$0] != nil }
                     if !flagged.isEmpty { refetch.append((name, mailbox, flagged)) }
-                    known[name] = uids
+                    learned[name] = uids
                     changes.states.append("\(name)=\(status.uidValidity).\(status.highestModseq)")
                 }
                 if !refetch.isEmpty {
@@ -168,17 +167,27 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
                             ["SELECT \($0.name)", "UID FETCH \(IMAPSequenceSet.write($0.uids)) \(Self.items)"]
                         }
                     )
-                    selected = refetch.last?.name
+                    try checkSelected(again, last: refetch.last?.name)
                     for (index, entry) in refetch.enumerated() {
-                        let status = IMAPClientConnection.status(of: again[2 * index + 1].tagged)
-                        guard status == "OK" else { throw .server(status: 0, code: "imap:\(status)", retryAfter: nil) }
                         changes.updated += Self.messages(in: again[2 * index + 1].untagged, mailbox: entry.mailbox)
                             .map(\.message)
                     }
                 }
+                known = learned
                 return changes.result(since: state)
             }
         }
+    }
+
+    /// Throws for the first answer that is not OK, after noting what is selected: the mailbox of the last SELECT when
+    /// all went well, none otherwise (a server deselects as a SELECT begins, so a failed one leaves nothing selected).
+    private func checkSelected(_ answers: [IMAPClientConnection.Answer], last: String?) throws(MailSyncError) {
+        selected = nil
+        for answer in answers {
+            let status = IMAPClientConnection.status(of: answer.tagged)
+            guard status == "OK" else { throw .server(status: 0, code: "imap:\(status)", retryAfter: nil) }
+        }
+        selected = last
     }
 
     /// A sync's findings, gathered mailbox by mailbox.

@@ -560,8 +560,9 @@ public struct IMAPSession: LoopSession {
             if case (let account, var selected)? = takeSelected() {
                 for updated in states {
                     guard let index = Self.index(of: updated.uid, in: selected.snapshot.messages) else { continue }
+                    // The message's state, not the mailbox's HIGHESTMODSEQ: that moves only with a delta, so what
+                    // others changed before this STORE is still read and told at the next look.
                     selected.snapshot.messages[index] = updated
-                    selected.snapshot.highestModseq = max(selected.snapshot.highestModseq, updated.modseq)
                     if !silent || condstore {
                         let line = Self.flagsLine(
                             index + 1, updated, deleted: selected.deleted.contains(updated.uid), uid: uid,

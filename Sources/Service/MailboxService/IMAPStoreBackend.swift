@@ -91,10 +91,15 @@ final class IMAPStoreBackend: IMAPBackend {
             return entry.snapshot
         }
 
-        /// Removes and returns the snapshot held for `key`, so its holder has the only reference to its arrays.
+        /// Snapshots taken out by ``take(_:)`` and not yet put back, with the lookups waiting for them.
+        var applying: [Key: [@Sendable () -> Void]] = [:]
+
+        /// Removes and returns the snapshot held for `key`, so its holder has the only reference to its arrays; the
+        /// key is ``applying`` until the holder puts it back.
         mutating func take(_ key: Key) -> IMAPMailboxSnapshot? {
             guard let entry = entries.removeValue(forKey: key) else { return nil }
             messages -= entry.snapshot.messages.count
+            applying[key] = []
             return entry.snapshot
         }
 
@@ -287,24 +292,51 @@ final class IMAPStoreBackend: IMAPBackend {
         let key = SnapshotCache.Key(account: account, mailbox: named.id)
         // Taken out of the cache while the delta is applied, so the apply changes the one copy in place: left in the
         // cache, it would copy the whole listing first (copy on write), work in proportion to the mailbox for a
-        // change of a few messages. A SELECT of the same mailbox meanwhile reads it whole.
-        guard let held = snapshots.withLock({ $0.take(key).map(HeldSnapshot.init) }) else {
-            return readSnapshot(account: account, mailbox: named, completion: completion)
+        // change of a few messages. A SELECT of the same mailbox meanwhile waits for it to be back (two devices
+        // woken by one signal), then looks again, rather than read the mailbox whole.
+        enum Lookup {
+            case held(HeldSnapshot)
+            case waiting
+            case missing
+        }
+        let retry: @Sendable () -> Void = { self.snapshot(account: account, mailbox: named, completion: completion) }
+        let lookup = snapshots.withLock { cache -> Lookup in
+            if let snapshot = cache.take(key) { return .held(HeldSnapshot(snapshot)) }
+            guard cache.applying[key] != nil else { return .missing }
+            cache.applying[key]?.append(retry)
+            return .waiting
+        }
+        guard case .held(let held) = lookup else {
+            if case .missing = lookup { readSnapshot(account: account, mailbox: named, completion: completion) }
+            return
         }
         delta(account: account, mailbox: mailbox, since: held.snapshot.highestModseq) { [snapshots] result in
             switch result {
             case .success(let delta?):
                 held.snapshot.apply(delta)
-                let snapshot = held.snapshot
-                snapshots.withLock { $0.put(key, snapshot) }
-                completion(.success(snapshot))
+                let applied = held.snapshot
+                Self.putBack(applied, key, in: snapshots)
+                completion(.success(applied))
             case .success(nil):
+                Self.putBack(nil, key, in: snapshots)
                 self.readSnapshot(account: account, mailbox: named, completion: completion)
             case .failure(let error):
-                snapshots.withLock { $0.put(key, held.snapshot) }
+                Self.putBack(held.snapshot, key, in: snapshots)
                 completion(.failure(error))
             }
         }
+    }
+
+    /// Puts a taken snapshot back (`nil`: it is out of date, a whole read replaces it) and lets the SELECTs that
+    /// waited for it look again.
+    private static func putBack(
+        _ snapshot: IMAPMailboxSnapshot?, _ key: SnapshotCache.Key, in snapshots: LockedValue<SnapshotCache>
+    ) {
+        let waiting = snapshots.withLock { cache in
+            if let snapshot { cache.put(key, snapshot) }
+            return cache.applying.removeValue(forKey: key) ?? []
+        }
+        for retry in waiting { retry() }
     }
 
     /// A snapshot taken out of the cache, held by reference so the delta's completion changes it in place.

@@ -23,6 +23,8 @@ final class LoopConnection<Session: LoopSession> {
     var awaiting = false
     /// Actions held behind the question.
     var deferred: [LoopAction<Session.Answer>] = []
+    /// The latest event that came while the backend had a question: told once the answer is in.
+    var missedEvent: Session.Event?
     /// The socket failed (or the loop is stopping) while the backend worked: close once it answers.
     var broken = false
     /// The session asked to close: once the output is out, the connection closes.
@@ -156,7 +158,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
 
     // MARK: Any thread
 
-    /// Tells connection `id` an event; dropped when it is gone or waiting for the backend.
+    /// Tells connection `id` an event (dropped when it is gone; held while it waits for the backend).
     package func notify(_ id: UInt64, _ event: Session.Event) { post(.event(id, event)) }
 
     private func post(_ message: Message) {
@@ -405,10 +407,20 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                     connection.awaiting = false
                     guard !connection.broken, !stopping else { return closeConnection(connection) }
                     carryOut(answered(answer, on: connection), on: connection)
+                    tellMissedEvent(connection)
                 }
                 return
             }
         }
+    }
+
+    /// Tells the session the event that came while it waited for the backend, now that it does not.
+    private func tellMissedEvent(_ connection: LoopConnection<Session>) {
+        guard connections[connection.id] != nil, !connection.awaiting, !connection.closing, !connection.broken,
+            let event = connection.missedEvent
+        else { return }
+        connection.missedEvent = nil
+        carryOut(connection.session.notified(event), on: connection)
     }
 
     /// The session's actions for its answer, then those its question held back.
@@ -436,11 +448,16 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                     continue
                 }
                 carryOut(answered(answer, on: connection), on: connection)
+                tellMissedEvent(connection)
                 resume(connection)
             case .event(let id, let event):
-                guard let connection = connections[id], connection.opened, !connection.awaiting,
-                    !connection.closing, !connection.broken
+                guard let connection = connections[id], connection.opened, !connection.closing, !connection.broken
                 else { continue }
+                if connection.awaiting {
+                    // The answer may have been read before what this event tells: told once it is in.
+                    connection.missedEvent = event
+                    continue
+                }
                 carryOut(connection.session.notified(event), on: connection)
                 resume(connection)
             }

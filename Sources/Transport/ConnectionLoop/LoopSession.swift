@@ -24,8 +24,9 @@ package protocol LoopSession: SendableMetatype {
     mutating func received(_ bytes: UnsafeRawBufferPointer) -> [LoopAction<Answer>]
     /// The backend's answer to the last ``LoopAction/ask(_:)``.
     mutating func answered(_ answer: Answer) -> [LoopAction<Answer>]
-    /// An event for this connection from ``ConnectionLoop/notify(_:_:)``; dropped by the loop while the session
-    /// waits for an answer, so a session re-reads what it needs once the answer is in.
+    /// An event for this connection from ``ConnectionLoop/notify(_:_:)``. One that comes while the session waits for
+    /// an answer is held and told once the answer is in (the latest only: an event says that something changed, so
+    /// the latest stands for those before it), since the answer may have been read before what the event tells.
     mutating func notified(_ event: Event) -> [LoopAction<Answer>]
     /// The connection was silent for ``idleTimeoutMilliseconds``.
     mutating func timedOut() -> [LoopAction<Answer>]
