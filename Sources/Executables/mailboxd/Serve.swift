@@ -171,8 +171,8 @@ enum Serve {
     /// `--pid-file`: where `serve` writes its process id, for `mailboxd reload`.
     static let pidFileFlag = Flag(
         "pid-file", "F",
-        help: "write the process id here (removed at exit); SIGHUP, or `mailboxd reload --pid-file F`, reloads the",
-        "TLS certificate and key of every listener and the delivery token without a restart")
+        help: "write the process id here (removed at exit); SIGHUP, or `mailboxd reload --pid-file F`,",
+        "reloads the TLS certificate and key of every listener and the delivery token without a", "restart")
 
     static func readTrimmed(_ path: String, what: String) throws -> String {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {

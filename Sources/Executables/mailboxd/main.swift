@@ -123,10 +123,7 @@ await runCommand(usage: usage) {
     case "reload":
         try OtherCommands.reload.rejectUnknownFlags(in: args)
         guard let pidFile = args.string("pid-file") else { throw UsageError("reload needs --pid-file F") }
-        if let problem = ReloadSignal.send(pidFile: pidFile) { throw UsageError(problem) }
-        print(
-            "reload: asked process \(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) to reload"
-        )
+        print("reload: asked process \(try ReloadSignal.send(pidFile: pidFile)) to reload")
     default:
         throw UsageError("unknown command \(args.positionals[0])")
     }

@@ -64,14 +64,14 @@ public enum ReloadSignal {
         return source
     }
 
-    /// Sends SIGHUP to the process whose id `pidFile` holds; the reason when it cannot.
-    public static func send(pidFile: String) -> String? {
+    /// Sends SIGHUP to the process whose id `pidFile` holds, and returns that id.
+    public static func send(pidFile: String) throws(UsageError) -> Int32 {
         guard let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
             let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 1
-        else { return "cannot read a process id from \(pidFile)" }
+        else { throw UsageError("cannot read a process id from \(pidFile)") }
         guard kill(pid, SIGHUP) == 0 else {
-            return "cannot signal process \(pid) (from \(pidFile)): \(String(cString: strerror(errno)))"
+            throw UsageError("cannot signal process \(pid) (from \(pidFile)): \(String(cString: strerror(errno)))")
         }
-        return nil
+        return pid
     }
 }
