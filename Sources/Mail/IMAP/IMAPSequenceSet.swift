@@ -40,11 +40,6 @@ package struct IMAPSequenceSet: Equatable, Sendable {
         }
     }
 
-    /// The set's numbers, `*` being `largest`, less `sortedUIDs` (ascending), as ascending disjoint ranges.
-    package func subtracting(sortedUIDs: [UInt32], largest: UInt32) -> [ClosedRange<UInt32>] {
-        subtracting(count: sortedUIDs.count, largest: largest) { sortedUIDs[$0] }
-    }
-
     /// The set's numbers, `*` being `largest`, less the `count` ascending, distinct UIDs `uid(0)`, `uid(1)`, …, as
     /// ascending disjoint ranges: work in proportion to the ranges and the gaps between the UIDs (each found by
     /// halving: a run of UIDs with no gap is seen as one from its ends), never to the UIDs or to the numbers the

@@ -114,3 +114,10 @@ import Testing
         #expect(headerText.hasSuffix("Subject: s\r\n\r\n"))
     }
 }
+
+extension IMAPSequenceSet {
+    /// ``subtracting(count:largest:uid:)`` over an array of ascending UIDs.
+    fileprivate func subtracting(sortedUIDs: [UInt32], largest: UInt32) -> [ClosedRange<UInt32>] {
+        subtracting(count: sortedUIDs.count, largest: largest) { sortedUIDs[$0] }
+    }
+}
