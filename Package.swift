@@ -122,20 +122,30 @@ let package = Package(
             dependencies: [
                 "Durations", "JMAP", "Locking",
                 "MailboxStore", "Push", "SignalDispatch", "ServiceMetrics", "HTTPServer", "MailMIME", "OpenSSLCrypto",
-                "WebClient", "Console", "JSONText", "WebSocket",
+                "WebClient", "Console", "JSONText", "WebSocket", "LoopEvents",
+            ]),
+        // The loop's one content-free feed (arrivals, commits, signal outcomes, fetches) and the OpenTelemetry traces
+        // made from it.
+        .target(name: "LoopEvents", dependencies: ["MailboxStore", "SignalDispatch", "Locking"]),
+        .target(
+            name: "Tracing",
+            dependencies: [
+                "LoopEvents", "MailboxStore", "SignalDispatch", "ServiceMetrics", "HTTPClient", "JSONText", "Locking",
+                "OpenSSLCrypto",
             ]),
         // The live console's events, snapshot and access (its page is in WebClient).
         .target(
             name: "Console",
             dependencies: [
-                "MailboxStore", "SignalDispatch", "ServiceMetrics", "HTTPServer", "Locking", "OpenSSLCrypto",
+                "LoopEvents", "MailboxStore", "SignalDispatch", "ServiceMetrics", "HTTPServer", "Locking",
+                "OpenSSLCrypto",
                 "JSONText",
             ]),
         .target(
             name: "MailboxService",
             dependencies: [
                 "Durations", "MailboxStore", "Push", "SignalDispatch", "MailboxHTTPAPI", "ServiceMetrics", "HTTPServer",
-                "MailIngest", "Console", "JMAP", "IMAP", "ConnectionLoop",
+                "MailIngest", "Console", "JMAP", "IMAP", "ConnectionLoop", "LoopEvents", "Tracing",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
         // The client's sync engine, portable (Foundation, ServerSentEvents and the Locking primitives only): what an
@@ -201,7 +211,7 @@ let package = Package(
             name: "mailboxd",
             dependencies: [
                 "MailboxService", "SignalDispatch", "Push", "PushAPNs", "PushFCM", "PushWebPush", "MailIngest", "IMAP",
-                "CommandLineSupport", "HTTPServer", "HTTP2Client",
+                "CommandLineSupport", "HTTPServer", "HTTP2Client", "Tracing",
                 "OpenSSLCrypto",
             ]),
         .executableTarget(
@@ -288,6 +298,9 @@ let package = Package(
                 "SQLiteKit", "OpenSSLCrypto", "JSONText", "IMAP", "JMAP", "Locking", "TestSupport",
             ]),
         .testTarget(
+            name: "TracingTests",
+            dependencies: ["Tracing", "LoopEvents", "MailboxStore", "SignalDispatch", "ServiceMetrics", "Push"]),
+        .testTarget(
             name: "SignalDispatchTests",
             dependencies: ["Durations", "SignalDispatch", "ServiceMetrics", "MailboxStore", "Push", "TestSupport"]),
         .testTarget(
@@ -359,7 +372,10 @@ let layers: KeyValuePairs<String, [String]> = [
         "MailboxStore", "MailMIME", "MailIngest", "JMAP", "IMAP", "MailboxStoreTests", "MailMIMETests",
         "MailIngestTests", "JMAPTests", "IMAPTests",
     ],
-    "Service": ["ServiceMetrics", "Console", "WebClient", "MailboxHTTPAPI", "MailboxService", "MailboxServiceTests"],
+    "Service": [
+        "ServiceMetrics", "LoopEvents", "Tracing", "TracingTests", "Console", "WebClient", "MailboxHTTPAPI",
+        "MailboxService", "MailboxServiceTests",
+    ],
     "Client": ["MailSync", "MailSyncHTTP", "MailSyncSQLite", "MailSyncURLSession", "MailSyncIMAP", "MailSyncTests"],
     "Simulators": [
         "SimulatorSupport", "APNsSimulator", "FCMSimulator", "WebPushSimulator", "APNsSimulatorTests",

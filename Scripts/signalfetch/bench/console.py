@@ -1,6 +1,12 @@
-"""console: deliveries/s with a console open vs without; commit → event at the console, 100 devices."""
+"""console: deliveries/s with a console open, with traces exported, with both, vs neither; commit → event at the
+console, 100 devices."""
+import json
 import os
+import subprocess
+import sys
 import time
+import urllib.request
+from pathlib import Path
 
 from .. import data_path, harness
 from ..measure import percentile, wrk_script
@@ -8,54 +14,86 @@ from ..report import emit, latency_row, paired
 from . import freshness
 
 
-def topology(env, label, users):
+class Collector:
+    """An OTLP/HTTP receiver on this machine that reads, counts and drops each export (Tests/Peers/otlp_receiver.py
+    --discard): the collector a traced mailboxd sends to, costing as little as a collector elsewhere would."""
+
+    def __init__(self):
+        peer = Path(__file__).resolve().parents[3] / "Tests" / "Peers" / "otlp_receiver.py"
+        self.popen = subprocess.Popen([sys.executable, "-u", str(peer), "--discard"], stdout=subprocess.PIPE,
+                                      text=True)
+        self.url = f"http://127.0.0.1:{int(self.popen.stdout.readline())}"
+
+    def counts(self):
+        with urllib.request.urlopen(self.url + "/requests", timeout=10) as answer:
+            return json.load(answer)
+
+    def close(self):
+        self.popen.terminate()
+        self.popen.wait(timeout=10)
+
+
+def topology(env, label, users, collector=None):
     """mailboxd at FULL with the accounts and one made-up device each, no gateway (signals wait in the outbox and
-    are retried, as in the scale benchmark); `plain` has no console token, so no console."""
+    are retried, as in the scale benchmark); `plain` and `traced` have no console token, so no console; `traced`
+    and `both` export traces to `collector`."""
     cluster = env.topology(f"console-{label}")
     cluster.add_accounts(users)
-    if label == "plain":
+    if label in ("plain", "traced"):
         os.remove(cluster.console_token_file)
     cluster.sim_port = 9
-    cluster.start_mailboxd(extra=["--synchronous", "FULL"])
+    extra = ["--otlp-endpoint", collector.url] if label in ("traced", "both") else []
+    cluster.start_mailboxd(extra=["--synchronous", "FULL"] + extra)
     cluster.register_devices(users, 1, "console", seed=label)
     return cluster
 
 
-def cost(env, clusters, users):
+def cost(env, clusters, users, collector):
     seconds, rounds = env.by_mode(8, 20), 3
     script = data_path("deliveries.lua")
-    reader = harness.ConsoleReader(clusters["console"], timing=False)
+    readers = [harness.ConsoleReader(clusters[label], timing=False) for label in ("console", "both")]
 
     def rate(cluster):
         return wrk_script(cluster.api_url, seconds, script, cluster.delivery_load_env(users))
 
-    rate(clusters["console"])  # warm-up
-    rate(clusters["plain"])
-    with_console, without = [], []
+    for cluster in clusters.values():  # warm-up
+        rate(cluster)
+    rates = {label: [] for label in clusters}
     for _ in range(rounds):
-        without.append(rate(clusters["plain"]))
-        with_console.append(rate(clusters["console"]))
-    reader.close()
+        for label, cluster in clusters.items():
+            rates[label].append(rate(cluster))
+    for reader in readers:
+        reader.close()
     emit(paired("console-cost", "Durable deliveries/s with the console on and one console open, vs without a "
-                "console", "deliveries/s", "console open", with_console, "no console", without, 0.95,
-                events_streamed=reader.events))
+                "console", "deliveries/s", "console open", rates["console"], "no console", rates["plain"], 0.95,
+                events_streamed=readers[0].events))
+    exported = collector.counts()
+    emit(paired("tracing-cost", "Durable deliveries/s exporting a trace per change over OTLP/HTTP (a collector on "
+                "the same machine), vs no tracing", "deliveries/s", "traced", rates["traced"], "not traced",
+                rates["plain"], 0.95, export_requests=exported["accepted"], export_bytes=exported["bytes"]))
+    emit(paired("tracing-console-cost", "Durable deliveries/s exporting traces with one console open as well (one "
+                "feed for both), vs neither", "deliveries/s", "traced + console", rates["both"], "neither",
+                rates["plain"], 0.95, events_streamed=readers[1].events))
 
 
 def run(env):
-    """The console's cost on the API and how soon it shows what happens. Cost: durable deliveries/s (wrk, 16
-    connections, POST /v1/deliveries over TLS) into a mailboxd with the console on and one console reading its
-    stream, against the same mailboxd without a console token, rounds alternating. Reach: at 50 deliveries/s to
+    """The console's and the traces' cost on the API, and how soon the console shows what happens. Cost: durable
+    deliveries/s (wrk, 16 connections, POST /v1/deliveries over TLS) into a mailboxd with the console on and one
+    console reading its stream, one exporting traces, one with both, against the same mailboxd with neither, rounds
+    alternating. Reach: at 50 deliveries/s to
     100 devices (mail-client through apns-sim), how long after each change's commit (and each signal's answer,
     each fetch) the event reaches an open console."""
     users = freshness.users(16)
     clusters = {}
+    collector = Collector()
     try:
-        for label in ("console", "plain"):
-            clusters[label] = topology(env, label, users)
-        cost(env, clusters, users)
+        for label in ("plain", "console", "traced", "both"):
+            clusters[label] = topology(env, label, users, collector)
+        cost(env, clusters, users, collector)
     finally:
         for cluster in clusters.values():
             cluster.close()
+        collector.close()
     emit(console_reach(env))
 
 

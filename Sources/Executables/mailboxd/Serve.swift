@@ -12,6 +12,7 @@ import PushFCM
 import PushWebPush
 import SQLiteKit
 import SignalDispatch
+import Tracing
 
 /// `mailboxd serve`: reads the configuration, starts the service, and stops it on SIGTERM or SIGINT.
 enum Serve {
@@ -123,6 +124,12 @@ enum Serve {
             Flag(
                 "console-token-file", "F",
                 help: "the console's token (default DIR/console-token from dev-setup; no file: no console)"),
+            Flag(
+                "otlp-endpoint", "URL",
+                help: "export one OpenTelemetry trace per change (arrival, commit, signals, fetches) over",
+                "OTLP/HTTP JSON to URL (/v1/traces when it has no path; default: off; docs/operations.md)"),
+            Flag("otlp-service-name", "NAME", help: "the traces' service.name (default mailboxd)"),
+            Flag("otlp-ca", "PEM", help: "trust this CA instead of the system store for an https:// collector"),
             Flag(
                 "session-idle-timeout", "D",
                 help: "a session unused this long ends (90s, 15m, 12h, 30d…; default 30d)"),
@@ -429,6 +436,24 @@ enum Serve {
                 throw UsageError("the console token in \(consoleFile) must be 16 to 256 characters")
             }
             configuration.consoleToken = token
+        }
+        if let endpoint = args.string("otlp-endpoint") {
+            let url: String
+            do {
+                url = try SpanExporter.endpoint(endpoint)
+            } catch {
+                throw UsageError(error.description)
+            }
+            var tracing = SpanExporter.Configuration(endpoint: url)
+            let name = args.string("otlp-service-name", default: "mailboxd")
+            guard (1...64).contains(name.utf8.count), SpanAttribute.isToken(name) else {
+                throw UsageError("--otlp-service-name must be 1 to 64 letters, digits, '.', '_', '-' or ':'")
+            }
+            tracing.serviceName = name
+            tracing.caFile = args.string("otlp-ca")
+            configuration.tracing = tracing
+        } else if args.string("otlp-service-name") != nil || args.string("otlp-ca") != nil {
+            throw UsageError("--otlp-service-name and --otlp-ca need --otlp-endpoint")
         }
         if let base = args.string("jmap-base-url") {
             // The prefix clients reach this listener at, behind a proxy: `https://host[:port]`, no path.

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import JSONText
 import Locking
+import LoopEvents
 import MailboxStore
 import ServiceMetrics
 import SignalDispatch
@@ -16,7 +17,7 @@ import SignalDispatch
 ///
 /// Events arrive from the store's writer, the dispatcher and the API's handlers; one task takes them in order,
 /// resolves usernames, numbers them and hands them on, so the one feeding never waits for a console.
-public final class ConsoleFeed: Sendable {
+public final class ConsoleFeed: LoopObserver {
     /// Events kept for replay.
     public static let capacity = 5_000
     /// Freshness samples (change committed → fetched by a device) the percentiles are taken over.
@@ -73,8 +74,8 @@ public final class ConsoleFeed: Sendable {
     private let worker: Task<Void, Never>
     private let reporter: Task<Void, Never>
 
-    /// A feed of `store`'s commits (call ``report(_:)`` with the dispatcher's reports and ``fetched(sessionID:accountID:modseq:)``
-    /// from the API); freshness is observed into `metrics` as `mailboxd_freshness_seconds`.
+    /// A console of `store`'s loop, told what happens by the ``LoopFeed`` it is added to; freshness is observed into
+    /// `metrics` as `mailboxd_freshness_seconds`.
     public init(store: MailboxStore, metrics: Metrics) {
         self.store = store
         self.metrics = metrics
@@ -89,7 +90,6 @@ public final class ConsoleFeed: Sendable {
                 batch.end()
             }
         }
-        store.observeCommittedChanges { changes in continuation.yield(.changes(changes)) }
         let startedAt = store.currentTime
         reporter = Task { [store] in
             while !Task.isCancelled {
@@ -109,12 +109,15 @@ public final class ConsoleFeed: Sendable {
         reporter.cancel()
     }
 
-    /// The dispatcher's report of one outbox row.
-    public func report(_ report: SignalReport) { inputs.yield(.signal(report)) }
+    /// This process committed `changes`.
+    public func committed(_ changes: [CommittedChange]) { inputs.yield(.changes(changes)) }
 
-    /// A session fetched the account's changes up to `modseq` (a delta sync, or the first page of a full one).
-    public func fetched(sessionID: Int64, accountID: Int64, modseq: Int64) {
-        inputs.yield(.fetch(sessionID: sessionID, accountID: accountID, modseq: modseq, at: store.currentTime))
+    /// The dispatcher's report of one outbox row.
+    public func signalled(_ report: SignalReport) { inputs.yield(.signal(report)) }
+
+    /// A session fetched the account's changes (a delta sync, or the first page of a full one).
+    public func fetched(_ fetch: Fetch) {
+        inputs.yield(.fetch(sessionID: fetch.sessionID, accountID: fetch.accountID, modseq: fetch.modseq, at: fetch.at))
     }
 
     /// A session registered (or refreshed) a device: its fetches are named by that device from now on.

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import JMAP
 import Locking
+import LoopEvents
 import MailMIME
 import MailboxStore
 import OpenSSLCrypto
@@ -72,6 +73,7 @@ extension MailboxAPI {
     }
 
     func listMessages(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        let startedAt = store.currentTime
         var mailbox: MailboxID?
         if let id = request.query("mailbox") {
             let wanted = MailboxID(rawValue: id)
@@ -86,7 +88,7 @@ extension MailboxAPI {
         let page = try await store.listMessages(
             accountID: session.accountID, mailbox: mailbox, cursor: request.query("cursor"), limit: limit)
         if request.query("cursor") == nil {
-            console?.fetched(sessionID: session.id, accountID: session.accountID, modseq: page.state.modseq)
+            fetched(session, since: nil, modseq: page.state.modseq, startedAt: startedAt)
         }
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"full\"", help: "Sync requests by kind.")
         return .json(
@@ -169,13 +171,14 @@ extension MailboxAPI {
     }
 
     func changes(_ request: HTTPRequest, _ session: SessionRecord) async throws -> HTTPResponse {
+        let startedAt = store.currentTime
         guard let since = request.query("since"), !since.isEmpty else {
             throw HTTPError(.badRequest, code: "invalidState", message: "'since' is required.")
         }
         let state = try store.parseState(String(since.prefix(64)))
         let max = try limit(request, "max", default: 500, range: 1...5000)
         let page = try await store.changes(accountID: session.accountID, since: state, maxChanges: max)
-        console?.fetched(sessionID: session.id, accountID: session.accountID, modseq: page.newState.modseq)
+        fetched(session, since: state.modseq, modseq: page.newState.modseq, startedAt: startedAt)
         metrics.increment("mailboxd_sync_requests_total", labels: "kind=\"delta\"", help: "Sync requests by kind.")
         return .json(
             text: ChangesResponse(
@@ -207,7 +210,7 @@ extension MailboxAPI {
         let device = try await store.registerDevice(
             address: address, accountID: session.accountID, sessionID: session.id)
         try await store.recordEvent(key, keep: 3600)
-        console?.registered(sessionID: session.id)
+        feed?.registered(sessionID: session.id)
         let fields = push.service(address.service)?.registrationFields(of: device.address) ?? [:]
         return try .json(DeviceResponse(device, serviceFields: fields), status: .created)
     }
@@ -295,16 +298,18 @@ extension MailboxAPI {
             Router.answerInTask(request, respond: respond, with: deliver)
             return
         }
+        let startedAt = feed == nil ? 0 : store.currentTime
         let message: NewMessage
         do {
             message = try deliveryMessage(request)
         } catch {
             return respond(.failure(error))
         }
-        store.deliver(message) { [metrics] result in
+        store.deliver(message) { [self] result in
             respond(
                 result.map { receipt in
                     metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
+                    arrived(receipt, request, startedAt: startedAt)
                     return Self.deliveryResponse(receipt)
                 }.mapError(Self.deliveryError))
         }
@@ -314,6 +319,7 @@ extension MailboxAPI {
     static let inlineDeliveryBytes = 64 << 10
 
     func deliver(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let startedAt = feed == nil ? 0 : store.currentTime
         let message = try deliveryMessage(request)
         let receipt: DeliveryReceipt
         do {
@@ -322,7 +328,26 @@ extension MailboxAPI {
             throw Self.deliveryError(error)
         }
         metrics.increment("mailboxd_deliveries_total", help: "Messages delivered.")
+        arrived(receipt, request, startedAt: startedAt)
         return Self.deliveryResponse(receipt)
+    }
+
+    /// Tells the loop's feed of a delivery committed (not of one the account already had), with the caller's
+    /// `traceparent`.
+    private func arrived(_ receipt: DeliveryReceipt, _ request: HTTPRequest, startedAt: Double) {
+        guard let feed, !receipt.duplicate else { return }
+        feed.arrived(
+            Arrival(
+                kind: .api, accountID: receipt.accountID, modseq: receipt.state.modseq, startedAt: startedAt,
+                endedAt: store.currentTime, traceparent: request.headers["traceparent"]))
+    }
+
+    /// Tells the loop's feed of a fetch answered.
+    func fetched(_ session: SessionRecord, since: Int64?, modseq: Int64, startedAt: Double) {
+        feed?.fetched(
+            Fetch(
+                sessionID: session.id, accountID: session.accountID, since: since, modseq: modseq,
+                startedAt: startedAt, at: store.currentTime))
     }
 
     /// The message a `POST /v1/deliveries` asks to deliver, once its token and fields are checked.

@@ -4,6 +4,7 @@ import Foundation
 import HTTPServer
 import JMAP
 import Locking
+import LoopEvents
 import MailboxStore
 import OpenSSLCrypto
 import Push
@@ -55,6 +56,8 @@ package struct MailboxAPI: Sendable {
     let console: ConsoleFeed?
     /// Who may open the console.
     let consoleAccess: ConsoleAccess?
+    /// The loop's feed (the console's and the tracer's), told of each delivery's arrival and each fetch.
+    let feed: LoopFeed?
     /// JMAP's methods over the store.
     package let jmap: JMAPServer
     /// Wakes JMAP event streams and WebSockets after this process's commits.
@@ -66,8 +69,10 @@ package struct MailboxAPI: Sendable {
     package let sessionEndWatchers = LockedValue<[@Sendable (_ accountID: Int64, _ sessionID: Int64?) -> Void]>([])
 
     package init(
-        store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter, console: ConsoleFeed? = nil
+        store: MailboxStore, configuration: Settings, metrics: Metrics, push: PushRouter, console: ConsoleFeed? = nil,
+        feed: LoopFeed? = nil
     ) {
+        self.feed = feed
         self.console = configuration.consoleToken == nil ? nil : console
         consoleAccess = configuration.consoleToken.map(ConsoleAccess.init(token:))
         self.store = store

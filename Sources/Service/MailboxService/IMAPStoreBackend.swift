@@ -2,6 +2,7 @@ import Foundation
 import IMAP
 import JMAP
 import Locking
+import LoopEvents
 import MailboxHTTPAPI
 import MailboxStore
 
@@ -10,6 +11,8 @@ import MailboxStore
 /// instance reach the IMAP connections watching their account.
 final class IMAPStoreBackend: IMAPBackend {
     private let store: MailboxStore
+    /// Told of each message a client files (the traces' arrivals).
+    private let feed: LoopFeed?
     private let throttle: LoginThrottle
     /// The connections watching each account, and who to tell (set once the server exists).
     private let watchers = LockedValue<(byAccount: [Int64: Set<UInt64>], accounts: [UInt64: Int64])>(([:], [:]))
@@ -120,8 +123,9 @@ final class IMAPStoreBackend: IMAPBackend {
         }
     }
 
-    init(store: MailboxStore, signIn: SignInLimits, snapshotBudget: Int = 500_000) {
+    init(store: MailboxStore, signIn: SignInLimits, snapshotBudget: Int = 500_000, feed: LoopFeed? = nil) {
         self.store = store
+        self.feed = feed
         snapshots = LockedValue(SnapshotCache(budget: snapshotBudget))
         throttle = LoginThrottle(store: store, limits: signIn)
         // Commits of every instance: this process's at once, the others' through the process's one LISTEN.
@@ -539,7 +543,8 @@ final class IMAPStoreBackend: IMAPBackend {
         account: Int64, mailbox: String, message: IMAPNewMessage,
         completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void
     ) {
-        let store = store
+        let (store, feed) = (store, feed)
+        let startedAt = store.currentTime
         run(completion) {
             let named = try await Self.mailbox(named: mailbox, account: account, store: store)
             guard let username = try await store.username(accountID: account) else { throw IMAPBackendError.noMailbox }
@@ -548,7 +553,14 @@ final class IMAPStoreBackend: IMAPBackend {
             filed.keywords = message.keywords
             filed.deduplicates = false  // a client filing the same bytes twice has two messages
             filed.receivedAt = message.receivedAt
-            return try await Self.file([filed], account: account, in: named.id, store: store)
+            let result = try await Self.file([filed], account: account, in: named.id, store: store)
+            if let state = result.states.last {
+                feed?.arrived(
+                    Arrival(
+                        kind: .imap, accountID: account, modseq: Int64(state.uid), startedAt: startedAt,
+                        endedAt: store.currentTime))
+            }
+            return result
         }
     }
 

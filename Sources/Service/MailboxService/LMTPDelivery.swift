@@ -1,6 +1,7 @@
 import Durations
 import Foundation
 import Locking
+import LoopEvents
 import MailIngest
 import MailMIME
 import MailboxHTTPAPI
@@ -14,6 +15,8 @@ import SignalDispatch
 struct LMTPDelivery: LMTPBackend {
     let store: MailboxStore
     let metrics: Metrics
+    /// Told of each message committed (the traces' arrivals).
+    let feed: LoopFeed
     /// Addresses found to have an account in the last few seconds: an MTA names the same recipients again and
     /// again, and each lookup is a read. Accounts are not removed while mailboxd runs; were one, its delivery would
     /// still find no account and answer that recipient after DATA.
@@ -67,11 +70,19 @@ struct LMTPDelivery: LMTPBackend {
                     repeating: (.storageUnavailable, false), count: copies.count),
                 remaining: copies.count
             ))
+        let startedAt = feed.isObserved ? store.currentTime : 0
         for (index, copy) in copies.enumerated() {
             store.deliver(copy) { [self] result in
                 let outcome: (LMTPSession.DeliveryResult, Bool)
                 switch result {
-                case .success(let receipt): outcome = (.stored, receipt.duplicate)
+                case .success(let receipt):
+                    outcome = (.stored, receipt.duplicate)
+                    if !receipt.duplicate, feed.isObserved {
+                        feed.arrived(
+                            Arrival(
+                                kind: .lmtp, accountID: receipt.accountID, modseq: receipt.state.modseq,
+                                startedAt: startedAt, endedAt: store.currentTime))
+                    }
                 case .failure(MailboxStoreError.notFound): outcome = (.unknownRecipient, false)
                 case .failure: outcome = (.storageUnavailable, false)
                 }

@@ -6,12 +6,14 @@ import HTTPServer
 import IMAP
 import JMAP
 import Locking
+import LoopEvents
 import MailIngest
 import MailboxHTTPAPI
 import MailboxStore
 import Push
 import ServiceMetrics
 import SignalDispatch
+import Tracing
 
 /// The running mailbox service: the store, the HTTPS API and the signal dispatcher, wired together.
 public final class MailboxService: Sendable {
@@ -33,6 +35,8 @@ public final class MailboxService: Sendable {
     private let queuedSignals: QueuedSignalWatch
     /// Tells JMAP push subscriptions of this process's commits, when a push service can carry them (Web Push).
     private let jmapPush: JMAPPushNotifier?
+    /// Makes each change's trace, when traces are exported (`--otlp-endpoint`).
+    private let tracer: ChangeTracer?
 
     /// The port the API listens on.
     public var port: UInt16 { server.port }
@@ -58,10 +62,22 @@ public final class MailboxService: Sendable {
             ?? MailboxStore(database: configuration.storeDatabase, configuration: configuration.store, clock: clock)
         let metrics = Metrics()
         router.share(in: store)
+        let feed = LoopFeed(store: store)
         let console = configuration.consoleToken.map { _ in ConsoleFeed(store: store, metrics: metrics) }
+        if let console { feed.add(console) }
+        let tracer = configuration.tracing.map { tracing in
+            var tracing = tracing
+            tracing.instanceID = store.instanceID
+            return ChangeTracer(
+                epoch: store.epoch, instance: store.instanceID,
+                exporter: SpanExporter(configuration: tracing, metrics: metrics, log: log),
+                now: { store.currentTime })
+        }
+        if let tracer { feed.add(tracer) }
+        self.tracer = tracer
         let dispatcher = SignalDispatcher(
             store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log,
-            report: { report in console?.report(report) })
+            report: { report in feed.signalled(report) })
         var settings = MailboxAPI.Settings(deliveryToken: configuration.deliveryToken)
         settings.inlineBodyLimit = configuration.inlineBodyLimit
         settings.signIn = configuration.signIn
@@ -82,12 +98,12 @@ public final class MailboxService: Sendable {
         let lmtp = try configuration.lmtp.map { lmtpConfiguration in
             try LMTPServer(
                 configuration: lmtpConfiguration,
-                backend: LMTPDelivery(store: store, metrics: metrics), log: log)
+                backend: LMTPDelivery(store: store, metrics: metrics, feed: feed), log: log)
         }
         let imap: IMAPServer?
         do {
             imap = try configuration.imap.map { imapConfiguration in
-                let backend = IMAPStoreBackend(store: store, signIn: configuration.signIn)
+                let backend = IMAPStoreBackend(store: store, signIn: configuration.signIn, feed: feed)
                 let server = try IMAPServer(configuration: imapConfiguration, backend: backend)
                 backend.tell { [weak server] connection in server?.notify(connection) }
                 return server
@@ -108,7 +124,8 @@ public final class MailboxService: Sendable {
             }
             settings.jmapWebSocketPort = webSocketListener?.port
         }
-        let api = MailboxAPI(store: store, configuration: settings, metrics: metrics, push: router, console: console)
+        let api = MailboxAPI(
+            store: store, configuration: settings, metrics: metrics, push: router, console: console, feed: feed)
         var metricsServer: HTTPServer?
         do {
             if let host = configuration.metricsHost {
@@ -175,6 +192,7 @@ public final class MailboxService: Sendable {
             }
         }
         dispatcher.start()
+        tracer?.start()
     }
 
     /// The API listener's settings: address, limits, TLS, logs.
@@ -307,5 +325,6 @@ public final class MailboxService: Sendable {
         maintenance.cancel()
         queuedSignals.cancel()
         jmapPush?.shutdown()
+        await tracer?.shutdown()
     }
 }

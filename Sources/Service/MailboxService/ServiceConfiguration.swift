@@ -5,6 +5,7 @@ import JMAP
 import MailIngest
 import MailboxHTTPAPI
 import MailboxStore
+import Tracing
 
 /// Everything `mailboxd serve` is configured with.
 public struct ServiceConfiguration: Sendable {
@@ -71,6 +72,8 @@ public struct ServiceConfiguration: Sendable {
     public var jmapPushAllowsUnencrypted = false
     /// The console token: `/console` is served (to whoever signs in with it) only when there is one.
     public var consoleToken: String?
+    /// Where OpenTelemetry traces go (`--otlp-endpoint`); none are made without it.
+    public var tracing: SpanExporter.Configuration?
     /// Where to log one line per request; `nil` for none.
     public var accessLog: (@Sendable (String) -> Void)?
 

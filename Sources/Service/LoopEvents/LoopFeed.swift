@@ -1,0 +1,128 @@
+import Locking
+import MailboxStore
+import SignalDispatch
+
+/// Where a change came in: the API's `POST /v1/deliveries`, the LMTP listener, an IMAP APPEND or a JMAP write.
+public enum ArrivalKind: String, Sendable {
+    /// `POST /v1/deliveries`, LMTP, IMAP APPEND, a JMAP write.
+    case api, lmtp, imap, jmap
+}
+
+/// One message that came in and was committed: its account, the account's modseq right after it, and when the
+/// request began and was answered (the store's clock, seconds since 1970). A W3C `traceparent` the caller sent is
+/// kept as it came, checked by whoever uses it. Content-free: no address, subject or body.
+public struct Arrival: Sendable {
+    /// Where it came in.
+    public var kind: ArrivalKind
+    /// The account.
+    public var accountID: Int64
+    /// The account's modseq after it.
+    public var modseq: Int64
+    /// When the request began.
+    public var startedAt: Double
+    /// When it was answered.
+    public var endedAt: Double
+    /// The caller's W3C `traceparent`, unchecked.
+    public var traceparent: String?
+
+    /// An arrival.
+    public init(
+        kind: ArrivalKind, accountID: Int64, modseq: Int64, startedAt: Double, endedAt: Double,
+        traceparent: String? = nil
+    ) {
+        self.kind = kind
+        self.accountID = accountID
+        self.modseq = modseq
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.traceparent = traceparent
+    }
+}
+
+/// A session's fetch of its account's changes: from the state it asked from (`nil` for a full sync's first page)
+/// to the modseq it was answered with, and when (the store's clock).
+public struct Fetch: Sendable {
+    /// The session that fetched.
+    public var sessionID: Int64
+    /// The account.
+    public var accountID: Int64
+    /// The modseq it asked from; `nil` for a full sync.
+    public var since: Int64?
+    /// The account's modseq after it.
+    public var modseq: Int64
+    /// When the request began.
+    public var startedAt: Double
+    /// When it was answered.
+    public var at: Double
+
+    /// A fetch.
+    public init(sessionID: Int64, accountID: Int64, since: Int64?, modseq: Int64, startedAt: Double, at: Double) {
+        self.sessionID = sessionID
+        self.accountID = accountID
+        self.since = since
+        self.modseq = modseq
+        self.startedAt = startedAt
+        self.at = at
+    }
+}
+
+/// Whoever watches the signal-then-fetch loop happen: the console, the trace exporter. Each is told on the
+/// caller's thread (the store's writer, the dispatcher, a request's handler) and must only hand the event on.
+public protocol LoopObserver: Sendable {
+    /// A message came in and was committed.
+    func arrived(_ arrival: Arrival)
+    /// This process committed `changes`.
+    func committed(_ changes: [CommittedChange])
+    /// The dispatcher finished with an outbox row.
+    func signalled(_ report: SignalReport)
+    /// A session fetched its account's changes.
+    func fetched(_ fetch: Fetch)
+    /// A session registered (or refreshed) a device.
+    func registered(sessionID: Int64)
+}
+
+extension LoopObserver {
+    /// Ignored unless the observer wants it.
+    public func arrived(_ arrival: Arrival) {}
+    /// Ignored unless the observer wants it.
+    public func registered(sessionID: Int64) {}
+}
+
+/// The one content-free feed of the loop: arrivals, this process's commits, signal outcomes and fetches, told to
+/// every observer (the console and the trace exporter share it). With no observer, telling it costs a lock.
+public final class LoopFeed: Sendable {
+    private let observers = LockedValue<[any LoopObserver]>([])
+
+    /// A feed of `store`'s commits (this process's), and of what its callers tell it.
+    public init(store: MailboxStore) {
+        store.observeCommittedChanges { [observers] changes in
+            for observer in observers.withLock({ $0 }) { observer.committed(changes) }
+        }
+    }
+
+    /// Tells `observer` every later event.
+    public func add(_ observer: any LoopObserver) { observers.withLock { $0.append(observer) } }
+
+    /// Whether anyone is told (a caller may skip reading the clock for nobody).
+    public var isObserved: Bool { !observers.withLock { $0.isEmpty } }
+
+    /// Tells every observer of an arrival.
+    public func arrived(_ arrival: Arrival) {
+        for observer in observers.withLock({ $0 }) { observer.arrived(arrival) }
+    }
+
+    /// Tells every observer of a signal's outcome.
+    public func signalled(_ report: SignalReport) {
+        for observer in observers.withLock({ $0 }) { observer.signalled(report) }
+    }
+
+    /// Tells every observer of a fetch.
+    public func fetched(_ fetch: Fetch) {
+        for observer in observers.withLock({ $0 }) { observer.fetched(fetch) }
+    }
+
+    /// Tells every observer of a device registration.
+    public func registered(sessionID: Int64) {
+        for observer in observers.withLock({ $0 }) { observer.registered(sessionID: sessionID) }
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import HTTPClient
+import Locking
+import ServiceMetrics
+
+/// Sends spans to an OpenTelemetry collector over OTLP/HTTP, in batches, from a task of its own. Whoever makes a
+/// span never waits: the queue is bounded, and a span that finds it full is dropped and counted
+/// (`mailboxd_trace_spans_dropped_total{reason="queueFull"}`), as is a batch the collector refuses or cannot be
+/// reached for — tracing never slows or fails a delivery.
+public final class SpanExporter: Sendable {
+    /// Where and how spans are sent.
+    public struct Configuration: Sendable {
+        /// The collector's URL (`--otlp-endpoint`), with `/v1/traces` appended when it has no path.
+        public var endpoint: String
+        /// The resource's `service.name` (`--otlp-service-name`).
+        public var serviceName = "mailboxd"
+        /// The resource's `service.instance.id` (`--instance-id`).
+        public var instanceID = ""
+        /// Spans held at most while they wait to be sent.
+        public var queueCapacity = 8_192
+        /// Spans sent in one request at most.
+        public var batchSize = 512
+        /// How long the exporter waits between batches that were not full.
+        public var interval: Duration = .milliseconds(500)
+        /// The time one request may take.
+        public var timeout: Duration = .seconds(5)
+        /// A CA file for an `https` collector whose certificate the system's CAs do not vouch for.
+        public var caFile: String?
+
+        /// Sends to `endpoint` (see ``endpoint(_:)``).
+        public init(endpoint: String) { self.endpoint = endpoint }
+    }
+
+    /// The export URL for `given`: `http` or `https` with a host, and `/v1/traces` when it has no path (OTLP/HTTP's
+    /// rule); throws a message naming what is wrong.
+    public static func endpoint(_ given: String) throws(TracingConfigurationError) -> String {
+        guard let url = URLComponents(string: given), let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty, url.user == nil,
+            url.password == nil, url.query == nil, url.fragment == nil
+        else {
+            throw TracingConfigurationError(
+                "--otlp-endpoint must be an http:// or https:// URL with a host and no credentials, query or fragment")
+        }
+        return url.path.isEmpty || url.path == "/" ? given.trimmingSuffix("/") + "/v1/traces" : given
+    }
+
+    private struct Queue {
+        var spans: [Span] = []
+        var dropped = 0
+    }
+
+    private let configuration: Configuration
+    private let metrics: Metrics
+    private let log: @Sendable (String) -> Void
+    private let client: HTTPClient
+    private let queue = LockedValue(Queue())
+    private let failing = LockedValue(false)
+    private let loop = LockedValue<Task<Void, Never>?>(nil)
+
+    /// An exporter to `configuration.endpoint` (already checked by ``endpoint(_:)``); ``start(before:)`` runs it.
+    public init(configuration: Configuration, metrics: Metrics, log: @escaping @Sendable (String) -> Void) {
+        self.configuration = configuration
+        self.metrics = metrics
+        self.log = log
+        client = HTTPClient(
+            configuration: .init(
+                httpVersion: .http1, tls: .init(caFile: configuration.caFile), connectTimeout: .seconds(2),
+                requestTimeout: configuration.timeout, maximumConnectionsPerHost: 2,
+                userAgent: "SignalFetch-mailboxd-otlp/1"))
+    }
+
+    /// Starts sending; `before(final)` runs before each batch is taken (the tracer hands over the spans it held
+    /// back; `final` when the exporter is stopping and nothing may be held any longer).
+    public func start(before: @escaping @Sendable (_ final: Bool) -> Void) {
+        loop.withLock { task in
+            guard task == nil else { return }
+            task = Task { await self.run(before: before) }
+        }
+    }
+
+    /// Sends what is queued, then stops.
+    public func shutdown() async {
+        let task = loop.withLock { $0 }
+        task?.cancel()
+        await task?.value
+        client.shutdown()
+    }
+
+    /// Queues `spans`; those past the queue's capacity are dropped and counted.
+    public func export(_ spans: [Span]) {
+        guard !spans.isEmpty else { return }
+        let dropped = queue.withLock { queue -> Int in
+            let room = max(0, configuration.queueCapacity - queue.spans.count)
+            queue.spans.append(contentsOf: spans.prefix(room))
+            return spans.count - min(room, spans.count)
+        }
+        if dropped > 0 { countDropped(dropped, reason: "queueFull") }
+    }
+
+    /// Counts spans that were not sent.
+    func countDropped(_ count: Int, reason: String) {
+        metrics.increment(
+            "mailboxd_trace_spans_dropped_total", labels: "reason=\"\(reason)\"", by: Double(count),
+            help: "Spans not exported: the queue was full, the collector refused or could not be reached, or a "
+                + "span failed the content guard.")
+    }
+
+    private func run(before: @escaping @Sendable (Bool) -> Void) async {
+        while true {
+            let stopping = Task.isCancelled
+            before(stopping)
+            let batch = queue.withLock { queue -> [Span] in
+                let taken = Array(queue.spans.prefix(configuration.batchSize))
+                queue.spans.removeFirst(taken.count)
+                return taken
+            }
+            if !batch.isEmpty { await send(batch) }
+            if batch.count < configuration.batchSize {
+                if stopping { return }
+                try? await Task.sleep(for: configuration.interval)
+            }
+        }
+    }
+
+    private func send(_ batch: [Span]) async {
+        let body = OTLPJSON.request(batch, service: configuration.serviceName, instance: configuration.instanceID)
+        let outcome: String?
+        do {
+            let response = try await client.execute(
+                HTTPRequest(
+                    method: .post, url: configuration.endpoint, headers: ["Content-Type": "application/json"],
+                    body: Data(body)))
+            outcome = (200..<300).contains(response.status) ? nil : "the collector answered \(response.status)"
+        } catch {
+            outcome = "the collector cannot be reached (\(error))"
+        }
+        if let outcome {
+            countDropped(batch.count, reason: outcome.hasPrefix("the collector answered") ? "refused" : "unreachable")
+            if !failing.withLock({ state in
+                defer { state = true }; return state
+            }) {
+                log("tracing: spans dropped: \(outcome); counted in mailboxd_trace_spans_dropped_total until it takes")
+            }
+        } else {
+            metrics.increment(
+                "mailboxd_trace_spans_exported_total", by: Double(batch.count),
+                help: "Spans the OTLP collector accepted.")
+            if failing.withLock({ state in
+                defer { state = false }; return state
+            }) {
+                log("tracing: the collector takes spans again")
+            }
+        }
+    }
+}
+
+/// A tracing flag that cannot be used, with the reason.
+public struct TracingConfigurationError: Error, CustomStringConvertible {
+    /// What is wrong.
+    public let description: String
+
+    init(_ description: String) { self.description = description }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+}

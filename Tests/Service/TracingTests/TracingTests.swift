@@ -1,0 +1,176 @@
+import Foundation
+import LoopEvents
+import Push
+import Synchronization
+import Testing
+
+@testable import MailboxStore
+@testable import SignalDispatch
+@testable import Tracing
+
+/// W3C Trace Context as the recommendation reads it: what is taken, and what starts a new trace instead.
+@Suite struct TraceparentTests {
+    @Test func aWellFormedHeaderIsRead() throws {
+        let context = try #require(
+            SpanContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+        #expect(context.traceID.description == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(context.spanID.description == "00f067aa0ba902b7")
+        #expect(context.traceparent == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    }
+
+    @Test func aLaterVersionMayCarryMoreFields() {
+        #expect(SpanContext(traceparent: "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-comes") != nil)
+    }
+
+    @Test(arguments: [
+        "", "00", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  // uppercase
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // all-zero trace
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // all-zero span
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // version ff
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",  // version 00 has four fields
+        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",  // 31 digits
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+    ])
+    func aMalformedHeaderStartsANewTrace(_ header: String) {
+        #expect(SpanContext(traceparent: header) == nil)
+    }
+}
+
+/// The ids every instance derives alike for one change.
+@Suite struct ChangeTraceTests {
+    @Test func theSameChangeHasTheSameIdsAndAnotherHasOthers() {
+        let one = ChangeTrace.commit(epoch: "e1", accountID: 7, modseq: 42)
+        #expect(one == ChangeTrace.commit(epoch: "e1", accountID: 7, modseq: 42))
+        #expect(one.traceID != ChangeTrace.commit(epoch: "e1", accountID: 7, modseq: 43).traceID)
+        #expect(one.traceID != ChangeTrace.commit(epoch: "e1", accountID: 8, modseq: 42).traceID)
+        #expect(one.traceID != ChangeTrace.commit(epoch: "e2", accountID: 7, modseq: 42).traceID)
+        #expect(one.spanID != ChangeTrace.spanID(one.traceID, role: ChangeTrace.arrivalRole))
+    }
+}
+
+/// The content guard: what a span's string attributes may hold.
+@Suite struct SpanAttributeGuardTests {
+    @Test(arguments: ["alice@example.com", "Hello world", "", String(repeating: "a", count: 65), "ça", "a/b", "a\"b"])
+    func aValueThatCouldBeContentIsRefused(_ value: String) {
+        #expect(SpanAttribute.token(.device, value) == nil)
+    }
+
+    @Test(arguments: ["dev_3k9x-Q", "com.example.signalfetch", "BadDeviceToken", "oauth:invalid_grant", "sandbox"])
+    func tokensAreTaken(_ value: String) {
+        #expect(SpanAttribute.token(.device, value)?.value == .string(value))
+    }
+}
+
+/// OTLP's JSON encoding: the ids as hex, 64-bit numbers as strings, kinds as numbers.
+@Suite struct OTLPJSONTests {
+    @Test func aSpanIsWrittenAsOTLPJSON() throws {
+        let commit = ChangeTrace.commit(epoch: "e", accountID: 1, modseq: 2)
+        let span = Span(
+            context: SpanContext(traceID: commit.traceID, spanID: SpanID(hex: "0102030405060708")!),
+            parent: commit.spanID, name: "signal \"apns\"", kind: .client, start: 1_700_000_000.25,
+            end: 1_700_000_000.5, attributes: [.int(.account, 1), .bool(.coalesced, false), .token(.service, "apns")!],
+            links: [commit], failed: true)
+        let body = OTLPJSON.request([span], service: "mailboxd", instance: "a-1")
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
+        let resource = try #require((root["resourceSpans"] as? [[String: Any]])?.first)
+        let attributes = try #require((resource["resource"] as? [String: Any])?["attributes"] as? [[String: Any]])
+        #expect(attributes.compactMap { $0["key"] as? String } == ["service.name", "service.instance.id"])
+        let scope = try #require((resource["scopeSpans"] as? [[String: Any]])?.first)
+        let written = try #require((scope["spans"] as? [[String: Any]])?.first)
+        #expect(written["traceId"] as? String == commit.traceID.description)
+        #expect(written["spanId"] as? String == "0102030405060708")
+        #expect(written["parentSpanId"] as? String == commit.spanID.description)
+        #expect(written["name"] as? String == "signal \"apns\"")
+        #expect(written["kind"] as? Int == 3)
+        #expect(written["startTimeUnixNano"] as? String == "1700000000250000000")
+        #expect(written["endTimeUnixNano"] as? String == "1700000000500000000")
+        #expect((written["status"] as? [String: Any])?["code"] as? Int == 2)
+        let values = try #require(written["attributes"] as? [[String: Any]]).compactMap {
+            $0["value"] as? [String: Any]
+        }
+        #expect(values[0]["intValue"] as? String == "1")
+        #expect(values[1]["boolValue"] as? Bool == false)
+        #expect(values[2]["stringValue"] as? String == "apns")
+        #expect((written["links"] as? [[String: Any]])?.first?["spanId"] as? String == commit.spanID.description)
+    }
+
+    @Test func theEndpointGetsThePathOTLPNames() throws {
+        #expect(try SpanExporter.endpoint("http://127.0.0.1:4318") == "http://127.0.0.1:4318/v1/traces")
+        #expect(try SpanExporter.endpoint("https://otel.example/") == "https://otel.example/v1/traces")
+        #expect(try SpanExporter.endpoint("https://otel.example/custom") == "https://otel.example/custom")
+        for bad in ["ftp://h", "http://user:pw@h", "http://h/?q", "127.0.0.1:4318", ""] {
+            #expect(throws: TracingConfigurationError.self) { try SpanExporter.endpoint(bad) }
+        }
+    }
+}
+
+/// One change's spans from the loop's events, as the tracer joins them.
+@Suite struct ChangeTracerTests {
+    static func report(account: Int64, modseq: Int64, at: Double) -> SignalReport {
+        let item = OutboxItem(
+            deviceID: 1, address: PushAddress(service: .apns, token: "t", app: "com.example.app"), alias: "dev_abc",
+            signalKey: nil, modseq: modseq, state: SyncState(epoch: "e", modseq: modseq), unread: 1, attempts: 0,
+            registeredAt: 0, accountID: account, lastSignalledModseq: modseq - 1)
+        return SignalReport(item: item, outcome: .sent, reason: nil, latency: 0.01, at: at)
+    }
+
+    @Test func anArrivalItsCommitASignalAndAFetchAreOneTrace() throws {
+        let spans = LockedSpans()
+        let tracer = ChangeTracer(epoch: "e", instance: "a", now: { 100.5 }, sink: { spans.append($0) })
+        let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        // Two deliveries to one account committed together (modseq 5 and 6), one to another account.
+        tracer.committed([
+            CommittedChange(accountID: 1, modseq: 6, at: 100.4), CommittedChange(accountID: 2, modseq: 3, at: 100.4),
+        ])
+        tracer.arrived(Arrival(kind: .api, accountID: 1, modseq: 5, startedAt: 100.0, endedAt: 100.6))
+        tracer.arrived(
+            Arrival(kind: .lmtp, accountID: 1, modseq: 6, startedAt: 100.1, endedAt: 100.6, traceparent: caller))
+        tracer.release(final: false)
+        #expect(spans.all.isEmpty, "a commit waits through one batch for its arrivals")
+        tracer.release(final: false)
+        tracer.signalled(Self.report(account: 1, modseq: 6, at: 101))
+        tracer.fetched(Fetch(sessionID: 9, accountID: 1, since: 4, modseq: 6, startedAt: 101.1, at: 101.2))
+        tracer.fetched(Fetch(sessionID: 9, accountID: 1, since: 6, modseq: 6, startedAt: 101.3, at: 101.4))
+
+        let trace = ChangeTrace.traceID(epoch: "e", accountID: 1, modseq: 6)
+        let mine = spans.all.filter { $0.context.traceID == trace }
+        #expect(mine.map(\.name).sorted() == ["arrival api", "arrival lmtp", "commit", "fetch", "signal apns"])
+        let commit = try #require(mine.first { $0.name == "commit" })
+        let parent = try #require(mine.first { $0.name == "arrival lmtp" })
+        let coalesced = try #require(mine.first { $0.name == "arrival api" })
+        #expect(parent.parent == nil && parent.context.spanID == ChangeTrace.spanID(trace, role: "arrival"))
+        #expect(parent.links == [SpanContext(traceparent: caller)!])
+        #expect(commit.parent == parent.context.spanID)
+        #expect(commit.links == [coalesced.context])
+        #expect(commit.context == ChangeTrace.commit(epoch: "e", accountID: 1, modseq: 6))
+        for child in mine where child.name == "fetch" || child.name.hasPrefix("signal") {
+            #expect(child.parent == commit.context.spanID)
+        }
+        let fetch = try #require(mine.first { $0.name == "fetch" })
+        #expect(fetch.links == [ChangeTrace.commit(epoch: "e", accountID: 1, modseq: 4)])
+        #expect(spans.all.filter { $0.name == "fetch" }.count == 1, "a fetch that reached nothing new is no span")
+        // The other account's change is a trace of its own, with a commit and no arrival.
+        let other = spans.all.filter { $0.context.traceID == ChangeTrace.traceID(epoch: "e", accountID: 2, modseq: 3) }
+        #expect(other.map(\.name) == ["commit"] && other.first?.parent == nil)
+    }
+
+    @Test func anArrivalWhoseCommitWasNotSeenIsWrittenAlone() {
+        let spans = LockedSpans()
+        let tracer = ChangeTracer(epoch: "e", instance: "a", now: { 1 }, sink: { spans.append($0) })
+        tracer.arrived(Arrival(kind: .imap, accountID: 3, modseq: 9, startedAt: 0.5, endedAt: 0.9))
+        tracer.release(final: false)
+        #expect(spans.all.isEmpty, "it waits a batch for its commit")
+        tracer.release(final: false)
+        #expect(spans.all.map(\.name) == ["arrival imap"])
+        #expect(spans.all.first?.context.traceID == ChangeTrace.traceID(epoch: "e", accountID: 3, modseq: 9))
+    }
+}
+
+final class LockedSpans: Sendable {
+    private let spans = Mutex<[Span]>([])
+
+    func append(_ more: [Span]) { spans.withLock { $0 += more } }
+
+    var all: [Span] { spans.withLock { $0 } }
+}
