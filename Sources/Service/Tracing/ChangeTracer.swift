@@ -187,7 +187,7 @@ public final class ChangeTracer: LoopObserver {
         for commit in commits { spans += self.spans(of: commit) }
         for arrival in orphans {
             let trace = ChangeTrace.traceID(epoch: epoch, accountID: arrival.accountID, modseq: arrival.modseq)
-            spans.append(span(of: arrival, in: trace, id: ChangeTrace.spanID(trace, role: ChangeTrace.arrivalRole)))
+            spans.append(span(of: arrival, in: trace, id: ChangeTrace.spanIDs(trace).arrival))
         }
         sink(spans)
     }
@@ -202,7 +202,7 @@ public final class ChangeTracer: LoopObserver {
         var linked: [SpanContext] = []
         var parent: SpanID?
         for (index, arrival) in commit.arrivals.enumerated() {
-            let id = index == parentIndex ? ChangeTrace.spanID(trace, role: ChangeTrace.arrivalRole) : SpanID.random()
+            let id = index == parentIndex ? ChangeTrace.spanIDs(trace).arrival : SpanID.random()
             if index == parentIndex { parent = id } else { linked.append(SpanContext(traceID: trace, spanID: id)) }
             spans.append(span(of: arrival, in: trace, id: id))
         }
@@ -211,7 +211,7 @@ public final class ChangeTracer: LoopObserver {
             + [SpanAttribute.token(.instance, instance)].compactMap { $0 }
         spans.append(
             Span(
-                context: SpanContext(traceID: trace, spanID: ChangeTrace.spanID(trace, role: ChangeTrace.commitRole)),
+                context: SpanContext(traceID: trace, spanID: ChangeTrace.spanIDs(trace).commit),
                 parent: parent, name: "commit", kind: .internal, start: min(change.at, commit.committedAt),
                 end: commit.committedAt, attributes: attributes, links: linked))
         return spans

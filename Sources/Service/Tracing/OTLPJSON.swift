@@ -7,60 +7,92 @@ enum OTLPJSON {
     /// One request carrying `spans`, all from the resource named by `service` and `instance`.
     static func request(_ spans: [Span], service: String, instance: String) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(256 + spans.count * 480)
-        out += Array(#"{"resourceSpans":[{"resource":{"attributes":["#.utf8)
+        out.reserveCapacity(256 + spans.count * 512)
+        out.append(contentsOf: #"{"resourceSpans":[{"resource":{"attributes":["#.utf8)
         attribute("service.name", string: service, to: &out)
         out.append(UInt8(ascii: ","))
         attribute("service.instance.id", string: instance, to: &out)
-        out += Array(#"]},"scopeSpans":[{"scope":{"name":"signalfetch.mailboxd"},"spans":["#.utf8)
+        out.append(contentsOf: #"]},"scopeSpans":[{"scope":{"name":"signalfetch.mailboxd"},"spans":["#.utf8)
         for (index, span) in spans.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             write(span, to: &out)
         }
-        out += Array("]}]}]}".utf8)
+        out.append(contentsOf: "]}]}]}".utf8)
         return out
     }
 
     private static func write(_ span: Span, to out: inout [UInt8]) {
-        out += Array(#"{"traceId":""#.utf8)
-        out += Array(span.context.traceID.description.utf8)
-        out += Array(#"","spanId":""#.utf8)
-        out += Array(span.context.spanID.description.utf8)
+        out.append(contentsOf: #"{"traceId":""#.utf8)
+        hex(span.context.traceID.bytes, to: &out)
+        out.append(contentsOf: #"","spanId":""#.utf8)
+        hex(span.context.spanID.bytes, to: &out)
         out.append(UInt8(ascii: "\""))
         if let parent = span.parent {
-            out += Array(#","parentSpanId":""#.utf8)
-            out += Array(parent.description.utf8)
+            out.append(contentsOf: #","parentSpanId":""#.utf8)
+            hex(parent.bytes, to: &out)
             out.append(UInt8(ascii: "\""))
         }
-        out += Array(#","name":"#.utf8)
+        out.append(contentsOf: #","name":"#.utf8)
         JSONText.appendQuoted(span.name, to: &out)
-        out += Array(#","kind":\#(span.kind.rawValue),"startTimeUnixNano":"\#(span.start)","#.utf8)
-        out += Array(#""endTimeUnixNano":"\#(span.end)","attributes":["#.utf8)
+        out.append(contentsOf: #","kind":"#.utf8)
+        decimal(UInt64(span.kind.rawValue), to: &out)
+        out.append(contentsOf: #","startTimeUnixNano":""#.utf8)
+        decimal(span.start, to: &out)
+        out.append(contentsOf: #"","endTimeUnixNano":""#.utf8)
+        decimal(span.end, to: &out)
+        out.append(contentsOf: #"","attributes":["#.utf8)
         for (index, attribute) in span.attributes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             switch attribute.value {
             case .int(let value):
-                out += Array(#"{"key":"\#(attribute.key.rawValue)","value":{"intValue":"\#(value)"}}"#.utf8)
+                out.append(contentsOf: #"{"key":""#.utf8)
+                out.append(contentsOf: attribute.key.rawValue.utf8)
+                out.append(contentsOf: #"","value":{"intValue":""#.utf8)
+                if value < 0 { out.append(UInt8(ascii: "-")) }
+                decimal(value.magnitude, to: &out)
+                out.append(contentsOf: #""}}"#.utf8)
             case .bool(let value):
-                out += Array(#"{"key":"\#(attribute.key.rawValue)","value":{"boolValue":\#(value)}}"#.utf8)
+                out.append(contentsOf: #"{"key":""#.utf8)
+                out.append(contentsOf: attribute.key.rawValue.utf8)
+                out.append(
+                    contentsOf: (value ? #"","value":{"boolValue":true}}"# : #"","value":{"boolValue":false}}"#).utf8)
             case .string(let value):
                 Self.attribute(attribute.key.rawValue, string: value, to: &out)
             }
         }
-        out += Array(#"],"links":["#.utf8)
+        out.append(contentsOf: #"],"links":["#.utf8)
         for (index, link) in span.links.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            out += Array(#"{"traceId":"\#(link.traceID)","spanId":"\#(link.spanID)"}"#.utf8)
+            out.append(contentsOf: #"{"traceId":""#.utf8)
+            hex(link.traceID.bytes, to: &out)
+            out.append(contentsOf: #"","spanId":""#.utf8)
+            hex(link.spanID.bytes, to: &out)
+            out.append(contentsOf: #""}"#.utf8)
         }
         // STATUS_CODE_ERROR is 2; an unset status (0) is left out.
-        out += Array((span.failed ? #"],"status":{"code":2}}"# : "]}").utf8)
+        out.append(contentsOf: (span.failed ? #"],"status":{"code":2}}"# : "]}").utf8)
     }
 
     private static func attribute(_ key: String, string value: String, to out: inout [UInt8]) {
-        out += Array(#"{"key":"#.utf8)
+        out.append(contentsOf: #"{"key":"#.utf8)
         JSONText.appendQuoted(key, to: &out)
-        out += Array(#","value":{"stringValue":"#.utf8)
+        out.append(contentsOf: #","value":{"stringValue":"#.utf8)
         JSONText.appendQuoted(value, to: &out)
-        out += Array("}}".utf8)
+        out.append(contentsOf: "}}".utf8)
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private static func hex(_ bytes: [UInt8], to out: inout [UInt8]) {
+        for byte in bytes {
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 0x0f)])
+        }
+    }
+
+    private static func decimal(_ value: UInt64, to out: inout [UInt8]) {
+        guard value >= 10 else { return out.append(UInt8(ascii: "0") + UInt8(value)) }
+        decimal(value / 10, to: &out)
+        out.append(UInt8(ascii: "0") + UInt8(value % 10))
     }
 }

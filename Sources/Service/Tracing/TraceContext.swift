@@ -117,20 +117,17 @@ public enum ChangeTrace {
         return TraceID(bytes: Array(digest.prefix(16))) ?? TraceID(bytes: [1] + [UInt8](repeating: 0, count: 15))!
     }
 
-    /// The id of the change's span in `role` (``arrivalRole``, ``commitRole``): the same wherever it is derived.
-    public static func spanID(_ trace: TraceID, role: String) -> SpanID {
-        let digest = SHA256.hash("signalfetch.span\u{0}\(trace)\u{0}\(role)")
-        return SpanID(bytes: Array(digest.prefix(8))) ?? SpanID(bytes: [1, 0, 0, 0, 0, 0, 0, 0])!
+    /// The ids of the change's arrival span (the one that committed at its modseq) and its commit span: the same
+    /// wherever they are derived (one digest of the trace id, halved).
+    public static func spanIDs(_ trace: TraceID) -> (arrival: SpanID, commit: SpanID) {
+        let digest = SHA256.hash(Array("signalfetch.span".utf8) + trace.bytes)
+        let fallback = SpanID(bytes: [1, 0, 0, 0, 0, 0, 0, 0])!
+        return (SpanID(bytes: Array(digest[0..<8])) ?? fallback, SpanID(bytes: Array(digest[8..<16])) ?? fallback)
     }
-
-    /// The role of the arrival span that committed at the change's modseq.
-    public static let arrivalRole = "arrival"
-    /// The role of the commit span.
-    public static let commitRole = "commit"
 
     /// The commit span of the change that brought `accountID` to `modseq`: the parent of its signals and fetches.
     public static func commit(epoch: String, accountID: Int64, modseq: Int64) -> SpanContext {
         let trace = traceID(epoch: epoch, accountID: accountID, modseq: modseq)
-        return SpanContext(traceID: trace, spanID: spanID(trace, role: commitRole))
+        return SpanContext(traceID: trace, spanID: spanIDs(trace).commit)
     }
 }

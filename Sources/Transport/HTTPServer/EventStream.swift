@@ -70,10 +70,22 @@ public final class EventStream: Sendable {
     /// stream is closed. A client that lets more than `bufferLimit` bytes pile up is disconnected.
     @discardableResult
     public func send(event: String? = nil, id: String? = nil, data: String) -> Bool {
-        if event == nil, id == nil, Self.isSingleLine(data) {
-            // One line without carriage returns (the usual case): "data: <data>\n\n", appended as bytes.
-            let count = data.utf8.count
-            return enqueue(count: count + 8) { pending in
+        if Self.isSingleLine(data), event.map(Self.isSingleLine) ?? true, id.map(Self.isSingleLine) ?? true {
+            // Every field one line without carriage returns (the usual case): "event: <event>\nid: <id>\ndata:
+            // <data>\n\n", each present field appended as bytes, with no intermediate string.
+            let count =
+                data.utf8.count + 8 + (event.map { $0.utf8.count + 8 } ?? 0) + (id.map { $0.utf8.count + 5 } ?? 0)
+            return enqueue(count: count) { pending in
+                if let event {
+                    pending.append(contentsOf: "event: ".utf8)
+                    pending.append(contentsOf: event.utf8)
+                    pending.append(0x0A)
+                }
+                if let id {
+                    pending.append(contentsOf: "id: ".utf8)
+                    pending.append(contentsOf: id.utf8)
+                    pending.append(0x0A)
+                }
                 pending.append(contentsOf: "data: ".utf8)
                 pending.append(contentsOf: data.utf8)
                 pending.append(contentsOf: "\n\n".utf8)
