@@ -136,6 +136,120 @@ import Testing
         #expect(try await offPool { cluster.mailboxd.stop(signal: SIGTERM, timeout: 30) } == 0)
         #expect(!FileManager.default.fileExists(atPath: pidFile))
     }
+
+    /// The APNs configuration of the test below: the mail app signed with `mailKey`, and the notes app with the
+    /// second key when `notes`.
+    static func apnsConfig(
+        data: String, production: String, sandbox: String, mailKey: (p8: String, keyID: String, teamID: String),
+        notes: AppsAndEnvironmentsTests.SecondKey?
+    ) -> String {
+        let notesApp =
+            notes.map {
+                #", {"topic": "\#(AppsAndEnvironmentsTests.notes)", "keyFile": "\#($0.p8)", "keyId": "\#($0.keyID)", "teamId": "\#($0.teamID)"}"#
+            } ?? ""
+        return """
+            {"endpoints": {"production": "\(production)", "sandbox": "\(sandbox)"}, "ca": "\(data)/tls/ca.pem",
+             "apps": [{"topic": "\(AppsAndEnvironmentsTests.mail)", "keyFile": "\(mailKey.p8)", "keyId": "\(mailKey.keyID)",
+                       "teamId": "\(mailKey.teamID)"}\(notesApp)]}
+            """
+    }
+
+    /// The key ids of the provider tokens the store holds (each token's JWT header names its `kid`).
+    static func providerTokenKeyIDs(_ database: String) throws -> Set<String> {
+        let script = """
+            import base64, json, sqlite3, sys
+            for (token,) in sqlite3.connect(sys.argv[1]).execute("SELECT token FROM provider_tokens"):
+                header = token.split(".")[0]
+                print(json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["kid"])
+            """
+        let result = try Subprocess.run(TestEnvironment.python, ["-c", script, database])
+        try #require(result.status == 0, "\(result.stderr)")
+        return Set(result.stdout.split(separator: "\n").map(String.init))
+    }
+
+    /// The push configuration is read again: a new app is signalled, a rotated APNs key signs the next provider
+    /// token, a new VAPID key is what new browsers subscribe with while a browser subscribed for the old one is
+    /// still signed with it, and a broken file keeps what was there.
+    @Test func appsKeysAndTheVAPIDKeyAreReloadedWithoutARestart() async throws {
+        let pidFile = FileManager.default.temporaryDirectory.appendingPathComponent("reload-\(UUID()).pid").path
+        let second = try AppsAndEnvironmentsTests.SecondKey()
+        let cluster = try await Cluster.start(
+            accounts: ["alice"], mailboxdArguments: ["--pid-file", pidFile],
+            simArguments: ["--provider-key", "\(second.keyID):\(second.teamID):\(second.publicKey)"],
+            apnsConfig: { data, production, sandbox in
+                let read = { (name: String) in
+                    ((try? String(contentsOfFile: data + "/apns/" + name, encoding: .utf8)) ?? "")
+                        .trimmingCharacters(in: .whitespacesAndNewlines)
+                }
+                return Self.apnsConfig(
+                    data: data, production: production, sandbox: sandbox,
+                    mailKey: (data + "/apns/key.p8", read("key-id"), read("team-id")), notes: nil)
+            }, webpush: true)
+        let data = cluster.dataDir
+        let (production, sandbox) = (
+            "https://127.0.0.1:\(cluster.providerPort)", "https://127.0.0.1:\(cluster.sandboxPort)"
+        )
+        let session = try await cluster.login("alice")
+        let mail = try await cluster.registerDevice(session: session, topic: AppsAndEnvironmentsTests.mail)
+        let unknown = try await cluster.call(
+            .post, cluster.api + "/v1/devices", token: session,
+            json: [
+                "token": String(repeating: "cd", count: 32), "topic": AppsAndEnvironmentsTests.notes,
+                "environment": "sandbox",
+            ])
+        #expect(unknown.status == 400 && unknown.body["error"] as? String == "unknownTopic")
+        let oldVAPID = try await cluster.call(.get, cluster.api + "/v1/webpush/vapid-public-key").body["publicKey"]
+        let before = try await cluster.registerBrowser(session: session)
+        let firstKeyID = try Self.providerTokenKeyIDs(data + "/mailbox.sqlite")
+
+        // The mail app's key rotated to the second, the notes app added, a new VAPID key.
+        let config = cluster.directory.path("apns-config.json")
+        try Self.apnsConfig(
+            data: data, production: production, sandbox: sandbox, mailKey: (second.p8, second.keyID, second.teamID),
+            notes: second
+        ).write(toFile: config, atomically: true, encoding: .utf8)
+        let vapid = cluster.directory.path("vapid-new.pem")
+        let generated = try Subprocess.run(
+            "/usr/bin/openssl", ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", vapid])
+        try #require(generated.status == 0, "\(generated.stderr)")
+        try #require(rename(vapid, data + "/webpush/vapid.pem") == 0)
+        try Self.reload(pidFile)
+        try #require(await eventually { cluster.mailboxd.errorOutput.contains("the push configuration (") })
+
+        let newVAPID = try await cluster.call(.get, cluster.api + "/v1/webpush/vapid-public-key").body["publicKey"]
+        #expect(newVAPID as? String != nil && newVAPID as? String != oldVAPID as? String)
+        let notes = try await cluster.registerDevice(
+            session: session, topic: AppsAndEnvironmentsTests.notes, environment: "production")
+        let after = try await cluster.registerBrowser(session: session)
+        let streams = (mail: try await cluster.notifications(mail), notes: try await cluster.notifications(notes))
+        let browsers = (
+            before: try await WebPushSignalThenFetchTests().messages(cluster, before.id),
+            after: try await WebPushSignalThenFetchTests().messages(cluster, after.id)
+        )
+        let receipt = try await cluster.deliver(to: "alice", subject: "after the reload", body: "b")
+        let state = try #require(receipt["state"] as? String)
+        #expect(await streams.mail.waitForLastTag(try #require(cluster.tag(of: state, device: mail))))
+        #expect(await streams.notes.waitForLastTag(try #require(cluster.tag(of: state, device: notes))))
+        let beforeTag = try #require(cluster.tag(of: state, device: before.id))
+        let afterTag = try #require(cluster.tag(of: state, device: after.id))
+        #expect(await browsers.before.waitFor(tag: beforeTag) != nil, "the old subscription, with the old key")
+        #expect(await browsers.after.waitFor(tag: afterTag) != nil, "the new subscription, with the new key")
+        let keyIDs = try Self.providerTokenKeyIDs(data + "/mailbox.sqlite")
+        #expect(keyIDs.contains(second.keyID) && !firstKeyID.contains(second.keyID), "\(firstKeyID) → \(keyIDs)")
+
+        // A broken file: refused, said why, counted; the apps stay as they were.
+        try "{ not json".write(toFile: config, atomically: true, encoding: .utf8)
+        try Self.reload(pidFile)
+        try #require(
+            await eventually {
+                cluster.mailboxd.errorOutput.contains("mailboxd: reload kept what it had for the push configuration")
+            })
+        let again = try await cluster.deliver(to: "alice", subject: "after the broken reload", body: "b")
+        let againState = try #require(again["state"] as? String)
+        #expect(await streams.notes.waitForLastTag(try #require(cluster.tag(of: againState, device: notes))))
+        let page = String(decoding: try await cluster.call(.get, cluster.metrics).data, as: UTF8.self)
+        #expect(page.contains("mailboxd_reloads_total{outcome=\"refused\"} 1"), "\(page)")
+    }
 }
 
 /// Lines appended by one task and read by another.

@@ -6,6 +6,7 @@ import IMAP
 import MailIngest
 import MailboxService
 import MailboxStore
+import OpenSSLCrypto
 import Push
 import PushAPNs
 import PushFCM
@@ -83,6 +84,10 @@ enum Serve {
                 "webpush-vapid-key", "PEM",
                 help: "the VAPID key browsers subscribe with and Web Push is signed with (default",
                 "DIR/webpush/vapid.pem from dev-setup; Web Push is off when there is none)"),
+            Flag(
+                "webpush-vapid-previous-key", "PEM",
+                help: "a VAPID key used before --webpush-vapid-key (repeatable): browsers that subscribed",
+                "for it are still signed with it until they subscribe again"),
             Flag(
                 "webpush-subject", "URI",
                 help: "the VAPID contact, mailto:… or https://… (default mailto:postmaster@localhost)"),
@@ -179,7 +184,7 @@ enum Serve {
     static let pidFileFlag = Flag(
         "pid-file", "F",
         help: "write the process id here (removed at exit); SIGHUP, or `mailboxd reload --pid-file F`,",
-        "reloads the TLS certificate and key of every listener and the delivery token without a", "restart")
+        "reloads the TLS files, the delivery token, the push configuration and the VAPID key", "without a restart")
 
     static func readTrimmed(_ path: String, what: String) throws -> String {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
@@ -262,7 +267,10 @@ enum Serve {
         let given = args.string("webpush-vapid-key")
         let path = given ?? dataDir + "/webpush/vapid.pem"
         guard given != nil || FileManager.default.fileExists(atPath: path) else {
-            for flag in ["webpush-subject", "webpush-ca", "webpush-allow-host", "webpush-signal-kind"]
+            for flag in [
+                "webpush-subject", "webpush-ca", "webpush-allow-host", "webpush-signal-kind",
+                "webpush-vapid-previous-key",
+            ]
             where args.string(flag) != nil {
                 throw UsageError("--\(flag) configures Web Push: give --webpush-vapid-key too (or run dev-setup)")
             }
@@ -277,15 +285,61 @@ enum Serve {
             else { throw UsageError("--webpush-allow-host takes HOST or HOST:PORT") }
             allowed.append(host)
         }
+        var previousKeys: [P256PrivateKey] = []
+        for file in args.all("webpush-vapid-previous-key") {
+            do {
+                previousKeys.append(try WebPushConfiguration.vapidKey(file: file))
+            } catch {
+                throw UsageError("--webpush-vapid-previous-key \(file): \(error.message)")
+            }
+        }
         do {
-            return try WebPushConfiguration(
+            var configuration = try WebPushConfiguration(
                 vapidKey: try WebPushConfiguration.vapidKey(file: path),
                 subject: args.string("webpush-subject", default: "mailto:postmaster@localhost"),
                 caFile: args.string("webpush-ca"), endpointPolicy: WebPushEndpointPolicy(allowedHosts: allowed),
                 signalKind: kind)
+            configuration.previousVapidKeys = previousKeys
+            return configuration
         } catch {
             throw UsageError("--webpush-vapid-key/--webpush-subject: \(error.message)")
         }
+    }
+
+    /// The push services the flags and their files describe: APNs unless only FCM is configured, FCM with
+    /// `--fcm-config`, Web Push with a VAPID key. Read at start and again at each reload; `previous`, the Web Push
+    /// service being replaced, passes on the VAPID keys it signed with.
+    struct PushServices {
+        var services: [any PushService] = []
+        var apns: APNsPushService?
+        var fcm: FCMConfiguration?
+        var webPush: WebPushPushService?
+    }
+
+    static func pushServices(
+        _ args: Arguments, dataDir: String, proxy: HTTP2Client.Proxy?, previous: WebPushPushService? = nil
+    ) throws -> PushServices {
+        var push = PushServices()
+        if args.string("fcm-config") == nil || args.string("apns-config") != nil || args.string("apns-topic") != nil {
+            var apnsConfiguration = try apnsConfiguration(args, dataDir: dataDir)
+            apnsConfiguration.proxy = proxy
+            let service = try APNsPushService(
+                configuration: apnsConfiguration,
+                legacyPayloadLimit: args.flag("legacy-payload-limit"), tokenCacheDirectory: dataDir + "/apns")
+            push.services.append(service)
+            push.apns = service
+        }
+        push.fcm = try fcmConfiguration(args)
+        push.fcm?.proxy = proxy
+        if let fcm = push.fcm { push.services.append(FCMPushService(configuration: fcm)) }
+        var webPush = try webPushConfiguration(args, dataDir: dataDir)
+        webPush?.proxy = proxy
+        if let webPush {
+            let service = try WebPushPushService(configuration: webPush, log: { printError($0) }, previous: previous)
+            push.services.append(service)
+            push.webPush = service
+        }
+        return push
     }
 
     /// Warns when the data folder (mail, password and token hashes, keys) or a file in it can be read or written
@@ -489,31 +543,10 @@ enum Serve {
                 "--jmap-ws-max-sockets-per-account configures the WebSocket listener: give --jmap-ws-listen too")
         }
 
-        var services: [any PushService] = []
         let proxy = try pushProxy(args)
-        // APNs unless only FCM is configured.
-        let apns: APNsPushService?
-        if args.string("fcm-config") == nil || args.string("apns-config") != nil || args.string("apns-topic") != nil {
-            var apnsConfiguration = try apnsConfiguration(args, dataDir: dataDir)
-            apnsConfiguration.proxy = proxy
-            let service = try APNsPushService(
-                configuration: apnsConfiguration,
-                legacyPayloadLimit: args.flag("legacy-payload-limit"), tokenCacheDirectory: dataDir + "/apns")
-            services.append(service)
-            apns = service
-        } else {
-            apns = nil
-        }
-        var fcm = try fcmConfiguration(args)
-        fcm?.proxy = proxy
-        if let fcm { services.append(FCMPushService(configuration: fcm)) }
-        var webPush = try webPushConfiguration(args, dataDir: dataDir)
-        webPush?.proxy = proxy
-        if let webPush {
-            let service = try WebPushPushService(configuration: webPush, log: { printError($0) })
-            configuration.webPushPublicKey = service.vapidPublicKey
-            services.append(service)
-        }
+        let push = try pushServices(args, dataDir: dataDir, proxy: proxy)
+        configuration.webPushPublicKey = push.webPush?.vapidPublicKey
+        let (services, apns, fcm, webPush) = (push.services, push.apns, push.fcm, push.webPush?.configuration)
         let router = PushRouter(services)
         var dispatcher = SignalDispatcher.Configuration()
         dispatcher.backgroundBudget = try args.int("background-budget", default: 3)
@@ -580,9 +613,19 @@ enum Serve {
             } catch {
                 (token, unreadable) = (nil, ["the delivery token: \(error)"])
             }
-            let (reloaded, failures) = service.reload(deliveryToken: token)
+            var replacement: PushServices?
+            do {
+                replacement = try pushServices(
+                    args, dataDir: dataDir, proxy: proxy,
+                    previous: router.service(.webpush) as? WebPushPushService)
+            } catch {
+                unreadable.append("the push configuration: \(error)")
+            }
+            let (reloaded, failures) = service.reload(
+                deliveryToken: token, push: replacement.map { ($0.services, $0.webPush?.vapidPublicKey) },
+                refused: unreadable)
             if !reloaded.isEmpty { printError("mailboxd: reloaded \(reloaded.joined(separator: ", "))") }
-            for failure in unreadable + failures { printError("mailboxd: reload kept what it had for \(failure)") }
+            for failure in failures { printError("mailboxd: reload kept what it had for \(failure)") }
         }
         await TerminationSignals.wait()
         reloads.cancel()

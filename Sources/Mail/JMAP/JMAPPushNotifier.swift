@@ -48,7 +48,8 @@ public final class JMAPPushNotifier: Sendable {
     }
 
     let store: MailboxStore
-    let service: any SubscriptionPushService
+    /// The service pushes go through now (a reload may replace it; none while Web Push is not configured).
+    let service: @Sendable () -> (any SubscriptionPushService)?
     /// The configuration.
     public let configuration: Configuration
     private let state = LockedValue(State())
@@ -60,12 +61,21 @@ public final class JMAPPushNotifier: Sendable {
 
     /// Watches `store`'s commits and pushes through `service`. `log` gets one line per subscription removed or
     /// push failed, never a URL or a key.
-    public init(
+    public convenience init(
         store: MailboxStore, service: any SubscriptionPushService, configuration: Configuration = Configuration(),
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
+        self.init(store: store, services: { service }, configuration: configuration, log: log)
+    }
+
+    /// Watches `store`'s commits and pushes through the service `services` names at each push (a reload may replace
+    /// it); a push while it names none waits with the one backoff.
+    public init(
+        store: MailboxStore, services: @escaping @Sendable () -> (any SubscriptionPushService)?,
+        configuration: Configuration = Configuration(), log: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.store = store
-        self.service = service
+        self.service = services
         self.configuration = configuration
         self.log = log
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -166,6 +176,7 @@ public final class JMAPPushNotifier: Sendable {
         }
         let message = SubscriptionPushMessage.stateChange(accountID: String(subscription.accountID), states: named)
         let topic = Self.topic(for: subscription.id)
+        guard let service = service() else { return await retry(item, retryAfter: nil) }
         switch await service.push(message, url: subscription.url, keys: subscription.keys, topic: topic) {
         case .delivered:
             _ = try? await store.completePush(id: subscription.id, toldModseq: counters.modseq, sent: true)
@@ -196,6 +207,7 @@ public final class JMAPPushNotifier: Sendable {
             subscriptionID: subscription.id, code: subscription.verificationCode)
         Task { [service, log, backoff = configuration.backoff] in
             for attempt in 1...Self.verificationAttempts {
+                guard let service = service() else { return }
                 switch await service.push(message, url: subscription.url, keys: subscription.keys, topic: topic) {
                 case .delivered:
                     return

@@ -1,5 +1,6 @@
 import Foundation
 import JSONText
+import Locking
 import MailboxStore
 import NetworkAddress
 
@@ -124,8 +125,10 @@ public struct JMAPServer: Sendable {
     public let limits: JMAPLimits
     /// What tells push subscriptions of changes; `nil`: push subscriptions cannot be made.
     public let push: JMAPPushNotifier?
-    /// The VAPID public key pushes are signed with (base64url), advertised as RFC 9749's `applicationServerKey`.
-    public let applicationServerKey: String?
+    /// The VAPID public key pushes are signed with (base64url), advertised as RFC 9749's `applicationServerKey`;
+    /// a reload replaces it (``replaceApplicationServerKey(_:)``).
+    public var applicationServerKey: String? { serverKey.withLock { $0 } }
+    private let serverKey: LockedValue<String?>
     /// The port of the JMAP WebSocket listener (RFC 8887), advertised in the Session; `nil`: none.
     public let webSocketPort: UInt16?
 
@@ -137,9 +140,12 @@ public struct JMAPServer: Sendable {
         self.store = store
         self.limits = limits
         self.push = push
-        self.applicationServerKey = applicationServerKey
+        serverKey = LockedValue(applicationServerKey)
         self.webSocketPort = webSocketPort
     }
+
+    /// Advertises `key` from now on (the VAPID key was replaced).
+    public func replaceApplicationServerKey(_ key: String?) { serverKey.withLock { $0 = key } }
 
     /// The WebSocket URL beside `baseURL`: its host, the WebSocket listener's `port`, `wss://` for `https://`.
     public static func webSocketURL(baseURL: String, port: UInt16) -> String {

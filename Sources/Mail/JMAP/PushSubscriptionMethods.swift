@@ -137,9 +137,12 @@ extension MethodContext {
         case .success(let time): expiresAt = time
         case .failure(let error): return .failure(error)
         }
+        guard let service = push.service() else {
+            return .failure(invalid("url", "This server no longer sends Web Push."))
+        }
         let storedKeys: String
         do {
-            storedKeys = try push.service.checkSubscription(url: url, keys: keys)
+            storedKeys = try service.checkSubscription(url: url, keys: keys)
         } catch {
             return .failure(invalid(error.code == "invalidKeys" ? "keys" : "url", error.message))
         }

@@ -55,15 +55,21 @@ extension MailboxStore {
                 "SELECT id FROM devices WHERE account_id = ? AND token = ?", accountID, token
             ).int64
             if let existing {
+                // A Web Push subscription's endpoint is bound to the VAPID key it was made for (its `topic`): the
+                // same endpoint registered again is the same subscription, still bound to that key, even after a
+                // reload replaced the key new ones are made for.
                 try db.run(
                     """
-                    UPDATE devices SET service = ?, topic = ?, environment = ?, push_keys = ?, session_id = ?,
+                    UPDATE devices SET
+                        topic = CASE WHEN service = 'webpush' AND ? = 'webpush' THEN topic ELSE ? END,
+                        service = ?, environment = ?, push_keys = ?, session_id = ?,
                         updated_at = ?, signal_key = ?, handle = COALESCE(handle, ?)
                     WHERE id = ?
                     """,
                     arguments: [
-                        address.service.rawValue, address.app, address.environment.rawValue, address.keys, sessionID,
-                        registered, key.base64URL, handle, existing,
+                        address.service.rawValue, address.app, address.service.rawValue,
+                        address.environment.rawValue, address.keys, sessionID, registered, key.base64URL, handle,
+                        existing,
                     ])
             } else {
                 guard let count = try db.scalar("SELECT COUNT(*) FROM devices WHERE account_id = ?", accountID).int64,

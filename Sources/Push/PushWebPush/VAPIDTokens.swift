@@ -17,13 +17,18 @@ final class VAPIDTokens: Sendable {
     let key: P256PrivateKey
     /// The public key, base64url of the 65-byte point: `k`, and what browsers subscribe with.
     let publicKey: String
+    /// `vapid-` and the first 12 hex digits of the SHA-256 of the public key: what a subscription made for this key
+    /// is stored with (its address's `app`), so it is signed with this key after another replaced it.
+    let keyID: String
     let subject: String
     private let clock: any WallClock
     private let cache = LockedValue<[String: (token: String, expires: Double)]>([:])
 
     init(key: P256PrivateKey, subject: String, clock: any WallClock) throws {
         self.key = key
-        self.publicKey = Base64URL.encode(try key.publicKey.rawRepresentation)
+        let raw = try key.publicKey.rawRepresentation
+        self.publicKey = Base64URL.encode(raw)
+        keyID = "vapid-" + Hex.encode(SHA256.hash(raw).prefix(6))
         self.subject = subject
         self.clock = clock
     }

@@ -7,6 +7,9 @@ import Push
 public struct WebPushConfiguration: Sendable {
     /// The VAPID key (RFC 8292): browsers subscribe with its public key, every push is signed with it.
     public var vapidKey: P256PrivateKey
+    /// Keys used before `vapidKey` (`--webpush-vapid-previous-key`): subscriptions made for one of them are still
+    /// signed with it, until their browsers subscribe again for the current key.
+    public var previousVapidKeys: [P256PrivateKey] = []
     /// The VAPID `sub`: a `mailto:` or `https:` contact for push-service operators.
     public var subject: String
     /// A CA (PEM) to trust instead of the system store, for a local push service.

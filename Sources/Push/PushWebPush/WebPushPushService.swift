@@ -26,7 +26,13 @@ import Push
 public final class WebPushPushService: PushService {
     /// The configuration the service was created with.
     public let configuration: WebPushConfiguration
+    /// The key new subscriptions are made for.
     let vapid: VAPIDTokens
+    /// Every key this process has signed with, by ``VAPIDTokens/keyID``: a push service binds a subscription to the
+    /// key it was made for, so one made before a reload replaced the key is still signed with its own.
+    let keyring: [String: VAPIDTokens]
+    /// The key the process started with: the one subscriptions stored without a key id were made for.
+    let initialKeyID: String
     private let clients = LockedValue<[String: HTTP2Client]>([:])
     /// The origins that turned down HTTP/2, with their HTTP/1.1 clients (`WebPushPushService+HTTP1.swift`).
     let http1Origins = LockedValue<[String: HTTP1Origin]>([:])
@@ -38,13 +44,31 @@ public final class WebPushPushService: PushService {
 
     /// Reads the VAPID key's public half; connections open on first use. `clock` dates the VAPID tokens; `log`
     /// receives one line per subscription removed for a key mismatch (never the endpoint).
+    /// `previous`, the service this one replaces (a reload), passes on the keys it signed with;
+    /// `configuration.previousVapidKeys` are earlier keys from files, for a process started after a rotation.
     public init(
         configuration: WebPushConfiguration, clock: any WallClock = SystemClock(),
-        log: @escaping @Sendable (String) -> Void = { _ in }
+        log: @escaping @Sendable (String) -> Void = { _ in }, previous: WebPushPushService? = nil
     ) throws {
         self.configuration = configuration
-        vapid = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject, clock: clock)
+        let current = try VAPIDTokens(key: configuration.vapidKey, subject: configuration.subject, clock: clock)
+        vapid = current
+        var keyring = previous?.keyring ?? [:]
+        for key in configuration.previousVapidKeys {
+            let tokens = try VAPIDTokens(key: key, subject: configuration.subject, clock: clock)
+            keyring[tokens.keyID] = keyring[tokens.keyID] ?? tokens
+        }
+        keyring[current.keyID] = current
+        self.keyring = keyring
+        initialKeyID = previous?.initialKeyID ?? current.keyID
         self.log = log
+    }
+
+    /// The keys that sign for subscriptions of `keyID`: its own when this process has it, the key the process
+    /// started with for a subscription stored without one, else the current key (a push service that refuses it
+    /// answers 401/403 and the subscription is removed).
+    func signer(for keyID: String) -> VAPIDTokens {
+        keyring[keyID.isEmpty ? initialKeyID : keyID] ?? vapid
     }
 
     deinit { shutdown() }
@@ -77,7 +101,8 @@ public final class WebPushPushService: PushService {
         if let expiration = registration.fields["subscription.expirationTime"], Double(expiration) == nil {
             throw RegistrationError("invalidArgument", "'subscription.expirationTime' must be null or a time.")
         }
-        return PushAddress(service: .webpush, token: endpoint, app: "", environment: .production, keys: keys.stored)
+        return PushAddress(
+            service: .webpush, token: endpoint, app: vapid.keyID, environment: .production, keys: keys.stored)
     }
 
     /// `endpoint`.
@@ -92,7 +117,7 @@ public final class WebPushPushService: PushService {
     public func send(_ signal: PushSignal, to address: PushAddress) async -> PushOutcome {
         await send(
             toEndpoint: address.token, keys: address.keys, topic: WebPushMessage.topic(for: signal.alias),
-            urgency: WebPushMessage.urgency(for: configuration.signalKind)
+            urgency: WebPushMessage.urgency(for: configuration.signalKind), signer: signer(for: address.app)
         ) { keys in
             // A signal is never sent unencrypted: a browser subscription always has keys.
             guard let keys else { throw MissingKeys() }
@@ -108,7 +133,7 @@ public final class WebPushPushService: PushService {
     /// outcome. Without keys the body goes as `application/json`.
     func send(
         toEndpoint url: String, keys stored: String, topic: String, urgency: String = "normal",
-        body makeBody: (WebPushSubscriptionKeys?) throws -> [UInt8]
+        signer: VAPIDTokens? = nil, body makeBody: (WebPushSubscriptionKeys?) throws -> [UInt8]
     ) async -> PushOutcome {
         let endpoint: WebPushEndpointPolicy.Endpoint
         do {
@@ -125,7 +150,7 @@ public final class WebPushPushService: PushService {
         let authorization: String
         do {
             body = try makeBody(keys)
-            authorization = try vapid.authorization(for: endpoint.origin)
+            authorization = try (signer ?? vapid).authorization(for: endpoint.origin)
         } catch is WebPushPayloadGuard.Violation {
             return .defect(reason: "payloadGuard")
         } catch is MissingKeys {

@@ -276,7 +276,7 @@ extension MailboxAPI {
     /// The key browsers pass to `pushManager.subscribe` as `applicationServerKey` (no authentication: it is public,
     /// and a page needs it before it can register).
     func vapidPublicKey(_ request: HTTPRequest) async throws -> HTTPResponse {
-        guard let key = configuration.webPushPublicKey else {
+        guard let key = webPushPublicKey.withLock({ $0 }) else {
             throw HTTPError(.notFound, code: "webPushDisabled", message: "This server does not send Web Push.")
         }
         return try .json(VAPIDPublicKeyResponse(publicKey: key))

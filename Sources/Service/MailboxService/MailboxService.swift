@@ -35,6 +35,8 @@ public final class MailboxService: Sendable {
     private let queuedSignals: QueuedSignalWatch
     /// Tells JMAP push subscriptions of this process's commits, when a push service can carry them (Web Push).
     private let jmapPush: JMAPPushNotifier?
+    /// The push services, which a reload replaces.
+    private let router: PushRouter
     /// Makes each change's trace, when traces are exported (`--otlp-endpoint`).
     private let tracer: ChangeTracer?
 
@@ -75,6 +77,7 @@ public final class MailboxService: Sendable {
         }
         if let tracer { feed.add(tracer) }
         self.tracer = tracer
+        self.router = router
         let dispatcher = SignalDispatcher(
             store: store, router: router, metrics: metrics, configuration: dispatcherConfiguration, log: log,
             report: { report in feed.signalled(report) })
@@ -88,8 +91,9 @@ public final class MailboxService: Sendable {
         settings.jmapBaseURL = configuration.jmapBaseURL
         var pushConfiguration = JMAPPushNotifier.Configuration()
         pushConfiguration.allowsUnencrypted = configuration.jmapPushAllowsUnencrypted
-        let jmapPush = router.subscriptionService.map { service in
-            JMAPPushNotifier(store: store, service: service, configuration: pushConfiguration, log: log)
+        let jmapPush = router.subscriptionService.map { _ in
+            JMAPPushNotifier(
+                store: store, services: { router.subscriptionService }, configuration: pushConfiguration, log: log)
         }
         settings.jmapPush = jmapPush
         // Bodies past half the listener's limit get JMAP's own `limit` error; past the whole, the listener's 413.
@@ -263,12 +267,19 @@ public final class MailboxService: Sendable {
     }
 
     /// Reloads what can change while the service runs: the TLS certificate and key of every listener (the API, IMAP,
-    /// JMAP's WebSockets), read again from their files, and, when given, the delivery token. New connections get
-    /// the new certificate; connections already open keep theirs. A part that cannot be used keeps what it had and is
-    /// named in the failures; the others still take. Counted in `mailboxd_reloads_total{outcome}`.
-    public func reload(deliveryToken: String?) -> (reloaded: [String], failures: [String]) {
+    /// JMAP's WebSockets), read again from their files; when given, the delivery token; and when given, the push
+    /// services read again from their configuration (apps added or removed, APNs and FCM keys rotated, the VAPID key
+    /// replaced, with `webPushPublicKey` its public half). New connections get the new certificate; connections
+    /// already open keep theirs. New signals go through the new push services; a send already under way finishes
+    /// on the old one, which is closed a minute later. A part that cannot be used keeps what it had and is named in
+    /// the failures; the others still take. `refused`: parts the caller could not read (they count as failures too).
+    /// Counted in `mailboxd_reloads_total{outcome}`.
+    public func reload(
+        deliveryToken: String?, push: (services: [any PushService], webPushPublicKey: String?)? = nil,
+        refused: [String] = []
+    ) -> (reloaded: [String], failures: [String]) {
         var reloaded: [String] = []
-        var failures: [String] = []
+        var failures = refused
         func attempt(_ part: String, _ body: () throws -> Void) {
             do {
                 try body()
@@ -284,12 +295,25 @@ public final class MailboxService: Sendable {
             api.replaceDeliveryToken(deliveryToken)
             reloaded.append("the delivery token")
         }
+        if let push {
+            for service in push.services { service.share(in: store) }
+            let replaced = router.replace(with: push.services)
+            api.replaceWebPushPublicKey(push.webPushPublicKey)
+            Task {
+                try? await Task.sleep(for: Self.replacedServiceGrace)
+                for service in replaced { service.shutdown() }
+            }
+            reloaded.append("the push configuration (\(push.services.map(\.name.rawValue).joined(separator: ", ")))")
+        }
         metrics.increment(
             "mailboxd_reloads_total", labels: "outcome=\"\(failures.isEmpty ? "applied" : "refused")\"",
             help:
                 "Reloads (SIGHUP) by outcome: applied, or refused in part (what could not be used kept its old value).")
         return (reloaded, failures)
     }
+
+    /// How long push services a reload replaced stay open for the sends that began on them.
+    static let replacedServiceGrace: Duration = .seconds(60)
 
     /// Stops the LMTP listener and the API (finishing in-flight requests), then the dispatcher.
     public func shutdown() async {
