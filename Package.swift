@@ -137,9 +137,8 @@ let package = Package(
         .target(
             name: "Console",
             dependencies: [
-                "LoopEvents", "MailboxStore", "SignalDispatch", "ServiceMetrics", "HTTPServer", "Locking",
-                "OpenSSLCrypto",
-                "JSONText",
+                "LoopEvents", "Tracing", "MailboxStore", "SignalDispatch", "ServiceMetrics", "HTTPServer", "Locking",
+                "OpenSSLCrypto", "JSONText",
             ]),
         .target(
             name: "MailboxService",

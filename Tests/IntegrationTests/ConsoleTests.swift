@@ -118,6 +118,9 @@ import Testing
         #expect(change.data.contains(#""account":"alice""#) && change.data.contains(state))
         let signal = try #require(seen.first { $0.event == "signal" && $0.data.contains(#""outcome":"sent""#) })
         #expect(signal.data.contains(#""service":"apns""#) && signal.data.contains(#""latencyMs":"#))
+        // The change's trace id, as the OTLP exporter names it (32 hex digits an operator can paste).
+        let trace = (try? JSONSerialization.jsonObject(with: Data(signal.data.utf8)) as? [String: Any])?["trace"]
+        #expect((trace as? String)?.count == 32 && (trace as? String)?.allSatisfy(\.isHexDigit) == true)
         for event in seen {
             #expect(event.id.flatMap { Int($0) } != nil, "every event has an id")
             for secret in [canary, token, session, "example.com"] {

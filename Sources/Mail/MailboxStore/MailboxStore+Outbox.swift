@@ -173,7 +173,7 @@ extension MailboxStore {
             try db.query(
                 """
                 SELECT d.alias, a.username, d.service, d.topic, d.environment, d.last_signal_at,
-                       d.last_signalled_modseq, d.session_id
+                       d.last_signalled_modseq, d.session_id, d.account_id
                 FROM devices d JOIN accounts a ON a.id = d.account_id
                 ORDER BY d.last_signal_at DESC, d.id LIMIT ?
                 """, limit
@@ -182,7 +182,8 @@ extension MailboxStore {
                     alias: try row.string("alias"), username: try row.string("username"),
                     service: try row.string("service"), app: try row.string("topic"),
                     environment: try row.string("environment"), lastSignalAt: try row.double("last_signal_at"),
-                    lastSignalledModseq: try row.int64("last_signalled_modseq"), sessionID: row["session_id"].int64)
+                    lastSignalledModseq: try row.int64("last_signalled_modseq"), sessionID: row["session_id"].int64,
+                    accountID: try row.int64("account_id"))
             }
         }
     }

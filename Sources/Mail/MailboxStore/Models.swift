@@ -464,7 +464,7 @@ public struct DeviceSummary: Sendable, Equatable {
     public var username: String
     /// The push service.
     public var service: String
-    /// The app (APNs topic, Android package, Web Push origin's host).
+    /// The app (APNs topic, Android package, the VAPID key's id for Web Push).
     public var app: String
     /// `sandbox` or `production`.
     public var environment: String
@@ -474,6 +474,8 @@ public struct DeviceSummary: Sendable, Equatable {
     public var lastSignalledModseq: Int64
     /// The session it registered through, if any.
     public var sessionID: Int64?
+    /// The account's id (its change traces are named by it, never by the username).
+    public var accountID: Int64 = 0
 }
 
 /// A snapshot of the outbox for metrics.

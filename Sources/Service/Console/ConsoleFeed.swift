@@ -6,6 +6,7 @@ import LoopEvents
 import MailboxStore
 import ServiceMetrics
 import SignalDispatch
+import Tracing
 
 /// The signal-then-fetch loop as it happens, for the console: each change the store commits, each signal the
 /// dispatcher sends (and its push service's answer), and each fetch a device makes, as numbered events. Events
@@ -199,7 +200,9 @@ public final class ConsoleFeed: LoopObserver {
                     state: item.state.description, outcome: report.outcome.rawValue, reason: report.reason,
                     latencyMs: milliseconds(report.latency),
                     coalesced: item.modseq - item.lastSignalledModseq > 1 && item.lastSignalledModseq > 0,
-                    attempt: item.attempts + 1), state: state)
+                    attempt: item.attempts + 1,
+                    trace: ChangeTrace.traceID(epoch: store.epoch, accountID: item.accountID, modseq: item.modseq)
+                        .description), state: state)
         case .registered(let session):
             _ = state.withLock { $0.sessionDevices.removeValue(forKey: session) }
         case .fetch(let session, let account, let modseq, let at):
@@ -314,6 +317,8 @@ struct SignalEvent: ConsoleEventBody {
     var latencyMs: Double
     var coalesced: Bool
     var attempt: Int
+    /// The change's trace id (`ChangeTrace`), the same the exporter names it by.
+    var trace: String
 
     func json(id: Int) -> String {
         var w = JSONObjectText()
@@ -331,6 +336,7 @@ struct SignalEvent: ConsoleEventBody {
         w.add("reason", reason)
         w.add("service", service)
         w.add("state", state)
+        w.add("trace", trace)
         w.add("type", type)
         return w.json
     }

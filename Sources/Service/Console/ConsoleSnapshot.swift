@@ -1,5 +1,6 @@
 import Foundation
 import MailboxStore
+import Tracing
 
 /// What the console paints first, before its event stream: the recent events (`events`, as the stream sends
 /// them), every device, the outbox and each push service, freshness, and the store. `lastEventId` is where the
@@ -13,6 +14,8 @@ struct ConsoleSnapshot: Encodable {
         var environment: String
         var lastSignalAt: Int64?
         var lastSignalledModseq: Int64
+        /// The trace of the change last signalled (`docs/operations.md`, "Tracing"), for an operator to paste.
+        var trace: String?
     }
 
     struct Instance: Encodable {
@@ -65,7 +68,12 @@ extension ConsoleFeed {
                 ConsoleSnapshot.Device(
                     alias: $0.alias, account: $0.username, service: $0.service, app: $0.app,
                     environment: $0.environment, lastSignalAt: $0.lastSignalAt > 0 ? Self.millis($0.lastSignalAt) : nil,
-                    lastSignalledModseq: $0.lastSignalledModseq)
+                    lastSignalledModseq: $0.lastSignalledModseq,
+                    trace: $0.lastSignalledModseq > 0
+                        ? ChangeTrace.traceID(
+                            epoch: store.epoch, accountID: $0.accountID, modseq: $0.lastSignalledModseq
+                        )
+                        .description : nil)
             },
             outbox: outbox.map {
                 ConsoleSnapshot.Outbox(

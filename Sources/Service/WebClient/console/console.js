@@ -74,6 +74,10 @@ function paintDevices() {
       ? `${device.signalAt - device.commitAt} ms → ${device.fetchAt - device.signalAt} ms`
       : "–";
     cell(tr, lag, "lag");
+    // The trace of the change last signalled: the id to paste into the tracing backend (docs/operations.md).
+    // Shown cut, selected and copied whole.
+    const trace = cell(tr, device.trace || "–", "trace");
+    if (device.trace) trace.title = device.trace;
     body.appendChild(tr);
   }
 }
@@ -197,6 +201,7 @@ function apply(event, live = true) {
     device.signalModseq = event.modseq;
     device.coalesced = event.coalesced;
     device.deferred = event.outcome === "deferred";
+    device.trace = event.trace;
     const commit = state.commits.get(event.account);
     device.commitAt = commit ? commit.at : device.commitAt;
     if (live) {
@@ -248,7 +253,8 @@ async function start() {
   $("events").replaceChildren();
   for (const device of snapshot.devices) {
     deviceState(device.alias, { account: device.account, service: device.service, environment: device.environment,
-                                app: device.app, signalAt: device.lastSignalAt, signalModseq: device.lastSignalledModseq });
+                                app: device.app, signalAt: device.lastSignalAt, signalModseq: device.lastSignalledModseq,
+                                trace: device.trace });
   }
   for (const event of snapshot.events) apply(event, false);
   state.totalBefore = snapshot.freshness.total;
