@@ -34,6 +34,22 @@ import Testing
         deinit { process.stop() }
     }
 
+    /// Python's imaplib as a mail app resynchronizing: LOGIN, ENABLE QRESYNC, SELECT INBOX to learn UIDVALIDITY,
+    /// then SELECT INBOX (QRESYNC (UIDVALIDITY MODSEQ)) from the HIGHESTMODSEQ given. Arguments: port, CA, modseq.
+    static let qresync = """
+        import imaplib, ssl, sys
+        port, ca, modseq = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+        m = imaplib.IMAP4_SSL("127.0.0.1", port, ssl_context=ssl.create_default_context(cafile=ca))
+        m.login("alice", "password-alice")
+        assert m._simple_command("ENABLE", "QRESYNC")[0] == "OK"
+        m.select("INBOX")
+        validity = m.untagged_responses["UIDVALIDITY"][0].decode()
+        m.close()
+        typ, _ = m._simple_command("SELECT", "INBOX", f"(QRESYNC ({validity} {modseq}))")
+        assert typ == "OK", typ
+        m.logout()
+        """
+
     static func attribute(_ span: [String: Any], _ key: String) -> Any? {
         (span["attributes"] as? [String: Any])?[key]
     }
@@ -50,7 +66,9 @@ import Testing
         let receiver = try await offPool { try Receiver(directory: logs) }
         let cluster = try await Cluster.start(
             accounts: [],
-            mailboxdArguments: ["--database", database, "--otlp-endpoint", receiver.url],
+            mailboxdArguments: [
+                "--database", database, "--otlp-endpoint", receiver.url, "--imap-listen", "127.0.0.1:0",
+            ],
             fcm: true, webpush: true)
         let (other, otherPort) = try await offPool { try cluster.startAnotherMailboxd(instanceID: "trace-b") }
         defer { other.stop() }
@@ -99,12 +117,21 @@ import Testing
         let since = try #require(before.split(separator: "-").last)
         let changes = try await cluster.call(.get, cluster.api + "/v1/changes?since=\(before)", token: session)
         #expect(changes.status == 200 && changes.body["newState"] as? String == state, "from \(since)")
+        // And a mail app resynchronizes over IMAP (SELECT with QRESYNC from the HIGHESTMODSEQ it had: the account's
+        // modseq plus one).
+        let resync = try Subprocess.run(
+            TestEnvironment.python,
+            [
+                "-c", Self.qresync, String(try #require(cluster.imapPort)), cluster.ca,
+                String(try #require(Int64(since)) + 1),
+            ])
+        #expect(resync.status == 0, "\(resync.stdout) \(resync.stderr)")
         var spans: [[String: Any]] = []
         #expect(
             try await eventually {
                 spans = try await receiver.spans(plain).filter { $0["traceId"] as? String == trace }
-                return spans.contains { $0["name"] as? String == "fetch" }
-            }, "no fetch span")
+                return spans.filter { $0["name"] as? String == "fetch" }.count == 2
+            }, "no fetch spans")
 
         func one(_ name: String) throws -> [String: Any] {
             let found = spans.filter { $0["name"] as? String == name }
@@ -113,7 +140,11 @@ import Testing
         }
         let arrival = try one("arrival api")
         let commit = try one("commit")
-        let fetch = try one("fetch")
+        let fetches = spans.filter { $0["name"] as? String == "fetch" }
+        let fetch = try #require(fetches.first { Self.attribute($0, "signalfetch.fetch.path") as? String == "api" })
+        let imap = try #require(fetches.first { Self.attribute($0, "signalfetch.fetch.path") as? String == "imap" })
+        #expect(imap["parentSpanId"] as? String == commit["spanId"] as? String)
+        #expect(Self.number(Self.attribute(imap, "signalfetch.fetch.since")) == Int64(since))
         let signals = spans.filter { ($0["name"] as? String)?.hasPrefix("signal ") == true }
         // Parent and child: arrival → commit → each signal and the fetch.
         #expect((arrival["parentSpanId"] as? String)?.isEmpty == true)

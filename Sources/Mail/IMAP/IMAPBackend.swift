@@ -55,6 +55,14 @@ public protocol IMAPBackend: Sendable {
     func watch(account: Int64, connection: UInt64)
     /// Stops what ``watch(account:connection:)`` started.
     func unwatch(connection: UInt64)
+    /// A client resynchronized a mailbox (SELECT or EXAMINE with QRESYNC) from `since` to `reached`, both
+    /// HIGHESTMODSEQs this backend gave: a device's fetch, for whoever traces the loop. Told only; nothing waits.
+    func resynchronized(account: Int64, since: Int64, reached: Int64)
+}
+
+extension IMAPBackend {
+    /// Nothing to tell.
+    public func resynchronized(account: Int64, since: Int64, reached: Int64) {}
 }
 
 /// How a login went.

@@ -526,6 +526,9 @@ public struct IMAPSession: LoopSession {
                 for index in snapshot.messages.indices where snapshot.messages[index].modseq > resync.modseq {
                     lines.append(Self.flagsLine(index + 1, snapshot.messages[index], deleted: false, modseq: true))
                 }
+                if snapshot.highestModseq > resync.modseq {
+                    backend.resynchronized(account: account, since: resync.modseq, reached: snapshot.highestModseq)
+                }
             }
             lines.append(
                 "\(tag) OK [\(readOnly ? "READ-ONLY" : "READ-WRITE")] \(readOnly ? "EXAMINE" : "SELECT") completed")

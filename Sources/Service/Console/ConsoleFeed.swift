@@ -118,7 +118,9 @@ public final class ConsoleFeed: LoopObserver {
 
     /// A session fetched the account's changes (a delta sync, or the first page of a full one).
     public func fetched(_ fetch: Fetch) {
-        inputs.yield(.fetch(sessionID: fetch.sessionID, accountID: fetch.accountID, modseq: fetch.modseq, at: fetch.at))
+        // The console names a fetch by the devices of its session: IMAP's, made without one, are not shown.
+        guard let session = fetch.sessionID else { return }
+        inputs.yield(.fetch(sessionID: session, accountID: fetch.accountID, modseq: fetch.modseq, at: fetch.at))
     }
 
     /// A session registered (or refreshed) a device: its fetches are named by that device from now on.

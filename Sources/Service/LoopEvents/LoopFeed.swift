@@ -39,11 +39,18 @@ public struct Arrival: Sendable {
     }
 }
 
-/// A session's fetch of its account's changes: from the state it asked from (`nil` for a full sync's first page)
-/// to the modseq it was answered with, and when (the store's clock).
+/// A fetch of an account's changes: from the state it asked from (`nil` for a full sync's first page) to the modseq
+/// it was answered with, and when (the store's clock); over the API by a session, or an IMAP client's QRESYNC.
 public struct Fetch: Sendable {
-    /// The session that fetched.
-    public var sessionID: Int64
+    /// The API's `/v1` sync, or IMAP (SELECT with QRESYNC).
+    public enum Path: String, Sendable {
+        case api, imap
+    }
+
+    /// The session that fetched (`nil` over IMAP, which signs in without one).
+    public var sessionID: Int64?
+    /// How it fetched.
+    public var path: Path
     /// The account.
     public var accountID: Int64
     /// The modseq it asked from; `nil` for a full sync.
@@ -56,8 +63,12 @@ public struct Fetch: Sendable {
     public var at: Double
 
     /// A fetch.
-    public init(sessionID: Int64, accountID: Int64, since: Int64?, modseq: Int64, startedAt: Double, at: Double) {
+    public init(
+        sessionID: Int64?, path: Path = .api, accountID: Int64, since: Int64?, modseq: Int64, startedAt: Double,
+        at: Double
+    ) {
         self.sessionID = sessionID
+        self.path = path
         self.accountID = accountID
         self.since = since
         self.modseq = modseq

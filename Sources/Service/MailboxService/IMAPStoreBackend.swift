@@ -564,6 +564,17 @@ final class IMAPStoreBackend: IMAPBackend {
         }
     }
 
+    /// A QRESYNC from one HIGHESTMODSEQ to another: a device's fetch from the account's modseq before the first to
+    /// that of the second (a HIGHESTMODSEQ is the account's modseq, plus one).
+    func resynchronized(account: Int64, since: Int64, reached: Int64) {
+        guard let feed, feed.isObserved else { return }
+        let now = store.currentTime
+        feed.fetched(
+            Fetch(
+                sessionID: nil, path: .imap, accountID: account, since: max(0, since - 1), modseq: reached - 1,
+                startedAt: now, at: now))
+    }
+
     func copy(
         account: Int64, ids: [String], to mailbox: String,
         completion: @escaping @Sendable (Result<IMAPMoveResult, IMAPBackendError>) -> Void

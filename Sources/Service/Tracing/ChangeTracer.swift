@@ -12,8 +12,8 @@ import SignalDispatch
 ///   modseq the commit carries is its parent and the others are linked.
 /// - `signal <service>` (client): one per outbox row the dispatcher finished — sent, retried (one span per attempt),
 ///   deferred by a budget, dropped — with the push service's answer and latency; from any instance.
-/// - `fetch` (server): a device's delta sync that reached the change, from any instance; linked to the change it
-///   asked from.
+/// - `fetch` (server): a device's delta sync (`/v1/changes`, or IMAP's SELECT with QRESYNC) that reached the change,
+///   from any instance; linked to the change it asked from.
 ///
 /// Every id is derived from the store's epoch, the account and the modseq (``ChangeTrace``), so instances sharing a
 /// store write their spans into the same trace without telling each other. An arrival and its commit are both
@@ -140,11 +140,11 @@ public final class ChangeTracer: LoopObserver {
         guard let since = fetch.since, fetch.modseq > since else { return }
         let reached = ChangeTrace.commit(epoch: epoch, accountID: fetch.accountID, modseq: fetch.modseq)
         let from = ChangeTrace.commit(epoch: epoch, accountID: fetch.accountID, modseq: since)
-        let attributes: [SpanAttribute] =
-            [
-                .int(.account, fetch.accountID), .int(.modseq, fetch.modseq), .int(.since, since),
-                .int(.session, fetch.sessionID),
-            ] + [SpanAttribute.token(.instance, instance)].compactMap { $0 }
+        var attributes: [SpanAttribute] = [
+            .int(.account, fetch.accountID), .int(.modseq, fetch.modseq), .int(.since, since),
+        ]
+        if let session = fetch.sessionID { attributes.append(.int(.session, session)) }
+        attributes += [SpanAttribute.token(.path, fetch.path.rawValue), .token(.instance, instance)].compactMap { $0 }
         sink([
             Span(
                 context: SpanContext(traceID: reached.traceID, spanID: .random()), parent: reached.spanID,

@@ -87,6 +87,8 @@ public struct SpanAttribute: Sendable, Equatable {
         case session = "signalfetch.session"
         /// The modseq a fetch asked from.
         case since = "signalfetch.fetch.since"
+        /// How a device fetched (`api`, `imap`).
+        case path = "signalfetch.fetch.path"
         /// The instance that wrote the span (`--instance-id`).
         case instance = "service.instance.id"
     }
