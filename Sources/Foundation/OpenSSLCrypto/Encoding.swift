@@ -34,11 +34,16 @@ public enum Hex {
     public static func encode(_ bytes: some Collection<UInt8>) -> String {
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
+        append(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `bytes` as lowercase hex to `out` (a JSON or text being written).
+    public static func append(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
         for byte in bytes {
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0f)])
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes hex (either case); `nil` when the text is not an even number of hex digits.

@@ -71,7 +71,7 @@ public final class MailboxService: Sendable {
             var tracing = tracing
             tracing.instanceID = store.instanceID
             return ChangeTracer(
-                epoch: store.epoch, instance: store.instanceID,
+                epoch: store.epoch,
                 exporter: SpanExporter(configuration: tracing, metrics: metrics, log: log),
                 now: { store.currentTime })
         }

@@ -43,17 +43,15 @@ public final class ChangeTracer: LoopObserver {
     }
 
     private let epoch: String
-    private let instance: String
     private let exporter: SpanExporter?
     private let sink: @Sendable ([Span]) -> Void
     private let now: @Sendable () -> Double
     private let state = LockedValue(State())
 
-    /// A tracer of the store of `epoch` (its spans name `instance`), exporting through `exporter`, on the store's
-    /// clock `now`. Call ``start()``.
-    public init(epoch: String, instance: String, exporter: SpanExporter, now: @escaping @Sendable () -> Double) {
+    /// A tracer of the store of `epoch`, exporting through `exporter` (whose resource names this instance), on the
+    /// store's clock `now`. Call ``start()``.
+    public init(epoch: String, exporter: SpanExporter, now: @escaping @Sendable () -> Double) {
         self.epoch = epoch
-        self.instance = instance
         self.exporter = exporter
         sink = { spans in exporter.export(spans) }
         self.now = now
@@ -61,11 +59,10 @@ public final class ChangeTracer: LoopObserver {
 
     /// A tracer that hands its spans to `sink` and its held commits on ``release(final:)`` only (for tests).
     init(
-        epoch: String, instance: String, now: @escaping @Sendable () -> Double,
+        epoch: String, now: @escaping @Sendable () -> Double,
         sink: @escaping @Sendable ([Span]) -> Void
     ) {
         self.epoch = epoch
-        self.instance = instance
         exporter = nil
         self.sink = sink
         self.now = now
@@ -124,7 +121,6 @@ public final class ChangeTracer: LoopObserver {
             SpanAttribute.token(.device, item.alias), .token(.service, item.address.service.rawValue),
             .token(.app, item.address.app), .token(.environment, item.address.environment.rawValue),
             .token(.outcome, report.outcome.rawValue), report.reason.flatMap { .token(.reason, $0) },
-            .token(.instance, instance),
         ].compactMap { $0 }
         let failed = report.outcome == .dropped || report.outcome == .defect || report.outcome == .retry
         sink([
@@ -144,7 +140,7 @@ public final class ChangeTracer: LoopObserver {
             .int(.account, fetch.accountID), .int(.modseq, fetch.modseq), .int(.since, since),
         ]
         if let session = fetch.sessionID { attributes.append(.int(.session, session)) }
-        attributes += [SpanAttribute.token(.path, fetch.path.rawValue), .token(.instance, instance)].compactMap { $0 }
+        attributes += [SpanAttribute.token(.path, fetch.path.rawValue)].compactMap { $0 }
         sink([
             Span(
                 context: SpanContext(traceID: reached.traceID, spanID: .random()), parent: reached.spanID,
@@ -208,7 +204,7 @@ public final class ChangeTracer: LoopObserver {
         }
         let attributes: [SpanAttribute] =
             [.int(.account, change.accountID), .int(.modseq, change.modseq)]
-            + [SpanAttribute.token(.instance, instance)].compactMap { $0 }
+
         spans.append(
             Span(
                 context: SpanContext(traceID: trace, spanID: ChangeTrace.spanIDs(trace).commit),
@@ -221,7 +217,7 @@ public final class ChangeTracer: LoopObserver {
         let caller = arrival.traceparent.flatMap(SpanContext.init(traceparent:))
         let attributes: [SpanAttribute] =
             [.int(.account, arrival.accountID), .int(.modseq, arrival.modseq)]
-            + [SpanAttribute.token(.arrival, arrival.kind.rawValue), .token(.instance, instance)].compactMap { $0 }
+            + [SpanAttribute.token(.arrival, arrival.kind.rawValue)].compactMap { $0 }
         return Span(
             context: SpanContext(traceID: trace, spanID: id), parent: nil, name: "arrival \(arrival.kind.rawValue)",
             kind: .server, start: arrival.startedAt, end: arrival.endedAt, attributes: attributes,

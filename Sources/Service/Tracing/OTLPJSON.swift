@@ -1,4 +1,5 @@
 import JSONText
+import OpenSSLCrypto
 
 /// Spans written as an OTLP/HTTP `ExportTraceServiceRequest` in OTLP's JSON encoding (the protobuf message mapped
 /// to JSON, with the ids as lowercase hex and 64-bit numbers as decimal strings, as the OTLP specification
@@ -81,14 +82,7 @@ enum OTLPJSON {
         out.append(contentsOf: "}}".utf8)
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    private static func hex(_ bytes: [UInt8], to out: inout [UInt8]) {
-        for byte in bytes {
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0x0f)])
-        }
-    }
+    private static func hex(_ bytes: [UInt8], to out: inout [UInt8]) { Hex.append(bytes, to: &out) }
 
     private static func decimal(_ value: UInt64, to out: inout [UInt8]) {
         guard value >= 10 else { return out.append(UInt8(ascii: "0") + UInt8(value)) }

@@ -89,8 +89,6 @@ public struct SpanAttribute: Sendable, Equatable {
         case since = "signalfetch.fetch.since"
         /// How a device fetched (`api`, `imap`).
         case path = "signalfetch.fetch.path"
-        /// The instance that wrote the span (`--instance-id`).
-        case instance = "service.instance.id"
     }
 
     /// A value.

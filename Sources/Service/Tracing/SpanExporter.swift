@@ -110,6 +110,10 @@ public final class SpanExporter: Sendable {
             let stopping = Task.isCancelled
             before(stopping)
             let batch = queue.withLock { queue -> [Span] in
+                guard queue.spans.count > configuration.batchSize else {
+                    defer { queue.spans = [] }
+                    return queue.spans
+                }
                 let taken = Array(queue.spans.prefix(configuration.batchSize))
                 queue.spans.removeFirst(taken.count)
                 return taken

@@ -81,28 +81,11 @@ public struct SpanContext: Hashable, Sendable {
     public var traceparent: String { "00-\(traceID)-\(spanID)-01" }
 }
 
-/// Lowercase hex only, as W3C Trace Context and OTLP's JSON write ids.
+/// Lowercase hex only, as W3C Trace Context writes ids (a header with an uppercase digit is malformed).
 enum TraceHex {
     static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count.isMultiple(of: 2) else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        default: nil
-        }
+        guard !text.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }) else { return nil }
+        return Hex.decode(text)
     }
 }
 

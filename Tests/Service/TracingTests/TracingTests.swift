@@ -118,7 +118,7 @@ import Testing
 
     @Test func anArrivalItsCommitASignalAndAFetchAreOneTrace() throws {
         let spans = LockedSpans()
-        let tracer = ChangeTracer(epoch: "e", instance: "a", now: { 100.5 }, sink: { spans.append($0) })
+        let tracer = ChangeTracer(epoch: "e", now: { 100.5 }, sink: { spans.append($0) })
         let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         // Two deliveries to one account committed together (modseq 5 and 6), one to another account.
         tracer.committed([
@@ -159,7 +159,7 @@ import Testing
 
     @Test func anArrivalWhoseCommitWasNotSeenIsWrittenAlone() {
         let spans = LockedSpans()
-        let tracer = ChangeTracer(epoch: "e", instance: "a", now: { 1 }, sink: { spans.append($0) })
+        let tracer = ChangeTracer(epoch: "e", now: { 1 }, sink: { spans.append($0) })
         tracer.arrived(Arrival(kind: .imap, accountID: 3, modseq: 9, startedAt: 0.5, endedAt: 0.9))
         tracer.release(final: false)
         #expect(spans.all.isEmpty, "it waits a batch for its commit")
