@@ -68,6 +68,29 @@ struct StartupErrorTests {
             ].map { (setup.serve + $0.0, $0.1) })
     }
 
+    @Test func badTracingAndVAPIDFlagsAreClearErrors() throws {
+        let setup = try Setup(prefix: "tracing-flag-errors")
+        try expectUsageErrors(
+            [
+                (["--otlp-endpoint", "collector:4318"], "--otlp-endpoint must be an http:// or https:// URL"),
+                (["--otlp-endpoint", "http://user:secret@collector:4318"], "no credentials"),
+                (["--otlp-endpoint", "ftp://collector"], "--otlp-endpoint must be"),
+                (
+                    ["--otlp-endpoint", "http://c:4318", "--otlp-service-name", "my service"],
+                    "--otlp-service-name must"
+                ),
+                (["--otlp-service-name", "mailboxd"], "need --otlp-endpoint"),
+                (["--otlp-endpoint", "http://c:4318", "--otlp-ca", setup.directory.path("missing.pem")], "--otlp-ca"),
+                (
+                    ["--webpush-vapid-previous-key", setup.directory.path("missing.pem")],
+                    "--webpush-vapid-previous-key"
+                ),
+            ].map { (setup.serve + $0.0, $0.1) })
+        // The URL given, credentials included, is never echoed.
+        let result = try Subprocess.run(Self.mailboxd, setup.serve + ["--otlp-endpoint", "http://user:secret@c:1"])
+        #expect(!result.stderr.contains("secret"))
+    }
+
     @Test func aBadFCMConfigurationIsAClearErrorNamingTheField() throws {
         let setup = try Setup(prefix: "fcm-errors")
         let account = setup.data + "/fcm/service-account.json"

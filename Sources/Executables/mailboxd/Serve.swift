@@ -504,7 +504,12 @@ enum Serve {
                 throw UsageError("--otlp-service-name must be 1 to 64 letters, digits, '.', '_', '-' or ':'")
             }
             tracing.serviceName = name
-            tracing.caFile = args.string("otlp-ca")
+            if let ca = args.string("otlp-ca") {
+                guard FileManager.default.isReadableFile(atPath: ca) else {
+                    throw UsageError("--otlp-ca: cannot read \(ca)")
+                }
+                tracing.caFile = ca
+            }
             configuration.tracing = tracing
         } else if args.string("otlp-service-name") != nil || args.string("otlp-ca") != nil {
             throw UsageError("--otlp-service-name and --otlp-ca need --otlp-endpoint")
