@@ -50,6 +50,19 @@ import Testing
         m.logout()
         """
 
+    /// Python's imaplib as a mail app marking the newest message read: LOGIN, SELECT INBOX, STORE +FLAGS (\\Seen).
+    /// Arguments: port, CA.
+    static let store = """
+        import imaplib, ssl, sys
+        m = imaplib.IMAP4_SSL("127.0.0.1", int(sys.argv[1]), ssl_context=ssl.create_default_context(cafile=sys.argv[2]))
+        m.login("alice", "password-alice")
+        typ, data = m.select("INBOX")
+        assert typ == "OK", typ
+        typ, _ = m.store(data[0].decode(), "+FLAGS", "(\\\\Seen)")
+        assert typ == "OK", typ
+        m.logout()
+        """
+
     static func attribute(_ span: [String: Any], _ key: String) -> Any? {
         (span["attributes"] as? [String: Any])?[key]
     }
@@ -171,6 +184,40 @@ import Testing
         for secret in [canary, "alice", "example.com", "Subject", "Body"] {
             #expect(!text.contains(secret), "\(secret) in an exported span")
         }
+        // Writes are arrivals too: a JMAP Email/set through the second instance, an IMAP STORE through the first.
+        let messageID = try #require(delivered.body["id"] as? String)
+        let jmapSession = try await cluster.call(.get, cluster.api + "/.well-known/jmap", token: session)
+        let accountID = try #require(
+            (jmapSession.body["primaryAccounts"] as? [String: Any])?["urn:ietf:params:jmap:mail"] as? String)
+        let set = try await cluster.call(
+            .post, "https://127.0.0.1:\(otherPort)/jmap/api", token: session,
+            json: [
+                "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+                "methodCalls": [
+                    ["Email/set", ["accountId": accountID, "update": [messageID: ["keywords/$flagged": true]]], "s"]
+                ],
+            ])
+        #expect(set.status == 200, "\(set.body)")
+        let store = try Subprocess.run(
+            TestEnvironment.python, ["-c", Self.store, String(try #require(cluster.imapPort)), cluster.ca])
+        #expect(store.status == 0, "\(store.stdout) \(store.stderr)")
+        for (kind, instance) in [("jmap", "trace-b"), ("imap", "cluster-mailboxd")] {
+            var written: [[String: Any]] = []
+            #expect(
+                try await eventually {
+                    let all = try await receiver.spans(plain)
+                    guard let arrival = all.first(where: { $0["name"] as? String == "arrival \(kind)" }) else {
+                        return false
+                    }
+                    written = all.filter { $0["traceId"] as? String == arrival["traceId"] as? String }
+                    return written.contains { $0["name"] as? String == "commit" }
+                }, "no arrival \(kind) with its commit")
+            let arrival = try #require(written.first { $0["name"] as? String == "arrival \(kind)" })
+            let commit = try #require(written.first { $0["name"] as? String == "commit" })
+            #expect(commit["parentSpanId"] as? String == arrival["spanId"] as? String)
+            #expect(instances(arrival) == instance)
+        }
+
         let requests = try await plain.execute(HTTPRequest(url: receiver.url + "/requests"))
         #expect(String(decoding: requests.body, as: UTF8.self).contains(#""refused": 0"#))
     }

@@ -2,14 +2,15 @@ import Locking
 import MailboxStore
 import SignalDispatch
 
-/// Where a change came in: the API's `POST /v1/deliveries`, the LMTP listener, an IMAP APPEND or a JMAP write.
+/// Where a change came in: the API's `POST /v1/deliveries`, the LMTP listener, an IMAP APPEND or STORE, or a JMAP
+/// write.
 public enum ArrivalKind: String, Sendable {
-    /// `POST /v1/deliveries`, LMTP, IMAP APPEND, a JMAP write.
+    /// `POST /v1/deliveries`, LMTP, IMAP APPEND or STORE, a JMAP write.
     case api, lmtp, imap, jmap
 }
 
-/// One message that came in and was committed: its account, the account's modseq right after it, and when the
-/// request began and was answered (the store's clock, seconds since 1970). A W3C `traceparent` the caller sent is
+/// One change that came in and was committed (a message, or a client's write): its account, the account's modseq
+/// right after it, and when the request began and was answered (the store's clock, seconds since 1970). A W3C `traceparent` the caller sent is
 /// kept as it came, checked by whoever uses it. Content-free: no address, subject or body.
 public struct Arrival: Sendable {
     /// Where it came in.

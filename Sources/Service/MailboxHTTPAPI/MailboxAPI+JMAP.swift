@@ -2,6 +2,7 @@ import Durations
 import Foundation
 import HTTPServer
 import JMAP
+import LoopEvents
 import MailboxStore
 import OpenSSLCrypto
 
@@ -98,7 +99,21 @@ extension MailboxAPI {
     }
 
     func jmapAPI(_ request: HTTPRequest, _ account: JMAPAccount) async throws -> HTTPResponse {
-        switch await jmap.handle(request.body, account: account, baseURL: try jmapBaseURL(request)) {
+        // A request that may write (a `/set`, `/import` or `/copy` call) is an arrival when the account's state moved
+        // while it ran: read before and after only when someone traces the loop.
+        let traced = feed?.isObserved == true && Self.mayWrite(request.body)
+        let startedAt = store.currentTime
+        let before = traced ? try? await store.currentState(accountID: account.id).modseq : nil
+        let result = await jmap.handle(request.body, account: account, baseURL: try jmapBaseURL(request))
+        if let feed, let before, let after = try? await store.currentState(accountID: account.id).modseq,
+            after > before
+        {
+            feed.arrived(
+                Arrival(
+                    kind: .jmap, accountID: account.id, modseq: after, startedAt: startedAt,
+                    endedAt: store.currentTime, traceparent: request.headers["traceparent"]))
+        }
+        switch result {
         case .success(let response):
             return .json(data: Data(response.jsonBytes))
         case .failure(let problem):
@@ -106,6 +121,11 @@ extension MailboxAPI {
                 status: .badRequest, headers: ["Content-Type": "application/problem+json"],
                 body: Data(problem.body.json.utf8))
         }
+    }
+
+    /// Whether a JMAP request names a method that may write (`…/set`, `…/import`, `…/copy`).
+    static func mayWrite(_ body: Data) -> Bool {
+        ["/set\"", "/import\"", "/copy\""].contains { body.range(of: Data($0.utf8)) != nil }
     }
 
     func jmapDownload(_ request: HTTPRequest, _ account: JMAPAccount) async throws -> HTTPResponse {

@@ -500,7 +500,8 @@ final class IMAPStoreBackend: IMAPBackend {
         account: Int64, changes: [IMAPFlagChange],
         completion: @escaping @Sendable (Result<[IMAPMessageState], IMAPBackendError>) -> Void
     ) {
-        let store = store
+        let (store, feed) = (store, feed)
+        let startedAt = store.currentTime
         run(completion) {
             var states: [IMAPMessageState] = []
             for change in changes {
@@ -512,6 +513,13 @@ final class IMAPStoreBackend: IMAPBackend {
                     IMAPMessageState(
                         uid: UInt32(truncatingIfNeeded: uid), id: record.id, seen: record.seen,
                         flagged: record.flagged, modseq: Self.imapModseq(record.modseq), keywords: record.keywords))
+            }
+            // A STORE is an IMAP write: the arrival of the change it committed last.
+            if let newest = states.map(\.modseq).max() {
+                feed?.arrived(
+                    Arrival(
+                        kind: .imap, accountID: account, modseq: newest - 1, startedAt: startedAt,
+                        endedAt: store.currentTime))
             }
             return states
         }

@@ -5,8 +5,8 @@ import SignalDispatch
 
 /// Makes one trace of each change from the loop's feed (``LoopFeed``) and hands its spans to a ``SpanExporter``:
 ///
-/// - `arrival <kind>` (server): the request that brought the message in, from its start to its answer; the trace's
-///   root. A W3C `traceparent` the caller sent becomes a link to the caller's span.
+/// - `arrival <kind>` (server): the request that brought the change in (a message, a client's write), from its
+///   start to its answer; the trace's root. A W3C `traceparent` the caller sent becomes a link to the caller's span.
 /// - `commit` (internal): the change written in its transaction until the transaction committed; the parent of
 ///   every span below. When several arrivals for one account were committed in one transaction, the one whose
 ///   modseq the commit carries is its parent and the others are linked.
@@ -17,8 +17,8 @@ import SignalDispatch
 ///
 /// Every id is derived from the store's epoch, the account and the modseq (``ChangeTrace``), so instances sharing a
 /// store write their spans into the same trace without telling each other. An arrival and its commit are both
-/// known to this process but reported by different callers; a commit is held through one of the exporter's batches
-/// (half a second to a second) so its arrival can name it.
+/// known to this process but reported by different callers; a commit is held through two of the exporter's batches
+/// (one to one and a half seconds) so its arrival can name it.
 public final class ChangeTracer: LoopObserver {
     private struct HeldCommit {
         var change: CommittedChange
