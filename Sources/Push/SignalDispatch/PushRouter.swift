@@ -50,11 +50,10 @@ public struct PushRouter: Sendable {
     /// Routes to `services` from now on and returns the ones replaced: a send already under way finishes on the
     /// service it began with, so the caller shuts them down once those had time to finish.
     public func replace(with services: [any PushService]) -> [any PushService] {
-        let replaced = table.withLock { table in
+        table.withLock { table in
             defer { table = Self.byName(services) }
             return Array(table.values)
         }
-        return replaced
     }
 
     /// Closes every service's connections.

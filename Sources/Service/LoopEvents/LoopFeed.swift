@@ -10,8 +10,9 @@ public enum ArrivalKind: String, Sendable {
 }
 
 /// One change that came in and was committed (a message, or a client's write): its account, the account's modseq
-/// right after it, and when the request began and was answered (the store's clock, seconds since 1970). A W3C `traceparent` the caller sent is
-/// kept as it came, checked by whoever uses it. Content-free: no address, subject or body.
+/// right after it, and when the request began and was answered (the store's clock, seconds since 1970). A W3C
+/// `traceparent` the caller sent is kept as it came, checked by whoever uses it. Content-free: no address, subject
+/// or body.
 public struct Arrival: Sendable {
     /// Where it came in.
     public var kind: ArrivalKind
@@ -108,8 +109,12 @@ public final class LoopFeed: Sendable {
     /// A feed of `store`'s commits (this process's), and of what its callers tell it.
     public init(store: MailboxStore) {
         store.observeCommittedChanges { [observers] changes in
-            for observer in observers.withLock({ $0 }) { observer.committed(changes) }
+            Self.tell(observers) { $0.committed(changes) }
         }
+    }
+
+    private static func tell(_ observers: LockedValue<[any LoopObserver]>, _ event: (any LoopObserver) -> Void) {
+        for observer in observers.withLock({ $0 }) { event(observer) }
     }
 
     /// Tells `observer` every later event.
@@ -120,21 +125,21 @@ public final class LoopFeed: Sendable {
 
     /// Tells every observer of an arrival.
     public func arrived(_ arrival: Arrival) {
-        for observer in observers.withLock({ $0 }) { observer.arrived(arrival) }
+        Self.tell(observers) { $0.arrived(arrival) }
     }
 
     /// Tells every observer of a signal's outcome.
     public func signalled(_ report: SignalReport) {
-        for observer in observers.withLock({ $0 }) { observer.signalled(report) }
+        Self.tell(observers) { $0.signalled(report) }
     }
 
     /// Tells every observer of a fetch.
     public func fetched(_ fetch: Fetch) {
-        for observer in observers.withLock({ $0 }) { observer.fetched(fetch) }
+        Self.tell(observers) { $0.fetched(fetch) }
     }
 
     /// Tells every observer of a device registration.
     public func registered(sessionID: Int64) {
-        for observer in observers.withLock({ $0 }) { observer.registered(sessionID: sessionID) }
+        Self.tell(observers) { $0.registered(sessionID: sessionID) }
     }
 }

@@ -276,7 +276,8 @@ extension MailboxAPI {
     /// The key browsers pass to `pushManager.subscribe` as `applicationServerKey` (no authentication: it is public,
     /// and a page needs it before it can register).
     func vapidPublicKey(_ request: HTTPRequest) async throws -> HTTPResponse {
-        guard let key = webPushPublicKey.withLock({ $0 }) else {
+        // One owner of the key, which a reload replaces: JMAP's Session advertises the same.
+        guard let key = jmap.applicationServerKey else {
             throw HTTPError(.notFound, code: "webPushDisabled", message: "This server does not send Web Push.")
         }
         return try .json(VAPIDPublicKeyResponse(publicKey: key))
@@ -298,7 +299,7 @@ extension MailboxAPI {
             Router.answerInTask(request, respond: respond, with: deliver)
             return
         }
-        let startedAt = feed == nil ? 0 : store.currentTime
+        let startedAt = feed?.isObserved == true ? store.currentTime : 0
         let message: NewMessage
         do {
             message = try deliveryMessage(request)
@@ -319,7 +320,7 @@ extension MailboxAPI {
     static let inlineDeliveryBytes = 64 << 10
 
     func deliver(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let startedAt = feed == nil ? 0 : store.currentTime
+        let startedAt = feed?.isObserved == true ? store.currentTime : 0
         let message = try deliveryMessage(request)
         let receipt: DeliveryReceipt
         do {
@@ -335,7 +336,7 @@ extension MailboxAPI {
     /// Tells the loop's feed of a delivery committed (not of one the account already had), with the caller's
     /// `traceparent`.
     private func arrived(_ receipt: DeliveryReceipt, _ request: HTTPRequest, startedAt: Double) {
-        guard let feed, !receipt.duplicate else { return }
+        guard let feed, feed.isObserved, !receipt.duplicate else { return }
         feed.arrived(
             Arrival(
                 kind: .api, accountID: receipt.accountID, modseq: receipt.state.modseq, startedAt: startedAt,

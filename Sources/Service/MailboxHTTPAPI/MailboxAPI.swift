@@ -50,8 +50,6 @@ package struct MailboxAPI: Sendable {
     /// The SHA-256 of the delivery token; presented tokens are hashed and compared in constant time.
     /// The delivery token's SHA-256 (``replaceDeliveryToken(_:)`` changes it while the API runs).
     let deliveryTokenHash: LockedValue<[UInt8]>
-    /// The VAPID public key browsers subscribe with (``replaceWebPushPublicKey(_:)`` changes it).
-    let webPushPublicKey: LockedValue<String?>
     /// The push services devices can register with.
     let push: PushRouter
     /// The console's events, when the console is on.
@@ -82,7 +80,6 @@ package struct MailboxAPI: Sendable {
         self.metrics = metrics
         self.push = push
         deliveryTokenHash = LockedValue(SHA256.hash(configuration.deliveryToken))
-        webPushPublicKey = LockedValue(configuration.webPushPublicKey)
         throttle = LoginThrottle(store: store, limits: configuration.signIn)
         jmap = JMAPServer(
             store: store, limits: configuration.jmapLimits, push: configuration.jmapPush,
@@ -233,8 +230,5 @@ extension MailboxAPI {
 
     /// Answers `key` at `GET /v1/webpush/vapid-public-key` and advertises it in JMAP's Session from now on (a
     /// reload replaced the VAPID key).
-    package func replaceWebPushPublicKey(_ key: String?) {
-        webPushPublicKey.withLock { $0 = key }
-        jmap.replaceApplicationServerKey(key)
-    }
+    package func replaceWebPushPublicKey(_ key: String?) { jmap.replaceApplicationServerKey(key) }
 }

@@ -188,6 +188,20 @@ final class IMAPStoreBackend: IMAPBackend {
     /// give back values they were given, so the shift is the same both ways.
     static func imapModseq(_ modseq: Int64) -> Int64 { modseq + 1 }
 
+    /// The account's modseq a MODSEQ or HIGHESTMODSEQ of ``imapModseq(_:)`` stands for.
+    static func storeModseq(_ imapModseq: Int64) -> Int64 { imapModseq - 1 }
+
+    /// Tells the loop's feed of a client's write (APPEND, STORE) that brought the account to `imapModseq`.
+    private static func arrived(
+        _ feed: LoopFeed?, store: MailboxStore, account: Int64, imapModseq: Int64, startedAt: Double
+    ) {
+        guard let feed, feed.isObserved else { return }
+        feed.arrived(
+            Arrival(
+                kind: .imap, accountID: account, modseq: storeModseq(imapModseq), startedAt: startedAt,
+                endedAt: store.currentTime))
+    }
+
     /// A UIDVALIDITY that stays the same for the mailbox's life and differs between stores: the store's epoch and
     /// the mailbox's row id, hashed (FNV-1a) to 31 bits, never 0.
     static func uidValidity(epoch: String, mailboxID: Int64) -> UInt32 {
@@ -516,10 +530,7 @@ final class IMAPStoreBackend: IMAPBackend {
             }
             // A STORE is an IMAP write: the arrival of the change it committed last.
             if let newest = states.map(\.modseq).max() {
-                feed?.arrived(
-                    Arrival(
-                        kind: .imap, accountID: account, modseq: newest - 1, startedAt: startedAt,
-                        endedAt: store.currentTime))
+                Self.arrived(feed, store: store, account: account, imapModseq: newest, startedAt: startedAt)
             }
             return states
         }
@@ -563,10 +574,7 @@ final class IMAPStoreBackend: IMAPBackend {
             filed.receivedAt = message.receivedAt
             let result = try await Self.file([filed], account: account, in: named.id, store: store)
             if let state = result.states.last {
-                feed?.arrived(
-                    Arrival(
-                        kind: .imap, accountID: account, modseq: Int64(state.uid), startedAt: startedAt,
-                        endedAt: store.currentTime))
+                Self.arrived(feed, store: store, account: account, imapModseq: state.modseq, startedAt: startedAt)
             }
             return result
         }
@@ -579,8 +587,8 @@ final class IMAPStoreBackend: IMAPBackend {
         let now = store.currentTime
         feed.fetched(
             Fetch(
-                sessionID: nil, path: .imap, accountID: account, since: max(0, since - 1), modseq: reached - 1,
-                startedAt: now, at: now))
+                sessionID: nil, path: .imap, accountID: account, since: max(0, Self.storeModseq(since)),
+                modseq: Self.storeModseq(reached), startedAt: now, at: now))
     }
 
     func copy(

@@ -35,6 +35,18 @@ public final class ChangeTracer: LoopObserver {
         var recent: [Int64: [Int64]] = [:]
         /// Arrivals whose commit was not seen (yet), with how many batches they waited.
         var orphans: [(arrival: Arrival, waited: Int)] = []
+
+        /// Adds `arrival` to the held commit that carried it (the account's first at or after its own modseq);
+        /// false when that commit is not held (not seen yet, or already written).
+        mutating func hold(_ arrival: Arrival) -> Bool {
+            guard let committed = recent[arrival.accountID]?.first(where: { $0 >= arrival.modseq }) else {
+                return false
+            }
+            let key = Key(account: arrival.accountID, modseq: committed)
+            guard held[key] != nil else { return false }
+            held[key]!.arrivals.append(arrival)
+            return true
+        }
     }
 
     private struct Key: Hashable {
@@ -81,15 +93,7 @@ public final class ChangeTracer: LoopObserver {
     /// Holds the arrival until its commit is written (or writes it at once when that commit already was).
     public func arrived(_ arrival: Arrival) {
         state.withLock { state in
-            let modseqs = state.recent[arrival.accountID] ?? []
-            // The commit that carried it: the first of the account's at or after its own modseq.
-            let committed = modseqs.first { $0 >= arrival.modseq } ?? arrival.modseq
-            let key = Key(account: arrival.accountID, modseq: committed)
-            if state.held[key] != nil {
-                state.held[key]!.arrivals.append(arrival)
-            } else {
-                state.orphans.append((arrival, 0))
-            }
+            if !state.hold(arrival) { state.orphans.append((arrival, 0)) }
         }
     }
 
@@ -157,13 +161,8 @@ public final class ChangeTracer: LoopObserver {
         let (commits, orphans) = state.withLock { state -> ([HeldCommit], [Arrival]) in
             // Arrivals that came before their commit was seen: joined now.
             var waiting: [(arrival: Arrival, waited: Int)] = []
-            for (arrival, waited) in state.orphans {
-                let committed = (state.recent[arrival.accountID] ?? []).first { $0 >= arrival.modseq }
-                if let committed, state.held[Key(account: arrival.accountID, modseq: committed)] != nil {
-                    state.held[Key(account: arrival.accountID, modseq: committed)]!.arrivals.append(arrival)
-                } else {
-                    waiting.append((arrival, waited + 1))
-                }
+            for (arrival, waited) in state.orphans where !state.hold(arrival) {
+                waiting.append((arrival, waited + 1))
             }
             // A commit waits through two batches, so its arrival (told after it, by another caller) is there.
             var commits: [HeldCommit] = []
@@ -191,6 +190,7 @@ public final class ChangeTracer: LoopObserver {
     private func spans(of commit: HeldCommit) -> [Span] {
         let change = commit.change
         let trace = ChangeTrace.traceID(epoch: epoch, accountID: change.accountID, modseq: change.modseq)
+        let ids = ChangeTrace.spanIDs(trace)
         // The arrival that wrote the commit's modseq is its parent; others in the same transaction are linked.
         let parentIndex =
             commit.arrivals.firstIndex { $0.modseq == change.modseq } ?? commit.arrivals.indices.last
@@ -198,16 +198,14 @@ public final class ChangeTracer: LoopObserver {
         var linked: [SpanContext] = []
         var parent: SpanID?
         for (index, arrival) in commit.arrivals.enumerated() {
-            let id = index == parentIndex ? ChangeTrace.spanIDs(trace).arrival : SpanID.random()
+            let id = index == parentIndex ? ids.arrival : SpanID.random()
             if index == parentIndex { parent = id } else { linked.append(SpanContext(traceID: trace, spanID: id)) }
             spans.append(span(of: arrival, in: trace, id: id))
         }
-        let attributes: [SpanAttribute] =
-            [.int(.account, change.accountID), .int(.modseq, change.modseq)]
-
+        let attributes: [SpanAttribute] = [.int(.account, change.accountID), .int(.modseq, change.modseq)]
         spans.append(
             Span(
-                context: SpanContext(traceID: trace, spanID: ChangeTrace.spanIDs(trace).commit),
+                context: SpanContext(traceID: trace, spanID: ids.commit),
                 parent: parent, name: "commit", kind: .internal, start: min(change.at, commit.committedAt),
                 end: commit.committedAt, attributes: attributes, links: linked))
         return spans
