@@ -298,7 +298,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "TracingTests",
-            dependencies: ["Tracing", "LoopEvents", "MailboxStore", "SignalDispatch", "ServiceMetrics", "Push"]),
+            dependencies: [
+                "Tracing", "LoopEvents", "Locking", "MailboxStore", "SignalDispatch", "ServiceMetrics", "Push",
+            ]),
         .testTarget(
             name: "SignalDispatchTests",
             dependencies: ["Durations", "SignalDispatch", "ServiceMetrics", "MailboxStore", "Push", "TestSupport"]),

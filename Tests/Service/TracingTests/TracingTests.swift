@@ -1,7 +1,7 @@
 import Foundation
+import Locking
 import LoopEvents
 import Push
-import Synchronization
 import Testing
 
 @testable import MailboxStore
@@ -170,7 +170,7 @@ import Testing
 }
 
 final class LockedSpans: Sendable {
-    private let spans = Mutex<[Span]>([])
+    private let spans = LockedValue<[Span]>([])
 
     func append(_ more: [Span]) { spans.withLock { $0 += more } }
 
