@@ -35,7 +35,6 @@ extension MethodContext {
             html: try arguments.bool("fetchHTMLBodyValues", default: false),
             all: try arguments.bool("fetchAllBodyValues", default: false),
             maxBytes: try arguments.int("maxBodyValueBytes", in: 0...Int64(Int32.max)) ?? 0)
-        let state = try await storeCall { try await store.currentState(accountID: account.id) }
         let ids: [String]
         if let requested {
             ids = requested
@@ -49,13 +48,12 @@ extension MethodContext {
             }
             ids = page.ids
         }
-        let records = try await storeCall { try await store.messages(ids: ids, accountID: account.id) }
-        let byID = Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let needsParse = properties.contains { Self.parsedEmailProperties.contains($0) || $0.hasPrefix("header:") }
-        let sources =
-            needsParse
-            ? try await storeCall { try await store.messageSources(ids: records.map(\.id), accountID: account.id) }
-            : [:]
+        let read = try await storeCall {
+            try await store.messages(ids: ids, accountID: account.id, sources: needsParse)
+        }
+        let (state, sources) = (read.state, read.sources)
+        let byID = Dictionary(read.records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         var list: [JSONValue] = []
         for id in ids {
             guard let record = byID[id] else { continue }

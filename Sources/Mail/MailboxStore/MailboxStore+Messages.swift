@@ -223,34 +223,39 @@ extension MailboxStore {
     /// The sources of the account's messages with these ids, by id, in one read (see ``messageSource(id:accountID:)``).
     public func messageSources(ids: [String], accountID: Int64) async throws -> [String: MessageSource] {
         guard !ids.isEmpty else { return [:] }
+        return try await read { db in try Self.messageSources(ids: ids, accountID: accountID, in: db) }
+    }
+
+    static func messageSources(
+        ids: [String], accountID: Int64, in db: any SQLConnection
+    ) throws -> [String: MessageSource] {
+        guard !ids.isEmpty else { return [:] }
         let placeholders = ids.map { _ in "?" }.joined(separator: ", ")
         let arguments: [any SQLBindable] = [accountID] + ids
-        return try await read { db in
-            var sources: [String: MessageSource] = [:]
-            // `+`: each id through the ids' unique index, not a walk over the account's messages.
-            for row in try db.query(
-                """
-                SELECT m.public_id, b.bytes, m.from_addr, m.to_json, m.subject, m.body, m.sent_at, m.message_id
-                FROM messages m LEFT JOIN blobs b ON b.hash = m.blob_hash
-                WHERE +m.account_id = ? AND m.public_id IN (\(placeholders))
-                """, arguments: arguments)
-            {
-                let id = try row.string("public_id")
-                if let bytes = row["bytes"].bytes {
-                    sources[id] = .stored(bytes)
-                    continue
-                }
-                let recipients: [MailAddress] = Self.decodeList(row["to_json"].string)
-                guard let messageID = row["message_id"].string, let to = recipients.first?.address,
-                    let sentAt = row["sent_at"].double
-                else { continue }
-                sources[id] = .fields(
-                    DeliveredFields(
-                        from: try row.string("from_addr"), to: to, subject: try row.string("subject"),
-                        body: try row.string("body"), sentAt: sentAt, messageID: messageID))
+        var sources: [String: MessageSource] = [:]
+        // `+`: each id through the ids' unique index, not a walk over the account's messages.
+        for row in try db.query(
+            """
+            SELECT m.public_id, b.bytes, m.from_addr, m.to_json, m.subject, m.body, m.sent_at, m.message_id
+            FROM messages m LEFT JOIN blobs b ON b.hash = m.blob_hash
+            WHERE +m.account_id = ? AND m.public_id IN (\(placeholders))
+            """, arguments: arguments)
+        {
+            let id = try row.string("public_id")
+            if let bytes = row["bytes"].bytes {
+                sources[id] = .stored(bytes)
+                continue
             }
-            return sources
+            let recipients: [MailAddress] = Self.decodeList(row["to_json"].string)
+            guard let messageID = row["message_id"].string, let to = recipients.first?.address,
+                let sentAt = row["sent_at"].double
+            else { continue }
+            sources[id] = .fields(
+                DeliveredFields(
+                    from: try row.string("from_addr"), to: to, subject: try row.string("subject"),
+                    body: try row.string("body"), sentAt: sentAt, messageID: messageID))
         }
+        return sources
     }
 
     /// One message of the account, if it has it.

@@ -175,21 +175,38 @@ extension MailboxStore {
     /// The account's messages with these ids (the others are not the account's or do not exist), in no order.
     public func messages(ids: [String], accountID: Int64) async throws -> [MessageRecord] {
         guard !ids.isEmpty else { return [] }
+        return try await read { db in try Self.messages(ids: ids, accountID: accountID, in: db) }
+    }
+
+    /// The account's state, its messages with these ids and, when `sources`, where each one's RFC 5322 form comes
+    /// from: in one read transaction (one trip to the store, and the state the records were read at).
+    public func messages(ids: [String], accountID: Int64, sources: Bool) async throws -> MessageRead {
+        try await read { db in
+            guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
+                throw MailboxStoreError.notFound
+            }
+            let records = try Self.messages(ids: ids, accountID: accountID, in: db)
+            return MessageRead(
+                state: self.state(modseq), records: records,
+                sources: sources ? try Self.messageSources(ids: records.map(\.id), accountID: accountID, in: db) : [:])
+        }
+    }
+
+    static func messages(ids: [String], accountID: Int64, in db: any SQLConnection) throws -> [MessageRecord] {
+        guard !ids.isEmpty else { return [] }
         let placeholders = ids.map { _ in "?" }.joined(separator: ", ")
         let arguments: [any SQLBindable] = [accountID] + ids
-        return try await read { db in
-            // `+` keeps the account's index out of the plan: the ids' unique index finds each row in one step,
-            // where a walk over the account's messages grows with the mailbox.
-            try db.query(
-                """
-                SELECT \(Self.messageColumns), m.html_body FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
-                WHERE +m.account_id = ? AND m.public_id IN (\(placeholders))
-                """, arguments: arguments
-            ).map { row in
-                var record = try Self.message(from: row)
-                record.htmlBody = row["html_body"].string
-                return record
-            }
+        // `+` keeps the account's index out of the plan: the ids' unique index finds each row in one step, where a
+        // walk over the account's messages grows with the mailbox.
+        return try db.query(
+            """
+            SELECT \(Self.messageColumns), m.html_body FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
+            WHERE +m.account_id = ? AND m.public_id IN (\(placeholders))
+            """, arguments: arguments
+        ).map { row in
+            var record = try Self.message(from: row)
+            record.htmlBody = row["html_body"].string
+            return record
         }
     }
 

@@ -261,6 +261,16 @@ public struct NewMessage: Sendable, Equatable {
     }
 }
 
+/// What one read of some of an account's messages found (``MailboxStore/messages(ids:accountID:sources:)``).
+public struct MessageRead: Sendable {
+    /// The account's state the messages were read at.
+    public var state: SyncState
+    /// The messages found, in no order.
+    public var records: [MessageRecord]
+    /// Where each found message's RFC 5322 form comes from, by id (empty unless asked for).
+    public var sources: [String: MessageSource]
+}
+
 /// Where a message's RFC 5322 form comes from.
 public enum MessageSource: Sendable, Equatable {
     /// The bytes an MTA sent, kept as they arrived.

@@ -478,10 +478,9 @@ final class IMAPStoreBackend: IMAPBackend {
             // In slices, so one FETCH 1:* over a large mailbox does not hold every message at once in one read.
             for start in stride(from: 0, to: ids.count, by: 200) {
                 let slice = Array(ids[start..<min(ids.count, start + 200)])
-                let records = try await store.messages(ids: slice, accountID: account)
-                let sources = try await store.messageSources(ids: slice, accountID: account)
-                for record in records {
-                    guard let source = sources[record.id] else { continue }
+                let read = try await store.messages(ids: slice, accountID: account, sources: true)
+                for record in read.records {
+                    guard let source = read.sources[record.id] else { continue }
                     contents[record.id] = IMAPMessageContent(
                         raw: source.rfc5322, receivedAt: record.receivedAt, envelope: Self.envelope(record),
                         text: record.body, sentAt: record.sentAt)
@@ -599,10 +598,9 @@ final class IMAPStoreBackend: IMAPBackend {
         run(completion) {
             let named = try await Self.mailbox(named: mailbox, account: account, store: store)
             guard let username = try await store.username(accountID: account) else { throw IMAPBackendError.noMailbox }
-            let records = Dictionary(
-                try await store.messages(ids: ids, accountID: account).map { ($0.id, $0) },
-                uniquingKeysWith: { a, _ in a })
-            let sources = try await store.messageSources(ids: ids, accountID: account)
+            let read = try await store.messages(ids: ids, accountID: account, sources: true)
+            let records = Dictionary(read.records.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            let sources = read.sources
             // Each copy is a new message with the original's bytes, flags and INTERNALDATE.
             let copies = try ids.map { id in
                 guard let record = records[id], let source = sources[id] else { throw MailboxStoreError.notFound }
