@@ -20,6 +20,11 @@ public enum JSONValue: Sendable, Equatable {
         JSONReader.read(Array(data), maximumDepth: maximumDepth)
     }
 
+    /// Parses JSON text (RFC 8259); `nil` when it is not JSON or nests deeper than ``maximumDepth``.
+    public static func parse(_ text: String) -> JSONValue? {
+        JSONReader.read(Array(text.utf8), maximumDepth: maximumDepth)
+    }
+
     /// Compact JSON text, object members in key order (so the same value writes the same bytes).
     public var json: String { String(decoding: jsonBytes, as: UTF8.self) }
 

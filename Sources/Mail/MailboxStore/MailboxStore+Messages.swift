@@ -27,10 +27,11 @@ extension MailboxStore {
             keywords: keywords(in: try row.string("keywords")))
     }
 
-    /// A JSON array column (`'[]'` when empty, the common case, decoded without a decoder).
-    static func decodeList<T: Decodable>(_ text: String?) -> [T] {
-        guard let text, text != "[]" else { return [] }
-        return (try? JSONDecoder().decode([T].self, from: Data(text.utf8))) ?? []
+    /// A JSON array column (`'[]'` when empty, the common case, read without parsing); an element not of the
+    /// column's shape is left out.
+    static func decodeList<T: JSONColumnElement>(_ text: String?) -> [T] {
+        guard let text, text != "[]", let elements = JSONValue.parse(text)?.array else { return [] }
+        return elements.compactMap(T.init(column:))
     }
 
     /// The usernames mail to `address` (already lowercased) may be for, in the order they are tried: the address

@@ -177,6 +177,13 @@ extension MailAddress: JSONTextRepresentable {
     }
 }
 
+extension MailAddress: JSONColumnElement {
+    init?(column value: JSONValue) {
+        guard let name = value["name"]?.string, let address = value["address"]?.string else { return nil }
+        self.init(name: name, address: address)
+    }
+}
+
 /// A part of a message that is not its text or HTML body.
 public struct AttachmentRecord: Sendable, Equatable, Codable {
     /// Its position in the MIME tree (`GET /v1/messages/{id}/parts/{partId}`).
@@ -207,6 +214,21 @@ extension AttachmentRecord: JSONTextRepresentable {
         object.add("size", size)
         return object.json
     }
+}
+
+extension AttachmentRecord: JSONColumnElement {
+    init?(column value: JSONValue) {
+        guard let partId = value["partId"]?.string, let type = value["type"]?.string, let size = value["size"]?.int
+        else { return nil }
+        self.init(partId: partId, filename: value["filename"]?.string, type: type, size: Int(size))
+    }
+}
+
+/// An element of one of the store's JSON array columns (``MailboxStore``'s `to_json`, `cc_json`,
+/// `attachments_json`), read back from the form its ``JSONTextRepresentable`` conformance writes.
+protocol JSONColumnElement {
+    /// The element `value` holds; `nil` when it is not of this shape.
+    init?(column value: JSONValue)
 }
 
 /// A new message to store.
