@@ -213,6 +213,10 @@ public struct JMAPServer: Sendable {
         return String(hash, radix: 16)
     }
 
+    /// Where a task that runs requests best runs (``MailboxStore/readExecutor``): a transport that makes a task for
+    /// each request makes it there.
+    public var taskExecutor: (any TaskExecutor)? { store.readExecutor }
+
     /// Runs one `POST apiUrl` body for `account`: the Response object (RFC 8620 §3.4), or the request-level error.
     public func handle(_ body: Data, account: JMAPAccount, baseURL: String) async -> Result<JSONValue, JMAPRequestError>
     {
@@ -251,17 +255,21 @@ public struct JMAPServer: Sendable {
                     type: "limit", detail: "The request has more method calls than maxCallsInRequest.",
                     limit: "maxCallsInRequest"))
         }
-        var responses: [(name: String, arguments: JSONValue, callID: String)] = []
-        for call in request.calls {
-            let context = MethodContext(server: self, account: account, using: Set(request.using))
-            let answered: [(String, JSONValue)]
-            do {
-                let arguments = try ResultReferences.resolve(call.arguments, against: responses)
-                answered = try await context.run(call.name, arguments)
-            } catch {
-                answered = [("error", MethodError.from(error).arguments)]
+        // The calls run where the store's reads are calls (no hop when the caller's task already prefers it).
+        let responses = await withTaskExecutorPreference(store.readExecutor) {
+            var responses: [(name: String, arguments: JSONValue, callID: String)] = []
+            for call in request.calls {
+                let context = MethodContext(server: self, account: account, using: Set(request.using))
+                let answered: [(String, JSONValue)]
+                do {
+                    let arguments = try ResultReferences.resolve(call.arguments, against: responses)
+                    answered = try await context.run(call.name, arguments)
+                } catch {
+                    answered = [("error", MethodError.from(error).arguments)]
+                }
+                for (name, arguments) in answered { responses.append((name, arguments, call.callID)) }
             }
-            for (name, arguments) in answered { responses.append((name, arguments, call.callID)) }
+            return responses
         }
         var response: [String: JSONValue] = [
             "methodResponses": .array(

@@ -554,7 +554,7 @@ struct JMAPWebSocketSession: LoopSession {
         guard case .open(let account, let baseURL) = phase else { return .close }
         let server = hub.server
         return .ask { _, answer in
-            Task {
+            Task(executorPreference: server.taskExecutor) {
                 let message: JSONValue
                 switch await server.handle(request: request, account: account, baseURL: baseURL) {
                 case .success(.object(var members)):

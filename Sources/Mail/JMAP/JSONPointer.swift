@@ -16,8 +16,11 @@ enum JSONPointer {
     static func evaluate(_ pointer: String, in value: JSONValue) -> JSONValue? {
         if pointer.isEmpty { return value }
         guard pointer.hasPrefix("/") else { return nil }
-        let tokens = pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
-            $0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+        let tokens = pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map { token in
+            // `~1` then `~0`, in that order (RFC 6901 §4); most tokens have neither.
+            token.contains("~")
+                ? token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+                : String(token)
         }
         return evaluate(tokens[...], in: value)
     }

@@ -165,6 +165,10 @@ public final class MailboxStore: Sendable {
         try await Self.storageErrors { try await engine.read(body) }
     }
 
+    /// Where a task that reads the store several times (a JMAP request) best runs: on SQLite, the readers' threads,
+    /// where each read is a call instead of two thread hops; `nil` on PostgreSQL.
+    public var readExecutor: (any TaskExecutor)? { engine.readExecutor }
+
     /// Transactions committed by the group-commit writer so far.
     public var committedWriteBatches: Int { engine.statistics.batches }
 

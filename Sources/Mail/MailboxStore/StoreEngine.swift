@@ -84,6 +84,10 @@ protocol StoreEngine: Sendable {
     /// The write path's totals so far.
     var statistics: WriterStatistics { get }
 
+    /// Where a task that reads several times best runs: there each ``read(_:)`` is a call, not a thread hop (the
+    /// SQLite readers' threads); `nil` when reads do not run on an executor of their own.
+    var readExecutor: (any TaskExecutor)? { get }
+
     /// The engine's own consistency check (`"ok"` when sound).
     func engineCheck() async throws -> String
 }
@@ -213,6 +217,8 @@ final class SQLiteEngine: StoreEngine {
     }
 
     var statistics: WriterStatistics { batcher.statistics }
+
+    var readExecutor: (any TaskExecutor)? { readers }
 
     func engineCheck() async throws -> String { try pool.read { try $0.integrityCheck() } }
 }
@@ -363,6 +369,9 @@ final class PostgresEngine: StoreEngine {
     }
 
     var statistics: WriterStatistics { totals.withLock { $0 } }
+
+    /// Each read waits for a pooled connection's thread: no executor would save a hop.
+    var readExecutor: (any TaskExecutor)? { nil }
 
     /// No message or tombstone holds a modseq its account has not reached.
     func engineCheck() async throws -> String {
