@@ -257,6 +257,7 @@ let package = Package(
         .testTarget(name: "SQLiteKitTests", dependencies: ["Locking", "SQLiteKit", "TestSupport"]),
         .testTarget(name: "OpenSSLCryptoTests", dependencies: ["OpenSSLCrypto", "TestSupport"]),
         .testTarget(name: "JSONTextTests", dependencies: ["JSONText"]),
+        .testTarget(name: "LockingTests", dependencies: ["Locking"]),
         .testTarget(
             name: "HTTPServerTests",
             dependencies: ["Locking", "HTTPServer", "HTTPClient", "OpenSSLCrypto", "TestSupport"]),
@@ -359,7 +360,7 @@ let layers: KeyValuePairs<String, [String]> = [
     ],
     "Foundation": [
         "Locking", "NetworkAddress", "Durations", "SQLSupport", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "JSONText",
-        "CommandLineSupport", "SQLiteKitTests", "OpenSSLCryptoTests", "JSONTextTests",
+        "CommandLineSupport", "SQLiteKitTests", "OpenSSLCryptoTests", "JSONTextTests", "LockingTests",
     ],
     "Transport": [
         "ConnectionLoop", "WebSocket", "HTTPTypes", "HTTPServer", "HTTP2Support", "HTTP2Server", "HTTP2Client",
