@@ -104,10 +104,9 @@ public final class ChangeTracer: LoopObserver {
             for change in changes where change.accountID != CommittedChange.everyAccount {
                 state.held[Key(account: change.accountID, modseq: change.modseq)] = HeldCommit(
                     change: change, committedAt: at)
-                var recent = state.recent[change.accountID, default: []]
-                recent.append(change.modseq)
-                if recent.count > 64 { recent.removeFirst(recent.count - 64) }
-                state.recent[change.accountID] = recent
+                // In place: a copy taken out and put back would copy the whole list for each commit.
+                state.recent[change.accountID, default: []].append(change.modseq)
+                if state.recent[change.accountID]!.count > 128 { state.recent[change.accountID]!.removeFirst(64) }
             }
             if state.recent.count > 100_000 { state.recent.removeAll() }
         }
