@@ -182,12 +182,15 @@ package struct MailboxAPI: Sendable {
             guard let token = request.bearerToken, !token.isEmpty, token.utf8.count <= 256 else {
                 throw HTTPError.unauthorized("A bearer token is required.")
             }
-            guard let session = try await store.session(tokenHash: SHA256.hash(token)) else {
-                throw HTTPError.unauthorized("The token is invalid or revoked.")
+            // Where the store's reads are calls, not thread hops: the session's and the handler's (a device's sync).
+            return try await withTaskExecutorPreference(store.readExecutor) {
+                guard let session = try await store.session(tokenHash: SHA256.hash(token)) else {
+                    throw HTTPError.unauthorized("The token is invalid or revoked.")
+                }
+                var response = try await handler(request, session)
+                response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+                return response
             }
-            var response = try await handler(request, session)
-            response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
-            return response
         }
     }
 
