@@ -9,14 +9,17 @@ extension MailboxStore {
         return state
     }
 
+    /// The account's modseq as `db` sees it; `.notFound` when there is no such account.
+    static func modseq(accountID: Int64, in db: any SQLConnection) throws -> Int64 {
+        guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
+            throw MailboxStoreError.notFound
+        }
+        return modseq
+    }
+
     /// The account's current state.
     public func currentState(accountID: Int64) async throws -> SyncState {
-        try await read { db in
-            guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
-                throw MailboxStoreError.notFound
-            }
-            return self.state(modseq)
-        }
+        try await read { db in self.state(try Self.modseq(accountID: accountID, in: db)) }
     }
 
     /// What changed in the account since `since`, at most `maxChanges` changes per page, in modseq order.

@@ -291,9 +291,7 @@ extension MailboxStore {
         let pageSize = max(1, min(limit, 1000))
         let start = after
         return try await read { db in
-            guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
-                throw MailboxStoreError.notFound
-            }
+            let modseq = try Self.modseq(accountID: accountID, in: db)
             let rows = try db.query(
                 """
                 SELECT \(Self.messageColumns), m.id AS row_id FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id

@@ -96,9 +96,7 @@ extension MailboxStore {
         let pageArguments = arguments + [limit ?? Int.max >> 1, max(0, offset)]
         let countArguments = arguments
         return try await read { db in
-            guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
-                throw MailboxStoreError.notFound
-            }
+            let modseq = try Self.modseq(accountID: accountID, in: db)
             let ids = try db.query(
                 "SELECT m.public_id \(from) ORDER BY \(column) \(direction), m.id \(direction) LIMIT ? OFFSET ?",
                 arguments: pageArguments
@@ -182,9 +180,7 @@ extension MailboxStore {
     /// from: in one read transaction (one trip to the store, and the state the records were read at).
     public func messages(ids: [String], accountID: Int64, sources: Bool) async throws -> MessageRead {
         try await read { db in
-            guard let modseq = try db.scalar("SELECT modseq FROM accounts WHERE id = ?", accountID).int64 else {
-                throw MailboxStoreError.notFound
-            }
+            let modseq = try Self.modseq(accountID: accountID, in: db)
             let records = try Self.messages(ids: ids, accountID: accountID, in: db)
             return MessageRead(
                 state: self.state(modseq), records: records,
