@@ -3,7 +3,7 @@ import COpenSSL
 /// SHA-256.
 public enum SHA256 {
     /// The 32-byte SHA-256 digest of `bytes`.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(bytes, EVP_sha256(), 32) }
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(bytes, FetchedDigest.sha256, 32) }
 
     /// The SHA-256 digest of the UTF-8 bytes of `string`.
     public static func hash(_ string: String) -> [UInt8] { hash(Array(string.utf8)) }
@@ -12,7 +12,16 @@ public enum SHA256 {
 /// SHA-1, for protocols that still name it where no secrecy rests on it (RFC 6455's `Sec-WebSocket-Accept`).
 public enum SHA1 {
     /// The 20-byte SHA-1 digest of `bytes`.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(bytes, EVP_sha1(), 20) }
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(bytes, FetchedDigest.sha1, 20) }
+}
+
+/// The digests' implementations, fetched from OpenSSL's default provider once. `EVP_sha256()` and its kind are
+/// OpenSSL 1's names: OpenSSL 3 looks the provider's implementation up for each digest made with them (a lock and a
+/// table), which cost more than hashing the short inputs here (a trace's ids are two SHA-256s of a few dozen bytes,
+/// made for every change). A fetched digest is read-only and shared by every thread.
+enum FetchedDigest {
+    nonisolated(unsafe) static let sha256: OpaquePointer? = EVP_MD_fetch(nil, "SHA2-256", nil) ?? EVP_sha256()
+    nonisolated(unsafe) static let sha1: OpaquePointer? = EVP_MD_fetch(nil, "SHA1", nil) ?? EVP_sha1()
 }
 
 /// The `size`-byte digest of `bytes` with `algorithm`.
@@ -37,7 +46,7 @@ public enum HMACSHA256 {
         let result = keyBytes.withUnsafeBytes { k in
             messageBytes.withUnsafeBytes { m in
                 HMAC(
-                    EVP_sha256(), k.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(k.count),
+                    FetchedDigest.sha256, k.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(k.count),
                     m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, &mac, &length)
             }
         }

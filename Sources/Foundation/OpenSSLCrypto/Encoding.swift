@@ -28,8 +28,6 @@ public enum Base64URL {
 
 /// Lowercase hexadecimal.
 public enum Hex {
-    private static let digits = Array("0123456789abcdef".utf8)
-
     /// Encodes `bytes` as lowercase hex.
     public static func encode(_ bytes: some Collection<UInt8>) -> String {
         var out = [UInt8]()
@@ -38,12 +36,21 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Appends `bytes` as lowercase hex to `out` (a JSON or text being written).
+    /// Appends `bytes` as lowercase hex to `out` (a JSON or text being written). Inlinable, so a caller's module
+    /// makes it for its own collection type: the generic form, called across modules, cost a trace exporter most of
+    /// its writing.
+    @inlinable
     public static func append(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
         for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+            out.append(digit(byte >> 4))
+            out.append(digit(byte & 0x0f))
         }
+    }
+
+    /// The lowercase hex digit of `value` (0 to 15).
+    @inlinable
+    static func digit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") - 10 + value
     }
 
     /// Decodes hex (either case); `nil` when the text is not an even number of hex digits.

@@ -85,8 +85,16 @@ enum OTLPJSON {
     private static func hex(_ bytes: [UInt8], to out: inout [UInt8]) { Hex.append(bytes, to: &out) }
 
     private static func decimal(_ value: UInt64, to out: inout [UInt8]) {
-        guard value >= 10 else { return out.append(UInt8(ascii: "0") + UInt8(value)) }
-        decimal(value / 10, to: &out)
-        out.append(UInt8(ascii: "0") + UInt8(value % 10))
+        // Digits written from the end of a buffer of 20 (UInt64's most), then appended once.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var rest = value
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 }

@@ -96,6 +96,24 @@ import Testing
         #expect((written["links"] as? [[String: Any]])?.first?["spanId"] as? String == commit.spanID.description)
     }
 
+    @Test func numbersAreWrittenWhole() throws {
+        let span = Span(
+            context: ChangeTrace.commit(epoch: "e", accountID: 1, modseq: 2), parent: nil, name: "commit",
+            kind: .internal, start: 0, end: 9_999_999_999.5,
+            attributes: [.int(.account, 0), .int(.modseq, -42), .int(.since, .max), .int(.session, .min)])
+        let body = OTLPJSON.request([span], service: "mailboxd", instance: "a-1")
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
+        let resource = try #require((root["resourceSpans"] as? [[String: Any]])?.first)
+        let scope = try #require((resource["scopeSpans"] as? [[String: Any]])?.first)
+        let written = try #require((scope["spans"] as? [[String: Any]])?.first)
+        #expect(written["startTimeUnixNano"] as? String == "0")
+        #expect(written["endTimeUnixNano"] as? String == "9999999999500000000")
+        let values = try #require(written["attributes"] as? [[String: Any]]).compactMap {
+            ($0["value"] as? [String: Any])?["intValue"] as? String
+        }
+        #expect(values == ["0", "-42", "9223372036854775807", "-9223372036854775808"])
+    }
+
     @Test func theEndpointGetsThePathOTLPNames() throws {
         #expect(try SpanExporter.endpoint("http://127.0.0.1:4318") == "http://127.0.0.1:4318/v1/traces")
         #expect(try SpanExporter.endpoint("https://otel.example/") == "https://otel.example/v1/traces")
