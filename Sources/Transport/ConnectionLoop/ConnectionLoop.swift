@@ -21,6 +21,10 @@ final class LoopConnection<Session: LoopSession> {
     var opened = false
     /// A question is with the backend: nothing is read until it answers.
     var awaiting = false
+    /// Input came while the backend had a question. Until then the socket stays registered for input (a client
+    /// waiting for its answer sends nothing meanwhile), so a question and its answer cost no `epoll_ctl`; the first
+    /// input that finds it waiting takes the registration off until the answer is in.
+    var inputWhileAwaiting = false
     /// Actions held behind the question.
     var deferred: [LoopAction<Session.Answer>] = []
     /// The latest event that came while the backend had a question: told once the answer is in.
@@ -295,7 +299,10 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         }
         if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
             if connection.lingerUntil != nil { return drain(connection) }
-            guard !connection.awaiting, !connection.closing else { return settle(connection) }
+            guard !connection.awaiting, !connection.closing else {
+                if connection.awaiting { connection.inputWhileAwaiting = true }
+                return settle(connection)
+            }
             read(connection)
         }
         if connections[connection.id] != nil { settle(connection) }
@@ -405,6 +412,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                 if let answer {
                     outstanding -= 1
                     connection.awaiting = false
+                    connection.inputWhileAwaiting = false
                     guard !connection.broken, !stopping else { return closeConnection(connection) }
                     carryOut(answered(answer, on: connection), on: connection)
                     tellMissedEvent(connection)
@@ -443,6 +451,7 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
                 outstanding -= 1
                 guard let connection = connections[id] else { continue }
                 connection.awaiting = false
+                connection.inputWhileAwaiting = false
                 guard !connection.broken, !stopping else {
                     closeConnection(connection)
                     continue
@@ -488,7 +497,8 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         var wanted: UInt32 = 0
         if !connection.output.isEmpty { wanted |= EPOLLOUT.rawValue }
         if connection.lingerUntil != nil
-            || (!connection.awaiting && !connection.closing && connection.output.count < Self.outputHighWater)
+            || (!(connection.awaiting && connection.inputWhileAwaiting) && !connection.closing
+                && connection.output.count < Self.outputHighWater)
         {
             wanted |= EPOLLIN.rawValue
         }

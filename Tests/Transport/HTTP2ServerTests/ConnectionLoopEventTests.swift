@@ -12,6 +12,8 @@ import Testing
     /// Where the test holds a question's answer until it lets it go.
     final class Gate: Sendable {
         let held = LockedValue<(connection: UInt64, answer: @Sendable (String) -> Void)?>(nil)
+        /// The questions asked so far.
+        let asked = LockedValue(0)
     }
 
     /// Greets, asks the backend on any input, and says what it was told.
@@ -20,7 +22,12 @@ import Testing
 
         mutating func opened() -> [LoopAction<String>] { [.send(Array("hello\r\n".utf8))] }
         mutating func received(_ bytes: UnsafeRawBufferPointer) -> [LoopAction<String>] {
-            [.ask { [gate] connection, answer in gate.held.withLock { $0 = (connection, answer) } }]
+            [
+                .ask { [gate] connection, answer in
+                    gate.held.withLock { $0 = (connection, answer) }
+                    gate.asked.withLock { $0 += 1 }
+                }
+            ]
         }
         mutating func answered(_ answer: String) -> [LoopAction<String>] { [.send(Array("\(answer)\r\n".utf8))] }
         mutating func notified(_ event: String) -> [LoopAction<String>] { [.send(Array("told \(event)\r\n".utf8))] }
@@ -55,5 +62,40 @@ import Testing
         answer("the answer")
         #expect(client.line(timeout: 30) == "the answer")
         #expect(client.line(timeout: 30) == "told a change")
+    }
+
+    /// A socket stays registered for input while its question is with the backend (no `epoll_ctl` for a client that
+    /// waits for its answer); input that comes meanwhile takes the registration off, and is read once the answer is
+    /// in, not before and not lost.
+    @Test func inputWhileTheBackendHasTheQuestionIsReadOnceTheAnswerIsIn() async throws {
+        let gate = Gate()
+        let (listener, port) = try ListeningSocket.bind(host: "127.0.0.1", port: 0)
+        defer { close(listener) }
+        let loop = try ConnectionLoop<Session>(listener: listener, tls: nil, maxConnections: 4, refusal: "busy\n") {
+            _ in Session(gate: gate)
+        }
+        let finished = DispatchSemaphore(value: 0)
+        Thread.start(named: "loop-test") {
+            loop.run()
+            finished.signal()
+        }
+        defer {
+            loop.stop()
+            finished.wait()
+        }
+        let client = try LineClient(port: port)
+        #expect(client.line(timeout: 30) == "hello")
+        client.send("first\n")
+        #expect(await eventually { gate.asked.withLock { $0 } == 1 })
+        let (_, first) = try #require(gate.held.withLock { $0 })
+        client.send("second\n")
+        // The second line waits in the socket: the loop takes its registration off rather than read it now.
+        first("one")
+        #expect(client.line(timeout: 30) == "one")
+        #expect(await eventually { gate.asked.withLock { $0 } == 2 })
+        let (_, second) = try #require(gate.held.withLock { $0 })
+        second("two")
+        #expect(client.line(timeout: 30) == "two")
+        #expect(gate.asked.withLock { $0 } == 2)
     }
 }
