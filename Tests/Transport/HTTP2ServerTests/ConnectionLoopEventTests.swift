@@ -36,8 +36,10 @@ import Testing
         func closed(connection: UInt64) {}
     }
 
-    @Test func anEventWhileTheBackendHasTheQuestionIsToldOnceTheAnswerIsIn() async throws {
-        let gate = Gate()
+    /// Runs `body` with a loop of sessions behind `gate` and a client connected to it; stops the loop after.
+    private func withLoop(
+        _ gate: Gate, _ body: (ConnectionLoop<Session>, LineClient) async throws -> Void
+    ) async throws {
         let (listener, port) = try ListeningSocket.bind(host: "127.0.0.1", port: 0)
         defer { close(listener) }
         let loop = try ConnectionLoop<Session>(listener: listener, tls: nil, maxConnections: 4, refusal: "busy\n") {
@@ -52,16 +54,22 @@ import Testing
             loop.stop()
             finished.wait()
         }
-        let client = try LineClient(port: port)
-        #expect(client.line(timeout: 30) == "hello")
-        client.send("question\n")
-        #expect(await eventually { gate.held.withLock { $0 != nil } })
-        let (connection, answer) = try #require(gate.held.withLock { $0 })
-        // Both go through the loop's inbox, in this order: the event reaches the connection while it still waits.
-        loop.notify(connection, "a change")
-        answer("the answer")
-        #expect(client.line(timeout: 30) == "the answer")
-        #expect(client.line(timeout: 30) == "told a change")
+        try await body(loop, try LineClient(port: port))
+    }
+
+    @Test func anEventWhileTheBackendHasTheQuestionIsToldOnceTheAnswerIsIn() async throws {
+        let gate = Gate()
+        try await withLoop(gate) { loop, client in
+            #expect(client.line(timeout: 30) == "hello")
+            client.send("question\n")
+            #expect(await eventually { gate.held.withLock { $0 != nil } })
+            let (connection, answer) = try #require(gate.held.withLock { $0 })
+            // Both go through the loop's inbox, in this order: the event reaches the connection while it still waits.
+            loop.notify(connection, "a change")
+            answer("the answer")
+            #expect(client.line(timeout: 30) == "the answer")
+            #expect(client.line(timeout: 30) == "told a change")
+        }
     }
 
     /// A socket stays registered for input while its question is with the backend (no `epoll_ctl` for a client that
@@ -69,33 +77,20 @@ import Testing
     /// in, not before and not lost.
     @Test func inputWhileTheBackendHasTheQuestionIsReadOnceTheAnswerIsIn() async throws {
         let gate = Gate()
-        let (listener, port) = try ListeningSocket.bind(host: "127.0.0.1", port: 0)
-        defer { close(listener) }
-        let loop = try ConnectionLoop<Session>(listener: listener, tls: nil, maxConnections: 4, refusal: "busy\n") {
-            _ in Session(gate: gate)
+        try await withLoop(gate) { _, client in
+            #expect(client.line(timeout: 30) == "hello")
+            client.send("first\n")
+            #expect(await eventually { gate.asked.withLock { $0 } == 1 })
+            let (_, first) = try #require(gate.held.withLock { $0 })
+            client.send("second\n")
+            // The second line waits in the socket: the loop takes its registration off rather than read it now.
+            first("one")
+            #expect(client.line(timeout: 30) == "one")
+            #expect(await eventually { gate.asked.withLock { $0 } == 2 })
+            let (_, second) = try #require(gate.held.withLock { $0 })
+            second("two")
+            #expect(client.line(timeout: 30) == "two")
+            #expect(gate.asked.withLock { $0 } == 2)
         }
-        let finished = DispatchSemaphore(value: 0)
-        Thread.start(named: "loop-test") {
-            loop.run()
-            finished.signal()
-        }
-        defer {
-            loop.stop()
-            finished.wait()
-        }
-        let client = try LineClient(port: port)
-        #expect(client.line(timeout: 30) == "hello")
-        client.send("first\n")
-        #expect(await eventually { gate.asked.withLock { $0 } == 1 })
-        let (_, first) = try #require(gate.held.withLock { $0 })
-        client.send("second\n")
-        // The second line waits in the socket: the loop takes its registration off rather than read it now.
-        first("one")
-        #expect(client.line(timeout: 30) == "one")
-        #expect(await eventually { gate.asked.withLock { $0 } == 2 })
-        let (_, second) = try #require(gate.held.withLock { $0 })
-        second("two")
-        #expect(client.line(timeout: 30) == "two")
-        #expect(gate.asked.withLock { $0 } == 2)
     }
 }
