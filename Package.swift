@@ -301,6 +301,7 @@ let package = Package(
             name: "TracingTests",
             dependencies: [
                 "Tracing", "LoopEvents", "Locking", "MailboxStore", "SignalDispatch", "ServiceMetrics", "Push",
+                "HTTPServer", "TestSupport",
             ]),
         .testTarget(
             name: "SignalDispatchTests",

@@ -92,51 +92,68 @@ extension Sequence where Element: JSONTextRepresentable {
 /// A JSON object written member by member, in the order they are added, for a body written on every request:
 /// what Codable's synthesized encoding gives (a nil optional left out), without an encoder and its boxes.
 public struct JSONObjectText: Sendable {
-    private var text = "{"
+    /// The object so far, without its closing brace: bytes, not a `String`, so a member is appended without a
+    /// string made for its quoted key or value.
+    private var bytes: [UInt8]
     private var isEmpty = true
 
     /// An empty object.
-    public init() {}
+    public init() {
+        bytes = [UInt8(ascii: "{")]
+        bytes.reserveCapacity(256)
+    }
 
     /// The object as JSON text.
-    public var json: String { text + "}" }
+    public var json: String {
+        String(unsafeUninitializedCapacity: bytes.count + 1) { buffer in
+            let written = buffer.initialize(fromContentsOf: bytes)
+            buffer[written] = UInt8(ascii: "}")
+            return written + 1
+        }
+    }
 
     private mutating func key(_ key: String) {
-        if !isEmpty { text += "," }
+        if !isEmpty { bytes.append(UInt8(ascii: ",")) }
         isEmpty = false
-        text += JSONText.quoted(key)
-        text += ":"
+        JSONText.appendQuoted(key, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
     }
 
     /// A string member; left out when `value` is nil.
     public mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
         self.key(key)
-        text += JSONText.quoted(value)
+        JSONText.appendQuoted(value, to: &bytes)
     }
 
     /// A number member; left out when `value` is nil.
     public mutating func add(_ key: String, _ value: Double?) {
         guard let value else { return }
         self.key(key)
-        text += JSONText.number(value)
+        bytes.append(contentsOf: JSONText.number(value).utf8)
     }
 
     /// An integer member.
     public mutating func add(_ key: String, _ value: Int) {
         self.key(key)
-        text += String(value)
+        bytes.append(contentsOf: String(value).utf8)
     }
 
     /// An integer member.
     public mutating func add(_ key: String, _ value: Int64) {
         self.key(key)
-        text += String(value)
+        bytes.append(contentsOf: String(value).utf8)
     }
 
     /// An array of strings.
     public mutating func add(_ key: String, _ values: [String]) {
-        add(key, json: JSONText.array(values.lazy.map(JSONText.quoted)))
+        self.key(key)
+        bytes.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONText.appendQuoted(value, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
     }
 
     /// An array of numbers.
@@ -147,12 +164,12 @@ public struct JSONObjectText: Sendable {
     /// A `true` or `false` member.
     public mutating func add(_ key: String, _ value: Bool) {
         self.key(key)
-        text += value ? "true" : "false"
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
     /// A member whose value is already JSON text (an array or object written by hand).
     public mutating func add(_ key: String, json: String) {
         self.key(key)
-        text += json
+        bytes.append(contentsOf: json.utf8)
     }
 }

@@ -49,7 +49,7 @@ public enum Hex {
 
     /// The lowercase hex digit of `value` (0 to 15).
     @inlinable
-    static func digit(_ value: UInt8) -> UInt8 {
+    public static func digit(_ value: UInt8) -> UInt8 {
         value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") - 10 + value
     }
 

@@ -206,10 +206,12 @@ public final class ConsoleFeed: LoopObserver {
                 let modseq = change.modseq
                 state.withLock { state in
                     state.changes += 1
-                    var recent = state.commits[change.accountID, default: []]
-                    recent.append(Commit(modseq: modseq, at: change.at))
-                    if recent.count > 256 { recent.removeFirst(recent.count - 256) }
-                    state.commits[change.accountID] = recent
+                    // In place, trimmed in chunks: a copy out and back, or a shift per commit, would copy the list
+                    // for each commit.
+                    state.commits[change.accountID, default: []].append(Commit(modseq: modseq, at: change.at))
+                    if state.commits[change.accountID]!.count >= 256 + 64 {
+                        state.commits[change.accountID]!.removeFirst(64)
+                    }
                 }
                 publish(
                     ChangeEvent(

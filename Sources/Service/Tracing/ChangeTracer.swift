@@ -24,13 +24,13 @@ public final class ChangeTracer: LoopObserver {
         var change: CommittedChange
         var committedAt: Double
         var arrivals: [Arrival] = []
-        /// Batches it was held through.
-        var waited = 0
     }
 
     private struct State {
-        /// Commits not yet written as spans, by account and modseq.
-        var held: [Key: HeldCommit] = [:]
+        /// Commits not yet written as spans, by account and modseq, in three generations: those committed since the
+        /// last batch, those held through one batch, and those held through two, written at the next. A batch
+        /// writes the oldest generation whole and moves the others up, with no counter to raise in each commit.
+        var held: [[Key: HeldCommit]] = [[:], [:], [:]]
         /// Each account's recent commits' modseqs, oldest first: the commit an arrival was part of.
         var recent: [Int64: [Int64]] = [:]
         /// Arrivals whose commit was not seen (yet), with how many batches they waited.
@@ -43,8 +43,8 @@ public final class ChangeTracer: LoopObserver {
                 return false
             }
             let key = Key(account: arrival.accountID, modseq: committed)
-            guard held[key] != nil else { return false }
-            held[key]!.arrivals.append(arrival)
+            guard let generation = held.indices.first(where: { held[$0][key] != nil }) else { return false }
+            held[generation][key]!.arrivals.append(arrival)
             return true
         }
     }
@@ -102,7 +102,7 @@ public final class ChangeTracer: LoopObserver {
         let at = now()
         state.withLock { state in
             for change in changes where change.accountID != CommittedChange.everyAccount {
-                state.held[Key(account: change.accountID, modseq: change.modseq)] = HeldCommit(
+                state.held[0][Key(account: change.accountID, modseq: change.modseq)] = HeldCommit(
                     change: change, committedAt: at)
                 // In place: a copy taken out and put back would copy the whole list for each commit.
                 state.recent[change.accountID, default: []].append(change.modseq)
@@ -164,14 +164,11 @@ public final class ChangeTracer: LoopObserver {
                 waiting.append((arrival, waited + 1))
             }
             // A commit waits through two batches, so its arrival (told after it, by another caller) is there.
-            var commits: [HeldCommit] = []
-            for (key, held) in state.held {
-                if final || held.waited >= 2 {
-                    commits.append(held)
-                    state.held.removeValue(forKey: key)
-                } else {
-                    state.held[key]!.waited += 1
-                }
+            var commits = Array(state.held.removeLast().values)
+            state.held.insert([:], at: 0)
+            if final {
+                for generation in state.held.indices { commits += state.held[generation].values }
+                state.held = [[:], [:], [:]]
             }
             let given = waiting.filter { final || $0.waited >= 2 }.map(\.arrival)
             state.orphans = final ? [] : waiting.filter { $0.waited < 2 }

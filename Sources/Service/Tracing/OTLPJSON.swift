@@ -1,5 +1,4 @@
 import JSONText
-import OpenSSLCrypto
 
 /// Spans written as an OTLP/HTTP `ExportTraceServiceRequest` in OTLP's JSON encoding (the protobuf message mapped
 /// to JSON, with the ids as lowercase hex and 64-bit numbers as decimal strings, as the OTLP specification
@@ -24,13 +23,13 @@ enum OTLPJSON {
 
     private static func write(_ span: Span, to out: inout [UInt8]) {
         out.append(contentsOf: #"{"traceId":""#.utf8)
-        hex(span.context.traceID.bytes, to: &out)
+        span.context.traceID.appendHex(to: &out)
         out.append(contentsOf: #"","spanId":""#.utf8)
-        hex(span.context.spanID.bytes, to: &out)
+        span.context.spanID.appendHex(to: &out)
         out.append(UInt8(ascii: "\""))
         if let parent = span.parent {
             out.append(contentsOf: #","parentSpanId":""#.utf8)
-            hex(parent.bytes, to: &out)
+            parent.appendHex(to: &out)
             out.append(UInt8(ascii: "\""))
         }
         out.append(contentsOf: #","name":"#.utf8)
@@ -65,9 +64,9 @@ enum OTLPJSON {
         for (index, link) in span.links.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"traceId":""#.utf8)
-            hex(link.traceID.bytes, to: &out)
+            link.traceID.appendHex(to: &out)
             out.append(contentsOf: #"","spanId":""#.utf8)
-            hex(link.spanID.bytes, to: &out)
+            link.spanID.appendHex(to: &out)
             out.append(contentsOf: #""}"#.utf8)
         }
         // STATUS_CODE_ERROR is 2; an unset status (0) is left out.
@@ -81,8 +80,6 @@ enum OTLPJSON {
         JSONText.appendQuoted(value, to: &out)
         out.append(contentsOf: "}}".utf8)
     }
-
-    private static func hex(_ bytes: [UInt8], to out: inout [UInt8]) { Hex.append(bytes, to: &out) }
 
     private static func decimal(_ value: UInt64, to out: inout [UInt8]) {
         // Digits written from the end of a buffer of 20 (UInt64's most), then appended once.

@@ -16,7 +16,8 @@ public final class SpanExporter: Sendable {
         public var serviceName = "mailboxd"
         /// The resource's `service.instance.id` (`--instance-id`).
         public var instanceID = ""
-        /// Spans held at most while they wait to be sent.
+        /// Spans queued at most while they wait to be taken for sending (a backlog being sent, at most as many
+        /// again, is out of the queue).
         public var queueCapacity = 8_192
         /// Spans sent in one request at most.
         public var batchSize = 512
@@ -105,23 +106,34 @@ public final class SpanExporter: Sendable {
                 + "span failed the content guard.")
     }
 
+    /// Once an interval (and when stopping), the tracer's held spans are taken (`before`) and everything queued is
+    /// sent in batches; a backlog larger than a batch is taken out of the queue whole and sent from there, so no
+    /// batch shifts the spans behind it, and the tracer's holding stays an interval per batch under load too.
     private func run(before: @escaping @Sendable (Bool) -> Void) async {
+        let clock = ContinuousClock()
+        var released = clock.now
+        var backlog: ArraySlice<Span> = []
         while true {
             let stopping = Task.isCancelled
-            before(stopping)
-            let batch = queue.withLock { queue -> [Span] in
-                guard queue.spans.count > configuration.batchSize else {
-                    defer { queue.spans = [] }
-                    return queue.spans
-                }
-                let taken = Array(queue.spans.prefix(configuration.batchSize))
-                queue.spans.removeFirst(taken.count)
-                return taken
+            if stopping || released.duration(to: clock.now) >= configuration.interval {
+                before(stopping)
+                released = clock.now
             }
+            if backlog.isEmpty {
+                backlog = queue.withLock { queue in
+                    defer { queue.spans = [] }
+                    return queue.spans[...]
+                }
+            }
+            let batch = Array(backlog.prefix(configuration.batchSize))
+            backlog = backlog.dropFirst(batch.count)
             if !batch.isEmpty { await send(batch) }
-            if batch.count < configuration.batchSize {
-                if stopping { return }
-                try? await Task.sleep(for: configuration.interval)
+            if backlog.isEmpty {
+                // Stopping: done once the queue, looked at again after the tracer's last spans, is empty.
+                if stopping {
+                    if batch.isEmpty { return } else { continue }
+                }
+                try? await Task.sleep(until: released.advanced(by: configuration.interval), clock: clock)
             }
         }
     }
@@ -129,11 +141,13 @@ public final class SpanExporter: Sendable {
     private func send(_ batch: [Span]) async {
         let body = OTLPJSON.request(batch, service: configuration.serviceName, instance: configuration.instanceID)
         let outcome: String?
+        let request = HTTPRequest(
+            method: .post, url: configuration.endpoint, headers: ["Content-Type": "application/json"],
+            body: Data(body))
         do {
-            let response = try await client.execute(
-                HTTPRequest(
-                    method: .post, url: configuration.endpoint, headers: ["Content-Type": "application/json"],
-                    body: Data(body)))
+            // In a task of its own: the batches sent while stopping are sent from the cancelled loop, and a request
+            // made in a cancelled task is aborted before it leaves. The request's timeout bounds the wait.
+            let response = try await Task { [client] in try await client.execute(request) }.value
             outcome = (200..<300).contains(response.status) ? nil : "the collector answered \(response.status)"
         } catch {
             outcome = "the collector cannot be reached (\(error))"

@@ -1,14 +1,25 @@
 import OpenSSLCrypto
+import Synchronization
 
-/// A trace's id: 16 bytes, never all zero, written as 32 lowercase hex digits (W3C Trace Context, OTLP).
+/// A trace's id: 16 bytes, never all zero, written as 32 lowercase hex digits (W3C Trace Context, OTLP). Held as two
+/// integers, so a span and every id it names are values without a buffer of their own.
 public struct TraceID: Hashable, Sendable, CustomStringConvertible {
-    /// The 16 bytes.
-    public let bytes: [UInt8]
+    /// The first 8 bytes, big-endian.
+    public let high: UInt64
+    /// The last 8 bytes, big-endian.
+    public let low: UInt64
+
+    /// The id of `high` and `low` (not both zero), or `nil`.
+    public init?(high: UInt64, low: UInt64) {
+        guard high | low != 0 else { return nil }
+        self.high = high
+        self.low = low
+    }
 
     /// The id made of `bytes` (16, not all zero), or `nil`.
-    public init?(bytes: [UInt8]) {
-        guard bytes.count == 16, bytes.contains(where: { $0 != 0 }) else { return nil }
-        self.bytes = bytes
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 16 else { return nil }
+        self.init(high: UInt64(bigEndianBytes: bytes.prefix(8)), low: UInt64(bigEndianBytes: bytes.dropFirst(8)))
     }
 
     /// The id written as 32 hex digits, or `nil`.
@@ -17,19 +28,39 @@ public struct TraceID: Hashable, Sendable, CustomStringConvertible {
         self.init(bytes: bytes)
     }
 
+    /// The 16 bytes.
+    public var bytes: [UInt8] { high.bigEndianBytes + low.bigEndianBytes }
+
+    /// Appends the 32 lowercase hex digits to `out`.
+    func appendHex(to out: inout [UInt8]) {
+        TraceHex.append(high, to: &out)
+        TraceHex.append(low, to: &out)
+    }
+
     /// The 32 lowercase hex digits.
-    public var description: String { Hex.encode(bytes) }
+    public var description: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        appendHex(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
 }
 
 /// A span's id: 8 bytes, never all zero, written as 16 lowercase hex digits.
 public struct SpanID: Hashable, Sendable, CustomStringConvertible {
-    /// The 8 bytes.
-    public let bytes: [UInt8]
+    /// The 8 bytes, big-endian.
+    public let value: UInt64
+
+    /// The id `value` (not zero), or `nil`.
+    public init?(value: UInt64) {
+        guard value != 0 else { return nil }
+        self.value = value
+    }
 
     /// The id made of `bytes` (8, not all zero), or `nil`.
-    public init?(bytes: [UInt8]) {
-        guard bytes.count == 8, bytes.contains(where: { $0 != 0 }) else { return nil }
-        self.bytes = bytes
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 8 else { return nil }
+        self.init(value: UInt64(bigEndianBytes: bytes))
     }
 
     /// The id written as 16 hex digits, or `nil`.
@@ -38,17 +69,44 @@ public struct SpanID: Hashable, Sendable, CustomStringConvertible {
         self.init(bytes: bytes)
     }
 
-    /// A random id.
+    /// A random id. Ids need to differ, not to be secret: each is the next of a counter that started at a random
+    /// value, mixed by SplitMix64's finalizer (a bijection, so no two ids this process makes are the same), with no
+    /// call into the kernel for each.
     public static func random() -> SpanID {
-        var generator = SystemRandomNumberGenerator()
         while true {
-            let value = generator.next() as UInt64
-            if value != 0 { return SpanID(bytes: withUnsafeBytes(of: value.bigEndian, Array.init))! }
+            var mixed = randomCounter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+            mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+            mixed ^= mixed >> 31
+            if let id = SpanID(value: mixed) { return id }
         }
     }
 
+    private static let randomCounter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
+
+    /// The 8 bytes.
+    public var bytes: [UInt8] { value.bigEndianBytes }
+
+    /// Appends the 16 lowercase hex digits to `out`.
+    func appendHex(to out: inout [UInt8]) { TraceHex.append(value, to: &out) }
+
     /// The 16 lowercase hex digits.
-    public var description: String { Hex.encode(bytes) }
+    public var description: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(16)
+        appendHex(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension UInt64 {
+    /// The number whose big-endian bytes are `bytes` (8 of them).
+    fileprivate init(bigEndianBytes bytes: some Collection<UInt8>) {
+        self = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// The 8 big-endian bytes.
+    fileprivate var bigEndianBytes: [UInt8] { withUnsafeBytes(of: bigEndian, Array.init) }
 }
 
 /// A span somewhere: its trace and its own id (what a parent or a link names).
@@ -83,6 +141,15 @@ public struct SpanContext: Hashable, Sendable {
 
 /// Lowercase hex only, as W3C Trace Context writes ids (a header with an uppercase digit is malformed).
 enum TraceHex {
+    /// Appends the 16 lowercase hex digits of `value`, most significant first.
+    static func append(_ value: UInt64, to out: inout [UInt8]) {
+        var shift = 60
+        while shift >= 0 {
+            out.append(Hex.digit(UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0x0f))
+            shift -= 4
+        }
+    }
+
     static func decode(_ text: some StringProtocol) -> [UInt8]? {
         guard !text.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }) else { return nil }
         return Hex.decode(text)
@@ -94,18 +161,31 @@ enum TraceHex {
 /// by another instance, or a fetch served by a third, joins the trace without asking anyone. The epoch is the
 /// store's own random value, so the ids say nothing to whoever cannot read the store.
 public enum ChangeTrace {
-    /// The trace of the change that brought `accountID` to `modseq` in the store of `epoch`.
+    /// The trace of the change that brought `accountID` to `modseq` in the store of `epoch`: the first half of the
+    /// SHA-256 of `signalfetch.trace`, the epoch, the account and the modseq in decimal, each after a NUL.
     public static func traceID(epoch: String, accountID: Int64, modseq: Int64) -> TraceID {
-        let digest = SHA256.hash("signalfetch.trace\u{0}\(epoch)\u{0}\(accountID)\u{0}\(modseq)")
-        return TraceID(bytes: Array(digest.prefix(16))) ?? TraceID(bytes: [1] + [UInt8](repeating: 0, count: 15))!
+        var input: [UInt8] = []
+        input.reserveCapacity(64 + epoch.utf8.count)
+        input.append(contentsOf: "signalfetch.trace\u{0}".utf8)
+        input.append(contentsOf: epoch.utf8)
+        input.append(0)
+        input.append(contentsOf: String(accountID).utf8)
+        input.append(0)
+        input.append(contentsOf: String(modseq).utf8)
+        let digest = SHA256.hash(input)
+        return TraceID(bytes: digest.prefix(16)) ?? TraceID(high: 1 << 56, low: 0)!
     }
 
     /// The ids of the change's arrival span (the one that committed at its modseq) and its commit span: the same
     /// wherever they are derived (one digest of the trace id, halved).
     public static func spanIDs(_ trace: TraceID) -> (arrival: SpanID, commit: SpanID) {
-        let digest = SHA256.hash(Array("signalfetch.span".utf8) + trace.bytes)
-        let fallback = SpanID(bytes: [1, 0, 0, 0, 0, 0, 0, 0])!
-        return (SpanID(bytes: Array(digest[0..<8])) ?? fallback, SpanID(bytes: Array(digest[8..<16])) ?? fallback)
+        var input: [UInt8] = []
+        input.reserveCapacity(32)
+        input.append(contentsOf: "signalfetch.span".utf8)
+        input.append(contentsOf: trace.bytes)
+        let digest = SHA256.hash(input)
+        let fallback = SpanID(value: 1 << 56)!
+        return (SpanID(bytes: digest[0..<8]) ?? fallback, SpanID(bytes: digest[8..<16]) ?? fallback)
     }
 
     /// The commit span of the change that brought `accountID` to `modseq`: the parent of its signals and fetches.

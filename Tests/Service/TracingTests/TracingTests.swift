@@ -1,7 +1,10 @@
 import Foundation
+import HTTPServer
 import Locking
 import LoopEvents
 import Push
+import ServiceMetrics
+import TestSupport
 import Testing
 
 @testable import MailboxStore
@@ -47,6 +50,32 @@ import Testing
         #expect(one.traceID != ChangeTrace.commit(epoch: "e2", accountID: 7, modseq: 42).traceID)
         #expect(one.spanID == ChangeTrace.spanIDs(one.traceID).commit)
         #expect(one.spanID != ChangeTrace.spanIDs(one.traceID).arrival)
+    }
+
+    /// The derivation is a contract between instances (and versions) sharing a store: pinned to its bytes, the
+    /// SHA-256 of `signalfetch.trace\0e1\07\042`, then of `signalfetch.span` and the trace id.
+    @Test func theIdsAreThoseOfTheDerivation() {
+        let trace = ChangeTrace.traceID(epoch: "e1", accountID: 7, modseq: 42)
+        #expect(trace.description == "04899efe526565578192f76be7e0b022")
+        #expect(TraceID(hex: trace.description) == trace)
+        #expect(TraceID(bytes: trace.bytes) == trace)
+        let spans = ChangeTrace.spanIDs(trace)
+        #expect(spans.arrival.description == "dafdffb40bba5f2e")
+        #expect(spans.commit.description == "6412d99c0e96c7dc")
+        #expect(SpanID(bytes: spans.commit.bytes) == spans.commit)
+    }
+
+    @Test func randomSpanIdsAreNeverZeroAndNeverRepeat() {
+        let ids = (0..<20_000).map { _ in SpanID.random() }
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { $0.value != 0 && $0.description.utf8.count == 16 })
+    }
+
+    @Test func anAllZeroIdIsNone() {
+        #expect(TraceID(bytes: [UInt8](repeating: 0, count: 16)) == nil)
+        #expect(TraceID(high: 0, low: 1) != nil)
+        #expect(SpanID(value: 0) == nil)
+        #expect(SpanID(bytes: [1, 2, 3]) == nil)
     }
 }
 
@@ -193,4 +222,48 @@ final class LockedSpans: Sendable {
     func append(_ more: [Span]) { spans.withLock { $0 += more } }
 
     var all: [Span] { spans.withLock { $0 } }
+}
+
+/// The exporter's loop against a collector on loopback (the project's HTTP server): a backlog goes in batches, and the
+/// tracer is asked for its held spans once an interval, however many batches the backlog takes, and when stopping.
+@Suite struct SpanExporterTests {
+    @Test func aBacklogIsSentInBatchesAndTheTracerIsAskedOnceAnIntervalAndWhenStopping() async throws {
+        let received = LockedValue<[Int]>([])
+        let collector = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadCount: 1)) { request in
+            let root = try JSONSerialization.jsonObject(with: request.body) as? [String: Any]
+            let scope = ((root?["resourceSpans"] as? [[String: Any]])?.first?["scopeSpans"] as? [[String: Any]])?.first
+            received.withLock { $0.append((scope?["spans"] as? [Any])?.count ?? -1) }
+            return HTTPResponse(status: .ok)
+        }
+        var configuration = SpanExporter.Configuration(endpoint: "http://127.0.0.1:\(collector.port)/v1/traces")
+        configuration.batchSize = 3
+        // Longer than the test: the only batches are those of the stop.
+        configuration.interval = .seconds(3_600)
+        let exporter = SpanExporter(configuration: configuration, metrics: Metrics(), log: { _ in })
+        let asked = LockedValue<[Bool]>([])
+        let trace = ChangeTrace.traceID(epoch: "e", accountID: 1, modseq: 1)
+        @Sendable func spans(_ count: Int) -> [Span] {
+            (0..<count).map { _ in
+                Span(
+                    context: SpanContext(traceID: trace, spanID: .random()), parent: nil, name: "fetch",
+                    kind: .server, start: 1, end: 2)
+            }
+        }
+        exporter.export(spans(10))
+        exporter.start { final in
+            // The tracer's held spans, handed over the first time it is asked for all of them.
+            let first = asked.withLock { asked in
+                defer { asked.append(final) }
+                return !asked.contains(true)
+            }
+            if final && first { exporter.export(spans(2)) }
+        }
+        // The backlog queued before the start, in batches, before any interval has passed.
+        #expect(await eventually { received.withLock { $0 }.reduce(0, +) == 10 })
+        await exporter.shutdown()
+        await collector.shutdown()
+        #expect(received.withLock { $0 }.reduce(0, +) == 12)
+        #expect(received.withLock { $0 }.allSatisfy { (1...3).contains($0) })
+        #expect(asked.withLock { $0 }.allSatisfy { $0 } && !asked.withLock { $0 }.isEmpty)
+    }
 }
