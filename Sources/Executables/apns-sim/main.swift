@@ -20,27 +20,18 @@ let flags = FlagTable(
             help: "a second provider listener for the sandbox environment; a token is",
             "accepted only on its own environment's listener (BadDeviceToken on the",
             "other). Without it, --listen serves both environments."),
-        Flag(switch: "h2c", help: "serve cleartext HTTP/2 instead of TLS"),
-        Flag("tls-cert", "FILE", help: "provider API certificate chain (PEM; required unless --h2c)"),
-        Flag("tls-key", "FILE", help: "provider API private key (PEM; required unless --h2c)"),
-        Flag("device-listen", "HOST:PORT", help: "device API address (default 127.0.0.1:2198)"),
-        Flag("provider-key", "KEY_ID:TEAM_ID:PUBLIC_PEM_PATH", help: "a trusted provider signing key (repeatable)"),
-        Flag("topic", "BUNDLE_ID", help: "an allowed topic (repeatable; none given allows every topic)"),
-        Flag("background-budget", "N", help: "background pushes per device per window (default 3; 0 = no limit)"),
-        Flag("background-window", "SECONDS", help: "the background budget window (default 3600)"),
-        Flag("device-connection-limit", "N", help: "most device-API connections (default 16384)"),
-        Flag("fault-drop", "P", help: "probability of answering 200 and never delivering"),
-        Flag("fault-429", "P", help: "probability of 429 TooManyRequests"),
-        Flag("fault-503", "P", help: "probability of 503 ServiceUnavailable"),
-        Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
-        Flag(
-            "allow-peer", "ADDRESS",
-            help: "serve the provider API only to connections from this IP address (repeatable; e.g. an",
-            "HTTP proxy's outgoing address, so that senders reach the simulator only through it)"),
-        Flag("fault-goaway-after", "N", help: "send GOAWAY on a connection after N streams"),
-        Flag("fault-latency-ms", "N", help: "delay every provider response by N milliseconds"),
-        Flag.help,
-    ])
+    ]
+        + Flag.simulatorTLS(h2c: "serve cleartext HTTP/2 instead of TLS")
+        + Flag.simulatorDeviceAPI(default: "127.0.0.1:2198") + [
+            Flag("provider-key", "KEY_ID:TEAM_ID:PUBLIC_PEM_PATH", help: "a trusted provider signing key (repeatable)"),
+            Flag("topic", "BUNDLE_ID", help: "an allowed topic (repeatable; none given allows every topic)"),
+            Flag("background-budget", "N", help: "background pushes per device per window (default 3; 0 = no limit)"),
+            Flag("background-window", "SECONDS", help: "the background budget window (default 3600)"),
+            Flag("fault-goaway-after", "N", help: "send GOAWAY on a connection after N streams"),
+        ]
+        + Flag.simulatorFaults(
+            accepted: "200", tooMany: "429 TooManyRequests", unavailable: "503 ServiceUnavailable")
+        + [Flag.simulatorAllowPeer, Flag.help])
 
 let usage = """
     usage: apns-sim [options]

@@ -11,33 +11,23 @@ OpenSSLProcess.keepUntilExit()
 let flags = FlagTable(
     column: 34,
     [
-        Flag("listen", "HOST:PORT", help: "provider API address (default 127.0.0.1:2297; port 0 picks one)"),
-        Flag("tls-cert", "FILE", help: "provider API certificate chain (PEM; required unless --h2c)"),
-        Flag("tls-key", "FILE", help: "provider API private key (PEM; required unless --h2c)"),
-        Flag(switch: "h2c", help: "serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)"),
-        Flag("device-listen", "HOST:PORT", help: "device API address (default 127.0.0.1:2298)"),
-        Flag(
-            "service-account", "FILE",
-            help: "a Google service-account JSON to trust for its project_id",
-            "(repeatable; its client_email is the issuer, its private_key's",
-            "public half verifies the assertions)"),
-        Flag("token-lifetime", "SECONDS", help: "lifetime of issued access tokens (default 3600)"),
-        Flag("project-quota", "N", help: "sends per project per minute (default: no limit)"),
-        Flag("device-rate", "N", help: "sends per device per minute (default 240; 0 = no limit)"),
-        Flag("collapsible-burst", "N", help: "collapsible messages per device before the throttle (default 20)"),
-        Flag("collapsible-refill-seconds", "S", help: "seconds to earn one more collapsible message (default 180)"),
-        Flag("device-connection-limit", "N", help: "most device-API connections (default 16384)"),
-        Flag("fault-drop", "P", help: "probability of answering 200 and never delivering"),
-        Flag("fault-429", "P", help: "probability of 429 QUOTA_EXCEEDED"),
-        Flag("fault-503", "P", help: "probability of 503 UNAVAILABLE"),
-        Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
-        Flag(
-            "allow-peer", "ADDRESS",
-            help: "serve the provider API only to connections from this IP address (repeatable; e.g. an",
-            "HTTP proxy's outgoing address, so that senders reach the simulator only through it)"),
-        Flag("fault-latency-ms", "N", help: "delay every provider response by N milliseconds"),
-        Flag.help,
-    ])
+        Flag("listen", "HOST:PORT", help: "provider API address (default 127.0.0.1:2297; port 0 picks one)")
+    ]
+        + Flag.simulatorTLS(h2c: "serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)")
+        + Flag.simulatorDeviceAPI(default: "127.0.0.1:2298") + [
+            Flag(
+                "service-account", "FILE",
+                help: "a Google service-account JSON to trust for its project_id",
+                "(repeatable; its client_email is the issuer, its private_key's",
+                "public half verifies the assertions)"),
+            Flag("token-lifetime", "SECONDS", help: "lifetime of issued access tokens (default 3600)"),
+            Flag("project-quota", "N", help: "sends per project per minute (default: no limit)"),
+            Flag("device-rate", "N", help: "sends per device per minute (default 240; 0 = no limit)"),
+            Flag("collapsible-burst", "N", help: "collapsible messages per device before the throttle (default 20)"),
+            Flag("collapsible-refill-seconds", "S", help: "seconds to earn one more collapsible message (default 180)"),
+        ]
+        + Flag.simulatorFaults(accepted: "200", tooMany: "429 QUOTA_EXCEEDED", unavailable: "503 UNAVAILABLE")
+        + [Flag.simulatorAllowPeer, Flag.help])
 
 let usage = """
     usage: fcm-sim [options]

@@ -11,33 +11,23 @@ OpenSSLProcess.keepUntilExit()
 let flags = FlagTable(
     column: 34,
     [
-        Flag("listen", "HOST:PORT", help: "push resources (default 127.0.0.1:2201; port 0 picks one)"),
-        Flag("tls-cert", "FILE", help: "push-resource certificate chain (PEM; required unless --h2c)"),
-        Flag("tls-key", "FILE", help: "push-resource private key (PEM; required unless --h2c)"),
-        Flag(switch: "h2c", help: "serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)"),
-        Flag("device-listen", "HOST:PORT", help: "device and control API (default 127.0.0.1:2202)"),
-        Flag("mozilla-listen", "HOST:PORT", help: "Mozilla WebSocket push protocol, plain ws (default: none)"),
-        Flag(
-            "endpoint-base", "URL",
-            help: "what push endpoints start with (default https://<listen address>);",
-            "the VAPID aud must be its origin"),
-        Flag("max-ttl", "SECONDS", help: "longest TTL kept (default 5184000, 60 days)"),
-        Flag("device-connection-limit", "N", help: "most device-API connections (default 16384)"),
-        Flag("fault-drop", "P", help: "probability of answering 201 and never delivering"),
-        Flag("fault-429", "P", help: "probability of 429"),
-        Flag("fault-503", "P", help: "probability of 503"),
-        Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
-        Flag(
-            "allow-peer", "ADDRESS",
-            help: "serve the provider API only to connections from this IP address (repeatable; e.g. an",
-            "HTTP proxy's outgoing address, so that senders reach the simulator only through it)"),
-        Flag("fault-latency-ms", "N", help: "delay every push response by N milliseconds"),
-        Flag(
-            "distributor", "NAME",
-            help: "answer as a UnifiedPush distributor instead of a browser's push service: ntfy (HTTP/1.1 only, "
-                + "200 with the message, ntfy's errors and request budget, no Topic replacement)"),
-        Flag.help,
-    ])
+        Flag("listen", "HOST:PORT", help: "push resources (default 127.0.0.1:2201; port 0 picks one)")
+    ]
+        + Flag.simulatorTLS(listener: "push-resource", h2c: "serve cleartext HTTP/2 only instead of TLS (no HTTP/1.1)")
+        + Flag.simulatorDeviceAPI(default: "127.0.0.1:2202", what: "device and control API") + [
+            Flag("mozilla-listen", "HOST:PORT", help: "Mozilla WebSocket push protocol, plain ws (default: none)"),
+            Flag(
+                "endpoint-base", "URL",
+                help: "what push endpoints start with (default https://<listen address>);",
+                "the VAPID aud must be its origin"),
+            Flag("max-ttl", "SECONDS", help: "longest TTL kept (default 5184000, 60 days)"),
+            Flag(
+                "distributor", "NAME",
+                help: "answer as a UnifiedPush distributor instead of a browser's push service: ntfy (HTTP/1.1 only, "
+                    + "200 with the message, ntfy's errors and request budget, no Topic replacement)"),
+        ]
+        + Flag.simulatorFaults(accepted: "201", tooMany: "429", unavailable: "503", answers: "push")
+        + [Flag.simulatorAllowPeer, Flag.help])
 
 let usage = """
     usage: webpush-sim [options]

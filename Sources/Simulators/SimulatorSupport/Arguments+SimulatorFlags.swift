@@ -57,3 +57,45 @@ extension Arguments {
         return faults
     }
 }
+
+/// The flags the readers above read, declared beside them so each simulator's table lists them from one place.
+extension Flag {
+    /// `--tls-cert`, `--tls-key` and `--h2c` (``Arguments/simulatorTLSFiles()``) of the `listener`; `h2c` says
+    /// what `--h2c` serves.
+    package static func simulatorTLS(listener: String = "provider API", h2c: String) -> [Flag] {
+        [
+            Flag("tls-cert", "FILE", help: "\(listener) certificate chain (PEM; required unless --h2c)"),
+            Flag("tls-key", "FILE", help: "\(listener) private key (PEM; required unless --h2c)"),
+            Flag(switch: "h2c", help: h2c),
+        ]
+    }
+
+    /// `--device-listen` at its `default` address, and `--device-connection-limit`.
+    package static func simulatorDeviceAPI(default address: String, what: String = "device API") -> [Flag] {
+        [
+            Flag("device-listen", "HOST:PORT", help: "\(what) address (default \(address))"),
+            Flag("device-connection-limit", "N", help: "most device-API connections (default 16384)"),
+        ]
+    }
+
+    /// The faults ``Arguments/simulatorFaults()`` reads, with the service's own answers: `accepted` the status it
+    /// answers a message it then never delivers, `tooMany` and `unavailable` its 429 and 503 as it names them
+    /// (`429 TooManyRequests`); `answers` what the latency delays.
+    package static func simulatorFaults(
+        accepted: String, tooMany: String, unavailable: String, answers: String = "provider"
+    ) -> [Flag] {
+        [
+            Flag("fault-drop", "P", help: "probability of answering \(accepted) and never delivering"),
+            Flag("fault-429", "P", help: "probability of \(tooMany)"),
+            Flag("fault-503", "P", help: "probability of \(unavailable)"),
+            Flag("fault-seed", "N", help: "seed for the fault generator (same seed, same faults)"),
+            Flag("fault-latency-ms", "N", help: "delay every \(answers) response by N milliseconds"),
+        ]
+    }
+
+    /// `--allow-peer` (``Arguments/simulatorAllowedPeers()``).
+    package static let simulatorAllowPeer = Flag(
+        "allow-peer", "ADDRESS",
+        help: "serve the provider API only to connections from this IP address (repeatable; e.g. an",
+        "HTTP proxy's outgoing address, so that senders reach the simulator only through it)")
+}
