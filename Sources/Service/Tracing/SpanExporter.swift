@@ -127,7 +127,17 @@ public final class SpanExporter: Sendable {
             }
             let batch = Array(backlog.prefix(configuration.batchSize))
             backlog = backlog.dropFirst(batch.count)
-            if !batch.isEmpty { await send(batch) }
+            if !batch.isEmpty, let failure = await send(batch), stopping {
+                // A collector that fails a batch at the stop is not waited for again: what is left is counted.
+                let left =
+                    backlog.count
+                    + queue.withLock { queue in
+                        defer { queue.spans = [] }
+                        return queue.spans.count
+                    }
+                if left > 0 { countDropped(left, reason: failure) }
+                return
+            }
             if backlog.isEmpty {
                 // Stopping: done once the queue, looked at again after the tracer's last spans, is empty.
                 if stopping {
@@ -138,7 +148,8 @@ public final class SpanExporter: Sendable {
         }
     }
 
-    private func send(_ batch: [Span]) async {
+    /// Sends `batch`; `nil` when the collector took it, else the reason its spans were counted dropped.
+    private func send(_ batch: [Span]) async -> String? {
         let body = OTLPJSON.request(batch, service: configuration.serviceName, instance: configuration.instanceID)
         let outcome: String?
         let request = HTTPRequest(
@@ -153,12 +164,14 @@ public final class SpanExporter: Sendable {
             outcome = "the collector cannot be reached (\(error))"
         }
         if let outcome {
-            countDropped(batch.count, reason: outcome.hasPrefix("the collector answered") ? "refused" : "unreachable")
+            let reason = outcome.hasPrefix("the collector answered") ? "refused" : "unreachable"
+            countDropped(batch.count, reason: reason)
             if !failing.withLock({ state in
                 defer { state = true }; return state
             }) {
                 log("tracing: spans dropped: \(outcome); counted in mailboxd_trace_spans_dropped_total until it takes")
             }
+            return reason
         } else {
             metrics.increment(
                 "mailboxd_trace_spans_exported_total", by: Double(batch.count),
@@ -168,6 +181,7 @@ public final class SpanExporter: Sendable {
             }) {
                 log("tracing: the collector takes spans again")
             }
+            return nil
         }
     }
 }

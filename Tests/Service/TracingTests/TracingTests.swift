@@ -267,3 +267,37 @@ final class LockedSpans: Sendable {
         #expect(asked.withLock { $0 }.allSatisfy { $0 } && !asked.withLock { $0 }.isEmpty)
     }
 }
+
+extension SpanExporterTests {
+    /// At a stop, a collector that fails the first batch is not tried again for each of the others (each try could
+    /// wait out the timeouts): the rest is counted at once.
+    @Test func aStopWithTheCollectorFailingCountsWhatIsLeftWithoutTryingEachBatch() async throws {
+        let requests = LockedValue(0)
+        let collector = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadCount: 1)) { _ in
+            requests.withLock { $0 += 1 }
+            return HTTPResponse(status: .serviceUnavailable)
+        }
+        var configuration = SpanExporter.Configuration(endpoint: "http://127.0.0.1:\(collector.port)/v1/traces")
+        configuration.batchSize = 3
+        configuration.interval = .seconds(3_600)
+        let metrics = Metrics()
+        let exporter = SpanExporter(configuration: configuration, metrics: metrics, log: { _ in })
+        let trace = ChangeTrace.traceID(epoch: "e", accountID: 1, modseq: 1)
+        let handed = LockedValue(false)
+        exporter.start { final in
+            // Ten held spans, handed over at the stop only.
+            guard final, !handed.withLock({ $0 }) else { return }
+            handed.withLock { $0 = true }
+            exporter.export(
+                (0..<10).map { _ in
+                    Span(
+                        context: SpanContext(traceID: trace, spanID: .random()), parent: nil, name: "fetch",
+                        kind: .server, start: 1, end: 2)
+                })
+        }
+        await exporter.shutdown()
+        await collector.shutdown()
+        #expect(requests.withLock { $0 } == 1)
+        #expect(metrics.value("mailboxd_trace_spans_dropped_total", labels: "reason=\"refused\"") == 10)
+    }
+}
