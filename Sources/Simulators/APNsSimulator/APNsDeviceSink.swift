@@ -1,16 +1,7 @@
-/// Where the gateway sends a connected device's notifications: one open notification stream.
-public struct APNsDeviceSink: Sendable {
-    /// Sends one event's data (single-line JSON); returns `false` when the stream is gone.
-    public var send: @Sendable (String) -> Bool
-    /// Ends the stream (the device was deleted or the simulator is stopping).
-    public var close: @Sendable () -> Void
+import SimulatorSupport
 
-    /// Creates a sink from its two operations.
-    public init(send: @escaping @Sendable (String) -> Bool, close: @escaping @Sendable () -> Void) {
-        self.send = send
-        self.close = close
-    }
-}
+/// Where the gateway sends a connected device's notifications: one open notification stream.
+public typealias APNsDeviceSink = DeviceStreamSink
 
 /// Whether a device token is known to the gateway.
 public enum APNsDeviceStatus: Sendable, Equatable {

@@ -64,12 +64,10 @@ enum DeviceAPI {
         -> HTTPResponse
     {
         guard case .active = gateway.status(of: token) else { throw unknownDevice(token, gateway: gateway) }
-        let stream = EventStream(batch: batch)
-        _ = stream.sendComment("connected")
-        let sink = FCMMessageSink(send: { data in stream.send(data: data) }, close: { stream.close() })
-        guard let streamID = gateway.connect(token, sink: sink) else { throw unknownDevice(token, gateway: gateway) }
-        stream.onTermination { gateway.disconnect(token, streamID: streamID) }
-        return .eventStream(stream)
+        return try .deviceStream(
+            batch: batch, connect: { gateway.connect(token, sink: $0) },
+            refused: { unknownDevice(token, gateway: gateway) },
+            disconnect: { gateway.disconnect(token, streamID: $0) })
     }
 
     static func unknownDevice(_ token: String, gateway: FCMGateway) -> HTTPError {

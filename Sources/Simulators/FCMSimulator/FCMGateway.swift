@@ -5,18 +5,7 @@ import OpenSSLCrypto
 import SimulatorSupport
 
 /// Where the gateway sends a connected device's messages: one open message stream.
-public struct FCMMessageSink: Sendable {
-    /// Sends one event's data (single-line JSON); returns `false` when the stream is gone.
-    public var send: @Sendable (String) -> Bool
-    /// Ends the stream (the app was uninstalled or the simulator is stopping).
-    public var close: @Sendable () -> Void
-
-    /// Creates a sink from its two operations.
-    public init(send: @escaping @Sendable (String) -> Bool, close: @escaping @Sendable () -> Void) {
-        self.send = send
-        self.close = close
-    }
-}
+public typealias FCMMessageSink = DeviceStreamSink
 
 /// One installed device as the control API lists it.
 public struct FCMDeviceSummary: Sendable, Equatable, Encodable {

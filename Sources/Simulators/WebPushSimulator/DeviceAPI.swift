@@ -89,16 +89,14 @@ enum DeviceAPI {
         _ id: String, gateway: WebPushGateway, batch: EventStreamBatch?
     ) throws -> HTTPResponse {
         guard gateway.status(of: id) == .active else { throw unknownSubscription(id, gateway: gateway) }
-        let stream = EventStream(batch: batch)
-        _ = stream.sendComment("connected")
-        let sink = WebPushMessageSink(send: { data in stream.send(data: data) }, close: { stream.close() })
-        guard let streamID = gateway.connect(id, sink: sink) else {
-            throw HTTPError(
-                .conflict, code: "notSimulated",
-                message: "This subscription belongs to a Mozilla-protocol browser; its messages go to its socket.")
-        }
-        stream.onTermination { gateway.disconnect(id, streamID: streamID) }
-        return .eventStream(stream)
+        return try .deviceStream(
+            batch: batch, connect: { gateway.connect(id, sink: $0) },
+            refused: {
+                HTTPError(
+                    .conflict, code: "notSimulated",
+                    message: "This subscription belongs to a Mozilla-protocol browser; its messages go to its socket.")
+            },
+            disconnect: { gateway.disconnect(id, streamID: $0) })
     }
 
     static func unknownSubscription(_ id: String, gateway: WebPushGateway) -> HTTPError {

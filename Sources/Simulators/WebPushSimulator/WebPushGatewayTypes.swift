@@ -1,18 +1,8 @@
 import Foundation
+import SimulatorSupport
 
 /// Where the gateway sends a simulated browser's messages: one open message stream.
-public struct WebPushMessageSink: Sendable {
-    /// Sends one event's data (single-line JSON); returns `false` when the stream is gone.
-    public var send: @Sendable (String) -> Bool
-    /// Ends the stream (the subscription was deleted or the simulator is stopping).
-    public var close: @Sendable () -> Void
-
-    /// Creates a sink from its two operations.
-    public init(send: @escaping @Sendable (String) -> Bool, close: @escaping @Sendable () -> Void) {
-        self.send = send
-        self.close = close
-    }
-}
+public typealias WebPushMessageSink = DeviceStreamSink
 
 /// How the gateway writes to Mozilla-protocol sockets (the WebSocket listener, or a test's recorder).
 public struct MozillaTransport: Sendable {
