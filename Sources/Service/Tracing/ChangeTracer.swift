@@ -80,9 +80,9 @@ public final class ChangeTracer: LoopObserver {
         self.now = now
     }
 
-    /// Starts the exporter, handing it the held commits before each batch.
+    /// Starts the exporter, handing it the held commits' spans once an interval.
     public func start() {
-        exporter?.start { [weak self] final in self?.release(final: final) }
+        exporter?.start { [weak self] final in self?.released(final: final) ?? [] }
     }
 
     /// Writes what is held and sends what is queued, then stops the exporter.
@@ -156,7 +156,11 @@ public final class ChangeTracer: LoopObserver {
 
     /// Writes the commits held through a whole batch with their arrivals, and arrivals whose commit never came
     /// after two batches (all of them when `final`).
-    func release(final: Bool) {
+    func release(final: Bool) { sink(released(final: final)) }
+
+    /// The spans of the commits held through a whole batch, with their arrivals, and of arrivals whose commit never
+    /// came after two batches (all of them when `final`).
+    private func released(final: Bool) -> [Span] {
         let (commits, orphans) = state.withLock { state -> ([HeldCommit], [Arrival]) in
             // Arrivals that came before their commit was seen: joined now.
             var waiting: [(arrival: Arrival, waited: Int)] = []
@@ -180,7 +184,7 @@ public final class ChangeTracer: LoopObserver {
             let trace = ChangeTrace.traceID(epoch: epoch, accountID: arrival.accountID, modseq: arrival.modseq)
             spans.append(span(of: arrival, in: trace, id: ChangeTrace.spanIDs(trace).arrival))
         }
-        sink(spans)
+        return spans
     }
 
     private func spans(of commit: HeldCommit) -> [Span] {

@@ -70,9 +70,10 @@ public final class SpanExporter: Sendable {
                 userAgent: "SignalFetch-mailboxd-otlp/1"))
     }
 
-    /// Starts sending; `before(final)` runs before each batch is taken (the tracer hands over the spans it held
-    /// back; `final` when the exporter is stopping and nothing may be held any longer).
-    public func start(before: @escaping @Sendable (_ final: Bool) -> Void) {
+    /// Starts sending; `before(final)` is asked once an interval, and when stopping (`final`: nothing may be held
+    /// any longer), for the spans its caller held back (the tracer's commits, held for their arrivals). Those are
+    /// sent as they are, outside the queue's bound: holding them was already bounded by the interval.
+    public func start(before: @escaping @Sendable (_ final: Bool) -> [Span]) {
         loop.withLock { task in
             guard task == nil else { return }
             task = Task { await self.run(before: before) }
@@ -106,17 +107,17 @@ public final class SpanExporter: Sendable {
                 + "span failed the content guard.")
     }
 
-    /// Once an interval (and when stopping), the tracer's held spans are taken (`before`) and everything queued is
-    /// sent in batches; a backlog larger than a batch is taken out of the queue whole and sent from there, so no
-    /// batch shifts the spans behind it, and the tracer's holding stays an interval per batch under load too.
-    private func run(before: @escaping @Sendable (Bool) -> Void) async {
+    /// Once an interval (and when stopping), the held spans are taken (`before`) and sent with everything queued, in
+    /// batches; the queue is taken whole and sent from there, so no batch shifts the spans behind it. A full batch
+    /// queued meanwhile is taken at once; the held spans are asked for once an interval however many batches go.
+    private func run(before: @escaping @Sendable (Bool) -> [Span]) async {
         let clock = ContinuousClock()
         var released = clock.now
         var backlog: ArraySlice<Span> = []
         while true {
             let stopping = Task.isCancelled
             if stopping || released.duration(to: clock.now) >= configuration.interval {
-                before(stopping)
+                backlog.append(contentsOf: before(stopping))
                 released = clock.now
             }
             if backlog.isEmpty {
@@ -143,7 +144,11 @@ public final class SpanExporter: Sendable {
                 if stopping {
                     if batch.isEmpty { return } else { continue }
                 }
-                try? await Task.sleep(until: released.advanced(by: configuration.interval), clock: clock)
+                // A full batch waiting is taken at once (the queue stays short under load); less waits for the next
+                // interval.
+                if queue.withLock({ $0.spans.count }) < configuration.batchSize {
+                    try? await Task.sleep(until: released.advanced(by: configuration.interval), clock: clock)
+                }
             }
         }
     }

@@ -237,9 +237,11 @@ final class LockedSpans: Sendable {
         }
         var configuration = SpanExporter.Configuration(endpoint: "http://127.0.0.1:\(collector.port)/v1/traces")
         configuration.batchSize = 3
-        // Longer than the test: the only batches are those of the stop.
+        configuration.queueCapacity = 10
+        // Longer than the test: the tracer is asked only at the stop.
         configuration.interval = .seconds(3_600)
-        let exporter = SpanExporter(configuration: configuration, metrics: Metrics(), log: { _ in })
+        let metrics = Metrics()
+        let exporter = SpanExporter(configuration: configuration, metrics: metrics, log: { _ in })
         let asked = LockedValue<[Bool]>([])
         let trace = ChangeTrace.traceID(epoch: "e", accountID: 1, modseq: 1)
         @Sendable func spans(_ count: Int) -> [Span] {
@@ -251,18 +253,19 @@ final class LockedSpans: Sendable {
         }
         exporter.export(spans(10))
         exporter.start { final in
-            // The tracer's held spans, handed over the first time it is asked for all of them.
+            // The tracer's held spans, more than the queue holds, handed over the first time it is asked for all.
             let first = asked.withLock { asked in
                 defer { asked.append(final) }
                 return !asked.contains(true)
             }
-            if final && first { exporter.export(spans(2)) }
+            return final && first ? spans(12) : []
         }
-        // The backlog queued before the start, in batches, before any interval has passed.
+        // What was queued before the start, in batches, before any interval has passed.
         #expect(await eventually { received.withLock { $0 }.reduce(0, +) == 10 })
         await exporter.shutdown()
         await collector.shutdown()
-        #expect(received.withLock { $0 }.reduce(0, +) == 12)
+        #expect(received.withLock { $0 }.reduce(0, +) == 22)
+        #expect(metrics.value("mailboxd_trace_spans_dropped_total", labels: "reason=\"queueFull\"") == 0)
         #expect(received.withLock { $0 }.allSatisfy { (1...3).contains($0) })
         #expect(asked.withLock { $0 }.allSatisfy { $0 } && !asked.withLock { $0 }.isEmpty)
     }
@@ -286,14 +289,13 @@ extension SpanExporterTests {
         let handed = LockedValue(false)
         exporter.start { final in
             // Ten held spans, handed over at the stop only.
-            guard final, !handed.withLock({ $0 }) else { return }
+            guard final, !handed.withLock({ $0 }) else { return [] }
             handed.withLock { $0 = true }
-            exporter.export(
-                (0..<10).map { _ in
-                    Span(
-                        context: SpanContext(traceID: trace, spanID: .random()), parent: nil, name: "fetch",
-                        kind: .server, start: 1, end: 2)
-                })
+            return (0..<10).map { _ in
+                Span(
+                    context: SpanContext(traceID: trace, spanID: .random()), parent: nil, name: "fetch",
+                    kind: .server, start: 1, end: 2)
+            }
         }
         await exporter.shutdown()
         await collector.shutdown()
