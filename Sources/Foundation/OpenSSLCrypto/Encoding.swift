@@ -47,9 +47,20 @@ public enum Hex {
         }
     }
 
+    /// Appends the 16 lowercase hex digits of `value`, most significant first: its big-endian bytes as ``append(_:to:)``
+    /// writes them, without the bytes made.
+    @inlinable
+    public static func append(_ value: UInt64, to out: inout [UInt8]) {
+        var shift = 60
+        while shift >= 0 {
+            out.append(digit(UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0x0f))
+            shift -= 4
+        }
+    }
+
     /// The lowercase hex digit of `value` (0 to 15).
     @inlinable
-    public static func digit(_ value: UInt8) -> UInt8 {
+    static func digit(_ value: UInt8) -> UInt8 {
         value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") - 10 + value
     }
 

@@ -16,8 +16,8 @@ public final class SpanExporter: Sendable {
         public var serviceName = "mailboxd"
         /// The resource's `service.instance.id` (`--instance-id`).
         public var instanceID = ""
-        /// Spans queued at most while they wait to be taken for sending (a backlog being sent, at most as many
-        /// again, is out of the queue).
+        /// Spans queued at most while they wait to be taken for sending (what was taken and is being sent, and the
+        /// tracer's held commits, are out of the queue).
         public var queueCapacity = 8_192
         /// Spans sent in one request at most.
         public var batchSize = 512
@@ -120,22 +120,12 @@ public final class SpanExporter: Sendable {
                 backlog.append(contentsOf: before(stopping))
                 released = clock.now
             }
-            if backlog.isEmpty {
-                backlog = queue.withLock { queue in
-                    defer { queue.spans = [] }
-                    return queue.spans[...]
-                }
-            }
+            if backlog.isEmpty { backlog = takeQueued()[...] }
             let batch = Array(backlog.prefix(configuration.batchSize))
             backlog = backlog.dropFirst(batch.count)
             if !batch.isEmpty, let failure = await send(batch), stopping {
                 // A collector that fails a batch at the stop is not waited for again: what is left is counted.
-                let left =
-                    backlog.count
-                    + queue.withLock { queue in
-                        defer { queue.spans = [] }
-                        return queue.spans.count
-                    }
+                let left = backlog.count + takeQueued().count
                 if left > 0 { countDropped(left, reason: failure) }
                 return
             }
@@ -150,6 +140,14 @@ public final class SpanExporter: Sendable {
                     try? await Task.sleep(until: released.advanced(by: configuration.interval), clock: clock)
                 }
             }
+        }
+    }
+
+    /// Everything queued, leaving the queue empty.
+    private func takeQueued() -> [Span] {
+        queue.withLock { queue in
+            defer { queue.spans = [] }
+            return queue.spans
         }
     }
 

@@ -33,8 +33,8 @@ public struct TraceID: Hashable, Sendable, CustomStringConvertible {
 
     /// Appends the 32 lowercase hex digits to `out`.
     func appendHex(to out: inout [UInt8]) {
-        TraceHex.append(high, to: &out)
-        TraceHex.append(low, to: &out)
+        Hex.append(high, to: &out)
+        Hex.append(low, to: &out)
     }
 
     /// The 32 lowercase hex digits.
@@ -88,7 +88,7 @@ public struct SpanID: Hashable, Sendable, CustomStringConvertible {
     public var bytes: [UInt8] { value.bigEndianBytes }
 
     /// Appends the 16 lowercase hex digits to `out`.
-    func appendHex(to out: inout [UInt8]) { TraceHex.append(value, to: &out) }
+    func appendHex(to out: inout [UInt8]) { Hex.append(value, to: &out) }
 
     /// The 16 lowercase hex digits.
     public var description: String {
@@ -141,15 +141,6 @@ public struct SpanContext: Hashable, Sendable {
 
 /// Lowercase hex only, as W3C Trace Context writes ids (a header with an uppercase digit is malformed).
 enum TraceHex {
-    /// Appends the 16 lowercase hex digits of `value`, most significant first.
-    static func append(_ value: UInt64, to out: inout [UInt8]) {
-        var shift = 60
-        while shift >= 0 {
-            out.append(Hex.digit(UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0x0f))
-            shift -= 4
-        }
-    }
-
     static func decode(_ text: some StringProtocol) -> [UInt8]? {
         guard !text.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }) else { return nil }
         return Hex.decode(text)
