@@ -4,12 +4,12 @@ import argparse
 
 from .. import harness
 from . import (apps, apns, connections, console, e2e, failover, fcm, imap, ingest, jmap_ws, live, reload, scale,
-               transport, webpush)
+               streams, transport, webpush)
 from .env import Env
 
 SECTIONS = {"transport": transport.run, "apns": apns.run, "apns-sim": apns.apns_sim, "fcm": fcm.run,
             "webpush": webpush.run, "console": console.run, "e2e": e2e.run, "live": live.run, "ingest": ingest.run,
-            "imap": imap.run, "scale": scale.run, "failover": failover.run, "connections": connections.run,
+            "imap": imap.run, "scale": scale.run, "failover": failover.run, "connections": connections.run, "streams": streams.run,
             "apps": apps.run, "jmap-ws": jmap_ws.run, "reload": reload.run}
 
 

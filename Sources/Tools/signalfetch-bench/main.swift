@@ -14,6 +14,9 @@ let usage = """
       signalfetch-bench sqlite-crash-writer --db PATH               insert forever, print committed ids
       signalfetch-bench store [--count N] [--large N] [--dir DIR] [--changes-only]   group commit vs single transactions, changes and JMAP sync cost
       signalfetch-bench signin [--count N] [--rate N] [--dir DIR]   sign-in latency alone and while N deliveries/s run
+      signalfetch-bench stream-accounts --db PATH [--prefix P] [--count N]
+                                              N accounts with a session each, made in the store; prints
+                                              "USERNAME TOKEN" lines (the held-stream benches)
       signalfetch-bench store-crash-writer --db PATH                deliver forever, print acknowledged ids
       signalfetch-bench serve-http [--port N] [--tls-cert F --tls-key F] [--threads N]
                                               HTTPServer serving a tiny JSON document; prints {"port":N}
@@ -112,6 +115,10 @@ await runCommand(usage: usage) {
             path: path, signIns: try arguments.int("count", default: 20), deliveriesPerSecond: rate)
         print(result.figure(deliveriesPerSecondTarget: rate).json)
         print(result.deliveryFigure.json)
+    case "stream-accounts":
+        try await StreamAccounts.seed(
+            path: try arguments.required("db"), prefix: arguments.string("prefix") ?? "stream",
+            count: try arguments.int("count", default: 1_000))
     case "store-crash-writer":
         try await StoreBenchmarks.crashWriter(path: try arguments.required("db"))
     case "sqlite-crash-writer":
