@@ -201,7 +201,6 @@ public final class JMAPWebSocketServer: Sendable {
                 if newer { self.tell(accountID, missed: false) }
             }
         case .missed: tell(accountID, missed: true)
-        case .tick: break
         }
     }
 

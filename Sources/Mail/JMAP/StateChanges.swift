@@ -88,16 +88,13 @@ public final class AccountWakeups: Sendable {
     public enum Wakeup: Sendable, Equatable {
         /// This process committed a change to the account; its modseq is now at least this.
         case committed(modseq: Int64)
-        /// Its timer: time to ping.
-        case tick
         /// Other instances' changes may have been missed (the LISTEN was made again): look at the account's state.
         case missed
     }
 
-    /// One subscription: what wakes it, and what ends it.
+    /// One subscription: what wakes it.
     private struct Subscriber {
         var wake: @Sendable (Wakeup) -> Void
-        var end: @Sendable () -> Void
     }
 
     private struct Subscribers {
@@ -130,25 +127,13 @@ public final class AccountWakeups: Sendable {
         for (subscriber, modseq) in woken { subscriber.wake(.committed(modseq: modseq)) }
     }
 
-    /// A stream that yields after each commit to `accountID` (a burst may yield once, with the newest modseq);
-    /// it ends when ``unsubscribe(_:accountID:)`` is called with the returned id.
-    public func subscribe(accountID: Int64) -> (id: Int, wakeups: AsyncStream<Wakeup>) {
-        let (stream, continuation) = AsyncStream.makeStream(of: Wakeup.self, bufferingPolicy: .bufferingNewest(1))
-        let id = add(
-            Subscriber(wake: { continuation.yield($0) }, end: { continuation.finish() }), accountID: accountID)
-        return (id, stream)
-    }
-
     /// Calls `wake` (on the committing thread: it must not block) after each commit to `accountID`, until
-    /// ``unsubscribe(_:accountID:)`` is called with the returned id: for a loop that wakes its own connections.
+    /// ``unsubscribe(_:accountID:)`` is called with the returned id. One subscription serves all of an account's
+    /// streams or sockets: whoever holds them wakes them.
     public func subscribe(accountID: Int64, wake: @escaping @Sendable (Wakeup) -> Void) -> Int {
-        add(Subscriber(wake: wake, end: {}), accountID: accountID)
-    }
-
-    private func add(_ subscriber: Subscriber, accountID: Int64) -> Int {
         subscribers.withLock { state in
             state.next += 1
-            state.byAccount[accountID, default: [:]][state.next] = subscriber
+            state.byAccount[accountID, default: [:]][state.next] = Subscriber(wake: wake)
             return state.next
         }
     }
@@ -176,24 +161,17 @@ public final class AccountWakeups: Sendable {
         return states
     }
 
-    /// Wakes one subscription with a ``Wakeup/tick``.
-    public func poke(_ id: Int, accountID: Int64) {
-        subscribers.withLock { $0.byAccount[accountID]?[id] }?.wake(.tick)
-    }
-
     /// Ends a subscription.
     public func unsubscribe(_ id: Int, accountID: Int64) {
-        let subscriber = subscribers.withLock { state -> Subscriber? in
-            let removed = state.byAccount[accountID]?.removeValue(forKey: id)
+        subscribers.withLock { state in
+            state.byAccount[accountID]?.removeValue(forKey: id)
             if state.byAccount[accountID]?.isEmpty == true {
                 state.byAccount[accountID] = nil
                 state.reads[accountID] = nil
             }
-            return removed
         }
-        subscriber?.end()
     }
 
-    /// How many streams are subscribed (for tests and metrics).
+    /// How many subscriptions there are (for tests and metrics).
     public var count: Int { subscribers.withLock { $0.byAccount.values.reduce(0) { $0 + $1.count } } }
 }

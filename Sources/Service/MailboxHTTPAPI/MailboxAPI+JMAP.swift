@@ -172,83 +172,14 @@ extension MailboxAPI {
         guard pingText.utf8.count <= 6, let ping = Int(pingText), ping >= 0 else {
             throw HTTPError(.badRequest, code: "invalidArgument", message: "'ping' must be a whole number of seconds.")
         }
-        // The client's interval, raised to at least 5 s so pings cannot flood.
-        let pingInterval = ping == 0 ? 0 : min(max(ping, 5), 3600)
         var lastSeen: Int64?
         if let lastEventID = request.headers["Last-Event-ID"] {
             // A foreign or malformed id is older than anything: the current states are sent.
             lastSeen = (try? store.parseState(lastEventID))?.modseq ?? -1
         }
-        let baseline = try await jmap.typeStates(accountID: account.id)
-        let stream = EventStream()
-        let (subscription, wakeups) = jmapWakeups.subscribe(accountID: account.id)
-        let jmap = self.jmap
-        let wake = jmapWakeups
-        let epoch = store.epoch
-        // An event's id is the account's state when it was sent: `Last-Event-ID` names it back.
-        let eventID = { (modseq: Int64) in SyncState(epoch: epoch, modseq: modseq).description }
-        // Commits of any instance wake the stream (``AccountWakeups``); its timer only pings.
-        let tick: Duration? = pingInterval > 0 ? .seconds(pingInterval) : nil
-        let ticker = Task {
-            guard let tick else { return }
-            while !Task.isCancelled {
-                try? await Task.sleep(for: tick)
-                wake.poke(subscription, accountID: account.id)
-            }
-        }
-        let loop = Task {
-            defer {
-                ticker.cancel()
-                wake.unsubscribe(subscription, accountID: account.id)
-                stream.close()
-            }
-            var sent = baseline
-            var lastPing = ContinuousClock.now
-            // A client that names the last event it saw gets whatever changed since, at once.
-            if let lastSeen, lastSeen != baseline.modseq,
-                let change = JMAPServer.stateChange(baseline.states, account: account, types: types)
-            {
-                stream.send(event: "state", id: eventID(baseline.modseq), data: change.json)
-                if closeAfter == "state" { return }
-            }
-            for await wakeup in wakeups {
-                if stream.isClosed { return }
-                // A commit names its modseq; after changes that may have been missed the stream reads it, one small
-                // read; a tick only pings.
-                // A commit's new state is read once for all the account's streams it woke.
-                var now: TypeStates?
-                switch wakeup {
-                case .committed(let modseq) where modseq > sent.modseq:
-                    now = await wake.typeStates(accountID: account.id, atLeast: modseq) {
-                        try await jmap.typeStates(accountID: account.id)
-                    }
-                case .missed:
-                    if let modseq = try? await jmap.modseq(accountID: account.id), modseq != sent.modseq {
-                        now = try? await jmap.typeStates(accountID: account.id)
-                    }
-                case .committed, .tick: break
-                }
-                if let now, now.modseq != sent.modseq {
-                    let changed = now.states.filter { sent.states[$0.key] != $0.value }
-                    sent = now
-                    if let change = JMAPServer.stateChange(changed, account: account, types: types) {
-                        stream.send(event: "state", id: eventID(now.modseq), data: change.json)
-                        if closeAfter == "state" { return }
-                    }
-                }
-                // The ticker's clock started a moment before `lastPing` was taken: a tick that arrives that moment
-                // early is still the one due, or the pings would come at twice the interval.
-                if pingInterval > 0, ContinuousClock.now - lastPing >= .seconds(pingInterval) - .milliseconds(250) {
-                    lastPing = ContinuousClock.now
-                    stream.send(event: "ping", data: "{\"interval\":\(pingInterval)}")
-                }
-            }
-        }
-        stream.onTermination {
-            loop.cancel()
-            ticker.cancel()
-            wake.unsubscribe(subscription, accountID: account.id)
-        }
-        return .eventStream(stream)
+        // The client's interval, raised to at least 5 s so pings cannot flood.
+        let options = JMAPEventStreams.Options(
+            types: types, closeAfterState: closeAfter == "state", pingInterval: ping == 0 ? 0 : min(max(ping, 5), 3600))
+        return .eventStream(try await jmapEventStreams.open(account: account, options: options, lastSeen: lastSeen))
     }
 }

@@ -62,6 +62,8 @@ package struct MailboxAPI: Sendable {
     package let jmap: JMAPServer
     /// Wakes JMAP event streams and WebSockets after this process's commits.
     package let jmapWakeups: AccountWakeups
+    /// The JMAP event streams open here.
+    package let jmapEventStreams: JMAPEventStreams
     /// The tickets that open a WebSocket from a browser.
     let jmapTickets = WebSocketTickets()
     /// Told when a session ends here (signed out; `nil`: every session of the account), so what it holds open
@@ -85,6 +87,7 @@ package struct MailboxAPI: Sendable {
             store: store, limits: configuration.jmapLimits, push: configuration.jmapPush,
             applicationServerKey: configuration.webPushPublicKey, webSocketPort: configuration.jmapWebSocketPort)
         jmapWakeups = AccountWakeups(store: store)
+        jmapEventStreams = JMAPEventStreams(wakeups: jmapWakeups, jmap: jmap, epoch: store.epoch)
     }
 
     package var router: Router {

@@ -24,7 +24,7 @@ public final class MailboxService: Sendable {
     /// The dispatcher.
     public let dispatcher: SignalDispatcher
     private let server: HTTPServer
-    private let api: MailboxAPI
+    let api: MailboxAPI
     private let metricsServer: HTTPServer?
     private let lmtp: LMTPServer?
     private let imap: IMAPServer?
@@ -208,6 +208,10 @@ public final class MailboxService: Sendable {
         serverConfiguration.port = configuration.port
         serverConfiguration.maxBodySize = configuration.maxBodySize
         serverConfiguration.connectionLimit = configuration.connectionLimit
+        // libmicrohttpd's pool per connection holds a request's head (up to about 15 KB here; a larger one is
+        // refused) and the answer's buffers. A held event stream keeps its pool touched, so it is sized for the API's
+        // requests and no larger: 32 KiB cost each held stream about 9 KiB more.
+        serverConfiguration.connectionMemoryLimit = 16 * 1024
         if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
             serverConfiguration.tls = .init(
                 certificatePath: certificate, privateKeyPath: key, minimumVersion: configuration.tlsMinimumVersion)

@@ -199,8 +199,10 @@ extension ServerCore {
         let mhdResponse: OpaquePointer?
         if let stream = response.eventStream {
             let binding = Unmanaged.passRetained(EventStreamBinding(stream: stream, core: self)).toOpaque()
+            // The block is allocated with the response and kept while the stream is held; events are small, and a
+            // larger one is simply read in several calls.
             mhdResponse = MHD_create_response_from_callback(
-                UInt64.max, 4096, mhdEventStreamReader, binding, mhdEventStreamFree)
+                UInt64.max, 1024, mhdEventStreamReader, binding, mhdEventStreamFree)
             if mhdResponse == nil {
                 Unmanaged<EventStreamBinding>.fromOpaque(binding).release()
                 stream.terminate()

@@ -11,15 +11,16 @@ import Testing
         let fixture = try await JMAPFixture(.sqlite)
         let wakeups = AccountWakeups(store: fixture.store)
         let account = fixture.alice.id
-        let streams = (0..<1_000).map { _ in wakeups.subscribe(accountID: account) }
+        // Every subscriber's wake-ups, in one stream the test reads.
+        let (woken, wake) = AsyncStream.makeStream(of: AccountWakeups.Wakeup.self)
+        let streams = (0..<1_000).map { _ in wakeups.subscribe(accountID: account) { wake.yield($0) } }
         try await fixture.deliver(to: fixture.alice)
         let reads = LockedValue(0)
         let server = fixture.server
         let states = await withTaskGroup(of: TypeStates?.self) { group in
-            for (_, stream) in streams {
+            for await wakeup in woken.prefix(streams.count) {
                 group.addTask {
-                    var iterator = stream.makeAsyncIterator()
-                    guard case .committed(let modseq) = await iterator.next() else { return nil }
+                    guard case .committed(let modseq) = wakeup else { return nil }
                     return await wakeups.typeStates(accountID: account, atLeast: modseq) {
                         reads.withLock { $0 += 1 }
                         return try await server.typeStates(accountID: account)
@@ -42,7 +43,7 @@ import Testing
             }
         }
         #expect(reads.withLock { $0 } == 2)
-        for (id, _) in streams { wakeups.unsubscribe(id, accountID: account) }
+        for id in streams { wakeups.unsubscribe(id, accountID: account) }
         #expect(wakeups.count == 0)
     }
 }
