@@ -12,7 +12,8 @@ import MailboxStore
 /// account that reads the new states once (shared with the account's WebSockets) and writes each stream its
 /// StateChange, the changes of the types it asked for since what it was last sent; commits that arrive meanwhile
 /// are handled by that task's next turn, not by another task. Pings come from one timer for every stream, which
-/// each second writes the streams whose ping is due.
+/// every tenth of a second writes the streams whose ping is due: streams opened together ping spread as they opened,
+/// not in one burst that would hold up the next StateChanges.
 package final class JMAPEventStreams: Sendable {
     /// What a stream asked for when it opened.
     struct Options: Sendable {
@@ -48,7 +49,7 @@ package final class JMAPEventStreams: Sendable {
     private struct State {
         var next = 0
         var accounts: [Int64: AccountStreams] = [:]
-        /// Pings due, by the second (of `origin`'s clock) they are due in.
+        /// Pings due, by the tenth of a second (of `origin`'s clock) they are due in.
         var pings: [Int64: [(accountID: Int64, id: Int)]] = [:]
         var pinger: Task<Void, Never>?
     }
@@ -235,16 +236,21 @@ package final class JMAPEventStreams: Sendable {
 
     // MARK: Pings
 
-    private func second(_ instant: ContinuousClock.Instant = .now) -> Int64 {
-        (instant - origin).components.seconds
+    /// The pings' clock: tenths of a second since `origin`.
+    private static let slotsPerSecond: Int64 = 10
+
+    private func slot(_ instant: ContinuousClock.Instant = .now) -> Int64 {
+        let elapsed = (instant - origin).components
+        return elapsed.seconds * Self.slotsPerSecond + elapsed.attoseconds
+            / (1_000_000_000_000_000_000 / Self.slotsPerSecond)
     }
 
     private func schedulePing(_ state: inout State, accountID: Int64, id: Int, in seconds: Int) {
-        state.pings[second() + Int64(seconds), default: []].append((accountID, id))
+        state.pings[slot() + Int64(seconds) * Self.slotsPerSecond, default: []].append((accountID, id))
         guard state.pinger == nil else { return }
         state.pinger = Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
+                try? await Task.sleep(for: .seconds(1) / Int(Self.slotsPerSecond))
                 self?.ping()
             }
         }
@@ -252,7 +258,7 @@ package final class JMAPEventStreams: Sendable {
 
     /// Writes a ping to each stream whose ping is due, and schedules its next.
     private func ping() {
-        let now = second()
+        let now = slot()
         let due = state.withLock { state -> [(EventStream, Int)] in
             var due: [(EventStream, Int)] = []
             for key in state.pings.keys where key <= now {

@@ -113,7 +113,8 @@ struct JMAPEventSourceTests {
         #expect(await eventually { !quiet.isRunning })
         #expect(try await offPool { pinged.waitForOutput(timeout: 30) { Self.stateIDs($0).count == 1 } })
         pinged.stop()
-        #expect(await eventually(timeout: .seconds(60)) { streams.count == 0 && setup.service.api.jmapWakeups.count == 0 })
+        let wakeups = setup.service.api.jmapWakeups
+        #expect(await eventually(timeout: .seconds(60)) { streams.count == 0 && wakeups.count == 0 })
         await setup.service.shutdown()
     }
 }
