@@ -76,14 +76,16 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "JSONText", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "ConnectionLoop"]),
         // WebSocket (RFC 6455) without I/O: the opening handshake read (http-parser) and checked, the framing (wslay).
-        .target(name: "WebSocket", dependencies: ["CWslay", "CHTTPParser", "JSONText", "OpenSSLCrypto"]),
+        .target(name: "WebSocket", dependencies: ["CWslay", "CHTTPParser", "HTTPTypes", "JSONText", "OpenSSLCrypto"]),
         .target(
             name: "HTTP2Server",
-            dependencies: ["CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking"]),
+            dependencies: [
+                "CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "HTTPTypes", "CNGHTTP2", "COpenSSL", "Locking",
+            ]),
         .target(
             name: "HTTP2Client",
             dependencies: [
-                "CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "CNGHTTP2", "COpenSSL", "Locking",
+                "CEpoll", "ConnectionLoop", "Durations", "HTTP2Support", "HTTPTypes", "CNGHTTP2", "COpenSSL", "Locking",
                 "NetworkAddress",
             ]),
         .target(name: "HTTPClient", dependencies: ["HTTPTypes", "Durations", "CCurl", "Locking", "ServerSentEvents"]),
@@ -93,7 +95,8 @@ let package = Package(
         // MARK: Domain
         // What every push service shares: the content-free signal, state tags, addresses, outcomes, the protocol.
         .target(name: "Push", dependencies: ["OpenSSLCrypto"]),
-        .target(name: "APNs", dependencies: ["Durations", "Push", "HTTP2Client", "OpenSSLCrypto", "Locking"]),
+        .target(
+            name: "APNs", dependencies: ["Durations", "Push", "HTTP2Client", "HTTPTypes", "OpenSSLCrypto", "Locking"]),
         // Each push service behind `PushService`: its configuration, its wire form, its answers as outcomes.
         .target(name: "PushAPNs", dependencies: ["Durations", "Push", "APNs", "HTTP2Client", "Locking"]),
         .target(
@@ -185,8 +188,8 @@ let package = Package(
         .target(
             name: "APNsSimulator",
             dependencies: [
-                "Durations", "HTTP2Server", "HTTPServer", "OpenSSLCrypto", "Locking", "SimulatorSupport", "JSONText",
-                "ServiceMetrics",
+                "Durations", "HTTP2Server", "HTTPServer", "HTTPTypes", "OpenSSLCrypto", "Locking", "SimulatorSupport",
+                "JSONText", "ServiceMetrics",
             ]),
         .target(
             name: "FCMSimulator",

@@ -74,7 +74,7 @@ public final class APNsClient: Sendable {
         payloadAfterGuard payload: [UInt8], notification: APNsNotification
     ) async throws(APNsClientError) -> APNsResponse {
         if Task.isCancelled { throw .cancelled }
-        var headers: [HTTP2Client.Header] = []
+        var headers: [HTTPField] = []
         headers.reserveCapacity(8)
         var providerToken: ProviderToken?
         var tokenManager: ProviderTokenManager?
@@ -83,14 +83,14 @@ public final class APNsClient: Sendable {
                 let token = try await manager.token()
                 providerToken = token
                 tokenManager = manager
-                headers.append(HTTP2Client.Header("authorization", "bearer " + token.value))
+                headers.append(HTTPField("authorization", "bearer " + token.value))
             } catch {
                 throw .providerToken("signing failed")
             }
         }
         let now = configuration.clock.now()
-        for field in notification.headers(now: now) { headers.append(HTTP2Client.Header(field.name, field.value)) }
-        headers.append(HTTP2Client.Header("content-type", "application/json"))
+        headers += notification.headers(now: now)
+        headers.append(HTTPField("content-type", "application/json"))
 
         let request = HTTP2Client.Request(
             method: "POST", path: notification.path, headers: headers, body: payload,

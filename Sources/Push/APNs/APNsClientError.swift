@@ -7,7 +7,7 @@ public enum APNsClientError: Error, Sendable, Equatable, CustomStringConvertible
     /// The payload failed the ``PayloadGuard`` and was not sent: a defect in the sender, never retried.
     case payloadRejected(PayloadGuardViolation)
     /// The connection failed, broke (including GOAWAY and stream resets) or timed out.
-    case transport(HTTP2ClientError)
+    case transport(HTTPClientError)
     /// No provider token could be made (the signing key failed); the text says why, without key material.
     case providerToken(String)
     /// The calling task was cancelled.

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import OpenSSLCrypto
 
 /// One signal addressed to one device, with the APNs headers that go with it.
@@ -42,15 +43,15 @@ public struct APNsNotification: Sendable, Hashable {
     /// The `apns-*` headers in the order they are sent, for a request built at `now`:
     /// `apns-push-type`, `apns-priority`, `apns-topic`, `apns-expiration`, `apns-id`, then `apns-collapse-id`
     /// when set. Authorization is added by the client.
-    public func headers(now: Date) -> [(name: String, value: String)] {
-        var fields: [(name: String, value: String)] = [
-            ("apns-push-type", signal.pushType.rawValue),
-            ("apns-priority", String(priority.rawValue)),
-            ("apns-topic", topic.rawValue),
-            ("apns-expiration", expiration.headerValue(now: now)),
-            ("apns-id", apnsID.lowercasedText),
+    public func headers(now: Date) -> [HTTPField] {
+        var fields = [
+            HTTPField("apns-push-type", signal.pushType.rawValue),
+            HTTPField("apns-priority", String(priority.rawValue)),
+            HTTPField("apns-topic", topic.rawValue),
+            HTTPField("apns-expiration", expiration.headerValue(now: now)),
+            HTTPField("apns-id", apnsID.lowercasedText),
         ]
-        if let collapseID { fields.append(("apns-collapse-id", collapseID.rawValue)) }
+        if let collapseID { fields.append(HTTPField("apns-collapse-id", collapseID.rawValue)) }
         return fields
     }
 

@@ -58,7 +58,7 @@ extension WebPushPushService {
 
     /// POSTs over HTTP/1.1 what ``post(_:to:topic:urgency:authorization:contentType:)`` would over HTTP/2.
     func postHTTP1(
-        _ body: [UInt8], to endpoint: WebPushEndpointPolicy.Endpoint, headers: [HTTP2Client.Header]
+        _ body: [UInt8], to endpoint: WebPushEndpointPolicy.Endpoint, headers: [HTTPField]
     ) async -> PushOutcome {
         guard let client = http1Client(for: endpoint) else { return .defect(reason: "endpointRefused") }
         var fields = HTTPHeaders()

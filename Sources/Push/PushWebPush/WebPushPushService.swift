@@ -170,7 +170,7 @@ public final class WebPushPushService: PushService {
         _ body: [UInt8], to endpoint: WebPushEndpointPolicy.Endpoint, topic: String, urgency: String,
         authorization: String, contentType: String?
     ) async -> PushOutcome {
-        var headers: [HTTP2Client.Header] = [
+        var headers: [HTTPField] = [
             .init("ttl", String(WebPushMessage.timeToLive)), .init("urgency", urgency), .init("topic", topic),
         ]
         if let contentType {

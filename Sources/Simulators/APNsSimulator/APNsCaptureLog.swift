@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import SimulatorSupport
 
 /// What became of a provider request, as the capture log records it.
@@ -103,7 +104,7 @@ struct CapturedRequest: CaptureLogEntry {
     /// value of every `authorization` header is replaced by `[redacted]`.
     init(
         timestamp: Int64, apnsId: String, method: String, path: String, deviceToken: String?,
-        headers: [APNsProviderRequest.Header], payload: UnsafeRawBufferPointer, payloadTruncated: Bool, status: Int,
+        headers: [HTTPField], payload: UnsafeRawBufferPointer, payloadTruncated: Bool, status: Int,
         reason: RejectionReason?, outcome: APNsOutcome, event: APNsLogEvent?, environment: APNsEnvironment? = nil
     ) {
         self.timestamp = timestamp
@@ -150,8 +151,8 @@ struct CapturedRequest: CaptureLogEntry {
     var deviceToken: String? { hasToken ? text(tokenStart, headersStart) : nil }
 
     /// The header fields in arrival order.
-    var headers: [APNsProviderRequest.Header] {
-        var result: [APNsProviderRequest.Header] = []
+    var headers: [HTTPField] {
+        var result: [HTTPField] = []
         var index = Int(headersStart)
         let end = Int(payloadStart)
         while index < end {
@@ -168,7 +169,7 @@ struct CapturedRequest: CaptureLogEntry {
             let count = Self.readLength(bytes, at: &index)
             let value = String(decoding: bytes[index..<(index + count)], as: UTF8.self)
             index += count
-            result.append(APNsProviderRequest.Header(name, value))
+            result.append(HTTPField(name, value))
         }
         return result
     }

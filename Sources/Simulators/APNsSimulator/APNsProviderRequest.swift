@@ -1,27 +1,14 @@
 import Foundation
+import HTTPTypes
 
 /// One request on the provider API, independent of the HTTP/2 library that received it.
 public struct APNsProviderRequest: Sendable {
-    /// One header field.
-    public struct Header: Sendable, Hashable {
-        /// The field name, lowercase.
-        public var name: String
-        /// The field value.
-        public var value: String
-
-        /// Creates a header field; the name is lowercased.
-        public init(_ name: String, _ value: String) {
-            self.name = APNsProviderRequest.isLowercaseASCII(name) ? name : name.lowercased()
-            self.value = value
-        }
-    }
-
     /// The `:method`, e.g. `POST`.
     public var method: String
     /// The `:path`, e.g. `/3/device/<token>`.
     public var path: String
-    /// The regular header fields in arrival order.
-    public var headers: [Header]
+    /// The regular header fields in arrival order, names in lowercase (as HTTP/2 carries them).
+    public var headers: [HTTPField]
     /// The request body (the notification payload).
     public var body: Data
     /// Identifies the HTTP/2 connection the request came on (for the GOAWAY fault).
@@ -30,14 +17,14 @@ public struct APNsProviderRequest: Sendable {
     /// simulator started without a sandbox listener), so any registered token is accepted there.
     public var environment: APNsEnvironment?
 
-    /// Creates a request.
+    /// Creates a request; header names are lowercased.
     public init(
-        method: String, path: String, headers: [Header] = [], body: Data = Data(), connectionID: UInt64 = 0,
+        method: String, path: String, headers: [HTTPField] = [], body: Data = Data(), connectionID: UInt64 = 0,
         environment: APNsEnvironment? = nil
     ) {
         self.method = method
         self.path = path
-        self.headers = headers
+        self.headers = headers.map { Self.isLowercaseASCII($0.name) ? $0 : HTTPField($0.name.lowercased(), $0.value) }
         self.body = body
         self.connectionID = connectionID
         self.environment = environment

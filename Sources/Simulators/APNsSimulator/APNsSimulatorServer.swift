@@ -131,17 +131,17 @@ public final class APNsSimulatorServer: Sendable {
 extension APNsProviderRequest {
     init(_ request: HTTP2Request, environment: APNsEnvironment?) {
         self.init(
-            method: request.method, path: request.path, headers: request.headers.map { Header($0.name, $0.value) },
+            method: request.method, path: request.path, headers: request.headers,
             body: request.body, connectionID: request.connectionID, environment: environment)
     }
 }
 
 extension HTTP2Response {
     init(_ response: APNsProviderResponse) {
-        var headers = [HTTP2Header("apns-id", response.apnsID)]
-        if let uniqueID = response.uniqueID { headers.append(HTTP2Header("apns-unique-id", uniqueID)) }
+        var headers = [HTTPField("apns-id", response.apnsID)]
+        if let uniqueID = response.uniqueID { headers.append(HTTPField("apns-unique-id", uniqueID)) }
         let body = response.body
-        if !body.isEmpty { headers.append(HTTP2Header("content-type", "application/json")) }
+        if !body.isEmpty { headers.append(HTTPField("content-type", "application/json")) }
         self.init(
             status: response.status, headers: headers, body: body,
             goAway: response.goAway ? HTTP2GoAway(errorCode: 0, debugData: Data(#"{"reason":"Shutdown"}"#.utf8)) : nil,

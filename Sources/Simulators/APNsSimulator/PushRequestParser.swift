@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 extension RejectionReason: Error {}
 
@@ -97,7 +98,7 @@ enum PushRequestParser {
         /// One of these headers came more than once.
         var hasDuplicates = false
 
-        init(_ headers: [APNsProviderRequest.Header]) {
+        init(_ headers: [HTTPField]) {
             var seen: UInt8 = 0
             for header in headers {
                 guard let bit = PushRequestParser.singleValuedHeaderBit(header.name) else { continue }

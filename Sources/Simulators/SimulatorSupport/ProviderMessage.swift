@@ -86,7 +86,7 @@ extension HTTP2Response {
     /// The answer for a provider request.
     package init(_ response: SimulatorProviderResponse) {
         self.init(
-            status: response.status, headers: response.headers.map { HTTP2Header($0.name, $0.value) },
+            status: response.status, headers: response.headers.map { HTTPField($0.name, $0.value) },
             body: response.body, delay: response.delay)
     }
 }

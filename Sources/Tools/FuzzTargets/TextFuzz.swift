@@ -125,9 +125,9 @@ enum TextFuzz {
         let body = blank.map { Data(bytes[$0.upperBound...]) } ?? Data()
         var lines = head.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let requestLine = lines.isEmpty ? [] : lines.removeFirst().split(separator: " ", maxSplits: 1).map(String.init)
-        let headers = lines.compactMap { line -> APNsProviderRequest.Header? in
+        let headers = lines.compactMap { line -> HTTPField? in
             guard let colon = line.firstIndex(of: ":") else { return nil }
-            return APNsProviderRequest.Header(
+            return HTTPField(
                 String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
         }
         let request = APNsProviderRequest(

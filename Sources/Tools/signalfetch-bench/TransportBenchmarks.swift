@@ -52,9 +52,9 @@ enum TransportBenchmarks {
         let respond: @Sendable (HTTP2Request) -> HTTP2Response = { request in
             if request.method == "POST" {
                 let id = request.header("apns-id") ?? UUID().uuidString.lowercased()
-                return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", id)], body: answer)
+                return HTTP2Response(status: 200, headers: [HTTPField("apns-id", id)], body: answer)
             }
-            return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json")], body: body)
+            return HTTP2Response(status: 200, headers: [HTTPField("content-type", "application/json")], body: body)
         }
         let server =
             asyncHandler

@@ -45,7 +45,7 @@ final class ClientConnection {
     private var lastLookup: (id: Int32, request: PendingRequest)?
     private var interest: UInt32 = 0
     /// Why the connection ended, when it failed.
-    private(set) var failure: HTTP2ClientError?
+    private(set) var failure: HTTPClientError?
     /// Whether the server's SETTINGS arrived at some point.
     private(set) var becameReady = false
     /// The server sent GOAWAY: no new streams; the open ones below its last stream id finish.
@@ -111,7 +111,7 @@ final class ClientConnection {
     /// allows) and returns them; fails the connection and returns `nil` when none is left.
     @discardableResult
     private func resolve(_ host: String, port: Int, checked: Bool) -> [HTTP2Client.ResolvedAddress]? {
-        do throws(HTTP2ClientError) {
+        do throws(HTTPClientError) {
             let found = try HTTP2Client.resolve(
                 host, port: port, permits: checked ? loop.configuration.permitsAddress : nil)
             addresses = found.map { ($0.storage, $0.length) }
@@ -167,7 +167,7 @@ final class ClientConnection {
             return
         }
         if let tlsContext {
-            do throws(HTTP2ClientError) {
+            do throws(HTTPClientError) {
                 let engine = try tlsContext.makeEngine(host: origin.host)
                 tls = engine
                 state = .handshaking
@@ -442,7 +442,7 @@ final class ClientConnection {
     }
 
     /// Ends the connection with `error`: every open stream fails with it.
-    func fail(_ error: HTTP2ClientError) {
+    func fail(_ error: HTTPClientError) {
         guard state != .closed else { return }
         if failure == nil { failure = error }
         state = .closed
@@ -480,7 +480,7 @@ final class ClientConnection {
             return 0
         }
         request.headers.append(
-            HTTP2Client.Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            HTTPField(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
         return 0
     }
 

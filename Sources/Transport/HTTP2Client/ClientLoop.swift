@@ -28,7 +28,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     private let inbox = LockedValue(Inbox())
     private let exited = DispatchGroup()
     private let loopThread = LockedValue<pthread_t?>(nil)
-    private let origin: Result<Origin, HTTP2ClientError>
+    private let origin: Result<Origin, HTTPClientError>
     /// The epoll set connections register their sockets in (tagged with their ids).
     let poller: Poller
     let callbacks: OpaquePointer
@@ -55,7 +55,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
 
     init(configuration: HTTP2Client.Configuration) {
         self.configuration = configuration
-        do throws(HTTP2ClientError) {
+        do throws(HTTPClientError) {
             origin = .success(try Origin(url: configuration.baseURL))
         } catch {
             origin = .failure(error)
@@ -211,7 +211,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     }
 
     /// Ends `request` with `error`, resetting its stream when it has one.
-    private func abort(_ request: PendingRequest, with error: HTTP2ClientError) {
+    private func abort(_ request: PendingRequest, with error: HTTPClientError) {
         if request.streamID > 0 {
             for connection in connections.values where connection.cancelStream(of: request) { break }
         }
@@ -252,7 +252,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
         if let current, current.streamCount == 0, !current.isClosed { current.close() }
         current = nil
         if origin.isTLS && tlsContext == nil {
-            do throws(HTTP2ClientError) {
+            do throws(HTTPClientError) {
                 tlsContext = try ClientTLSContext(configuration.tls)
             } catch {
                 failQueue(with: error)
@@ -270,7 +270,7 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     }
 
     /// Fails every queued request (the connection meant for them could not be made).
-    private func failQueue(with error: HTTP2ClientError) {
+    private func failQueue(with error: HTTPClientError) {
         for request in queue[queueHead...] { request.finish(.failure(error)) }
         queue.removeAll(keepingCapacity: true)
         queueHead = 0

@@ -9,7 +9,7 @@ final class ClientTLSContext {
     let context: OpaquePointer
     private let pins: Set<String>
 
-    init(_ tls: HTTP2Client.TLS) throws(HTTP2ClientError) {
+    init(_ tls: HTTP2Client.TLS) throws(HTTPClientError) {
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw .tlsFailure("SSL_CTX_new: \(OpenSSLErrors.drain())")
@@ -26,7 +26,7 @@ final class ClientTLSContext {
 
     deinit { SSL_CTX_free(context) }
 
-    private static func configure(_ context: OpaquePointer, _ tls: HTTP2Client.TLS) throws(HTTP2ClientError) {
+    private static func configure(_ context: OpaquePointer, _ tls: HTTP2Client.TLS) throws(HTTPClientError) {
         // HTTP/2 requires TLS 1.2 or later (RFC 9113 §9.2).
         _ = SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
         let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
@@ -60,7 +60,7 @@ final class ClientTLSContext {
 
     /// A client-side engine that verifies the server's certificate for `host` (a DNS name or an IP address)
     /// and sends `host` as SNI when it is a name.
-    func makeEngine(host: String) throws(HTTP2ClientError) -> TLSEngine {
+    func makeEngine(host: String) throws(HTTPClientError) -> TLSEngine {
         guard let engine = TLSEngine(context: context, role: .client) else {
             throw .tlsFailure("SSL_new failed (out of memory)")
         }
@@ -81,7 +81,7 @@ final class ClientTLSContext {
     }
 
     /// Why the finished or failed handshake of `engine` is unacceptable, or `nil` when it is fine.
-    func check(_ engine: TLSEngine, handshakeFailed: Bool) -> HTTP2ClientError? {
+    func check(_ engine: TLSEngine, handshakeFailed: Bool) -> HTTPClientError? {
         let verification = SSL_get_verify_result(engine.ssl)
         if verification != Int(X509_V_OK) {
             return .untrustedCertificate(String(cString: X509_verify_cert_error_string(verification)))

@@ -22,7 +22,7 @@ extension HTTP2Client {
 
         /// Reads `http://[user:password@]host:port` (percent-encoded credentials) and a `NO_PROXY` list (comma- or
         /// space-separated).
-        public init(url: String, noProxy: String = "") throws(HTTP2ClientError) {
+        public init(url: String, noProxy: String = "") throws(HTTPClientError) {
             guard url.lowercased().hasPrefix("http://") else {
                 throw .invalidRequest("the proxy URL must be http://[user:password@]host:port")
             }

@@ -17,7 +17,7 @@ extension HTTP2Client {
     /// `connectionFailed` saying which.
     public static func resolve(
         _ host: String, port: Int, permits: (@Sendable (String) -> Bool)?
-    ) throws(HTTP2ClientError) -> [ResolvedAddress] {
+    ) throws(HTTPClientError) -> [ResolvedAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

@@ -1,20 +1,6 @@
 import NetworkAddress
 
 extension HTTP2Client {
-    /// One header field. Names are sent in lowercase, as HTTP/2 requires.
-    public struct Header: Sendable, Hashable {
-        /// The field name.
-        public var name: String
-        /// The field value.
-        public var value: String
-
-        /// Creates a header field.
-        public init(_ name: String, _ value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
-
     /// A request: method, path (with query), headers and body, sent to the client's origin.
     public struct Request: Sendable {
         /// The method, e.g. `GET` or `POST`.
@@ -22,7 +8,7 @@ extension HTTP2Client {
         /// The path and query, starting with `/`.
         public var path: String
         /// Header fields (no pseudo-headers, no connection-specific fields).
-        public var headers: [Header]
+        public var headers: [HTTPField]
         /// The body; empty sends none.
         public var body: [UInt8]
         /// The time allowed for this request, waiting for a connection and a stream included; `nil` uses
@@ -31,7 +17,8 @@ extension HTTP2Client {
 
         /// Creates a request.
         public init(
-            method: String = "GET", path: String, headers: [Header] = [], body: [UInt8] = [], timeout: Duration? = nil
+            method: String = "GET", path: String, headers: [HTTPField] = [], body: [UInt8] = [],
+            timeout: Duration? = nil
         ) {
             self.method = method
             self.path = path
@@ -46,12 +33,12 @@ extension HTTP2Client {
         /// The status code.
         public var status: Int
         /// The header fields, in the order received (names in lowercase).
-        public var headers: [Header]
+        public var headers: [HTTPField]
         /// The body.
         public var body: [UInt8]
 
         /// Creates a response.
-        public init(status: Int, headers: [Header] = [], body: [UInt8] = []) {
+        public init(status: Int, headers: [HTTPField] = [], body: [UInt8] = []) {
             self.status = status
             self.headers = headers
             self.body = body
@@ -74,7 +61,7 @@ extension HTTP2Client {
         public var keyFile: String?
         /// Accepted server public keys: each is the base64 SHA-256 of a DER `SubjectPublicKeyInfo` (a leading
         /// `sha256//` is allowed). When non-empty, a server whose key matches none fails with
-        /// ``HTTP2ClientError/pinMismatch``; pinning applies in addition to certificate verification.
+        /// ``HTTPClientError/pinMismatch``; pinning applies in addition to certificate verification.
         public var pinnedPublicKeys: [String]
 
         /// Creates a TLS configuration; the defaults trust the system store, send no client certificate and
@@ -104,12 +91,12 @@ extension HTTP2Client {
         /// The most streams this client opens at once, below the server's `SETTINGS_MAX_CONCURRENT_STREAMS`
         /// (whichever is lower applies); further requests wait their turn.
         public var maximumConcurrentStreams: Int
-        /// Responses with a longer body fail with ``HTTP2ClientError/responseTooLarge(limit:)``.
+        /// Responses with a longer body fail with ``HTTPClientError/responseTooLarge(limit:)``.
         public var maximumResponseBodySize: Int
         /// Which resolved addresses (numeric: `192.0.2.1`, `2001:db8::1`) a connection may be opened to; `nil`
         /// allows every address. Checked on the address actually connected to, after resolution, so a name that
         /// resolves to a refused address (DNS rebinding included) is never connected to; when no address is left
-        /// the request fails with ``HTTP2ClientError/connectionFailed(_:)``.
+        /// the request fails with ``HTTPClientError/connectionFailed(_:)``.
         public var permitsAddress: (@Sendable (String) -> Bool)?
         /// The proxy connections are tunnelled through, unless it names the origin's host as direct; `nil`: none.
         public var proxy: Proxy?
@@ -147,7 +134,7 @@ struct Origin: Sendable, Equatable {
     }
 
     /// Parses `scheme://host[:port]` (an optional trailing `/` is allowed, nothing else).
-    init(url: String) throws(HTTP2ClientError) {
+    init(url: String) throws(HTTPClientError) {
         let lowered = url.lowercased()
         let rest: Substring
         if lowered.hasPrefix("https://") {

@@ -19,7 +19,7 @@ public final class HTTP2Client: Sendable {
     private let loop: ClientLoop
 
     /// Creates a client; nothing is opened until the first request. An unusable base URL makes every request
-    /// fail with ``HTTP2ClientError/invalidRequest(_:)``.
+    /// fail with ``HTTPClientError/invalidRequest(_:)``.
     public init(configuration: Configuration) {
         precondition(configuration.maximumConcurrentStreams > 0, "maximumConcurrentStreams must be positive")
         self.configuration = configuration
@@ -31,8 +31,8 @@ public final class HTTP2Client: Sendable {
         loop.shutdown()
     }
 
-    /// Sends `request` and returns the complete response (any status). Throws ``HTTP2ClientError``.
-    public func execute(_ request: Request) async throws(HTTP2ClientError) -> Response {
+    /// Sends `request` and returns the complete response (any status). Throws ``HTTPClientError``.
+    public func execute(_ request: Request) async throws(HTTPClientError) -> Response {
         let timeout = request.timeout ?? configuration.requestTimeout
         let pending = PendingRequest(request: request, timeout: timeout)
         let result = await withTaskCancellationHandler {
@@ -53,7 +53,7 @@ public final class HTTP2Client: Sendable {
     /// The highest number of streams that were open at once on a connection.
     public var maximumStreamsInFlight: Int { loop.maximumInFlight.load(ordering: .relaxed) }
 
-    /// Closes the connection and fails every unfinished request with ``HTTP2ClientError/shutdown``; later
+    /// Closes the connection and fails every unfinished request with ``HTTPClientError/shutdown``; later
     /// requests fail the same way. Returns once the I/O thread has stopped.
     public func shutdown() {
         loop.shutdown()

@@ -10,7 +10,7 @@ import Synchronization
 /// loop's inbox mutex; from then on every stored property is touched only by the I/O thread. `cancelled` is
 /// the one field other threads write (atomically).
 final class PendingRequest: @unchecked Sendable {  // see above: caller -> inbox mutex -> I/O thread confinement
-    typealias Outcome = Result<HTTP2Client.Response, HTTP2ClientError>
+    typealias Outcome = Result<HTTP2Client.Response, HTTPClientError>
 
     let request: HTTP2Client.Request
     let timeoutNanoseconds: UInt64
@@ -25,11 +25,11 @@ final class PendingRequest: @unchecked Sendable {  // see above: caller -> inbox
     /// Request body bytes already handed to nghttp2.
     var bodyOffset = 0
     var status = 0
-    var headers: [HTTP2Client.Header] = []
+    var headers: [HTTPField] = []
     var headerBytes = 0
     var body: [UInt8] = []
     /// Set when the stream must end in an error whatever the server does next.
-    var failure: HTTP2ClientError?
+    var failure: HTTPClientError?
 
     init(request: HTTP2Client.Request, timeout: Duration) {
         self.request = request

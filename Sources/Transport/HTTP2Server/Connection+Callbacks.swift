@@ -71,7 +71,7 @@ extension Connection {
         case ":authority": stream.authority = value
         case ":scheme": stream.scheme = value
         default:
-            if !name.hasPrefix(":") { stream.headers.append(HTTP2Header(name, value)) }
+            if !name.hasPrefix(":") { stream.headers.append(HTTPField(name, value)) }
         }
         return 0
     }

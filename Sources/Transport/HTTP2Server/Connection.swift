@@ -28,7 +28,7 @@ final class StreamState {
     var path: String?
     var authority: String?
     var scheme: String?
-    var headers: [HTTP2Header] = []
+    var headers: [HTTPField] = []
     var headerBytes = 0
     var body = Data()
     /// The client ended its side of the stream.
@@ -263,7 +263,7 @@ final class Connection {
         loop.metrics.withLock { $0.requestsTooLarge += 1 }
         let body = Data(#"{"reason":"PayloadTooLarge"}"#.utf8)
         submitResponse(
-            stream, HTTP2Response(status: 413, headers: [HTTP2Header("content-type", "application/json")], body: body),
+            stream, HTTP2Response(status: 413, headers: [HTTPField("content-type", "application/json")], body: body),
             now: now)
     }
 

@@ -1,20 +1,6 @@
 import Foundation
 import Locking
 
-/// One header field: a lowercase name and its value, kept in the order received or given.
-public struct HTTP2Header: Sendable, Hashable {
-    /// The field name (lowercase on the wire in HTTP/2).
-    public var name: String
-    /// The field value.
-    public var value: String
-
-    /// Creates a header field.
-    public init(_ name: String, _ value: String) {
-        self.name = name
-        self.value = value
-    }
-}
-
 /// A GOAWAY frame the server should send: its error code and optional debug data.
 public struct HTTP2GoAway: Sendable, Hashable {
     /// The HTTP/2 error code (`0` is `NO_ERROR`, `2` is `INTERNAL_ERROR`, …).
@@ -40,7 +26,7 @@ public struct HTTP2Request: Sendable {
     /// The `:scheme` pseudo-header, if sent.
     public var scheme: String?
     /// The regular header fields in arrival order (names lowercase; pseudo-headers excluded).
-    public var headers: [HTTP2Header]
+    public var headers: [HTTPField]
     /// The request body.
     public var body: Data
     /// Identifies the connection the request came on; unique for the life of the server.
@@ -55,7 +41,7 @@ public struct HTTP2Request: Sendable {
     /// Creates a request value, e.g. to call a handler directly in unit tests.
     public init(
         method: String, path: String, authority: String? = nil, scheme: String? = "https",
-        headers: [HTTP2Header] = [], body: Data = Data(), connectionID: UInt64 = 0, streamID: Int = 1,
+        headers: [HTTPField] = [], body: Data = Data(), connectionID: UInt64 = 0, streamID: Int = 1,
         remoteAddress: String = "127.0.0.1:0"
     ) {
         self.init(
@@ -64,7 +50,7 @@ public struct HTTP2Request: Sendable {
     }
 
     init(
-        method: String, path: String, authority: String?, scheme: String?, headers: [HTTP2Header], body: Data,
+        method: String, path: String, authority: String?, scheme: String?, headers: [HTTPField], body: Data,
         connectionID: UInt64, streamID: Int, remoteAddress: String, control: StreamControl
     ) {
         self.method = method
@@ -106,7 +92,7 @@ public struct HTTP2Response: Sendable {
     public var status: Int
     /// Header fields to send; names are lowercased, connection-specific fields are dropped, and
     /// `content-length` is added when absent.
-    public var headers: [HTTP2Header]
+    public var headers: [HTTPField]
     /// The response body (may be empty).
     public var body: Data
     /// When set, the server sends this GOAWAY on the connection after the response is complete
@@ -119,7 +105,7 @@ public struct HTTP2Response: Sendable {
 
     /// Creates a response.
     public init(
-        status: Int = 200, headers: [HTTP2Header] = [], body: Data = Data(), goAway: HTTP2GoAway? = nil,
+        status: Int = 200, headers: [HTTPField] = [], body: Data = Data(), goAway: HTTP2GoAway? = nil,
         delay: Duration = .zero
     ) {
         self.status = status

@@ -1,2 +1,2 @@
-// The HTTP types both ends share (HTTPMethod, HTTPHeaders) come with this module.
+// The HTTP types every end shares (HTTPField, HTTPHeaders, HTTPMethod, HTTPClientError) come with this module.
 @_exported import HTTPTypes

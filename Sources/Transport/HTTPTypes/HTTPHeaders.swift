@@ -4,24 +4,10 @@
 /// Fields keep the order they were added in, and a name may appear more than once. `description` lists field
 /// names only, so a header list can be logged without leaking authorization values.
 public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible {
-    /// One header field.
-    public struct Field: Sendable, Equatable {
-        /// The field name as given (look fields up through `HTTPHeaders`, which ignores case).
-        public var name: String
-        /// The field value.
-        public var value: String
-
-        /// Creates a field.
-        public init(name: String, value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
-
-    private var fields: [Field]
+    private var fields: [HTTPField]
 
     /// Creates a header list from `(name, value)` pairs, keeping their order.
-    public init(_ pairs: [(String, String)] = []) { fields = pairs.map { Field(name: $0.0, value: $0.1) } }
+    public init(_ pairs: [(String, String)] = []) { fields = pairs.map { HTTPField(name: $0.0, value: $0.1) } }
 
     /// Creates a header list from a literal such as `["Content-Type": "application/json"]`; its order is kept.
     public init(dictionaryLiteral elements: (String, String)...) { self.init(elements) }
@@ -50,7 +36,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     public func contains(_ name: String) -> Bool { fields.contains { Self.same($0.name, name) } }
 
     /// Appends a field, keeping existing fields of the same name.
-    public mutating func add(name: String, value: String) { fields.append(Field(name: name, value: value)) }
+    public mutating func add(name: String, value: String) { fields.append(HTTPField(name: name, value: value)) }
 
     /// Replaces every field named `name` with one field holding `value`, where the first of them was (or at the
     /// end when there was none).
@@ -68,7 +54,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     public mutating func remove(name: String) { fields.removeAll { Self.same($0.name, name) } }
 
     /// Iterates over the fields in order.
-    public func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
+    public func makeIterator() -> IndexingIterator<[HTTPField]> { fields.makeIterator() }
 
     /// The field names, in order; values are left out on purpose.
     public var description: String { "HTTPHeaders(" + fields.map(\.name).joined(separator: ", ") + ")" }

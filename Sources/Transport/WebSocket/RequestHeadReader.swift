@@ -1,4 +1,5 @@
 import CHTTPParser
+import HTTPTypes
 
 /// The head of an HTTP/1.1 request: what a WebSocket opening handshake is.
 package struct RequestHead: Sendable, Equatable {
@@ -7,13 +8,7 @@ package struct RequestHead: Sendable, Equatable {
     /// The request target as sent (`/jmap/ws?ticket=…`).
     package var target: String
     /// The header fields in order, names as sent.
-    package var headers: [Field]
-
-    /// A header field.
-    package struct Field: Sendable, Equatable {
-        package var name: String
-        package var value: String
-    }
+    package var headers: [HTTPField]
 
     /// The target's path.
     package var path: String { String(target.prefix { $0 != "?" && $0 != "#" }) }
@@ -79,7 +74,7 @@ package final class RequestHeadReader {
                 method: String(cString: http_method_str(http_method(sfhp_method(&parser)))),
                 target: String(decoding: target, as: UTF8.self),
                 headers: fields.map {
-                    RequestHead.Field(
+                    HTTPField(
                         name: String(decoding: $0.name, as: UTF8.self), value: String(decoding: $0.value, as: UTF8.self)
                     )
                 })

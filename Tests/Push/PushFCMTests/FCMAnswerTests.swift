@@ -24,7 +24,7 @@ struct FCMAnswerTests {
         } else if status == 200 {
             body = Data(#"{"name":"projects/p/messages/1"}"#.utf8)
         }
-        var headers: [HTTP2Client.Header] = []
+        var headers: [HTTPField] = []
         if let retryAfter { headers.append(.init("retry-after", retryAfter)) }
         return HTTP2Client.Response(status: status, headers: headers, body: Array(body))
     }

@@ -22,7 +22,7 @@ final class RecordingPushResource: Sendable {
     let server: HTTP2Server
     let directory: TemporaryDirectory
     let caFile: String
-    private let state = LockedValue<(received: [Received], script: [(Int, [HTTP2Header])])>(([], []))
+    private let state = LockedValue<(received: [Received], script: [(Int, [HTTPField])])>(([], []))
 
     init() throws {
         directory = try TemporaryDirectory(prefix: "webpush-resource")
@@ -40,7 +40,7 @@ final class RecordingPushResource: Sendable {
             inlineHandler: { request in
                 var headers: [String: String] = [:]
                 for header in request.headers { headers[header.name] = header.value }
-                let next = state.withLock { state -> (Int, [HTTP2Header]) in
+                let next = state.withLock { state -> (Int, [HTTPField]) in
                     state.received.append(
                         Received(
                             path: request.path, authority: request.authority, headers: headers,
@@ -61,7 +61,7 @@ final class RecordingPushResource: Sendable {
     var received: [Received] { state.withLock { $0.received } }
 
     /// The next answers, in order (201 once they run out).
-    func script(_ answers: (Int, [HTTP2Header])...) { state.withLock { $0.script += answers } }
+    func script(_ answers: (Int, [HTTPField])...) { state.withLock { $0.script += answers } }
 }
 
 /// A browser's side of a subscription: its key pair and auth secret.
@@ -191,8 +191,8 @@ struct TestSubscription {
         defer { sender.shutdown() }
         let address = try sender.address(for: try TestSubscription().registration(endpoint: resource.origin + "/p"))
         resource.script(
-            (404, []), (410, []), (401, []), (403, []), (429, [HTTP2Header("retry-after", "7")]), (429, []),
-            (503, [HTTP2Header("retry-after", "2")]), (500, []), (413, []), (400, []), (202, []))
+            (404, []), (410, []), (401, []), (403, []), (429, [HTTPField("retry-after", "7")]), (429, []),
+            (503, [HTTPField("retry-after", "2")]), (500, []), (413, []), (400, []), (202, []))
         var outcomes: [PushOutcome] = []
         for _ in 0..<11 { outcomes.append(await sender.send(try signal(), to: address)) }
         #expect(

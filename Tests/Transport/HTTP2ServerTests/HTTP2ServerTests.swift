@@ -301,7 +301,7 @@ struct HTTP2ServerTests {
     @Test("a request value can be built directly and records a GOAWAY request")
     func requestValue() async throws {
         let request = HTTP2Request(
-            method: "POST", path: "/goaway", headers: [HTTP2Header("apns-topic", "com.example")])
+            method: "POST", path: "/goaway", headers: [HTTPField("apns-topic", "com.example")])
         #expect(request.header("APNS-Topic") == "com.example")
         #expect(request.requestedGoAway == nil)
         let response = try await testHandler(Probe())(request)

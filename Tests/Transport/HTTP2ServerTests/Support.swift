@@ -131,10 +131,10 @@ func testHandler(_ probe: Probe) -> @Sendable (HTTP2Request) async throws -> HTT
         switch path {
         case "/hello":
             return HTTP2Response(
-                status: 200, headers: [HTTP2Header("content-type", "text/plain")], body: Data("hello over h2".utf8))
+                status: 200, headers: [HTTPField("content-type", "text/plain")], body: Data("hello over h2".utf8))
         case "/echo":
             return HTTP2Response(
-                status: 200, headers: [HTTP2Header("x-body-length", String(request.body.count))], body: request.body)
+                status: 200, headers: [HTTPField("x-body-length", String(request.body.count))], body: request.body)
         case "/info":
             let info: [String: String] = [
                 "method": request.method, "path": request.path, "authority": request.authority ?? "",

@@ -63,7 +63,7 @@ import Testing
             // 407 is the standard answer; tinyproxy answers CONNECT with 401.
             #expect(
                 [
-                    HTTP2ClientError.connectionFailed("the proxy refused the tunnel: HTTP 407"),
+                    HTTPClientError.connectionFailed("the proxy refused the tunnel: HTTP 407"),
                     .connectionFailed("the proxy refused the tunnel: HTTP 401"),
                 ].contains(error))
             #expect(!"\(error)".contains("wrong-pw"))
@@ -82,7 +82,7 @@ import Testing
         #expect(try await direct.execute(.init(path: "/direct")).status == 200)
         let proxied = fixture.client(proxy: proxy)
         defer { proxied.shutdown() }
-        await #expect(throws: HTTP2ClientError.self) { try await proxied.execute(.init(path: "/direct")) }
+        await #expect(throws: HTTPClientError.self) { try await proxied.execute(.init(path: "/direct")) }
     }
 
     @Test func theAddressCheckComesFirstAndTheTunnelGoesToTheCheckedAddress() async throws {
@@ -91,7 +91,7 @@ import Testing
         let settings = try HTTP2Client.Proxy(url: "http://127.0.0.1:\(proxy.port)")
         let refusing = fixture.client(proxy: settings, host: "localhost", permitsAddress: { _ in false })
         defer { refusing.shutdown() }
-        await #expect(throws: HTTP2ClientError.connectionFailed("no address of localhost is permitted")) {
+        await #expect(throws: HTTPClientError.connectionFailed("no address of localhost is permitted")) {
             try await refusing.execute(.init(path: "/x"))
         }
         let checked = fixture.client(proxy: settings, host: "localhost", permitsAddress: { $0 == "127.0.0.1" })
@@ -107,7 +107,7 @@ import Testing
             "https://127.0.0.1:3128", "http://127.0.0.1", "http://127.0.0.1:0", "http://127.0.0.1:3128/path",
             "http://user@127.0.0.1:3128", "http://:3128", "127.0.0.1:3128",
         ] {
-            #expect(throws: HTTP2ClientError.self, "\(url)") { try HTTP2Client.Proxy(url: url) }
+            #expect(throws: HTTPClientError.self, "\(url)") { try HTTP2Client.Proxy(url: url) }
         }
         let parsed = try? HTTP2Client.Proxy(url: "http://us%40er:p%3Ass@[::1]:8080/")
         #expect(parsed?.host == "::1" && parsed?.port == 8080 && parsed?.credentials == "us@er:p:ss")

@@ -75,17 +75,17 @@ import Testing
             switch (request.method, request.path) {
             case ("GET", "/hello"):
                 return HTTP2Response(
-                    status: 200, headers: [HTTP2Header("x-route", "hello"), HTTP2Header("content-type", "text/plain")],
+                    status: 200, headers: [HTTPField("x-route", "hello"), HTTPField("content-type", "text/plain")],
                     body: Data("hello".utf8))
             case ("POST", "/echo"):
                 let marker = request.header("x-marker") ?? ""
                 return HTTP2Response(
                     status: 201,
-                    headers: [HTTP2Header("x-marker", marker), HTTP2Header("x-scheme", request.scheme ?? "")],
+                    headers: [HTTPField("x-marker", marker), HTTPField("x-scheme", request.scheme ?? "")],
                     body: request.body)
             case ("GET", "/empty"):
                 // A response that is a single HEADERS frame ending the stream, as APNs sends for 200.
-                return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", "abc")])
+                return HTTP2Response(status: 200, headers: [HTTPField("apns-id", "abc")])
             case ("GET", "/slow"):
                 concurrency.slowStarted.add(1, ordering: .relaxed)
                 try await Task.sleep(for: .seconds(3))
@@ -131,7 +131,7 @@ import Testing
                     return false
                 }))
         defer { client.shutdown() }
-        await #expect(throws: HTTP2ClientError.connectionFailed("no address of localhost is permitted")) {
+        await #expect(throws: HTTPClientError.connectionFailed("no address of localhost is permitted")) {
             try await client.execute(.init(path: "/hello"))
         }
         #expect(seen.withLock { $0 }.contains("127.0.0.1"))
@@ -250,7 +250,7 @@ import Testing
         for tls in [HTTP2Client.TLS(), HTTP2Client.TLS(caFile: fixture.otherCertificates.caCertificate)] {
             let client = fixture.client(tls: tls)
             defer { client.shutdown() }
-            let error = await #expect(throws: HTTP2ClientError.self) {
+            let error = await #expect(throws: HTTPClientError.self) {
                 try await client.execute(.init(path: "/hello"))
             }
             guard case .untrustedCertificate(let reason) = error else {
@@ -276,7 +276,7 @@ import Testing
                 configuration: .init(
                     baseURL: "https://\(host):\(server.port)", tls: .init(caFile: elsewhere.caCertificate)))
             defer { client.shutdown() }
-            let error = await #expect(throws: HTTP2ClientError.self) { try await client.execute(.init(path: "/")) }
+            let error = await #expect(throws: HTTPClientError.self) { try await client.execute(.init(path: "/")) }
             guard case .untrustedCertificate(let reason) = error else {
                 Issue.record("expected untrustedCertificate for \(host), got \(String(describing: error))")
                 continue
@@ -300,14 +300,14 @@ import Testing
             tls: .init(
                 caFile: fixture.certificates.caCertificate, pinnedPublicKeys: [fixture.otherCertificates.serverPin]))
         defer { mismatched.shutdown() }
-        await #expect(throws: HTTP2ClientError.pinMismatch) { try await mismatched.execute(.init(path: "/hello")) }
+        await #expect(throws: HTTPClientError.pinMismatch) { try await mismatched.execute(.init(path: "/hello")) }
     }
 
     @Test func unusableCAFileIsATLSFailure() async throws {
         let fixture = try Fixture()
         let client = fixture.client(tls: .init(caFile: fixture.directory.path("missing.pem")))
         defer { client.shutdown() }
-        let error = await #expect(throws: HTTP2ClientError.self) { try await client.execute(.init(path: "/hello")) }
+        let error = await #expect(throws: HTTPClientError.self) { try await client.execute(.init(path: "/hello")) }
         guard case .tlsFailure(let reason) = error else {
             Issue.record("expected tlsFailure, got \(String(describing: error))")
             return
@@ -321,7 +321,7 @@ import Testing
             configuration: .init(baseURL: "http://127.0.0.1:\(port)", requestTimeout: .seconds(20)))
         defer { client.shutdown() }
         // The request fails with the connection (not with its 20 s timeout, which would be `.timeout`).
-        let error = await #expect(throws: HTTP2ClientError.self) {
+        let error = await #expect(throws: HTTPClientError.self) {
             try await client.execute(.init(path: "/"))
         }
         guard case .connectionFailed = error else {
@@ -334,7 +334,7 @@ import Testing
         let fixture = try Fixture()
         let client = fixture.client()
         defer { client.shutdown() }
-        await #expect(throws: HTTP2ClientError.timeout) {
+        await #expect(throws: HTTPClientError.timeout) {
             try await client.execute(.init(path: "/slow", timeout: .milliseconds(300)))
         }
         #expect(try await client.execute(.init(path: "/hello")).status == 200)
@@ -348,7 +348,7 @@ import Testing
         let task = Task { try await client.execute(.init(path: "/slow")) }
         #expect(await eventually { fixture.slowRequestArrived })
         task.cancel()
-        await #expect(throws: HTTP2ClientError.cancelled) { try await task.value }
+        await #expect(throws: HTTPClientError.cancelled) { try await task.value }
         #expect(try await client.execute(.init(path: "/hello")).status == 200)
     }
 
@@ -356,7 +356,7 @@ import Testing
         let fixture = try Fixture()
         let client = fixture.client(maximumResponseBodySize: 100_000)
         defer { client.shutdown() }
-        await #expect(throws: HTTP2ClientError.responseTooLarge(limit: 100_000)) {
+        await #expect(throws: HTTPClientError.responseTooLarge(limit: 100_000)) {
             try await client.execute(.init(path: "/big"))
         }
         #expect(try await client.execute(.init(path: "/hello")).status == 200)
@@ -378,7 +378,7 @@ import Testing
             .init(method: "GE T", path: "/hello"),
         ]
         for request in bad {
-            let error = await #expect(throws: HTTP2ClientError.self) { try await client.execute(request) }
+            let error = await #expect(throws: HTTPClientError.self) { try await client.execute(request) }
             guard case .invalidRequest(let reason) = error else {
                 Issue.record("expected invalidRequest, got \(String(describing: error))")
                 continue
@@ -388,7 +388,7 @@ import Testing
         #expect(fixture.server.metrics.streamsServed == 0)
         let badURL = HTTP2Client(configuration: .init(baseURL: "ftp://example.com"))
         defer { badURL.shutdown() }
-        await #expect(throws: HTTP2ClientError.self) { try await badURL.execute(.init(path: "/")) }
+        await #expect(throws: HTTPClientError.self) { try await badURL.execute(.init(path: "/")) }
     }
 
     @Test func goAwayMovesLaterRequestsToANewConnection() async throws {
@@ -436,7 +436,7 @@ import Testing
         let client = HTTP2Client(
             configuration: .init(baseURL: "http://127.0.0.1:\(port)", requestTimeout: .seconds(10)))
         defer { client.shutdown() }
-        let error = await #expect(throws: HTTP2ClientError.self) { try await client.execute(.init(path: "/")) }
+        let error = await #expect(throws: HTTPClientError.self) { try await client.execute(.init(path: "/")) }
         switch error {
         case .connectionLost?, .connectionFailed?: break
         default: Issue.record("expected connectionLost, got \(String(describing: error))")
@@ -449,7 +449,7 @@ import Testing
         let pending = Task { try await client.execute(.init(path: "/slow")) }
         #expect(await eventually { fixture.slowRequestArrived })
         client.shutdown()
-        await #expect(throws: HTTP2ClientError.shutdown) { try await pending.value }
-        await #expect(throws: HTTP2ClientError.shutdown) { try await client.execute(.init(path: "/hello")) }
+        await #expect(throws: HTTPClientError.shutdown) { try await pending.value }
+        await #expect(throws: HTTPClientError.shutdown) { try await client.execute(.init(path: "/hello")) }
     }
 }

@@ -1,16 +1,19 @@
-/// Why an ``HTTP2Client`` request failed.
+/// Why a request failed, whichever client sent it: HTTPClient (libcurl, HTTP/1.1 and HTTP/2) or HTTP2Client
+/// (nghttp2). The cases that only one of them meets say so.
 ///
 /// Messages name hosts, ports and TLS details, never request or response bodies nor header values.
-public enum HTTP2ClientError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum HTTPClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The request or the client's configuration is unusable (a bad URL, path or header); the text says why.
     case invalidRequest(String)
     /// No connection could be made: name resolution failed, or the peer refused or did not answer.
     case connectionFailed(String)
-    /// The connection broke while the request was in flight, or the peer spoke invalid HTTP/2.
+    /// The connection broke while the request was in flight, or the peer answered with something that is not valid
+    /// HTTP.
     case connectionLost(String)
-    /// The server sent GOAWAY and did not process the request (it was already retried once on a new connection).
+    /// HTTP/2: the server sent GOAWAY and did not process the request (HTTP2Client has already retried it once on a
+    /// new connection).
     case goAway(errorCode: UInt32)
-    /// The server reset the request's stream with this HTTP/2 error code.
+    /// HTTP/2: the server reset the request's stream with this error code.
     case streamReset(errorCode: UInt32)
     /// The server's certificate is not trusted by the configured CA, or does not match the host name.
     case untrustedCertificate(String)
@@ -18,17 +21,20 @@ public enum HTTP2ClientError: Error, Sendable, Equatable, CustomStringConvertibl
     case pinMismatch
     /// The TLS handshake or TLS configuration failed for another reason (bad client certificate, CA file…).
     case tlsFailure(String)
-    /// The server completed the handshake without selecting `h2` by ALPN: it does not speak HTTP/2 (an HTTP/1.1-only
-    /// server). A caller that can speak HTTP/1.1 may go on that way.
+    /// HTTP2Client: the server completed the handshake without selecting `h2` by ALPN, so it does not speak HTTP/2
+    /// (an HTTP/1.1-only server). A caller that can speak HTTP/1.1 may go on that way.
     case http2NotOffered
     /// The connect timeout or the request's timeout expired.
     case timeout
-    /// The calling task was cancelled.
+    /// The request was abandoned before it finished: the calling task was cancelled, or a streamed response was
+    /// dropped.
     case cancelled
-    /// The response body grew past ``HTTP2Client/Configuration/maximumResponseBodySize``.
+    /// The response body grew past the client's `maximumResponseBodySize`.
     case responseTooLarge(limit: Int)
     /// The client was shut down before the request finished.
     case shutdown
+    /// HTTPClient: any other libcurl failure, its `CURLcode` and message.
+    case curl(code: Int, message: String)
 
     /// A one-line explanation that is safe to log.
     public var description: String {
@@ -45,7 +51,8 @@ public enum HTTP2ClientError: Error, Sendable, Equatable, CustomStringConvertibl
         case .timeout: "request timed out"
         case .cancelled: "request cancelled"
         case .responseTooLarge(let limit): "response body larger than \(limit) bytes"
-        case .shutdown: "HTTP/2 client was shut down"
+        case .shutdown: "HTTP client was shut down"
+        case .curl(let code, let message): "libcurl error \(code): \(message)"
         }
     }
 }
