@@ -88,6 +88,10 @@ public final class SignalDispatcher: Sendable {
         continuation?.resume()
     }
 
+    /// Whether the loop is asleep: waiting for a wake-up or for its timer, with nothing claimed. A test that must
+    /// know the loop went to sleep before it makes a change waits for this, not for a length of time.
+    package var isAsleep: Bool { wakeup.withLock { $0.continuation != nil } }
+
     private func sleep(seconds: Double) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let generation = wakeup.withLock { state -> Int? in

@@ -88,10 +88,9 @@ struct SignalDispatcherTests {
                 return f.service.sent.count == 1 && depth == 0
             })
         // The token is spent: the next change is due in a second (on the store's clock), and the outbox was empty
-        // when the dispatcher went to sleep for its idle check. Nothing shows when it has gone to sleep, so this one
-        // wait is for time: without it the change could come while the dispatcher is still awake, which passes
-        // without testing the wake-up.
-        try await Task.sleep(for: .milliseconds(100))
+        // when the dispatcher went to sleep for its idle check. The change comes once it sleeps: a change made while
+        // it is still awake would pass without testing the wake-up.
+        #expect(await eventually { f.dispatcher.isAsleep })
         _ = try await f.deliver()
         f.clock.advance(by: 1)
         #expect(await eventually { f.service.sent.count == 2 }, "the paced signal waited for the idle check")
