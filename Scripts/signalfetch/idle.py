@@ -259,15 +259,17 @@ class HolderProcess(LineProcess):
         self.source = source
 
 
-class IdleConnections:
-    """Up to `capacity` idle TLS connections to 127.0.0.1:`port`, spread evenly over holder processes (PROCESSES, or
-    more to keep each within PER_PROCESS), the first connecting from 127.0.0.`first_source`, the next from the address
-    after it, and so on."""
+def holder_count(capacity):
+    """How many holder processes `capacity` connections are spread over: PROCESSES, or more to keep each within
+    PER_PROCESS."""
+    return max(1, min(PROCESSES, capacity), math.ceil(capacity / PER_PROCESS))
 
-    def __init__(self, port, ca, capacity, workdir, first_source=2, label="idle"):
-        count = max(1, min(PROCESSES, capacity), math.ceil(capacity / PER_PROCESS))
-        self.holders = [HolderProcess(f"{label}-holder-{i}", "127.0.0.1", port, ca, f"127.0.0.{first_source + i}",
-                                      workdir) for i in range(count)]
+
+class Holders:
+    """Holder processes that work at the same time, each asked its own command."""
+
+    def __init__(self, holders):
+        self.holders = holders
         self.held = 0
 
     def ask(self, commands):
@@ -276,14 +278,8 @@ class IdleConnections:
             holder.send(command)
         return [holder.answer() for holder in self.holders]
 
-    def open_to(self, total, timeout=60):
-        """Opens connections until `total` are held (new ones spread evenly); {"opened", "failed", "errors",
-        "seconds": wall time from the first connect to the last answer}."""
-        more = max(0, total - self.held)
-        n = len(self.holders)
-        start = time.monotonic()
-        answers = self.ask([{"open": more // n + (1 if i < more % n else 0), "timeout": timeout} for i in range(n)])
-        seconds = time.monotonic() - start
+    def opened(self, answers, seconds):
+        """The holders' answers to an open, summed: {"opened", "failed", "errors", "seconds": `seconds`}."""
         self.held = sum(a["held"] for a in answers)
         errors = {}
         for a in answers:
@@ -291,6 +287,29 @@ class IdleConnections:
                 errors[key] = errors.get(key, 0) + value
         return {"opened": sum(a["opened"] for a in answers), "failed": sum(a["failed"] for a in answers),
                 "errors": errors, "seconds": seconds}
+
+    def close(self):
+        for holder in self.holders:
+            holder.stop()
+
+
+class IdleConnections(Holders):
+    """Up to `capacity` idle TLS connections to 127.0.0.1:`port`, spread evenly over holder processes
+    (``holder_count``), the first connecting from 127.0.0.`first_source`, the next from the address after it, and so
+    on."""
+
+    def __init__(self, port, ca, capacity, workdir, first_source=2, label="idle"):
+        super().__init__([HolderProcess(f"{label}-holder-{i}", "127.0.0.1", port, ca, f"127.0.0.{first_source + i}",
+                                        workdir) for i in range(holder_count(capacity))])
+
+    def open_to(self, total, timeout=60):
+        """Opens connections until `total` are held (new ones spread evenly); {"opened", "failed", "errors",
+        "seconds": wall time from the first connect to the last answer}."""
+        more = max(0, total - self.held)
+        n = len(self.holders)
+        start = time.monotonic()
+        answers = self.ask([{"open": more // n + (1 if i < more % n else 0), "timeout": timeout} for i in range(n)])
+        return self.opened(answers, time.monotonic() - start)
 
     def check(self):
         """{"open", "closed"} over every holder, looked at without blocking."""
@@ -305,9 +324,6 @@ class IdleConnections:
         return {"open": sum(a["open"] for a in answers), "closed": sum(a["closed"] for a in answers),
                 "last": max(lasts) if lasts else None}
 
-    def close(self):
-        for holder in self.holders:
-            holder.stop()
 
 
 if __name__ == "__main__":

@@ -17,12 +17,10 @@ A holder reads JSON commands on its standard input and answers each with one JSO
                                        of its stream's first one, or null], "closed"}
 
 It stops at the end of its input (closing what it holds). Standard library only."""
-import errno, json, math, os, resource, selectors, signal, socket, ssl, struct, sys, time
+import json, os, resource, selectors, signal, socket, ssl, struct, sys, time
 
-from .idle import CONCURRENCY, Handshake, LineProcess, reason
+from .idle import CONCURRENCY, Handshake, Holders, LineProcess, holder_count, reason
 
-PER_PROCESS = 5000
-PROCESSES = 4
 READ_BYTES = 16384
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 CMSG_SPACE = socket.CMSG_SPACE(16)
@@ -277,22 +275,15 @@ def undeal(batches, per_holder):
     return result
 
 
-class EventStreams:
-    """Event streams to 127.0.0.1:`port`, `path`, spread evenly over holder processes (PROCESSES, or more to keep each
-    within PER_PROCESS for `capacity`), from 127.0.0.`first_source` onwards."""
+class EventStreams(Holders):
+    """Event streams to 127.0.0.1:`port`, `path`, spread evenly over holder processes (``idle.holder_count`` for
+    `capacity`), from 127.0.0.`first_source` onwards."""
 
     def __init__(self, port, ca, path, capacity, workdir, first_source=2, label="streams"):
-        count = max(1, min(PROCESSES, capacity), math.ceil(capacity / PER_PROCESS))
-        self.holders = [LineProcess(f"{label}-holder-{i}", workdir, "signalfetch.streams",
-                                    ["127.0.0.1", str(port), ca, f"127.0.0.{first_source + i}", path])
-                        for i in range(count)]
-        self.held = 0
+        super().__init__([LineProcess(f"{label}-holder-{i}", workdir, "signalfetch.streams",
+                                      ["127.0.0.1", str(port), ca, f"127.0.0.{first_source + i}", path])
+                          for i in range(holder_count(capacity))])
         self.batches = []  # the token lists given to `open`
-
-    def ask(self, commands):
-        for holder, command in zip(self.holders, commands):
-            holder.send(command)
-        return [holder.answer() for holder in self.holders]
 
     def open(self, tokens, timeout=300):
         """One more stream per token, dealt round the holders; {"opened", "failed", "errors", "seconds"}."""
@@ -300,13 +291,7 @@ class EventStreams:
         start = time.monotonic()
         self.batches.append(list(tokens))
         answers = self.ask([{"open": tokens[i::n], "timeout": timeout} for i in range(n)])
-        self.held = sum(a["held"] for a in answers)
-        errors = {}
-        for a in answers:
-            for key, value in a["errors"].items():
-                errors[key] = errors.get(key, 0) + value
-        return {"opened": sum(a["opened"] for a in answers), "failed": sum(a["failed"] for a in answers),
-                "errors": errors, "seconds": time.monotonic() - start}
+        return self.opened(answers, time.monotonic() - start)
 
     def arm(self):
         return sum(a["armed"] for a in self.ask([{"arm": True}] * len(self.holders)))
@@ -317,9 +302,6 @@ class EventStreams:
         answers = self.ask([{"await": timeout}] * len(self.holders))
         return undeal([len(b) for b in self.batches], [a["times"] for a in answers]), sum(a["closed"] for a in answers)
 
-    def close(self):
-        for holder in self.holders:
-            holder.stop()
 
 
 if __name__ == "__main__":
