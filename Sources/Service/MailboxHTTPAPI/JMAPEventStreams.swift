@@ -104,6 +104,7 @@ package final class JMAPEventStreams: Sendable {
         return stream
     }
 
+    /// An event's id: the account's state when it was sent, which `Last-Event-ID` names back.
     private func eventID(_ modseq: Int64) -> String { SyncState(epoch: epoch, modseq: modseq).description }
 
     private func register(_ stream: Stream, accountID: Int64) -> Int {
@@ -251,15 +252,16 @@ package final class JMAPEventStreams: Sendable {
         state.pinger = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1) / Int(Self.slotsPerSecond))
-                self?.ping()
+                guard self?.ping() == true else { return }
             }
         }
     }
 
-    /// Writes a ping to each stream whose ping is due, and schedules its next.
-    private func ping() {
+    /// Writes a ping to each stream whose ping is due, and schedules its next. Returns false, and the timer ends,
+    /// once no ping is scheduled (the next stream that asks for pings starts it again).
+    private func ping() -> Bool {
         let now = slot()
-        let due = state.withLock { state -> [(EventStream, Int)] in
+        let due = state.withLock { state -> [(EventStream, Int)]? in
             var due: [(EventStream, Int)] = []
             for key in state.pings.keys where key <= now {
                 for (accountID, id) in state.pings.removeValue(forKey: key) ?? [] {
@@ -269,8 +271,14 @@ package final class JMAPEventStreams: Sendable {
                     due.append((stream.stream, interval))
                 }
             }
+            if state.pings.isEmpty {
+                state.pinger = nil
+                return nil
+            }
             return due
         }
+        guard let due else { return false }
         for (stream, interval) in due { stream.send(event: "ping", data: "{\"interval\":\(interval)}") }
+        return true
     }
 }
