@@ -50,6 +50,15 @@ def latency_row(benchmark, title, samples, goal_p99, finding, **details):
     return row
 
 
+def missed_events(row, missing, what):
+    """Marks a latency row missed when `missing` of its events never came: `what` names them ("(stream, round)
+    pairs heard no state event")."""
+    if missing:
+        row["met"] = False
+        row["finding"] = (row.get("finding", "") + f" {missing} {what}.").strip()
+    return row
+
+
 def emit(record):
     print(json.dumps(record), flush=True)
 

@@ -45,7 +45,7 @@ import time
 from .. import SCRIPTS, harness, log
 from ..measure import latency_summary, process_cpu, thread_activity, thread_activity_delta
 from ..idle import LineProcess
-from ..report import emit, latency_row, paired
+from ..report import emit, latency_row, missed_events, paired
 from .imap import CMSG_SPACE, SO_TIMESTAMPNS, Conn, gather_limited
 
 CORE, MAIL = "urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"
@@ -872,11 +872,7 @@ def fanout(env, small=100, large=1000):
             f"StateChange built, a hop through the cooperative pool for the shared state read, a TLS record, a "
             f"send); the {WORKERS} client processes take {many['workers_cpu_ms_per_delivery']} ms of CPU a delivery "
             f"on the same cores.")
-    if many["missing"]:
-        row["met"] = False
-        row["finding"] = (row.get("finding", "") + f" {many['missing']} (socket, delivery) pairs never heard their "
-                          "StateChange.").strip()
-    return row
+    return missed_events(row, many["missing"], "(socket, delivery) pairs never heard their StateChange")
 
 
 def run(env):

@@ -26,7 +26,7 @@ import time
 
 from .. import log
 from ..measure import latency_summary, process_cpu, rss_kb
-from ..report import emit, latency_row
+from ..report import emit, latency_row, missed_events
 from ..streams import CMSG_SPACE, SO_TIMESTAMPNS, EventStreams
 
 PATH = "/jmap/eventsource?types=*&closeafter=no&ping=30"
@@ -194,11 +194,7 @@ def row(name, title, samples, figures):
     result = latency_row(name, title, samples, GOAL_P99_MS, f"Event-stream fan-out ({figures['streams']:,} streams of "
                          f"{figures['accounts']:,} accounts):", **{k: v for k, v in figures.items()
                                                                    if not k.endswith("_ms") and k != "samples"})
-    if figures["missing"]:
-        result["met"] = False
-        result["finding"] = (result.get("finding", "") + f" {figures['missing']} (stream, round) pairs heard no "
-                             "state event.").strip()
-    return result
+    return missed_events(result, figures["missing"], "(stream, round) pairs heard no state event")
 
 
 def run(env):
