@@ -396,7 +396,7 @@ def jmap_setup(cluster, user):
 
 def roundtrips(env):
     """WebSocket ÷ HTTPS round trips/s, every side in each round, the order rotating; the row."""
-    rounds, count = env.by_mode(5, 7), env.by_mode(400, 1500)
+    rounds, count = env.by_mode(5, 7), env.by_mode(1500, 3000)
     cluster = env.topology("jmap-ws-roundtrips")
     try:
         cluster.add_accounts(["rt"])

@@ -20,6 +20,11 @@ public enum JSONValue: Sendable, Equatable {
         JSONReader.read(Array(data), maximumDepth: maximumDepth)
     }
 
+    /// Parses JSON text given as UTF-8 bytes, as the `Data` form does, without copying them first.
+    public static func parse(_ bytes: [UInt8]) -> JSONValue? {
+        JSONReader.read(bytes, maximumDepth: maximumDepth)
+    }
+
     /// Parses JSON text (RFC 8259); `nil` when it is not JSON or nests deeper than ``maximumDepth``.
     public static func parse(_ text: String) -> JSONValue? {
         JSONReader.read(Array(text.utf8), maximumDepth: maximumDepth)

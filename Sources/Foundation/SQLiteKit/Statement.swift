@@ -29,10 +29,16 @@ public final class Statement {
     /// The number of result columns.
     public var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
-    /// The result column names.
+    /// The result column names: read once, and again only when their number changed (a schema change that SQLite
+    /// prepared the statement again for), not for every query.
     public var columnNames: [String] {
-        (0..<sqlite3_column_count(handle)).map { String(cString: sqlite3_column_name(handle, $0)) }
+        let count = sqlite3_column_count(handle)
+        if let names = knownColumnNames, names.count == count { return names }
+        let names = (0..<count).map { String(cString: sqlite3_column_name(handle, $0)) }
+        knownColumnNames = names
+        return names
     }
+    private var knownColumnNames: [String]?
 
     /// Resets the statement and binds `values` to its parameters, in order.
     public func bind(_ values: [any SQLBindable]) throws {

@@ -74,12 +74,12 @@ extension MethodContext {
         let since = try sinceModseq(arguments)
         let limit = try maxChanges(arguments)
         let changes = try await storeCall {
-            try await store.changes(accountID: account.id, since: since, maxChanges: limit)
+            try await store.changedIDs(accountID: account.id, since: since, maxChanges: limit)
         }
         return [
             "accountId": .string(account.jmapID), "oldState": .string(state(changes.oldState.modseq)),
             "newState": .string(state(changes.newState.modseq)), "hasMoreChanges": .bool(changes.hasMore),
-            "created": .strings(changes.created.map(\.id)), "updated": .strings(changes.updated.map(\.id)),
+            "created": .strings(changes.created), "updated": .strings(changes.updated),
             "destroyed": .strings(changes.destroyed),
         ]
     }

@@ -205,10 +205,15 @@ public struct JMAPServer: Sendable {
     /// The Session's state: it changes only when what the Session says changes (its account, its URLs, this build's
     /// limits).
     func sessionState(account: JMAPAccount, baseURL: String) -> String {
+        // FNV-1a over "ID USERNAME BASEURL KEY PORT 1", part by part: every answer carries it, so no string is
+        // built for it.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         let key = push == nil ? "" : applicationServerKey ?? ""
-        for byte in "\(account.id) \(account.username) \(baseURL) \(key) \(webSocketPort ?? 0) 1".utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        for (index, part) in [String(account.id), account.username, baseURL, key, String(webSocketPort ?? 0), "1"]
+            .enumerated()
+        {
+            if index > 0 { hash = (hash ^ 0x20) &* 0x100_0000_01b3 }
+            for byte in part.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         }
         return String(hash, radix: 16)
     }
@@ -258,8 +263,9 @@ public struct JMAPServer: Sendable {
         // The calls run where the store's reads are calls (no hop when the caller's task already prefers it).
         let responses = await withTaskExecutorPreference(store.readExecutor) {
             var responses: [(name: String, arguments: JSONValue, callID: String)] = []
+            let using = Set(request.using)
             for call in request.calls {
-                let context = MethodContext(server: self, account: account, using: Set(request.using))
+                let context = MethodContext(server: self, account: account, using: using)
                 let answered: [(String, JSONValue)]
                 do {
                     let arguments = try ResultReferences.resolve(call.arguments, against: responses)

@@ -13,7 +13,7 @@ public enum JMAPWebSocketMessage: Sendable, Equatable {
 
     /// Reads one text message; the RequestError to answer when it is not one of the three.
     public static func parse(_ text: [UInt8]) -> Result<JMAPWebSocketMessage, JMAPWebSocketError> {
-        guard let value = JSONValue.parse(Data(text)) else {
+        guard let value = JSONValue.parse(text) else {
             return .failure(
                 JMAPWebSocketError(
                     requestID: nil,

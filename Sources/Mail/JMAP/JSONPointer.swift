@@ -18,7 +18,7 @@ enum JSONPointer {
         guard pointer.hasPrefix("/") else { return nil }
         let tokens = pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map { token in
             // `~1` then `~0`, in that order (RFC 6901 §4); most tokens have neither.
-            token.contains("~")
+            token.contains { $0 == "~" }
                 ? token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
                 : String(token)
         }

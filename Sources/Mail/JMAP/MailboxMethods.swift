@@ -277,14 +277,14 @@ extension MethodContext {
         let limit = try maxChanges(arguments)
         let counters = try await storeCall { try await store.changeCounters(accountID: account.id) }
         let changes = try await storeCall {
-            try await store.changes(accountID: account.id, since: since, maxChanges: limit)
+            try await store.changedIDs(accountID: account.id, since: since, maxChanges: limit)
         }
         // A thread changes when its email arrives or goes; a flag or a move is no change to the thread.
         let newState = changes.hasMore ? changes.newState.modseq : max(counters.membershipModseq, since.modseq)
         return [
             "accountId": .string(account.jmapID), "oldState": .string(state(since.modseq)),
             "newState": .string(state(newState)), "hasMoreChanges": .bool(changes.hasMore),
-            "created": .strings(changes.created.map { Self.threadID($0.id) }), "updated": [],
+            "created": .strings(changes.created.map(Self.threadID)), "updated": [],
             "destroyed": .strings(changes.destroyed.map(Self.threadID)),
         ]
     }

@@ -27,6 +27,25 @@ extension MailboxStore {
     /// Throws `.cannotCalculateChanges` when `since` is from another store, older than the account's horizon
     /// (its tombstones were discarded) or newer than the account: the client must resynchronize fully.
     public func changes(accountID: Int64, since: SyncState, maxChanges: Int = 500) async throws -> Changes {
+        try await changePage(
+            accountID: accountID, since: since, maxChanges: maxChanges,
+            from: "\(Self.messageColumns), m.created_modseq FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id",
+            item: Self.message(from:))
+    }
+
+    /// The ids of what changed, as ``changes(accountID:since:maxChanges:)`` pages them: no message is read whole.
+    public func changedIDs(accountID: Int64, since: SyncState, maxChanges: Int = 500) async throws -> ChangedIDs {
+        try await changePage(
+            accountID: accountID, since: since, maxChanges: maxChanges,
+            from: "m.public_id, m.modseq, m.created_modseq FROM messages m", item: { try $0.string("public_id") })
+    }
+
+    /// A page of changes with each changed message read by `item` from a row of `SELECT <from>` (which names the
+    /// messages `m` and holds `m.modseq` and `m.created_modseq`).
+    private func changePage<Item: Sendable>(
+        accountID: Int64, since: SyncState, maxChanges: Int, from: String,
+        item: @escaping @Sendable (Row) throws -> Item
+    ) async throws -> ChangePage<Item> {
         guard since.epoch == epoch else { throw MailboxStoreError.cannotCalculateChanges }
         let limit = max(1, min(maxChanges, 5000))
         return try await read { db in
@@ -40,18 +59,15 @@ extension MailboxStore {
             // Every message change and every destruction has its own modseq, so merging the two logs by
             // modseq and cutting at `limit` gives an exact page boundary.
             let messages = try db.query(
-                """
-                SELECT \(Self.messageColumns), m.created_modseq FROM messages m
-                JOIN mailboxes b ON b.id = m.mailbox_id
-                WHERE m.account_id = ? AND m.modseq > ? ORDER BY m.modseq LIMIT ?
-                """, accountID, since.modseq, limit + 1)
+                "SELECT \(from) WHERE m.account_id = ? AND m.modseq > ? ORDER BY m.modseq LIMIT ?", accountID,
+                since.modseq, limit + 1)
             let tombstones = try db.query(
                 """
                 SELECT public_id, created_modseq, modseq FROM tombstones
                 WHERE account_id = ? AND modseq > ? ORDER BY modseq LIMIT ?
                 """, accountID, since.modseq, limit + 1)
-            var created: [MessageRecord] = []
-            var updated: [MessageRecord] = []
+            var created: [Item] = []
+            var updated: [Item] = []
             var destroyed: [String] = []
             var m = 0
             var t = 0
@@ -61,7 +77,7 @@ extension MailboxStore {
                 let messageModseq = m < messages.count ? try messages[m].int64("modseq") : Int64.max
                 let tombstoneModseq = t < tombstones.count ? try tombstones[t].int64("modseq") : Int64.max
                 if messageModseq < tombstoneModseq {
-                    let record = try Self.message(from: messages[m])
+                    let record = try item(messages[m])
                     if try messages[m].int64("created_modseq") > since.modseq {
                         created.append(record)
                     } else {
@@ -80,7 +96,7 @@ extension MailboxStore {
                 taken += 1
             }
             let hasMore = m < messages.count || t < tombstones.count
-            return Changes(
+            return ChangePage(
                 oldState: since, newState: self.state(hasMore ? last : current), hasMore: hasMore, created: created,
                 updated: updated, destroyed: destroyed)
         }

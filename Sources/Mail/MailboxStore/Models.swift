@@ -382,8 +382,8 @@ public struct DeviceRecord: Sendable, Equatable {
     public var registeredAt: Double
 }
 
-/// One page of changes since a state.
-public struct Changes: Sendable, Equatable {
+/// One page of changes since a state: the messages themselves (``Changes``) or their ids (``ChangedIDs``).
+public struct ChangePage<Item: Sendable>: Sendable {
     /// The state the changes start from.
     public var oldState: SyncState
     /// The state after applying this page.
@@ -391,12 +391,20 @@ public struct Changes: Sendable, Equatable {
     /// Whether more changes follow (ask again from `newState`).
     public var hasMore: Bool
     /// Messages created since `oldState` (and still present).
-    public var created: [MessageRecord]
+    public var created: [Item]
     /// Messages that existed at `oldState` and changed since.
-    public var updated: [MessageRecord]
+    public var updated: [Item]
     /// Identifiers of messages destroyed since `oldState`.
     public var destroyed: [String]
 }
+
+extension ChangePage: Equatable where Item: Equatable {}
+
+/// One page of changes, the messages whole: what a device's sync fetches.
+public typealias Changes = ChangePage<MessageRecord>
+
+/// One page of changes, the messages' ids only: what JMAP's `/changes` methods answer.
+public typealias ChangedIDs = ChangePage<String>
 
 /// One page of a full listing.
 public struct MessagePage: Sendable, Equatable {

@@ -18,9 +18,9 @@ public struct SyncState: Sendable, Hashable, CustomStringConvertible, Codable {
     /// (no leading zeros in the modseq), so each state has exactly one string.
     public init?(parsing text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[0].count == 16,
+        guard parts.count == 2, parts[0].utf8.count == 16,
             parts[0].utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
-            parts[1].count <= 19, parts[1].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), !parts[1].isEmpty,
+            parts[1].utf8.count <= 19, parts[1].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), !parts[1].isEmpty,
             parts[1] == "0" || parts[1].first != "0", let modseq = Int64(parts[1])
         else { return nil }
         self.epoch = String(parts[0])

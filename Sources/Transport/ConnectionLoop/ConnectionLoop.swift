@@ -138,7 +138,6 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             throw LoopSetupError(reason: error.reason)
         }
         guard poller.add(listener, tag: Self.listenerTag, events: EPOLLIN.rawValue) else {
-            poller.closeWake()
             throw LoopSetupError(reason: "epoll_ctl: \(String(cString: strerror(errno)))")
         }
         _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL, 0) | O_NONBLOCK)
@@ -166,11 +165,13 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     package func notify(_ id: UInt64, _ event: Session.Event) { post(.event(id, event)) }
 
     private func post(_ message: Message) {
-        inbox.withLock { inbox in
-            guard inbox.open else { return }
+        let first = inbox.withLock { inbox in
+            guard inbox.open else { return false }
             inbox.messages.append(message)
-            if inbox.messages.count == 1 { poller.wake() }
+            return inbox.messages.count == 1
         }
+        // Woken after the lock is let go: the loop takes it at once to read the inbox.
+        if first { poller.wake() }
     }
 
     /// Asks the loop to close every connection and return from ``run()`` once the backend answered what it holds.
@@ -188,7 +189,6 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
             guard inbox.open else { return }
             inbox.open = false
             inbox.messages = []
-            poller.closeWake()
         }
     }
 

@@ -12,10 +12,11 @@ package struct PollerSetupError: Error, Sendable {
 /// and after ``wait(timeoutMilliseconds:)`` ``ready(_:)`` hands back the tags that are ready, with their events;
 /// the eventfd is registered under ``wakeTag``.
 ///
-/// Thread-safety: ``wake()`` may be called from any thread until ``closeWake()``. The loops call both while holding
-/// their inbox's lock and close the eventfd only once, marking the inbox closed under that same lock, so a wake never
-/// writes to a closed (or reused) descriptor. Everything else is called on the loop's thread only.
-package final class Poller: @unchecked Sendable {  // see above: the inbox lock orders wake() and closeWake()
+/// Thread-safety: ``wake()`` may be called from any thread that holds the poller: both descriptors are closed only
+/// when it goes, so a wake never writes to a closed (or reused) descriptor, and a loop's posters need not wake it
+/// under their inbox's lock (where the woken loop would wait for them). Everything else is called on the loop's thread
+/// only.
+package final class Poller: @unchecked Sendable {  // see above: the descriptors live as long as the poller
     /// The tag the wake-up eventfd is registered under.
     package static let wakeTag = UInt64.max
 
@@ -39,12 +40,15 @@ package final class Poller: @unchecked Sendable {  // see above: the inbox lock 
         events = [epoll_event](repeating: epoll_event(), count: capacity)
         guard add(wakeFD, tag: Self.wakeTag, events: EPOLLIN.rawValue) else {
             let reason = String(cString: strerror(errno))
-            close(wakeFD)  // epollFD is closed by deinit, which runs because every property is set
+            // Both are closed by deinit, which runs because every property is set.
             throw PollerSetupError(reason: "epoll_ctl: \(reason)")
         }
     }
 
-    deinit { close(epollFD) }
+    deinit {
+        close(wakeFD)
+        close(epollFD)
+    }
 
     /// Watches `fd` for `events` (`EPOLLIN`, `EPOLLOUT`, …), reported under `tag`; false when epoll refuses.
     @discardableResult
@@ -79,7 +83,7 @@ package final class Poller: @unchecked Sendable {  // see above: the inbox lock 
     /// The `index`th ready descriptor of the last wait: its tag and its events.
     package func ready(_ index: Int) -> (tag: UInt64, events: UInt32) { (events[index].data.u64, events[index].events) }
 
-    /// Makes the next (or current) wait return with ``wakeTag`` ready. Any thread, until ``closeWake()``.
+    /// Makes the next (or current) wait return with ``wakeTag`` ready. Any thread.
     package func wake() {
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
@@ -90,7 +94,4 @@ package final class Poller: @unchecked Sendable {  // see above: the inbox lock 
         var value: UInt64 = 0
         _ = read(wakeFD, &value, 8)
     }
-
-    /// Closes the eventfd: call once, under the lock that orders it after every ``wake()``.
-    package func closeWake() { close(wakeFD) }
 }

@@ -74,12 +74,6 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
     }
 
     deinit {
-        inbox.withLock { inbox in
-            if inbox.open {
-                inbox.open = false
-                poller.closeWake()
-            }
-        }
         nghttp2_session_callbacks_del(callbacks)
         readBuffer.deallocate()
         plaintextBuffer.deallocate()
@@ -312,7 +306,6 @@ final class ClientLoop: @unchecked Sendable {  // see above: I/O-thread confinem
         failQueue(with: .shutdown)
         let leftovers = inbox.withLock { inbox -> [PendingRequest] in
             inbox.open = false
-            poller.closeWake()
             defer { inbox.submitted = [] }
             return inbox.submitted
         }

@@ -80,7 +80,6 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         guard poller.add(listener.fd, tag: EventLoop.listenerTag, events: EPOLLIN.rawValue) else {
             let reason = String(cString: strerror(errno))
             nghttp2_session_callbacks_del(callbacks)
-            poller.closeWake()
             throw .setupFailed(reason: "epoll_ctl: \(reason)")
         }
         self.configuration = configuration
@@ -99,12 +98,6 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
 
     deinit {
         if listenFD >= 0 { close(listenFD) }
-        inbox.withLock { inbox in
-            if inbox.open {
-                inbox.open = false
-                poller.closeWake()
-            }
-        }
         nghttp2_session_callbacks_del(callbacks)
         readBuffer.deallocate()
         plaintextBuffer.deallocate()
@@ -185,7 +178,6 @@ final class EventLoop: @unchecked Sendable {  // see above: loop-thread confinem
         let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
             inbox.open = false
             inbox.commands = []
-            poller.closeWake()
             defer { inbox.waiters = [] }
             return inbox.waiters
         }
