@@ -250,7 +250,7 @@ let package = Package(
                 "Durations",
                 "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "PushWebPush", "CommandLineSupport", "APNs",
                 "HTTPServer", "JMAP", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
-                "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CEpoll", "Locking",
+                "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CEpoll", "Locking", "ConnectionLoop",
             ]),
 
         // MARK: Tests

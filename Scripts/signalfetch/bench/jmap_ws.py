@@ -5,13 +5,16 @@ run, and how soon one change reaches many sockets. Each row runs on a topology o
   those ids by result reference (`#ids`, eight properties), over one WebSocket ÷ the same request body POSTed to
   `/jmap/api` on one keep-alive HTTP/1.1 connection; the same account and bearer token. The row's figure is the sync
   a device makes after a signal, one email created since its state; the same with 50 emails created is beside it.
-  Both clients are this process's, blocking TLS sockets equally thin, so neither side's client costs more than the
-  other's: RFC 6455 framing written out here (`Socket`), and a keep-alive HTTP/1.1 client that sends each request
-  whole in one write and reads the answer to its Content-Length (`Keepalive`). Each checks an answer's length and
-  method names without parsing it. Alongside, in the same rounds: the sync over http.client (how much a heavier
-  client moves the figure), and Core/echo over both transports (what they cost with next to no JMAP work). Rounds
-  interleaved, the order of the sides rotating. The row carries every side's client CPU per round trip (this
-  process's; nothing else runs in it meanwhile) and mailboxd's (/proc/PID/stat).
+  Both clients are one compiled process's (`signalfetch-bench roundtrips`), blocking TLS sockets equally thin, so
+  neither side's client costs more than the other's, and the client's share of a round trip (it runs on the same
+  two cores) is small: RFC 6455 framing written out, and a keep-alive HTTP/1.1 client that sends each request whole
+  in one write and reads the answer to its Content-Length. Each checks an answer's length and method names without
+  parsing it. Alongside, in the same rounds: the one-email sync through the same two clients written in Python here
+  (`Socket`, `Keepalive`; `python_clients`: how much a client's own cost moves the figure), the 50-email sync over
+  http.client, and Core/echo over both transports (what they cost with next to no JMAP work). Each round takes every
+  side in turns of 50 round trips, side after side (the order rotating from round to round), so each side's figure
+  comes from the same stretch of time as the others'. The row carries every side's client CPU per round trip and
+  mailboxd's (/proc/PID/stat).
 - jmap-ws-fanout: one delivery → a StateChange on each of 1,000 sockets of one account (`--jmap-ws-max-sockets-per-
   account 1000`), the ms from just before the delivery's POST to each socket's StateChange; several deliveries,
   each heard by every socket before the next. The sockets are held by WORKERS processes (`python3 -m
@@ -288,43 +291,94 @@ class Keepalive:
 ECHO = {"using": [CORE], "methodCalls": [["Core/echo", {"hello": "world"}, "e"]]}
 
 
-class RoundTrips:
-    """The clients on one account, each connection open for the whole run: the sync request over the WebSocket
-    (`ws`), over the thin keep-alive client (`http`) and over http.client (`http.client`, for how much the client
-    takes); and Core/echo over the first two (`ws-echo`, `http-echo`: what the transports cost with next to no JMAP
-    work)."""
+class Compiled:
+    """The compiled client (`signalfetch-bench roundtrips`): each side one connection held open, a JMAP WebSocket
+    or a keep-alive HTTPS connection, both blocking TLS sockets written in Swift; a turn of round trips per line
+    asked, answered with its seconds and the client's CPU."""
 
-    def __init__(self, cluster, token, account, since, since_one):
+    def __init__(self, bench, ca, sides, directory):
+        path = os.path.join(directory, "roundtrip-sides.json")
+        with open(path, "w") as out:
+            json.dump(sides, out)
+        self.process = subprocess.Popen([bench, "roundtrips", "--ca", ca, "--sides", path], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        ready = self.process.stdout.readline().strip()
+        if ready != "ready":
+            self.close()
+            raise RuntimeError(f"signalfetch-bench roundtrips did not start: {ready!r}")
+
+    def turn(self, name, trips):
+        """(seconds, client CPU seconds) of `trips` round trips on side `name`."""
+        self.process.stdin.write(f"{name} {trips}\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"signalfetch-bench roundtrips stopped during {name} (its stderr says why)")
+        answer = json.loads(line)
+        return answer["seconds"], answer["client_cpu_s"]
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class RoundTrips:
+    """The clients on one account, each connection open for the whole run. The row's sides go through the compiled
+    client (`Compiled`): the sync request over the WebSocket (`ws`) and over a keep-alive HTTPS connection
+    (`http`), the sync of the one new email (`ws-one`, `http-one`), and Core/echo (`ws-echo`, `http-echo`: what the
+    transports cost with next to no JMAP work). Beside them, this process's clients: the one-email sync over thin
+    Python clients (`py-ws-one`, `py-http-one`) and the 50-email sync over http.client (`http.client`), for how much
+    a client's own cost moves the figure."""
+
+    def __init__(self, cluster, bench, directory, token, account, since, since_one):
         self.context = ssl.create_default_context(cafile=cluster.ca)
         self.body = json.dumps(sync_request(account, since)).encode()
-        self.ws_request = json.dumps(dict(sync_request(account, since), **{"@type": "Request", "id": "%d"})).encode()
         one = json.dumps(sync_request(account, since_one)).encode()
         self.ws_one = json.dumps(dict(sync_request(account, since_one), **{"@type": "Request", "id": "%d"})).encode()
-        self.ws_echo = json.dumps(dict(ECHO, **{"@type": "Request", "id": "%d"})).encode()
         self.headers = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
         head = (f"POST /jmap/api HTTP/1.1\r\nHost: 127.0.0.1:{cluster.api_port}\r\nContent-Type: application/json\r\n"
                 f"Authorization: Bearer {token}\r\nContent-Length: %d\r\n\r\n")
-        self.http_request = (head % len(self.body)).encode() + self.body
-        echo = json.dumps(ECHO).encode()
-        self.http_echo = (head % len(echo)).encode() + echo
         self.http_one = (head % len(one)).encode() + one
         self.client = http.client.HTTPSConnection("127.0.0.1", cluster.api_port, context=self.context, timeout=30)
         self.keepalive = Keepalive(cluster.api_port, self.context)
         self.ws = Socket(cluster.jmap_ws_port, self.context, token)
         self.sequence = 0
         self.length = {}
-        self.sides = {"ws": lambda: self.ws_once(self.ws_request), "http": lambda: self.http_once(self.http_request),
-                      "http.client": self.client_once, "ws-echo": lambda: self.ws_once(self.ws_echo),
-                      "http-echo": lambda: self.http_once(self.http_echo),
-                      "ws-one": lambda: self.ws_once(self.ws_one), "http-one": lambda: self.http_once(self.http_one)}
+        # Each request read back in full once, here, before any is timed.
         check_sync(json.loads(self.client_once()), "JMAP over HTTPS (http.client)")
-        check_sync(json.loads(self.http_once(self.http_request)), "JMAP over HTTPS")
-        answer = json.loads(self.ws_once(self.ws_request))
+        self.answer_bytes = len(self.http_once((head % len(self.body)).encode() + self.body))
+        check_sync(json.loads(self.http_once(self.http_one)), "JMAP over HTTPS, one email", expected=1)
+        answer = json.loads(self.ws_once(self.ws_one))
         if answer.get("@type") != "Response" or answer.get("requestId") != str(self.sequence):
             raise RuntimeError(f"JMAP over WebSocket: {json.dumps(answer)[:400]}")
-        check_sync(answer, "JMAP over WebSocket")
-        check_sync(json.loads(self.http_once(self.http_one)), "JMAP over HTTPS, one email", expected=1)
-        check_sync(json.loads(self.ws_once(self.ws_one)), "JMAP over WebSocket, one email", expected=1)
+        check_sync(answer, "JMAP over WebSocket, one email", expected=1)
+
+        def ws(name, request):
+            return {"name": name, "kind": "ws", "port": cluster.jmap_ws_port, "token": token, "expect": "",
+                    "request": json.dumps(dict(request, **{"@type": "Request", "id": "%d"}))}
+
+        def https(name, request):
+            text = json.dumps(request)
+            return {"name": name, "kind": "http", "port": cluster.api_port, "expect": "",
+                    "request": (head % len(text.encode())) + text}
+
+        sync, sync_one = sync_request(account, since), sync_request(account, since_one)
+        compiled = [ws("ws", sync), https("http", sync), ws("ws-one", sync_one), https("http-one", sync_one),
+                    ws("ws-echo", ECHO), https("http-echo", ECHO)]
+        for side in compiled:
+            side["expect"] = '"Core/echo"' if side["name"].endswith("echo") else '"Email/get"'
+        self.compiled = Compiled(bench, cluster.ca, compiled, directory)
+        self.sides = {side["name"]: (lambda trips, name=side["name"]: self.compiled.turn(name, trips))
+                      for side in compiled}
+        python = {"py-ws-one": lambda: self.ws_once(self.ws_one), "py-http-one": lambda: self.http_once(self.http_one),
+                  "http.client": self.client_once}
+        for name, once in python.items():
+            self.sides[name] = lambda trips, name=name, once=once: self.python_turn(name, once, trips)
 
     def client_once(self):
         self.client.request("POST", "/jmap/api", body=self.body, headers=self.headers)
@@ -345,22 +399,42 @@ class RoundTrips:
         self.ws.send(template.replace(b'"%d"', b'"%d"' % self.sequence, 1))
         return self.ws.receive()
 
-    def side(self, name, count, mailboxd):
-        """`count` round trips on one side: the rate, and this process's and mailboxd's CPU seconds over them."""
-        once = self.sides[name]
-        server, client = process_cpu(mailboxd.pid), time.process_time()
-        start = time.perf_counter()
-        for _ in range(count):
+    def python_turn(self, name, once, trips):
+        """(seconds, this process's CPU seconds) of `trips` round trips through one of this process's clients."""
+        client, start = time.process_time(), time.perf_counter()
+        for _ in range(trips):
             data = once()
             # Every answer is the same (the requestId's digits aside): the same length and method names.
-            if b'"Core/echo"' not in data and b'"Email/get"' not in data or \
-                    abs(len(data) - self.length.setdefault(name, len(data))) > 8:
+            if b'"Email/get"' not in data or abs(len(data) - self.length.setdefault(name, len(data))) > 8:
                 raise RuntimeError(f"{name}: an answer unlike the first: {data[:300]!r}")
-        seconds = time.perf_counter() - start
-        return {"rate": count / seconds, "seconds": seconds, "client_cpu_s": time.process_time() - client,
-                "mailboxd_cpu_s": process_cpu(mailboxd.pid) - server, "count": count}
+        return time.perf_counter() - start, time.process_time() - client
+
+    def side(self, name, count, mailboxd):
+        """`count` round trips on one side: the rate, and its client's and mailboxd's CPU seconds over them."""
+        return self.interleaved([name], count, mailboxd)[name]
+
+    def interleaved(self, names, count, mailboxd, turn=50):
+        """`count` round trips on each side of `names`, taken in turns of `turn` round trips, side after side: each
+        side's figure comes from the same stretch of time as the others', so what else the machine does in it
+        weighs on every side alike. Per side: the rate, and its client's and mailboxd's CPU seconds over its
+        turns."""
+        totals = {name: {"seconds": 0.0, "client_cpu_s": 0.0, "mailboxd_cpu_s": 0.0, "count": 0} for name in names}
+        done = 0
+        while done < count:
+            trips = min(turn, count - done)
+            for name in names:
+                total = totals[name]
+                server = process_cpu(mailboxd.pid)
+                seconds, client = self.sides[name](trips)
+                total["mailboxd_cpu_s"] += process_cpu(mailboxd.pid) - server
+                total["seconds"] += seconds
+                total["client_cpu_s"] += client
+                total["count"] += trips
+            done += trips
+        return {name: dict(total, rate=total["count"] / total["seconds"]) for name, total in totals.items()}
 
     def close(self):
+        self.compiled.close()
         self.ws.close()
         self.keepalive.close()
         self.client.close()
@@ -404,16 +478,17 @@ def roundtrips(env):
         token, account, url, since, since_one = jmap_setup(cluster, "rt")
         if not url.endswith(f":{cluster.jmap_ws_port}/jmap/ws"):
             raise RuntimeError(f"the Session names {url}, the listener said port {cluster.jmap_ws_port}")
-        trips = RoundTrips(cluster, token, account, since, since_one)
+        trips = RoundTrips(cluster, env.bench, cluster.work, token, account, since, since_one)
         names = list(trips.sides)
         try:
             for name in names:
                 trips.side(name, count // 10, mailboxd)
             results = {name: [] for name in names}
             for r in range(rounds):
-                for name in names[r % len(names):] + names[:r % len(names)]:
-                    results[name].append(trips.side(name, count, mailboxd))
-            body_bytes, answer_bytes = len(trips.body), trips.length["http"]
+                order = names[r % len(names):] + names[:r % len(names)]
+                for name, result in trips.interleaved(order, count, mailboxd).items():
+                    results[name].append(result)
+            body_bytes, answer_bytes = len(trips.body), trips.answer_bytes
         finally:
             trips.close()
         log_lines = server_log(cluster)
@@ -443,12 +518,16 @@ def roundtrips(env):
                  http_client_rates=rates("http.client"), ratio_to_http_client=ratio("ws", "http.client"),
                  echo_rates={"ws": rates("ws-echo"), "http": rates("http-echo")},
                  echo_ratio=ratio("ws-echo", "http-echo"),
-                 clients="both blocking TLS sockets in one Python process: RFC 6455 framing written out (WebSocket), "
-                         "a thin keep-alive HTTP/1.1 client (HTTPS); http.client alongside",
+                 python_clients={"ratio": ratio("py-ws-one", "py-http-one"), "ws": rates("py-ws-one"),
+                                 "http": rates("py-http-one")},
+                 clients="both blocking TLS sockets in one compiled process (signalfetch-bench roundtrips): RFC 6455 "
+                         "framing written out (WebSocket), a keep-alive HTTP/1.1 client (HTTPS); the same in Python "
+                         "(python_clients) and http.client alongside",
                  **({"mailboxd_log": log_lines} if log_lines else {}))
     mailboxd_us, client_us = row["mailboxd_cpu_us_per_trip"], row["client_cpu_us_per_trip"]
     log(f"jmap-ws round trips (one new email): WebSocket {row['ours']}/s, HTTPS {row['baseline']}/s, ratio "
-        f"{row['ratio']} (rounds {row['round_ratios']}); 50 emails {row['sync_of_50']}; against http.client "
+        f"{row['ratio']} (rounds {row['round_ratios']}); Python clients {row['python_clients']}; 50 emails "
+        f"{row['sync_of_50']}; against http.client "
         f"{row['ratio_to_http_client']}; Core/echo {row['echo_ratio']} "
         f"({row['echo_rates']}); mailboxd µs/trip {mailboxd_us}; client µs/trip {client_us}")
     if not row["met"]:

@@ -129,10 +129,13 @@ public final class IMAPServer: Sendable {
         }
     }
 
-    /// Tells a connection its account changed (from any thread): on the loop that holds it.
-    public func notify(_ connection: UInt64) {
-        loops[ConnectionLoop<IMAPSession>.loopIndex(of: connection, count: loops.count)]
-            .notify(connection, .accountChanged)
+    /// Tells connections their account changed (from any thread): on the loops that hold them, each loop woken once.
+    public func notify(_ connections: some Sequence<UInt64>) {
+        var byLoop = [[UInt64]](repeating: [], count: loops.count)
+        for connection in connections {
+            byLoop[ConnectionLoop<IMAPSession>.loopIndex(of: connection, count: loops.count)].append(connection)
+        }
+        for (loop, connections) in zip(loops, byLoop) { loop.notify(connections, .accountChanged) }
     }
 
     /// Closes every connection and stops.

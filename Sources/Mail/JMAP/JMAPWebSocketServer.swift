@@ -145,7 +145,7 @@ public final class JMAPWebSocketServer: Sendable {
     public func shutdown() {
         let (running, open) = state.withLock { ($0.running, Array($0.accountOf.keys)) }
         if running {
-            for id in open { loop.notify(id, .goingAway) }
+            loop.notify(open, .goingAway)
             let deadline = ContinuousClock.now + .seconds(1)
             while count > 0, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
             loop.stop()
@@ -213,7 +213,7 @@ public final class JMAPWebSocketServer: Sendable {
                 return sessionID == nil || session == sessionID
             }
         }
-        for id in ended { loop.notify(id, .sessionEnded) }
+        loop.notify(ended, .sessionEnded)
     }
 
     /// How many times commits to `accountID` may have been missed since its first socket opened.
@@ -226,7 +226,7 @@ public final class JMAPWebSocketServer: Sendable {
             if missed { state.accounts[accountID]?.missed += 1 }
             return state.accounts[accountID]?.connections ?? []
         }
-        for id in connections { loop.notify(id, .look) }
+        loop.notify(connections, .look)
     }
 
     /// The newest states read after a commit to `accountID`, when there was one since its first socket opened.

@@ -45,7 +45,7 @@ final class IMAPStoreBackend: IMAPBackend {
     /// ways), so each commit made the next call deeper: after 10,000 commits a notification ran through 20,000
     /// frames (about half of the process's CPU in a run of QRESYNC selects), on its way to a stack overflow.
     struct Sink: Sendable {
-        let notify: @Sendable (UInt64) -> Void
+        let notify: @Sendable (Set<UInt64>) -> Void
     }
 
     struct DeltaKey: Hashable {
@@ -146,12 +146,12 @@ final class IMAPStoreBackend: IMAPBackend {
                     ? Set(state.accounts.keys) : Set(changes.flatMap { state.byAccount[$0.accountID] ?? [] })
             }
             guard !connections.isEmpty, let sink = sink.withLock({ $0 }) else { return }
-            for connection in connections { sink.notify(connection) }
+            sink.notify(connections)
         }
     }
 
     /// Where account changes are told (the IMAP server's ``IMAPServer/notify(_:)``).
-    func tell(_ notify: @escaping @Sendable (UInt64) -> Void) { sink.withLock { $0 = Sink(notify: notify) } }
+    func tell(_ notify: @escaping @Sendable (Set<UInt64>) -> Void) { sink.withLock { $0 = Sink(notify: notify) } }
 
     /// A mailbox as IMAP names it: a role's by its fixed name, with its special use; one of the user's by the name it
     /// was given.

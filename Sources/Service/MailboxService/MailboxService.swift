@@ -109,7 +109,7 @@ public final class MailboxService: Sendable {
             imap = try configuration.imap.map { imapConfiguration in
                 let backend = IMAPStoreBackend(store: store, signIn: configuration.signIn, feed: feed)
                 let server = try IMAPServer(configuration: imapConfiguration, backend: backend)
-                backend.tell { [weak server] connection in server?.notify(connection) }
+                backend.tell { [weak server] connections in server?.notify(connections) }
                 return server
             }
         } catch {

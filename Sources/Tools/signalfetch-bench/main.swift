@@ -41,6 +41,9 @@ let usage = """
       signalfetch-bench devices --sim HOST:PORT --count N [--topic T] [--tokens-out FILE]
                                               apns-sim devices that hold their notification streams and count
                                               every event (JSON lines: ready, then events on SIGTERM)
+      signalfetch-bench roundtrips --ca PEM --sides FILE
+                                              the JMAP round-trip bench's client: WebSocket and keep-alive
+                                              HTTPS sides held open, COUNT round trips per "NAME COUNT" line
       signalfetch-bench jwt --key P8 --key-id ID --team-id ID      one provider token
       signalfetch-bench locks [--operations N] [--rounds N]        LockedValue vs Synchronization.Mutex (JSON)
     """
@@ -139,6 +142,8 @@ await runCommand(usage: usage) {
             count: try arguments.int("count", default: 20_000),
             concurrency: try arguments.int("concurrency", default: 100),
             http1: arguments.flag("http1"), warmup: try arguments.int("warmup", default: 1_000))
+    case "roundtrips":
+        try RoundTripClient.run(caFile: try arguments.required("ca"), sidesFile: try arguments.required("sides"))
     case "h2client-load":
         try await ClientBenchmarks.http2ClientLoad(
             url: try arguments.required("url"), caFile: arguments.string("ca"),

@@ -164,6 +164,20 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
     /// Tells connection `id` an event (dropped when it is gone; held while it waits for the backend).
     package func notify(_ id: UInt64, _ event: Session.Event) { post(.event(id, event)) }
 
+    /// Tells each connection of `ids` the same event, with one lock and one wake-up for all of them (a change told
+    /// to every socket of an account).
+    package func notify(_ ids: some Collection<UInt64>, _ event: Session.Event) {
+        guard !ids.isEmpty else { return }
+        let first = inbox.withLock { inbox in
+            guard inbox.open else { return false }
+            let wasEmpty = inbox.messages.isEmpty
+            inbox.messages.reserveCapacity(inbox.messages.count + ids.count)
+            for id in ids { inbox.messages.append(.event(id, event)) }
+            return wasEmpty
+        }
+        if first { poller.wake() }
+    }
+
     private func post(_ message: Message) {
         let first = inbox.withLock { inbox in
             guard inbox.open else { return false }

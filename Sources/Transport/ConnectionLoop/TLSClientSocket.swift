@@ -89,13 +89,20 @@ package final class TLSClientSocket {
 
     /// Reads what is there (waiting for some): the bytes, or empty when the peer closed.
     package func read(maximum: Int = 64 * 1024) throws(Failure) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: maximum)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: maximum, alignment: 1)
+        defer { buffer.deallocate() }
+        let count = try read(into: buffer)
+        return Array(buffer[0..<count])
+    }
+
+    /// Reads what is there (waiting for some) into `buffer`: how many bytes, 0 when the peer closed.
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int {
         ERR_clear_error()
-        let count = buffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
-        if count > 0 { return Array(buffer[0..<Int(count)]) }
+        let count = SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count))
+        if count > 0 { return Int(count) }
         let error = SSL_get_error(ssl, count)
         ERR_clear_error()
-        if error == SSL_ERROR_ZERO_RETURN { return [] }
+        if error == SSL_ERROR_ZERO_RETURN { return 0 }
         throw Failure(description: "the connection failed or timed out while reading")
     }
 
@@ -115,6 +122,9 @@ package final class TLSClientSocket {
                 var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                 setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                // A line protocol's client writes a command and waits for its answer: nothing to gather.
+                var noDelay: Int32 = 1
+                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, socklen_t(MemoryLayout<Int32>.size))
                 if Glibc.connect(fd, current.pointee.ai_addr, current.pointee.ai_addrlen) == 0 { return fd }
                 close(fd)
             }

@@ -16,7 +16,9 @@ import Testing
         defer { withExtendedLifetime(directory) {} }
         let backend = IMAPStoreBackend(store: store, signIn: SignInLimits())
         let (depths, told) = AsyncStream.makeStream(of: (connection: UInt64, frames: Int).self)
-        backend.tell { connection in told.yield((connection, Thread.callStackReturnAddresses.count)) }
+        backend.tell { connections in
+            for connection in connections { told.yield((connection, Thread.callStackReturnAddresses.count)) }
+        }
         backend.watch(account: accountID, connection: 7)
 
         // One commit at a time, each waited for until its connection is told.
@@ -79,7 +81,9 @@ import Testing
         defer { withExtendedLifetime(directory) {} }
         let backend = IMAPStoreBackend(store: store, signIn: SignInLimits())
         let (commits, seen) = AsyncStream.makeStream(of: UInt64.self)
-        backend.tell { seen.yield($0) }
+        backend.tell { connections in
+            for connection in connections { seen.yield(connection) }
+        }
         backend.watch(account: account, connection: 1)
         var told = commits.makeAsyncIterator()
         let since = try await Self.snapshot(backend, account, "INBOX").highestModseq

@@ -1,0 +1,243 @@
+import ConnectionLoop
+import Foundation
+
+/// `signalfetch-bench roundtrips --ca PEM --sides FILE`: the compiled client of the JMAP round-trip bench
+/// (`Scripts/signalfetch/bench/jmap_ws.py`). Each side is one connection held open: a JMAP WebSocket (RFC 8887,
+/// frames written out here, masked as a client's must be) or a keep-alive HTTPS connection that POSTs a request
+/// made once. Both are blocking TLS sockets read into one buffer, so neither side's client costs more than the
+/// other's, and what the client costs is a small part of a round trip.
+///
+/// The sides come from a JSON file: `[{"name", "kind": "ws"|"http", "port", "token", "request", "expect"}]`; a
+/// WebSocket's `request` is a template whose `%d` becomes each request's number, an HTTP side's is the whole
+/// request. Once they are open it prints `ready`; then each standard-input line `NAME COUNT` makes COUNT round trips
+/// on that side and prints `{"seconds", "client_cpu_s"}` (this process's CPU over them). Every answer must hold
+/// `expect` and be as long as the first answer of its side, give or take 8 bytes (a number's digits).
+enum RoundTripClient {
+    struct Specification: Decodable {
+        var name: String
+        var kind: String
+        var port: UInt16
+        var token: String?
+        var request: String
+        var expect: String
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func run(caFile: String, sidesFile: String) throws {
+        let specifications = try JSONDecoder().decode(
+            [Specification].self, from: Data(contentsOf: URL(fileURLWithPath: sidesFile)))
+        var sides: [String: Side] = [:]
+        for specification in specifications {
+            sides[specification.name] = try Side(specification, caFile: caFile)
+        }
+        emit("ready")
+        while let line = readLine() {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let side = sides[String(parts[0])], let count = Int(parts[1]), count > 0 else {
+                throw Failure(description: "roundtrips: expected NAME COUNT, got \(line)")
+            }
+            let cpu = cpuSeconds()
+            let start = ContinuousClock.now
+            for _ in 0..<count { try side.once() }
+            let elapsed = ContinuousClock.now - start
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            emit("{\"seconds\":\(seconds),\"client_cpu_s\":\(cpuSeconds() - cpu)}")
+        }
+    }
+
+    /// A line on standard output, written at once (the bench waits for it).
+    private static func emit(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    private static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// One connection and its request.
+    final class Side {
+        private let specification: Specification
+        private let socket: TLSClientSocket
+        private let isWebSocket: Bool
+        /// What was read and not yet taken, from `start`.
+        private var input: [UInt8] = []
+        private var start = 0
+        private let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+        private let expect: [UInt8]
+        private let request: [UInt8]
+        private var sequence = 0
+        private var length: Int?
+
+        init(_ specification: Specification, caFile: String) throws {
+            self.specification = specification
+            isWebSocket = specification.kind == "ws"
+            expect = Array(specification.expect.utf8)
+            request = Array(specification.request.utf8)
+            socket = try TLSClientSocket(host: "127.0.0.1", port: specification.port, caFile: caFile)
+            if isWebSocket { try open() }
+        }
+
+        deinit { chunk.deallocate() }
+
+        /// One request and its answer, checked.
+        func once() throws {
+            if start > 0 {
+                input.removeFirst(start)
+                start = 0
+            }
+            sequence += 1
+            let answer: ArraySlice<UInt8>
+            if isWebSocket {
+                try socket.write(frame(opcode: 0x1, numbered(request, sequence)))
+                answer = try message()
+            } else {
+                try socket.write(request)
+                answer = try response()
+            }
+            let known = length ?? answer.count
+            length = known
+            guard abs(answer.count - known) <= 8, contains(answer, expect) else {
+                throw Failure(
+                    description:
+                        "\(specification.name): an answer unlike the first: \(String(decoding: answer.prefix(300), as: UTF8.self))"
+                )
+            }
+        }
+
+        /// The opening handshake (RFC 6455 §4.1): a `101` with the `jmap` subprotocol.
+        private func open() throws {
+            var key = [UInt8](repeating: 0, count: 16)
+            for index in key.indices { key[index] = UInt8.random(in: 0...255) }
+            let head =
+                "GET /jmap/ws HTTP/1.1\r\nHost: localhost:\(specification.port)\r\nUpgrade: websocket\r\n"
+                + "Connection: Upgrade\r\nSec-WebSocket-Key: \(Data(key).base64EncodedString())\r\n"
+                + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: jmap\r\n"
+                + "Authorization: Bearer \(specification.token ?? "")\r\n\r\n"
+            try socket.write(Array(head.utf8))
+            let end = try headEnd()
+            let answer = String(decoding: input[start..<end], as: UTF8.self).lowercased()
+            start = end + 4
+            guard answer.hasPrefix("http/1.1 101"), answer.contains("sec-websocket-protocol: jmap") else {
+                throw Failure(description: "\(specification.name): the opening handshake failed: \(answer.prefix(200))")
+            }
+        }
+
+        /// The next text message (pings answered on the way).
+        private func message() throws -> ArraySlice<UInt8> {
+            var text: [UInt8] = []
+            while true {
+                while input.count - start < 2 { try fill() }
+                let first = input[start]
+                let second = input[start + 1]
+                var size = Int(second & 0x7f)
+                var at = start + 2
+                if size == 126 {
+                    while input.count - start < 4 { try fill() }
+                    size = Int(input[at]) << 8 | Int(input[at + 1])
+                    at += 2
+                } else if size == 127 {
+                    while input.count - start < 10 { try fill() }
+                    size = input[at..<at + 8].reduce(0) { $0 << 8 | Int($1) }
+                    at += 8
+                }
+                while input.count < at + size { try fill() }
+                let payload = input[at..<at + size]
+                start = at + size
+                switch first & 0x0f {
+                case 0x9: try socket.write(frame(opcode: 0xA, Array(payload)))
+                case 0x8: throw Failure(description: "\(specification.name): the server closed the WebSocket")
+                case 0x1, 0x0:
+                    if first & 0x80 != 0 && text.isEmpty { return payload }
+                    text += payload
+                    if first & 0x80 != 0 { return text[...] }
+                default: break
+                }
+            }
+        }
+
+        /// The next HTTP answer's body: a `200` read to its Content-Length.
+        private func response() throws -> ArraySlice<UInt8> {
+            let end = try headEnd()
+            let head = String(decoding: input[start..<end], as: UTF8.self).lowercased()
+            guard head.hasPrefix("http/1.1 200"),
+                let field = head.range(of: "\r\ncontent-length:"),
+                let size = Int(head[field.upperBound...].prefix { $0 != "\r" }.trimmingCharacters(in: .whitespaces))
+            else {
+                throw Failure(description: "\(specification.name): an answer that is not a 200: \(head.prefix(200))")
+            }
+            let body = end + 4
+            while input.count < body + size { try fill() }
+            start = body + size
+            return input[body..<body + size]
+        }
+
+        /// Where the head that starts at `start` ends (its blank line), reading until it is whole.
+        private func headEnd() throws -> Int {
+            var from = start
+            while true {
+                if input.count >= from + 4 {
+                    for index in from...(input.count - 4)
+                    where input[index] == 13 && input[index + 1] == 10 && input[index + 2] == 13
+                        && input[index + 3] == 10
+                    {
+                        return index
+                    }
+                    from = input.count - 3
+                }
+                try fill()
+            }
+        }
+
+        /// Reads more (what was taken stays until the next request, so positions found meanwhile hold).
+        private func fill() throws {
+            let count = try socket.read(into: chunk)
+            guard count > 0 else { throw Failure(description: "\(specification.name): the server closed the connection") }
+            input.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
+        }
+
+        /// One final client frame, masked (RFC 6455 §5.3).
+        private func frame(opcode: UInt8, _ payload: [UInt8]) -> [UInt8] {
+            var bytes: [UInt8] = [0x80 | opcode]
+            bytes.reserveCapacity(payload.count + 14)
+            if payload.count < 126 {
+                bytes.append(0x80 | UInt8(payload.count))
+            } else if payload.count < 65_536 {
+                bytes += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xff)]
+            } else {
+                bytes.append(0x80 | 127)
+                for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((payload.count >> shift) & 0xff)) }
+            }
+            let mask = (0..<4).map { _ in UInt8.random(in: 0...255) }
+            bytes += mask
+            for (index, byte) in payload.enumerated() { bytes.append(byte ^ mask[index & 3]) }
+            return bytes
+        }
+
+        /// `template` with its first `%d` replaced by `number`.
+        private func numbered(_ template: [UInt8], _ number: Int) -> [UInt8] {
+            guard
+                let at = template.indices.dropLast().first(where: { template[$0] == 0x25 && template[$0 + 1] == 0x64 })
+            else { return template }
+            return Array(template[..<at]) + Array(String(number).utf8) + Array(template[(at + 2)...])
+        }
+
+        private func contains(_ haystack: ArraySlice<UInt8>, _ needle: [UInt8]) -> Bool {
+            guard let first = needle.first, haystack.count >= needle.count else { return needle.isEmpty }
+            var index = haystack.startIndex
+            let last = haystack.endIndex - needle.count
+            while index <= last {
+                if haystack[index] == first && haystack[index..<index + needle.count].elementsEqual(needle) {
+                    return true
+                }
+                index += 1
+            }
+            return false
+        }
+    }
+}
