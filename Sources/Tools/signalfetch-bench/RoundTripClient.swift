@@ -197,7 +197,9 @@ enum RoundTripClient {
         /// Reads more (what was taken stays until the next request, so positions found meanwhile hold).
         private func fill() throws {
             let count = try socket.read(into: chunk)
-            guard count > 0 else { throw Failure(description: "\(specification.name): the server closed the connection") }
+            guard count > 0 else {
+                throw Failure(description: "\(specification.name): the server closed the connection")
+            }
             input.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
         }
 
@@ -211,7 +213,9 @@ enum RoundTripClient {
                 bytes += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xff)]
             } else {
                 bytes.append(0x80 | 127)
-                for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((payload.count >> shift) & 0xff)) }
+                for shift in stride(from: 56, through: 0, by: -8) {
+                    bytes.append(UInt8((payload.count >> shift) & 0xff))
+                }
             }
             let mask = (0..<4).map { _ in UInt8.random(in: 0...255) }
             bytes += mask
