@@ -237,8 +237,8 @@ public final class ConsoleFeed: LoopObserver {
                     latencyMs: milliseconds(report.latency),
                     coalesced: item.modseq - item.lastSignalledModseq > 1 && item.lastSignalledModseq > 0,
                     attempt: item.attempts + 1,
-                    trace: ChangeTrace.traceID(epoch: store.epoch, accountID: item.accountID, modseq: item.modseq)
-                        .description), state: state)
+                    trace: ChangeTrace.ids(epoch: store.epoch, accountID: item.accountID, modseq: item.modseq)
+                        .trace.description), state: state)
         case .registered(let session):
             _ = state.withLock { $0.sessionDevices.removeValue(forKey: session) }
         case .fetch(let session, let account, let modseq, let at):

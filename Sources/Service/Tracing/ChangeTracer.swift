@@ -181,16 +181,16 @@ public final class ChangeTracer: LoopObserver {
         var spans: [Span] = []
         for commit in commits { spans += self.spans(of: commit) }
         for arrival in orphans {
-            let trace = ChangeTrace.traceID(epoch: epoch, accountID: arrival.accountID, modseq: arrival.modseq)
-            spans.append(span(of: arrival, in: trace, id: ChangeTrace.spanIDs(trace).arrival))
+            let ids = ChangeTrace.ids(epoch: epoch, accountID: arrival.accountID, modseq: arrival.modseq)
+            spans.append(span(of: arrival, in: ids.trace, id: ids.arrival))
         }
         return spans
     }
 
     private func spans(of commit: HeldCommit) -> [Span] {
         let change = commit.change
-        let trace = ChangeTrace.traceID(epoch: epoch, accountID: change.accountID, modseq: change.modseq)
-        let ids = ChangeTrace.spanIDs(trace)
+        let ids = ChangeTrace.ids(epoch: epoch, accountID: change.accountID, modseq: change.modseq)
+        let trace = ids.trace
         // The arrival that wrote the commit's modseq is its parent; others in the same transaction are linked.
         let parentIndex =
             commit.arrivals.firstIndex { $0.modseq == change.modseq } ?? commit.arrivals.indices.last

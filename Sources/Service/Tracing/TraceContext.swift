@@ -152,6 +152,46 @@ enum TraceHex {
 /// by another instance, or a fetch served by a third, joins the trace without asking anyone. The epoch is the
 /// store's own random value, so the ids say nothing to whoever cannot read the store.
 public enum ChangeTrace {
+    /// The ids of one change: its trace, and its arrival and commit spans.
+    public struct IDs: Sendable, Equatable {
+        /// The change's trace.
+        public var trace: TraceID
+        /// The span of the arrival that committed at the change's modseq.
+        public var arrival: SpanID
+        /// The commit span: the parent of the change's signals and fetches.
+        public var commit: SpanID
+    }
+
+    /// The ids of the change that brought `accountID` to `modseq` in the store of `epoch` (``traceID(epoch:accountID:modseq:)``
+    /// and ``spanIDs(_:)``), derived once for a recent change: the tracer's commit, signal and fetch spans and the
+    /// console's signal events name the same change within a second or two, and each derivation is two SHA-256s.
+    public static func ids(epoch: String, accountID: Int64, modseq: Int64) -> IDs {
+        let slot = Int(
+            truncatingIfNeeded: (UInt64(bitPattern: accountID) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: modseq))
+                % UInt64(recentCapacity))
+        if let kept = recent.withLock({ $0[slot] }), kept.accountID == accountID, kept.modseq == modseq,
+            kept.epoch == epoch
+        {
+            return kept.ids
+        }
+        let trace = traceID(epoch: epoch, accountID: accountID, modseq: modseq)
+        let spans = spanIDs(trace)
+        let ids = IDs(trace: trace, arrival: spans.arrival, commit: spans.commit)
+        recent.withLock { $0[slot] = Recent(epoch: epoch, accountID: accountID, modseq: modseq, ids: ids) }
+        return ids
+    }
+
+    private struct Recent {
+        var epoch: String
+        var accountID: Int64
+        var modseq: Int64
+        var ids: IDs
+    }
+
+    /// Recent changes' ids, one slot each by a hash of the account and modseq (a newer change takes its slot).
+    private static let recentCapacity = 4_096
+    private static let recent = Mutex<[Recent?]>(Array(repeating: nil, count: recentCapacity))
+
     /// The trace of the change that brought `accountID` to `modseq` in the store of `epoch`: the first half of the
     /// SHA-256 of `signalfetch.trace`, the epoch, the account and the modseq in decimal, each after a NUL.
     public static func traceID(epoch: String, accountID: Int64, modseq: Int64) -> TraceID {
@@ -181,7 +221,7 @@ public enum ChangeTrace {
 
     /// The commit span of the change that brought `accountID` to `modseq`: the parent of its signals and fetches.
     public static func commit(epoch: String, accountID: Int64, modseq: Int64) -> SpanContext {
-        let trace = traceID(epoch: epoch, accountID: accountID, modseq: modseq)
-        return SpanContext(traceID: trace, spanID: spanIDs(trace).commit)
+        let ids = ids(epoch: epoch, accountID: accountID, modseq: modseq)
+        return SpanContext(traceID: ids.trace, spanID: ids.commit)
     }
 }

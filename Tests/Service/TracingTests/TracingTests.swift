@@ -65,6 +65,26 @@ import Testing
         #expect(SpanID(bytes: spans.commit.bytes) == spans.commit)
     }
 
+    /// The ids kept for recent changes are always those derived: many changes share a slot of what is kept, and two
+    /// stores' epochs name the same account and modseq.
+    @Test func keptIdsAreTheDerivedOnes() {
+        for round in 0..<2 {
+            for epoch in ["e1", "e2"] {
+                for account in Int64(1)...3 {
+                    for modseq in Int64(1)...3_000 {
+                        let trace = ChangeTrace.traceID(epoch: epoch, accountID: account, modseq: modseq)
+                        let spans = ChangeTrace.spanIDs(trace)
+                        let ids = ChangeTrace.ids(epoch: epoch, accountID: account, modseq: modseq)
+                        guard ids.trace == trace, ids.arrival == spans.arrival, ids.commit == spans.commit else {
+                            Issue.record("round \(round): \(epoch) \(account) \(modseq) kept other ids")
+                            return
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test func randomSpanIdsAreNeverZeroAndNeverRepeat() {
         let ids = (0..<20_000).map { _ in SpanID.random() }
         #expect(Set(ids).count == ids.count)
