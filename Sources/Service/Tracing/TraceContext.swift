@@ -1,3 +1,4 @@
+import Locking
 import OpenSSLCrypto
 import Synchronization
 
@@ -190,7 +191,7 @@ public enum ChangeTrace {
 
     /// Recent changes' ids, one slot each by a hash of the account and modseq (a newer change takes its slot).
     private static let recentCapacity = 4_096
-    private static let recent = Mutex<[Recent?]>(Array(repeating: nil, count: recentCapacity))
+    private static let recent = LockedValue<[Recent?]>(Array(repeating: nil, count: recentCapacity))
 
     /// The trace of the change that brought `accountID` to `modseq` in the store of `epoch`: the first half of the
     /// SHA-256 of `signalfetch.trace`, the epoch, the account and the modseq in decimal, each after a NUL.

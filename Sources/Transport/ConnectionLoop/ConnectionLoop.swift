@@ -171,7 +171,6 @@ package final class ConnectionLoop<Session: LoopSession>: @unchecked Sendable { 
         let first = inbox.withLock { inbox in
             guard inbox.open else { return false }
             let wasEmpty = inbox.messages.isEmpty
-            inbox.messages.reserveCapacity(inbox.messages.count + ids.count)
             for id in ids { inbox.messages.append(.event(id, event)) }
             return wasEmpty
         }

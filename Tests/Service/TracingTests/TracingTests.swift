@@ -71,7 +71,7 @@ import Testing
         for round in 0..<2 {
             for epoch in ["e1", "e2"] {
                 for account in Int64(1)...3 {
-                    for modseq in Int64(1)...3_000 {
+                    for modseq in Int64(1)...1_000 {
                         let trace = ChangeTrace.traceID(epoch: epoch, accountID: account, modseq: modseq)
                         let spans = ChangeTrace.spanIDs(trace)
                         let ids = ChangeTrace.ids(epoch: epoch, accountID: account, modseq: modseq)
