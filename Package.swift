@@ -251,6 +251,7 @@ let package = Package(
                 "SQLiteKit", "CSQLite", "MailboxStore", "Push", "PushFCM", "PushWebPush", "CommandLineSupport", "APNs",
                 "HTTPServer", "JMAP", "MailboxHTTPAPI", "SignalDispatch", "ServiceMetrics",
                 "HTTP2Server", "HTTPClient", "HTTP2Client", "OpenSSLCrypto", "CEpoll", "Locking", "ConnectionLoop",
+                "WebSocket",
             ]),
 
         // MARK: Tests

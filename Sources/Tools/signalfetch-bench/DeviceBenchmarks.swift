@@ -71,7 +71,7 @@ enum DeviceBenchmarks {
             var headEnd: Int?
             var length = 0
             while true {
-                if headEnd == nil, let end = find(received, Array("\r\n\r\n".utf8)) {
+                if headEnd == nil, let end = find(received[...], Array("\r\n\r\n".utf8)) {
                     headEnd = end + 4
                     let head = String(decoding: received[..<end], as: UTF8.self)
                     guard head.hasPrefix("HTTP/1.1 201") else {
@@ -129,9 +129,10 @@ enum DeviceBenchmarks {
         }
     }
 
-    static func find(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
+    /// Where `needle` (not empty) first starts in `haystack`, as an index of `haystack`'s base.
+    static func find(_ haystack: ArraySlice<UInt8>, _ needle: [UInt8]) -> Int? {
         guard haystack.count >= needle.count else { return nil }
-        for start in 0...(haystack.count - needle.count)
+        for start in haystack.startIndex...(haystack.endIndex - needle.count)
         where haystack[start] == needle[0] && haystack[start..<(start + needle.count)].elementsEqual(needle) {
             return start
         }
@@ -231,7 +232,7 @@ private final class StreamReader {
         defer { streams[fd] = stream }
         if stream.inHead {
             stream.pending.append(contentsOf: bytes)
-            guard let end = DeviceBenchmarks.find(stream.pending, Array("\r\n\r\n".utf8)) else { return }
+            guard let end = DeviceBenchmarks.find(stream.pending[...], Array("\r\n\r\n".utf8)) else { return }
             guard stream.pending.starts(with: "HTTP/1.1 200".utf8) else {
                 throw BenchError("notification stream refused")
             }

@@ -1,5 +1,6 @@
 import ConnectionLoop
 import Foundation
+import WebSocket
 
 /// `signalfetch-bench roundtrips --ca PEM --sides FILE`: the compiled client of the JMAP round-trip bench
 /// (`Scripts/signalfetch/bench/jmap_ws.py`). Each side is one connection held open: a JMAP WebSocket (RFC 8887,
@@ -78,6 +79,7 @@ enum RoundTripClient {
             self.specification = specification
             isWebSocket = specification.kind == "ws"
             expect = Array(specification.expect.utf8)
+            guard !expect.isEmpty else { throw Failure(description: "\(specification.name): no \"expect\" given") }
             request = Array(specification.request.utf8)
             socket = try TLSClientSocket(host: "127.0.0.1", port: specification.port, caFile: caFile)
             if isWebSocket { try open() }
@@ -102,7 +104,7 @@ enum RoundTripClient {
             }
             let known = length ?? answer.count
             length = known
-            guard abs(answer.count - known) <= 8, contains(answer, expect) else {
+            guard abs(answer.count - known) <= 8, DeviceBenchmarks.find(answer, expect) != nil else {
                 throw Failure(
                     description:
                         "\(specification.name): an answer unlike the first: \(String(decoding: answer.prefix(300), as: UTF8.self))"
@@ -110,20 +112,26 @@ enum RoundTripClient {
             }
         }
 
-        /// The opening handshake (RFC 6455 §4.1): a `101` with the `jmap` subprotocol.
+        /// The opening handshake (RFC 6455 §4.1): a `101` with the `jmap` subprotocol and the accept value of the key
+        /// sent.
         private func open() throws {
             var key = [UInt8](repeating: 0, count: 16)
             for index in key.indices { key[index] = UInt8.random(in: 0...255) }
+            let encodedKey = Data(key).base64EncodedString()
             let head =
                 "GET /jmap/ws HTTP/1.1\r\nHost: localhost:\(specification.port)\r\nUpgrade: websocket\r\n"
-                + "Connection: Upgrade\r\nSec-WebSocket-Key: \(Data(key).base64EncodedString())\r\n"
+                + "Connection: Upgrade\r\nSec-WebSocket-Key: \(encodedKey)\r\n"
                 + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: jmap\r\n"
                 + "Authorization: Bearer \(specification.token ?? "")\r\n\r\n"
             try socket.write(Array(head.utf8))
             let end = try headEnd()
-            let answer = String(decoding: input[start..<end], as: UTF8.self).lowercased()
+            let answer = String(decoding: input[start..<end], as: UTF8.self)
             start = end + 4
-            guard answer.hasPrefix("http/1.1 101"), answer.contains("sec-websocket-protocol: jmap") else {
+            let accept = "sec-websocket-accept: " + WebSocketHandshake.acceptValue(forKey: encodedKey).lowercased()
+            let lowered = answer.lowercased()
+            guard lowered.hasPrefix("http/1.1 101"), lowered.contains("sec-websocket-protocol: jmap"),
+                lowered.contains(accept)
+            else {
                 throw Failure(description: "\(specification.name): the opening handshake failed: \(answer.prefix(200))")
             }
         }
@@ -181,18 +189,13 @@ enum RoundTripClient {
         private func headEnd() throws -> Int {
             var from = start
             while true {
-                if input.count >= from + 4 {
-                    for index in from...(input.count - 4)
-                    where input[index] == 13 && input[index + 1] == 10 && input[index + 2] == 13
-                        && input[index + 3] == 10
-                    {
-                        return index
-                    }
-                    from = input.count - 3
-                }
+                if let end = DeviceBenchmarks.find(input[from...], Self.blankLine) { return end }
+                from = max(start, input.count - 3)
                 try fill()
             }
         }
+
+        private static let blankLine = Array("\r\n\r\n".utf8)
 
         /// Reads more (what was taken stays until the next request, so positions found meanwhile hold).
         private func fill() throws {
@@ -229,19 +232,6 @@ enum RoundTripClient {
                 let at = template.indices.dropLast().first(where: { template[$0] == 0x25 && template[$0 + 1] == 0x64 })
             else { return template }
             return Array(template[..<at]) + Array(String(number).utf8) + Array(template[(at + 2)...])
-        }
-
-        private func contains(_ haystack: ArraySlice<UInt8>, _ needle: [UInt8]) -> Bool {
-            guard let first = needle.first, haystack.count >= needle.count else { return needle.isEmpty }
-            var index = haystack.startIndex
-            let last = haystack.endIndex - needle.count
-            while index <= last {
-                if haystack[index] == first && haystack[index..<index + needle.count].elementsEqual(needle) {
-                    return true
-                }
-                index += 1
-            }
-            return false
         }
     }
 }
