@@ -219,14 +219,15 @@ class LineProcess:
     a line on its standard output, errors in `name`.err under `workdir`; stopped by pid (end of input, then SIGKILL
     if it lingers)."""
 
-    def __init__(self, name, workdir, module, args=()):
+    def __init__(self, name, workdir, module, args=(), command=None):
+        """`command`, when given, is the whole command line instead (a compiled helper that answers the same way)."""
         self.name = name
         self.err_path = os.path.join(workdir, f"{name}.err")
         env = dict(os.environ, PYTHONPATH=SCRIPTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
         with open(self.err_path, "ab") as err:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", module, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                env=env, start_new_session=True, text=True)
+                command or [sys.executable, "-m", module, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, env=env, start_new_session=True, text=True)
 
     def send(self, command):
         self.popen.stdin.write(json.dumps(command) + "\n")

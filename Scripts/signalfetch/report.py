@@ -375,18 +375,18 @@ def jmap_ws_fanout_section(r):
     """signalfetch.bench.jmap_ws's fan-out row: both socket counts, the clients reading and holding off."""
     L = ["## JMAP over WebSocket: one change to many sockets", "",
          "From just before a delivery's POST to each socket's StateChange (the kernel's receive time on the client "
-         f"socket), {r['deliveries']} deliveries per count, every other one while the {r['workers']} client processes "
-         "hold off reading (so they do not compete with mailboxd for the cores); when the clients handled the "
+         f"socket), {r['deliveries']} deliveries per count, every other one while the {r['holders']} holder process "
+         "holds off reading (so they do not compete with mailboxd for the cores); when the clients handled the "
          "StateChange beside it.", "",
          "| sockets | p50 | p90 | p99 | max | clients holding off p50 / p99 | handled by the clients p99 | "
-         "mailboxd CPU per delivery (its loop thread) | the clients' CPU |", "|---|---|---|---|---|---|---|---|---|"]
+         "mailboxd CPU per delivery (its loop thread) | the holder's CPU |", "|---|---|---|---|---|---|---|---|---|"]
     for step in [v for k, v in r.items() if k.startswith("sockets_")] + [r]:
         held = step["clients_holding_off"]
         cpu = step["mailboxd_cpu_ms_per_delivery"]
         cpu = cpu[str(step["sockets"])] if isinstance(cpu, dict) else cpu
         L.append(f"| {step['sockets']:,} | {step['p50_ms']} ms | {step['p90_ms']} ms | {step['p99_ms']} ms | "
                  f"{step['max_ms']} ms | {held['p50_ms']} / {held['p99_ms']} ms | {step['handled']['p99_ms']} ms | "
-                 f"{cpu} ms ({step['loop_cpu_ms_per_delivery']} ms) | {step['workers_cpu_ms_per_delivery']} ms |")
+                 f"{cpu} ms ({step['loop_cpu_ms_per_delivery']} ms) | {step['holders_cpu_ms_per_delivery']} ms |")
     L += ["", f"Goal p99 ≤ {r['goal_p99_ms']} ms at {r['sockets']:,} sockets: {'met' if r['met'] else '**missed**'}; "
           f"mailboxd with no socket open: {r['mailboxd_cpu_ms_per_delivery']['0']} ms CPU per delivery.", ""]
     return L

@@ -17,19 +17,20 @@ run, and how soon one change reaches many sockets. Each row runs on a topology o
   mailboxd's (/proc/PID/stat).
 - jmap-ws-fanout: one delivery → a StateChange on each of 1,000 sockets of one account (`--jmap-ws-max-sockets-per-
   account 1000`), the ms from just before the delivery's POST to each socket's StateChange; several deliveries,
-  each heard by every socket before the next. The sockets are held by WORKERS processes (`python3 -m
-  signalfetch.bench.jmap_ws worker`, an asyncio loop each) and every one is ready before anything is measured:
-  push enabled for Email, then a Request answered on it. An arrival is the kernel's receive time of the frame's
-  bytes (SO_TIMESTAMPNS, CLOCK_REALTIME, read with recvmsg; TLS through memory BIOs, as bench/imap.py does), so it
-  does not include how long a client process took to get round to one socket among 250; when the client processes
-  handled each one (time.monotonic(), system-wide) is reported beside it. Every other delivery is made while the
+  each heard by every socket before the next. The sockets are held by one compiled process (`signalfetch-bench
+  wsholder`: one epoll loop, OpenSSL, RFC 6455 framing written out), so that reading 1,000 StateChanges takes the
+  two cores mailboxd runs on for little (a Python asyncio client took 27–35 ms of CPU a delivery, more than
+  mailboxd's own 18–22 ms); every socket is ready before anything is measured: push enabled for Email, then a
+  Request answered on it. An arrival is the kernel's receive time of the frame's bytes (SO_TIMESTAMPNS,
+  CLOCK_REALTIME, peeked with recvmsg before each TLS read), so it does not include how long the holder took to get
+  round to one socket among 1,000; when the holder handled each one (CLOCK_MONOTONIC, system-wide, the clock of
+  time.monotonic()) is reported beside it. Every other delivery is made while the
   clients hold off reading (what arrives waits in the kernel, its receive time noted there), so they take no CPU
   while mailboxd writes: those samples are the server's alone (`clients_holding_off`). The same with 100 sockets
   first, for scale, and mailboxd's CPU per delivery with 0, 100 and 1,000 sockets (and its WebSocket loop thread's).
 
 Each StateChange is matched to its delivery by state: the Email state it names is the delivery receipt's `state`.
 Standard library only."""
-import asyncio
 import base64
 import collections
 import hashlib
@@ -37,27 +38,22 @@ import http.client
 import json
 import os
 import random
-import signal
 import socket
 import ssl
 import struct
 import subprocess
-import sys
 import time
 
-from .. import SCRIPTS, harness, log
+from .. import harness, log
 from ..measure import latency_summary, process_cpu, thread_activity, thread_activity_delta
 from ..idle import LineProcess
 from ..report import emit, latency_row, missed_events, paired
-from .imap import CMSG_SPACE, SO_TIMESTAMPNS, Conn, gather_limited
 
 CORE, MAIL = "urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PROPERTIES = ["id", "threadId", "mailboxIds", "keywords", "subject", "from", "receivedAt", "size"]
 BEFORE, CREATED = 10, 50  # emails before the fixed state, and created since it (what Email/changes returns)
-WORKERS = 2
-OPEN_CONCURRENCY = 32
-LIVE_READ_BYTES = 16384  # a ready socket's reads: StateChanges, pings (a TLS record is at most 16 KiB of plaintext)
+HOLDERS = 1  # processes holding the fan-out's sockets (`signalfetch-bench wsholder`)
 FANOUT_GOAL_P99_MS, ROUNDTRIP_GOAL = 50.0, 1.5
 LOOP_THREAD = "jmap-ws"  # the WebSocket listener's ConnectionLoop thread (measure.thread_activity's group)
 
@@ -554,227 +550,15 @@ def server_log(cluster, limit=10):
     return lines[-limit:]
 
 
-# MARK: - Fan-out: the worker process (python3 -m signalfetch.bench.jmap_ws worker)
+# MARK: - Fan-out: the sockets' holder and the launcher
 
-class Listener(Conn):
-    """One JMAP WebSocket on the worker's asyncio loop, read through bench/imap.py's Conn (recvmsg with the kernel's
-    receive time, TLS through memory BIOs): the 101's head, then frames. StateChanges go to `arrivals`
-    {state: (kernel time, monotonic time)}; other messages to the queue `read_line` takes from."""
+class Holder(LineProcess):
+    """The compiled holder of the fan-out's sockets (`signalfetch-bench wsholder`, one epoll loop, OpenSSL): given
+    `config` first, then the commands its usage lists ({"open"}, {"wait"}, {"hold"}, {"release"}, {"report"}), one
+    JSON answer each."""
 
-    def __init__(self, port, context, worker):
-        super().__init__(port, context, label="jmap-ws")
-        self.worker = worker
-        self.head = None
-        self.messages = Messages()
-        self.arrivals = {}
-        self.others = collections.Counter()
-        self.live = False  # ready: reads take the lean path
-
-    def _readable(self):
-        """Once the socket is ready, what push sends is read leanly: a StateChange is one short text frame in one TLS
-        record, so buffers of a few KiB (the general path sizes each read for a large IMAP answer) and no exception
-        but the one that ends the TLS reads. The clients share the cores with mailboxd: what they spend a message is
-        taken from the server's fan-out."""
-        if not self.live:
-            return super()._readable()
-        try:
-            data, ancdata, _, _ = self.sock.recvmsg(LIVE_READ_BYTES, CMSG_SPACE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data, ancdata = b"", []
-        if not data:
-            return self._eof()
-        for level, kind, value in ancdata:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                seconds, nanoseconds = struct.unpack("qq", value[:16])
-                self.last_time = seconds + nanoseconds / 1e9
-        self.incoming.write(data)
-        try:
-            while True:
-                chunk = self.tls.read(LIVE_READ_BYTES)
-                if not chunk:
-                    return self._eof()
-                self.raw += chunk
-        except ssl.SSLWantReadError:
-            pass
-        except (ssl.SSLZeroReturnError, ssl.SSLError):
-            return self._eof()
-        self._split()
-
-    def _split(self):
-        if self.head is None:
-            end = self.raw.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            self.head = bytes(self.raw[:end])
-            del self.raw[:end + 4]
-            self.lines.append((self.last_time, self.head))
-            self._wake()
-        raw = self.raw
-        while self.live and len(raw) >= 2 and raw[0] == 0x81 and raw[1] <= 126:
-            # A whole unmasked text frame of fewer than 64 KiB: a StateChange is matched by its Email state where it
-            # is, without parsing the JSON; anything else takes the general path below.
-            size, at = raw[1], 2
-            if size == 126:
-                if len(raw) < 4:
-                    return
-                size, at = (raw[2] << 8) | raw[3], 4
-            end = at + size
-            if len(raw) < end or raw.find(b'"StateChange"', at, end) < 0:
-                break
-            start = raw.find(b'"Email":"', at, end)
-            stop = raw.find(b'"', start + 9, end) if start >= 0 else -1
-            if stop < 0:
-                break
-            self.heard(raw[start + 9:stop].decode())
-            del raw[:end]
-        for opcode, payload in self.messages.feed(split_frames(raw)):
-            if opcode == 0x9:
-                self.loop.create_task(self.send(frame(payload, 0xA)))
-            elif opcode == 0x8:
-                self.others["close"] += 1
-            elif b'"StateChange"' in payload:
-                self.state_change(payload)
-            else:
-                self.lines.append((self.last_time, payload))
-                self._wake()
-
-    def state_change(self, payload):
-        message = json.loads(payload)
-        for types in message["changed"].values():
-            state = types.get("Email")
-            if state is not None:
-                self.heard(state)
-
-    def heard(self, state):
-        if state not in self.arrivals:
-            self.arrivals[state] = (self.last_time, time.monotonic())
-            self.worker.arrived(state)
-
-    async def ready(self, token, timeout=60):
-        """Opens, then push for Email and a Request answered: from then on every commit is told."""
-        await self.open(timeout)
-        request, accept = opening(self.port, token)
-        await self.send(request)
-        _, head = await self.read_line(timeout)
-        check_opening(head, accept)
-        await self.send(frame(b'{"@type":"WebSocketPushEnable","dataTypes":["Email"]}'))
-        await self.send(frame(json.dumps({"@type": "Request", "id": "ready", "using": [CORE],
-                                          "methodCalls": [["Core/echo", {}, "e"]]}).encode()))
-        _, answer = await self.read_line(timeout)
-        answer = json.loads(answer)
-        if answer.get("@type") != "Response" or answer.get("requestId") != "ready":
-            raise RuntimeError(f"not a Response to the ready request: {json.dumps(answer)[:300]}")
-        self.live = True
-        return self
-
-
-class Worker:
-    """Holds its share of the sockets and answers the launcher's commands, one JSON line each:
-
-      {"open": N}                 N more sockets, each ready; {"opened", "failed", "errors", "held", "seconds"}
-      {"wait": STATE, "timeout"}  until every held socket has heard STATE; {"heard", "held", "closed"}
-      {"hold": true}              stops reading the sockets (what arrives waits in the kernel, its receive time
-                                  noted there); {"held"}
-      {"release": true}           reads them again; {"held"}
-      {"report": [STATES]}        per socket and state, [kernel time, monotonic time] or null; {"arrivals",
-                                  "others"}"""
-
-    def __init__(self, config):
-        self.port, self.token = config["port"], config["token"]
-        self.context = ssl.create_default_context(cafile=config["ca"])
-        self.sockets = []
-        self.heard = collections.Counter()
-        self.waiting = None  # (state, future, sockets to hear it)
-
-    def arrived(self, state):
-        self.heard[state] += 1
-        if self.waiting and self.waiting[0] == state and self.heard[state] >= self.waiting[2]:
-            if not self.waiting[1].done():
-                self.waiting[1].set_result(None)
-
-    def open_count(self):
-        return sum(1 for s in self.sockets if not s.closed)
-
-    async def open(self, count):
-        start = time.monotonic()
-        results = await gather_limited([lambda: Listener(self.port, self.context, self).ready(self.token)
-                                        for _ in range(count)], OPEN_CONCURRENCY)
-        errors = collections.Counter()
-        for result in results:
-            if isinstance(result, BaseException):
-                errors[str(result)[:120]] += 1
-            else:
-                self.sockets.append(result)
-        return {"opened": count - sum(errors.values()), "failed": sum(errors.values()), "errors": dict(errors),
-                "held": self.open_count(), "seconds": time.monotonic() - start}
-
-    async def wait(self, state, timeout):
-        if self.heard[state] < self.open_count():
-            future = asyncio.get_running_loop().create_future()
-            self.waiting = (state, future, self.open_count())  # counted once, not on each arrival
-            try:
-                await asyncio.wait_for(future, timeout)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                self.waiting = None
-        return {"heard": self.heard[state], "held": self.open_count(),
-                "closed": sum(1 for s in self.sockets if s.closed)}
-
-    def reading(self, on):
-        loop = asyncio.get_running_loop()
-        for s in self.sockets:
-            if not s.closed:
-                if on:
-                    loop.add_reader(s.sock.fileno(), s._readable)
-                else:
-                    loop.remove_reader(s.sock.fileno())
-        return {"held": self.open_count()}
-
-    def report(self, states):
-        others = collections.Counter()
-        for s in self.sockets:
-            others.update(s.others)
-        return {"arrivals": [[s.arrivals.get(state) for state in states] for s in self.sockets],
-                "others": dict(others)}
-
-    async def serve(self):
-        loop = asyncio.get_running_loop()
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                break
-            command = json.loads(line)
-            if "open" in command:
-                answer = await self.open(command["open"])
-            elif "wait" in command:
-                answer = await self.wait(command["wait"], command.get("timeout", 10))
-            elif "hold" in command or "release" in command:
-                answer = self.reading("release" in command)
-            else:
-                answer = self.report(command["report"])
-            sys.stdout.write(json.dumps(answer) + "\n")
-            sys.stdout.flush()
-        for s in self.sockets:
-            s.close()
-
-
-def worker_main():
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher stops its workers itself
-    harness.raise_fd_limit()
-    config = json.loads(sys.stdin.readline())
-    asyncio.run(Worker(config).serve())
-
-
-# MARK: - Fan-out: the launcher's side
-
-class WorkerProcess(LineProcess):
-    """One worker (`python3 -m signalfetch.bench.jmap_ws worker`), given `config` first."""
-
-    def __init__(self, name, workdir, config):
-        super().__init__(name, workdir, "signalfetch.bench.jmap_ws", ["worker"])
+    def __init__(self, name, workdir, bench, config):
+        super().__init__(name, workdir, None, command=[bench, "wsholder"])
         self.send(config)
 
     def cpu(self):
@@ -782,17 +566,17 @@ class WorkerProcess(LineProcess):
 
 
 class Fleet:
-    def __init__(self, workers):
-        self.workers = workers
+    def __init__(self, holders):
+        self.holders = holders
         self.held = 0
 
     def ask(self, commands):
-        for worker, command in zip(self.workers, commands):
-            worker.send(command)
-        return [worker.answer() for worker in self.workers]
+        for holder, command in zip(self.holders, commands):
+            holder.send(command)
+        return [holder.answer() for holder in self.holders]
 
     def open_to(self, total):
-        more, n = total - self.held, len(self.workers)
+        more, n = total - self.held, len(self.holders)
         answers = self.ask([{"open": more // n + (1 if i < more % n else 0)} for i in range(n)])
         self.held = sum(a["held"] for a in answers)
         failed = sum(a["failed"] for a in answers)
@@ -804,29 +588,29 @@ class Fleet:
         return max(a["seconds"] for a in answers)
 
     def wait(self, state, timeout=10):
-        answers = self.ask([{"wait": state, "timeout": timeout}] * len(self.workers))
+        answers = self.ask([{"wait": state, "timeout": timeout}] * len(self.holders))
         return sum(a["heard"] for a in answers), sum(a["held"] for a in answers)
 
     def report(self, states):
         arrivals, others = [], collections.Counter()
-        for answer in self.ask([{"report": states}] * len(self.workers)):
+        for answer in self.ask([{"report": states}] * len(self.holders)):
             arrivals += answer["arrivals"]
             others.update(answer["others"])
         return arrivals, dict(others)
 
     def cpu(self):
-        return sum(w.cpu() for w in self.workers)
+        return sum(holder.cpu() for holder in self.holders)
 
     def close(self):
-        for worker in self.workers:
-            worker.stop()
+        for holder in self.holders:
+            holder.stop()
 
 
 def deliveries(cluster, api, user, fleet, count, first, hold=0.0):
     """`count` deliveries to `user`, each heard by every socket before the next (when there are sockets); with
     `hold`, every other one while the clients hold off reading for `hold` seconds from just before its POST. [(state,
     wall time, monotonic time, wall time the clients read again or None)] taken just before each POST, and
-    mailboxd's and the workers' CPU seconds over them."""
+    mailboxd's and the holders' CPU seconds over them."""
     sent, missed = [], 0
     pid = cluster.mailboxd.pid
     server, threads, clients = process_cpu(pid), thread_activity(pid), fleet.cpu() if fleet else 0.0
@@ -835,7 +619,7 @@ def deliveries(cluster, api, user, fleet, count, first, hold=0.0):
                 "body": harness.deliver_body(first + k)}
         held = bool(fleet and fleet.held and hold and k % 2)
         if held:
-            fleet.ask([{"hold": True}] * len(fleet.workers))
+            fleet.ask([{"hold": True}] * len(fleet.holders))
         wall, mono = time.time(), time.monotonic()
         status, receipt = api.call("POST", "/v1/deliveries", token=cluster.delivery_token, body=body)
         if status != 201:
@@ -844,7 +628,7 @@ def deliveries(cluster, api, user, fleet, count, first, hold=0.0):
         if held:
             time.sleep(max(0.0, hold - (time.monotonic() - mono)))
             released = time.time()
-            fleet.ask([{"release": True}] * len(fleet.workers))
+            fleet.ask([{"release": True}] * len(fleet.holders))
         sent.append((receipt["state"], wall, mono, released))
         if fleet and fleet.held:
             heard, held_sockets = fleet.wait(receipt["state"])
@@ -852,7 +636,7 @@ def deliveries(cluster, api, user, fleet, count, first, hold=0.0):
         time.sleep(0.02 + random.random() * 0.03)
     loop = thread_activity_delta(threads, thread_activity(pid)).get(LOOP_THREAD, (0.0, 0))[0]
     return sent, {"mailboxd_cpu_s": process_cpu(pid) - server, "loop_cpu_s": loop,
-                  "workers_cpu_s": (fleet.cpu() - clients) if fleet else 0.0, "missed": missed}
+                  "holders_cpu_s": (fleet.cpu() - clients) if fleet else 0.0, "missed": missed}
 
 
 def samples(fleet, sent):
@@ -887,7 +671,7 @@ def step(cluster, api, fleet, user, sockets, count, first, hold):
     result = {"sockets": fleet.held, "deliveries": count, "open_seconds": round(opened, 2),
               "mailboxd_cpu_ms_per_delivery": round(cost["mailboxd_cpu_s"] / count * 1000, 2),
               "loop_cpu_ms_per_delivery": round(cost["loop_cpu_s"] / count * 1000, 2),
-              "workers_cpu_ms_per_delivery": round(cost["workers_cpu_s"] / count * 1000, 2),
+              "holders_cpu_ms_per_delivery": round(cost["holders_cpu_s"] / count * 1000, 2),
               "missing": missing, "unheard_when_waited": cost["missed"], "others": others,
               "handled": latency_summary(found["handled"]) if found["handled"] else None,
               "clients_holding_off": dict(latency_summary(found["held"]), hold_ms=round(hold * 1000),
@@ -896,18 +680,18 @@ def step(cluster, api, fleet, user, sockets, count, first, hold):
         result.update(latency_summary(found["live"]))
     held = result["clients_holding_off"] or {}
     log(f"jmap-ws fan-out, {fleet.held} sockets: p50 {result.get('p50_ms')} p99 {result.get('p99_ms')} max "
-        f"{result.get('max_ms')} ms (kernel receive); handled by the clients p50 {result['handled']['p50_ms']} p99 "
+        f"{result.get('max_ms')} ms (kernel receive); handled by the holder p50 {result['handled']['p50_ms']} p99 "
         f"{result['handled']['p99_ms']} ms; clients holding off p50 {held.get('p50_ms')} p99 {held.get('p99_ms')} "
         f"max {held.get('max_ms')} ms ({held.get('arrived_after_hold')} after the hold); mailboxd "
         f"{result['mailboxd_cpu_ms_per_delivery']} ms CPU a delivery ({result['loop_cpu_ms_per_delivery']} ms on "
-        f"its WebSocket loop thread), the clients "
-        f"{result['workers_cpu_ms_per_delivery']} ms; missing {missing}; opened in {opened:.1f} s")
+        f"its WebSocket loop thread), the holder "
+        f"{result['holders_cpu_ms_per_delivery']} ms; missing {missing}; opened in {opened:.1f} s")
     return result, found["live"]
 
 
 def fanout(env, small=100, large=1000):
     """0, then 100, then 1,000 sockets on one account of one mailboxd; the row (1,000 sockets' samples)."""
-    count, hold = env.by_mode(16, 40), 0.4
+    count, hold = env.by_mode(32, 64), 0.4
     cluster = env.topology("jmap-ws-fanout")
     fleet = None
     try:
@@ -919,7 +703,7 @@ def fanout(env, small=100, large=1000):
         sent, cost = deliveries(cluster, api, "fan", None, count, 0)
         idle_cpu_ms = round(cost["mailboxd_cpu_s"] / count * 1000, 2)
         config = {"port": cluster.jmap_ws_port, "ca": cluster.ca, "token": token}
-        fleet = Fleet([WorkerProcess(f"jmap-ws-worker-{i}", cluster.work, config) for i in range(WORKERS)])
+        fleet = Fleet([Holder(f"jmap-ws-holder-{i}", cluster.work, env.bench, config) for i in range(HOLDERS)])
         few, _ = step(cluster, api, fleet, "fan", small, count, 1000, hold)
         many, kernel = step(cluster, api, fleet, "fan", large, count, 2000, hold)
         log_lines = server_log(cluster)
@@ -931,14 +715,14 @@ def fanout(env, small=100, large=1000):
     row = latency_row("jmap-ws-fanout", f"One delivery → StateChange on {large:,} WebSockets of one account: from "
                       "just before the delivery's POST to each socket's StateChange (kernel receive time)", kernel,
                       FANOUT_GOAL_P99_MS, f"JMAP WebSocket fan-out to {large:,} sockets:",
-                      sockets=many["sockets"], deliveries=count, workers=WORKERS, handled=many["handled"],
+                      sockets=many["sockets"], deliveries=count, holders=HOLDERS, handled=many["handled"],
                       clients_holding_off=many["clients_holding_off"],
                       missing=many["missing"], others=many["others"], open_seconds=many["open_seconds"],
                       mailboxd_cpu_ms_per_delivery={"0": idle_cpu_ms, str(small): few["mailboxd_cpu_ms_per_delivery"],
                                                     str(large): many["mailboxd_cpu_ms_per_delivery"]},
                       mailboxd_cpu_us_per_socket=per_socket_us,
                       loop_cpu_ms_per_delivery=many["loop_cpu_ms_per_delivery"],
-                      workers_cpu_ms_per_delivery=many["workers_cpu_ms_per_delivery"],
+                      holders_cpu_ms_per_delivery=many["holders_cpu_ms_per_delivery"],
                       **{f"sockets_{small}": few}, **({"mailboxd_log": log_lines} if log_lines else {}))
     held = many["clients_holding_off"]
     if not row["met"]:
@@ -947,9 +731,9 @@ def fanout(env, small=100, large=1000):
             f"{held['p99_ms']} ms. "
             f"mailboxd spends {many['mailboxd_cpu_ms_per_delivery']} ms of CPU on a delivery to {large:,} sockets "
             f"({idle_cpu_ms} ms with none: {per_socket_us} µs a socket), {many['loop_cpu_ms_per_delivery']} ms of it "
-            f"on the WebSocket listener's one loop thread, which writes the sockets one after another (each a "
-            f"StateChange built, a hop through the cooperative pool for the shared state read, a TLS record, a "
-            f"send); the {WORKERS} client processes take {many['workers_cpu_ms_per_delivery']} ms of CPU a delivery "
+            f"on the WebSocket listener's one loop thread, which writes the sockets one after another (the "
+            f"StateChange made once for all, then a TLS record and a send each); the {HOLDERS} holder process "
+            f"takes {many['holders_cpu_ms_per_delivery']} ms of CPU a delivery "
             f"on the same cores.")
     return missed_events(row, many["missing"], "(socket, delivery) pairs never heard their StateChange")
 
@@ -959,6 +743,3 @@ def run(env):
     emit(fanout(env))
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["worker"]:
-        worker_main()

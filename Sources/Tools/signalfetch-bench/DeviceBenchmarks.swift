@@ -45,7 +45,7 @@ enum DeviceBenchmarks {
         streams.resetAll()
     }
 
-    private static func raiseFileLimit() {
+    static func raiseFileLimit() {
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
             limit.rlim_cur = limit.rlim_max

@@ -34,7 +34,7 @@ enum RoundTripClient {
         for specification in specifications {
             sides[specification.name] = try Side(specification, caFile: caFile)
         }
-        emit("ready")
+        TransportBenchmarks.emit("ready")
         while let line = readLine() {
             let parts = line.split(separator: " ")
             guard parts.count == 2, let side = sides[String(parts[0])], let count = Int(parts[1]), count > 0 else {
@@ -45,13 +45,8 @@ enum RoundTripClient {
             for _ in 0..<count { try side.once() }
             let elapsed = ContinuousClock.now - start
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            emit("{\"seconds\":\(seconds),\"client_cpu_s\":\(cpuSeconds() - cpu)}")
+            TransportBenchmarks.emit("{\"seconds\":\(seconds),\"client_cpu_s\":\(cpuSeconds() - cpu)}")
         }
-    }
-
-    /// A line on standard output, written at once (the bench waits for it).
-    private static func emit(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     private static func cpuSeconds() -> Double {
@@ -61,7 +56,7 @@ enum RoundTripClient {
             + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
-    /// One connection and its request.
+    /// One connection and its request (the fan-out holder's sockets are opened as sides too, then handed over).
     final class Side {
         private let specification: Specification
         private let socket: TLSClientSocket
@@ -96,7 +91,7 @@ enum RoundTripClient {
             sequence += 1
             let answer: ArraySlice<UInt8>
             if isWebSocket {
-                try socket.write(frame(opcode: 0x1, numbered(request, sequence)))
+                try socket.write(Self.frame(opcode: 0x1, numbered(request, sequence)))
                 answer = try message()
             } else {
                 try socket.write(request)
@@ -111,6 +106,12 @@ enum RoundTripClient {
                 )
             }
         }
+
+        /// Sends `text` in one text frame.
+        func send(text: [UInt8]) throws { try socket.write(Self.frame(opcode: 0x1, text)) }
+
+        /// The socket, and what was read on it and not yet taken: the side is not used after.
+        func handOver() -> (socket: TLSClientSocket, unread: ArraySlice<UInt8>) { (socket, input[start...]) }
 
         /// The opening handshake (RFC 6455 §4.1): a `101` with the `jmap` subprotocol and the accept value of the key
         /// sent.
@@ -137,7 +138,7 @@ enum RoundTripClient {
         }
 
         /// The next text message (pings answered on the way).
-        private func message() throws -> ArraySlice<UInt8> {
+        func message() throws -> ArraySlice<UInt8> {
             var text: [UInt8] = []
             while true {
                 while input.count - start < 2 { try fill() }
@@ -158,7 +159,7 @@ enum RoundTripClient {
                 let payload = input[at..<at + size]
                 start = at + size
                 switch first & 0x0f {
-                case 0x9: try socket.write(frame(opcode: 0xA, Array(payload)))
+                case 0x9: try socket.write(Self.frame(opcode: 0xA, Array(payload)))
                 case 0x8: throw Failure(description: "\(specification.name): the server closed the WebSocket")
                 case 0x1, 0x0:
                     if first & 0x80 != 0 && text.isEmpty { return payload }
@@ -207,7 +208,7 @@ enum RoundTripClient {
         }
 
         /// One final client frame, masked (RFC 6455 §5.3).
-        private func frame(opcode: UInt8, _ payload: [UInt8]) -> [UInt8] {
+        static func frame(opcode: UInt8, _ payload: [UInt8]) -> [UInt8] {
             var bytes: [UInt8] = [0x80 | opcode]
             bytes.reserveCapacity(payload.count + 14)
             if payload.count < 126 {

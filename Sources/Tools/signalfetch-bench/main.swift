@@ -44,6 +44,8 @@ let usage = """
       signalfetch-bench roundtrips --ca PEM --sides FILE
                                               the JMAP round-trip bench's client: WebSocket and keep-alive
                                               HTTPS sides held open, COUNT round trips per "NAME COUNT" line
+      signalfetch-bench wsholder              the JMAP WebSocket fan-out bench's sockets, on one epoll loop
+                                              (its configuration and commands on standard input, JSON lines)
       signalfetch-bench jwt --key P8 --key-id ID --team-id ID      one provider token
       signalfetch-bench locks [--operations N] [--rounds N]        LockedValue vs Synchronization.Mutex (JSON)
     """
@@ -144,6 +146,8 @@ await runCommand(usage: usage) {
             http1: arguments.flag("http1"), warmup: try arguments.int("warmup", default: 1_000))
     case "roundtrips":
         try RoundTripClient.run(caFile: try arguments.required("ca"), sidesFile: try arguments.required("sides"))
+    case "wsholder":
+        try FanoutHolder.run()
     case "h2client-load":
         try await ClientBenchmarks.http2ClientLoad(
             url: try arguments.required("url"), caFile: arguments.string("ca"),

@@ -15,6 +15,10 @@ package final class TLSClientSocket {
     private let ssl: OpaquePointer
     private let fd: Int32
 
+    /// The connected socket, for a caller that watches it with epoll (and may make it non-blocking: see
+    /// ``readAvailable(into:)``).
+    package var descriptor: Int32 { fd }
+
     /// Connects and completes the handshake.
     package init(host: String, port: UInt16, caFile: String, timeoutSeconds: Int = 30) throws(Failure) {
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw Failure(description: "SSL_CTX_new failed") }
@@ -104,6 +108,34 @@ package final class TLSClientSocket {
         ERR_clear_error()
         if error == SSL_ERROR_ZERO_RETURN { return 0 }
         throw Failure(description: "the connection failed or timed out while reading")
+    }
+
+    /// On a non-blocking socket, reads what is there without waiting: how many bytes, 0 when the peer closed, `nil`
+    /// when a whole TLS record has not arrived yet.
+    package func readAvailable(into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int? {
+        ERR_clear_error()
+        let count = SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count))
+        if count > 0 { return Int(count) }
+        let error = SSL_get_error(ssl, count)
+        ERR_clear_error()
+        switch error {
+        case SSL_ERROR_ZERO_RETURN: return 0
+        case SSL_ERROR_WANT_READ: return nil
+        default: throw Failure(description: "the connection failed while reading")
+        }
+    }
+
+    /// From now on, reads decrypt what ``supply(_:)`` hands over instead of reading the socket themselves: for a
+    /// caller that reads the socket (with `recvmsg`, for each read's kernel receive time). Writes still go to the
+    /// socket. With nothing supplied, ``readAvailable(into:)`` answers `nil`.
+    package func readFromMemory() throws(Failure) {
+        guard let memory = BIO_new(BIO_s_mem()) else { throw Failure(description: "BIO_new failed") }
+        SSL_set0_rbio(ssl, memory)
+    }
+
+    /// Bytes the caller read from the socket, for the next reads (after ``readFromMemory()``).
+    package func supply(_ bytes: UnsafeRawBufferPointer) {
+        _ = BIO_write(SSL_get_rbio(ssl), bytes.baseAddress, Int32(clamping: bytes.count))
     }
 
     private static func connect(host: String, port: UInt16, timeoutSeconds: Int) throws(Failure) -> Int32 {
