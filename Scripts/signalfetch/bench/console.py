@@ -3,12 +3,10 @@ console, 100 devices."""
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
-from .. import data_path, harness
+from .. import data_path, harness, peer_path, test_python
 from ..measure import percentile, wrk_script
 from ..report import emit, latency_row, paired
 from . import freshness
@@ -19,9 +17,9 @@ class Collector:
     --discard): the collector a traced mailboxd sends to, costing as little as a collector elsewhere would."""
 
     def __init__(self):
-        peer = Path(__file__).resolve().parents[3] / "Tests" / "Peers" / "otlp_receiver.py"
-        self.popen = subprocess.Popen([sys.executable, "-u", str(peer), "--discard"], stdout=subprocess.PIPE,
-                                      text=True)
+        # The receiver decodes with opentelemetry-proto, which the test venv holds (not the Python running the bench).
+        self.popen = subprocess.Popen([test_python(), "-u", peer_path("otlp_receiver.py"), "--discard"],
+                                      stdout=subprocess.PIPE, text=True)
         self.url = f"http://127.0.0.1:{int(self.popen.stdout.readline())}"
 
     def counts(self):
