@@ -63,36 +63,25 @@ enum DeviceBenchmarks {
                 + "Content-Length: \(body.utf8.count)\r\n\r\n" + body).utf8)
         var tokens: [String] = []
         tokens.reserveCapacity(count)
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var received = ReadBuffer()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        let fill = { (bytes: inout [UInt8]) throws in
+            let got = recv(fd, &chunk, chunk.count, 0)
+            guard got > 0 else { throw BenchError("device API closed the connection during registration") }
+            bytes += chunk[0..<got]
+        }
         for _ in 0..<count {
             try sendAll(fd, request)
-            // Read one response: the head, then Content-Length bytes of body.
-            var headEnd: Int?
-            var length = 0
-            while true {
-                if headEnd == nil, let end = find(received[...], Array("\r\n\r\n".utf8)) {
-                    headEnd = end + 4
-                    let head = String(decoding: received[..<end], as: UTF8.self)
-                    guard head.hasPrefix("HTTP/1.1 201") else {
-                        throw BenchError("device registration answered \(head.prefix(40))")
-                    }
-                    for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
-                        length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
-                    }
-                }
-                if let headEnd, received.count >= headEnd + length { break }
-                let got = recv(fd, &buffer, buffer.count, 0)
-                guard got > 0 else { throw BenchError("device API closed the connection during registration") }
-                received.append(contentsOf: buffer[0..<got])
+            received.compact()
+            let (head, payload) = try received.answer(fill: fill)
+            guard head.hasPrefix("HTTP/1.1 201") else {
+                throw BenchError("device registration answered \(head.prefix(40))")
             }
-            let start = headEnd!
-            let json = try JSONSerialization.jsonObject(with: Data(received[start..<(start + length)]))
+            let json = try JSONSerialization.jsonObject(with: Data(payload))
             guard let token = (json as? [String: Any])?["deviceToken"] as? String else {
                 throw BenchError("device registration answer has no deviceToken")
             }
             tokens.append(token)
-            received.removeFirst(start + length)
         }
         return tokens
     }

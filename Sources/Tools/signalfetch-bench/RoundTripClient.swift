@@ -61,9 +61,8 @@ enum RoundTripClient {
         private let specification: Specification
         private let socket: TLSClientSocket
         private let isWebSocket: Bool
-        /// What was read and not yet taken, from `start`.
-        private var input: [UInt8] = []
-        private var start = 0
+        /// What was read and not yet taken.
+        private var input = ReadBuffer()
         private let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
         private let expect: [UInt8]
         private let request: [UInt8]
@@ -84,10 +83,7 @@ enum RoundTripClient {
 
         /// One request and its answer, checked.
         func once() throws {
-            if start > 0 {
-                input.removeFirst(start)
-                start = 0
-            }
+            input.compact()
             sequence += 1
             let answer: ArraySlice<UInt8>
             if isWebSocket {
@@ -111,7 +107,9 @@ enum RoundTripClient {
         func send(text: [UInt8]) throws { try socket.write(Self.frame(opcode: 0x1, text)) }
 
         /// The socket, and what was read on it and not yet taken: the side is not used after.
-        func handOver() -> (socket: TLSClientSocket, unread: ArraySlice<UInt8>) { (socket, input[start...]) }
+        func handOver() -> (socket: TLSClientSocket, unread: ArraySlice<UInt8>) {
+            (socket, input.bytes[input.start...])
+        }
 
         /// The opening handshake (RFC 6455 §4.1): a `101` with the `jmap` subprotocol and the accept value of the key
         /// sent.
@@ -125,9 +123,9 @@ enum RoundTripClient {
                 + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: jmap\r\n"
                 + "Authorization: Bearer \(specification.token ?? "")\r\n\r\n"
             try socket.write(Array(head.utf8))
-            let end = try headEnd()
-            let answer = String(decoding: input[start..<end], as: UTF8.self)
-            start = end + 4
+            let end = try input.headEnd(fill: fill)
+            let answer = String(decoding: input.bytes[input.start..<end], as: UTF8.self)
+            input.start = end + 4
             let accept = "sec-websocket-accept: " + WebSocketHandshake.acceptValue(forKey: encodedKey).lowercased()
             let lowered = answer.lowercased()
             guard lowered.hasPrefix("http/1.1 101"), lowered.contains("sec-websocket-protocol: jmap"),
@@ -141,23 +139,23 @@ enum RoundTripClient {
         func message() throws -> ArraySlice<UInt8> {
             var text: [UInt8] = []
             while true {
-                while input.count - start < 2 { try fill() }
-                let first = input[start]
-                let second = input[start + 1]
+                try input.need(2, fill: fill)
+                let first = input.bytes[input.start]
+                let second = input.bytes[input.start + 1]
                 var size = Int(second & 0x7f)
-                var at = start + 2
+                var at = input.start + 2
                 if size == 126 {
-                    while input.count - start < 4 { try fill() }
-                    size = Int(input[at]) << 8 | Int(input[at + 1])
+                    try input.need(4, fill: fill)
+                    size = Int(input.bytes[at]) << 8 | Int(input.bytes[at + 1])
                     at += 2
                 } else if size == 127 {
-                    while input.count - start < 10 { try fill() }
-                    size = input[at..<at + 8].reduce(0) { $0 << 8 | Int($1) }
+                    try input.need(10, fill: fill)
+                    size = input.bytes[at..<at + 8].reduce(0) { $0 << 8 | Int($1) }
                     at += 8
                 }
-                while input.count < at + size { try fill() }
-                let payload = input[at..<at + size]
-                start = at + size
+                try input.need(at + size - input.start, fill: fill)
+                let payload = input.bytes[at..<at + size]
+                input.start = at + size
                 switch first & 0x0f {
                 case 0x9: try socket.write(Self.frame(opcode: 0xA, Array(payload)))
                 case 0x8: throw Failure(description: "\(specification.name): the server closed the WebSocket")
@@ -172,39 +170,21 @@ enum RoundTripClient {
 
         /// The next HTTP answer's body: a `200` read to its Content-Length.
         private func response() throws -> ArraySlice<UInt8> {
-            let end = try headEnd()
-            let head = String(decoding: input[start..<end], as: UTF8.self).lowercased()
-            guard head.hasPrefix("http/1.1 200"),
-                let field = head.range(of: "\r\ncontent-length:"),
-                let size = Int(head[field.upperBound...].prefix { $0 != "\r" }.trimmingCharacters(in: .whitespaces))
-            else {
+            let (head, body) = try input.answer(fill: fill)
+            guard head.hasPrefix("HTTP/1.1 200") else {
                 throw Failure(description: "\(specification.name): an answer that is not a 200: \(head.prefix(200))")
             }
-            let body = end + 4
-            while input.count < body + size { try fill() }
-            start = body + size
-            return input[body..<body + size]
+            return body
         }
 
-        /// Where the head that starts at `start` ends (its blank line), reading until it is whole.
-        private func headEnd() throws -> Int {
-            var from = start
-            while true {
-                if let end = DeviceBenchmarks.find(input[from...], Self.blankLine) { return end }
-                from = max(start, input.count - 3)
-                try fill()
-            }
-        }
-
-        private static let blankLine = Array("\r\n\r\n".utf8)
-
-        /// Reads more (what was taken stays until the next request, so positions found meanwhile hold).
-        private func fill() throws {
+        /// Reads more from the socket onto `bytes` (what was taken stays until the next request, so positions found
+        /// meanwhile hold).
+        private func fill(_ bytes: inout [UInt8]) throws {
             let count = try socket.read(into: chunk)
             guard count > 0 else {
                 throw Failure(description: "\(specification.name): the server closed the connection")
             }
-            input.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
         }
 
         /// One final client frame, masked (RFC 6455 §5.3).
