@@ -9,7 +9,7 @@ import WebSocket
 /// JMAP over WebSocket (RFC 8887) on a listener of its own (`mailboxd serve --jmap-ws-listen`), one connection loop
 /// (STYLE 20) with the API's TLS: each connection reads its opening handshake (``RequestHeadReader``), is
 /// authenticated by the API's rules, and becomes a ``JMAPWebSocketSession``. A commit of any instance wakes an
-/// account's sockets through ``AccountWakeups`` once, and their new state is read once for all of them. An idle socket
+/// account's sockets through ``AccountWakeups`` once, with its new states read once for all of them. An idle socket
 /// costs its memory and a ping per interval, nothing per event of other accounts.
 public final class JMAPWebSocketServer: Sendable {
     /// Limits and timers.
@@ -180,27 +180,21 @@ public final class JMAPWebSocketServer: Sendable {
         }
     }
 
-    /// A commit to an account with sockets: its new states are read once (shared with the account's event streams
-    /// through ``AccountWakeups``), kept, and every socket is told to look; no socket reads for itself.
+    /// The account's states after commits, read once for its sockets and its event streams (``AccountWakeups``):
+    /// kept, and every socket is told to look; no socket reads for itself. After changes may have been missed, or when
+    /// the states could not be read, each socket reads the store's (``missedCount(accountID:)``).
     private func wake(accountID: Int64, _ wakeup: AccountWakeups.Wakeup) {
         switch wakeup {
-        case .committed(let modseq):
-            let (server, wakeups) = (server, wakeups)
-            Task {
-                let read = { @Sendable in try await server.typeStates(accountID: accountID) }
-                guard let states = await wakeups.typeStates(accountID: accountID, atLeast: modseq, read: read) else {
-                    return self.tell(accountID, missed: true)
+        case .states(let states, let afterMiss):
+            let newer = state.withLock { state -> Bool in
+                guard let kept = state.accounts[accountID]?.states?.modseq, kept >= states.modseq else {
+                    state.accounts[accountID]?.states = states
+                    return true
                 }
-                let newer = self.state.withLock { state -> Bool in
-                    guard let kept = state.accounts[accountID]?.states?.modseq, kept >= states.modseq else {
-                        state.accounts[accountID]?.states = states
-                        return true
-                    }
-                    return false
-                }
-                if newer { self.tell(accountID, missed: false) }
+                return false
             }
-        case .missed: tell(accountID, missed: true)
+            if newer || afterMiss { tell(accountID, missed: afterMiss) }
+        case .unread: tell(accountID, missed: true)
         }
     }
 

@@ -79,17 +79,23 @@ extension JMAPServer {
     }
 }
 
-/// Wakes the event streams of an account when any instance commits a change to it, with the account's modseq after
-/// the commit, so a stream learns of the change without reading the store first: this process's commits at once,
-/// other instances' through the process's one LISTEN (``MailboxStore/observeChangesOfEveryInstance(_:)``). When
-/// that LISTEN was lost and made again, every stream looks once for itself (a ``Wakeup/missed``).
+/// The one owner of a change's fan-out to JMAP's held connections (event streams and WebSockets): when any instance
+/// commits a change to an account with subscribers, the account's new type states are read once and every
+/// subscriber is woken with them. This process's commits are heard at once, other instances' through the process's one
+/// LISTEN (``MailboxStore/observeChangesOfEveryInstance(_:)``).
+///
+/// One task at a time reads an account's states: commits that arrive while it reads are read by its next turn, so a
+/// burst of commits costs one read in flight and one after it, whatever the number of streams and sockets, and an
+/// account's subscribers are woken in the order of the reads. When the LISTEN was lost and made again, every
+/// subscribed account is read afresh and its subscribers are told that changes may have been missed before.
 public final class AccountWakeups: Sendable {
-    /// Why a stream woke.
+    /// What a subscriber is woken with.
     public enum Wakeup: Sendable, Equatable {
-        /// This process committed a change to the account; its modseq is now at least this.
-        case committed(modseq: Int64)
-        /// Other instances' changes may have been missed (the LISTEN was made again): look at the account's state.
-        case missed
+        /// The account's states after the commits since the last wake-up, read once for every subscriber. With
+        /// `afterMiss`, other instances' commits may have been missed before them (the LISTEN was made again).
+        case states(TypeStates, afterMiss: Bool)
+        /// The account changed but its states could not be read: the next change reads again.
+        case unread
     }
 
     /// One subscription: what wakes it.
@@ -97,81 +103,110 @@ public final class AccountWakeups: Sendable {
         var wake: @Sendable (Wakeup) -> Void
     }
 
+    private struct Account {
+        /// Which account entry this is: one made after the last subscriber left is another, and the reading task of
+        /// the earlier one does not touch it.
+        let generation: Int
+        var subscribers: [Int: Subscriber] = [:]
+        /// A read is wanted (a commit, or a subscriber that asked to look).
+        var wanted = false
+        /// Changes may have been missed before the wanted read.
+        var afterMiss = false
+        /// A task is reading the account's states; what arrives meanwhile waits in `wanted`.
+        var reading = false
+    }
+
     private struct Subscribers {
         var next = 0
-        var byAccount: [Int64: [Int: Subscriber]] = [:]
-        /// Per account with subscribers, the newest read of its type states, started after the commit of `modseq`.
-        var reads: [Int64: (modseq: Int64, read: Task<TypeStates?, Never>)] = [:]
+        var accounts: [Int64: Account] = [:]
     }
 
     private let subscribers = LockedValue(Subscribers())
+    private let read: @Sendable (_ accountID: Int64) async throws -> TypeStates
 
-    /// Watches `store`'s commits.
-    public init(store: MailboxStore) {
-        store.observeChangesOfEveryInstance { [weak self] changes in self?.tell(changes) }
+    /// Watches `store`'s commits; `read` reads an account's states (``JMAPServer/typeStates(accountID:)``).
+    public init(store: MailboxStore, read: @escaping @Sendable (_ accountID: Int64) async throws -> TypeStates) {
+        self.read = read
+        store.observeChangesOfEveryInstance { [weak self] changes in self?.committed(changes) }
     }
 
-    private func tell(_ changes: [CommittedChange]) {
+    private func committed(_ changes: [CommittedChange]) {
         if changes.contains(where: { $0.accountID == CommittedChange.everyAccount }) {
-            let all = subscribers.withLock { $0.byAccount.values.flatMap { Array($0.values) } }
-            for subscriber in all { subscriber.wake(.missed) }
+            let accounts = subscribers.withLock { Array($0.accounts.keys) }
+            for accountID in accounts { want(accountID, afterMiss: true) }
             return
         }
-        var newest: [Int64: Int64] = [:]
-        for change in changes { newest[change.accountID] = max(newest[change.accountID] ?? .min, change.modseq) }
-        let woken = subscribers.withLock { state in
-            newest.flatMap { account, modseq in
-                (state.byAccount[account].map { Array($0.values) } ?? []).map { ($0, modseq) }
-            }
-        }
-        for (subscriber, modseq) in woken { subscriber.wake(.committed(modseq: modseq)) }
+        for accountID in Set(changes.lazy.map(\.accountID)) { want(accountID, afterMiss: false) }
     }
 
-    /// Calls `wake` (on the committing thread: it must not block) after each commit to `accountID`, until
+    /// Reads the account's states and wakes its subscribers with them: for a subscriber that may have missed a change
+    /// (one that was opening when it came).
+    public func look(accountID: Int64) { want(accountID, afterMiss: false) }
+
+    /// Asks for a read of the account's states, and starts its reading task unless one is running.
+    private func want(_ accountID: Int64, afterMiss: Bool) {
+        let start = subscribers.withLock { state -> Int? in
+            guard var account = state.accounts[accountID] else { return nil }
+            defer { state.accounts[accountID] = account }
+            account.wanted = true
+            account.afterMiss = account.afterMiss || afterMiss
+            guard !account.reading else { return nil }
+            account.reading = true
+            return account.generation
+        }
+        if let generation = start { Task { await self.turns(accountID, generation: generation) } }
+    }
+
+    /// Reads the account's states and wakes its subscribers, turn after turn while reads are wanted.
+    private func turns(_ accountID: Int64, generation: Int) async {
+        while true {
+            let afterMiss = subscribers.withLock { state -> Bool? in
+                guard var account = state.accounts[accountID], account.generation == generation else { return nil }
+                guard account.wanted else {
+                    state.accounts[accountID]?.reading = false
+                    return nil
+                }
+                defer { state.accounts[accountID] = account }
+                let afterMiss = account.afterMiss
+                (account.wanted, account.afterMiss) = (false, false)
+                return afterMiss
+            }
+            guard let afterMiss else { return }
+            let wakeup: Wakeup
+            do {
+                wakeup = .states(try await read(accountID), afterMiss: afterMiss)
+            } catch {
+                wakeup = .unread
+            }
+            let woken = subscribers.withLock { state in
+                state.accounts[accountID].flatMap { $0.generation == generation ? Array($0.subscribers.values) : nil }
+                    ?? []
+            }
+            for subscriber in woken { subscriber.wake(wakeup) }
+        }
+    }
+
+    /// Calls `wake` (from the account's reading task: it must not block) after each commit to `accountID`, until
     /// ``unsubscribe(_:accountID:)`` is called with the returned id. One subscription serves all of an account's
     /// streams or sockets: whoever holds them wakes them.
     public func subscribe(accountID: Int64, wake: @escaping @Sendable (Wakeup) -> Void) -> Int {
         subscribers.withLock { state in
             state.next += 1
-            state.byAccount[accountID, default: [:]][state.next] = Subscriber(wake: wake)
+            state.accounts[accountID, default: Account(generation: state.next)].subscribers[state.next] = Subscriber(
+                wake: wake)
             return state.next
         }
-    }
-
-    /// The account's type states as of a commit of at least `modseq`, read once for every stream the commit woke:
-    /// the first stream to ask starts `read`, the others await the same read, so a change fanned out to a thousand
-    /// streams of one account costs one read, not a thousand. `nil` if the read failed.
-    public func typeStates(
-        accountID: Int64, atLeast modseq: Int64, read: @escaping @Sendable () async throws -> TypeStates
-    ) async -> TypeStates? {
-        let shared = subscribers.withLock { state -> Task<TypeStates?, Never> in
-            if let entry = state.reads[accountID], entry.modseq >= modseq { return entry.read }
-            let task = Task { try? await read() }
-            // An account without subscribers keeps no read (the last unsubscribe drops it).
-            if state.byAccount[accountID] != nil { state.reads[accountID] = (modseq, task) }
-            return task
-        }
-        let states = await shared.value
-        if states == nil {
-            // A failed read is not kept: the next stream to ask reads again.
-            subscribers.withLock { state in
-                if state.reads[accountID]?.read == shared { state.reads[accountID] = nil }
-            }
-        }
-        return states
     }
 
     /// Ends a subscription.
     public func unsubscribe(_ id: Int, accountID: Int64) {
         subscribers.withLock { state in
-            state.byAccount[accountID]?.removeValue(forKey: id)
-            if state.byAccount[accountID]?.isEmpty == true {
-                state.byAccount[accountID] = nil
-                state.reads[accountID] = nil
-            }
+            state.accounts[accountID]?.subscribers.removeValue(forKey: id)
+            // A reading task finds the account gone and ends.
+            if state.accounts[accountID]?.subscribers.isEmpty == true { state.accounts[accountID] = nil }
         }
     }
 
     /// How many subscriptions there are (for tests and metrics).
-    public var count: Int { subscribers.withLock { $0.byAccount.values.reduce(0) { $0 + $1.count } } }
+    public var count: Int { subscribers.withLock { $0.accounts.values.reduce(0) { $0 + $1.subscribers.count } } }
 }

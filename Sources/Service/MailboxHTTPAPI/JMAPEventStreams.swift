@@ -8,10 +8,9 @@ import MailboxStore
 /// tasks: an idle stream costs its connection and a few hundred bytes here, and nothing runs for it until its
 /// account changes or its ping is due.
 ///
-/// Each account with streams holds one ``AccountWakeups`` subscription. A commit to it starts one task for the
-/// account that reads the new states once (shared with the account's WebSockets) and writes each stream its
-/// StateChange, the changes of the types it asked for since what it was last sent; commits that arrive meanwhile
-/// are handled by that task's next turn, not by another task. Pings come from one timer for every stream, which
+/// Each account with streams holds one ``AccountWakeups`` subscription, which wakes it after commits with the
+/// account's new states (read once for its streams and its WebSockets), and each stream is written its StateChange:
+/// the changes of the types it asked for since what it was last sent. Pings come from one timer for every stream, which
 /// every tenth of a second writes the streams whose ping is due: streams opened together ping spread as they opened,
 /// not in one burst that would hold up the next StateChanges.
 package final class JMAPEventStreams: Sendable {
@@ -38,12 +37,6 @@ package final class JMAPEventStreams: Sendable {
     private struct AccountStreams {
         let subscription: Int
         var streams: [Int: Stream] = [:]
-        /// A task is writing this account's streams; what arrives meanwhile waits in `committed` and `missed`.
-        var writing = false
-        /// The newest commit not yet written.
-        var committed: Int64?
-        /// Changes may have been missed: the states are read afresh.
-        var missed = false
     }
 
     private struct State {
@@ -100,7 +93,7 @@ package final class JMAPEventStreams: Sendable {
             state.accounts[account.id]?.streams[id]?.sent = baseline
             return state.accounts[account.id]?.streams[id]?.changedWhileOpening ?? false
         }
-        if changed { wake(accountID: account.id, .missed) }
+        if changed { wakeups.look(accountID: account.id) }
         return stream
     }
 
@@ -149,61 +142,11 @@ package final class JMAPEventStreams: Sendable {
 
     // MARK: Changes
 
-    /// A commit to an account with streams (on the committing thread: no blocking here).
+    /// The account's states after commits (from its reading task, which wakes the account's subscribers one read
+    /// after another). When they could not be read, nothing is sent until the next change.
     private func wake(accountID: Int64, _ wakeup: AccountWakeups.Wakeup) {
-        let start = state.withLock { state -> Bool in
-            guard var account = state.accounts[accountID] else { return false }
-            switch wakeup {
-            case .committed(let modseq): account.committed = max(account.committed ?? .min, modseq)
-            case .missed: account.missed = true
-            }
-            let start = !account.writing
-            account.writing = true
-            state.accounts[accountID] = account
-            return start
-        }
-        if start { Task { await self.write(accountID: accountID) } }
-    }
-
-    /// Writes the account's streams what changed, turn after turn while commits keep arriving.
-    private func write(accountID: Int64) async {
-        while true {
-            enum Turn {
-                case done
-                case committed(Int64)
-                case missed
-            }
-            let turn = state.withLock { state -> Turn in
-                guard var account = state.accounts[accountID] else { return .done }
-                defer { state.accounts[accountID] = account }
-                if account.missed {
-                    (account.missed, account.committed) = (false, nil)
-                    return .missed
-                }
-                if let modseq = account.committed {
-                    account.committed = nil
-                    return .committed(modseq)
-                }
-                account.writing = false
-                return .done
-            }
-            let now: TypeStates?
-            switch turn {
-            case .done: return
-            case .committed(let modseq):
-                let jmap = self.jmap
-                now = await wakeups.typeStates(accountID: accountID, atLeast: modseq) {
-                    try await jmap.typeStates(accountID: accountID)
-                }
-            case .missed:
-                now = try? await jmap.typeStates(accountID: accountID)
-            }
-            guard let now else {
-                // The read failed: the next commit reads again; until then nothing is sent.
-                continue
-            }
-            tell(accountID: accountID, now)
-        }
+        guard case .states(let now, _) = wakeup else { return }
+        tell(accountID: accountID, now)
     }
 
     /// Tells each of the account's streams what changed since it was last told, in the types it asked for.

@@ -86,7 +86,8 @@ package struct MailboxAPI: Sendable {
         jmap = JMAPServer(
             store: store, limits: configuration.jmapLimits, push: configuration.jmapPush,
             applicationServerKey: configuration.webPushPublicKey, webSocketPort: configuration.jmapWebSocketPort)
-        jmapWakeups = AccountWakeups(store: store)
+        let server = jmap
+        jmapWakeups = AccountWakeups(store: store) { accountID in try await server.typeStates(accountID: accountID) }
         jmapEventStreams = JMAPEventStreams(wakeups: jmapWakeups, jmap: jmap, epoch: store.epoch)
     }
 
