@@ -1,79 +1,28 @@
+import ConnectionLoop
 import Foundation
 
-/// A bound, listening, non-blocking TCP socket.
+/// A bound, listening, non-blocking TCP socket (``ListeningSocket``, the project's one binder).
 struct Listener {
     let fd: Int32
     let port: Int
 
     /// Resolves `host`, binds `host:port` (IPv4 addresses first) and listens.
     static func open(host: String, port: Int, backlog: Int32 = 1024) throws(HTTP2ServerError) -> Listener {
-        var hints = addrinfo()
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &list)
-        guard status == 0, let list else {
-            throw .invalidAddress(host: host, reason: String(cString: gai_strerror(status)))
+        guard let asked = UInt16(exactly: port) else {
+            throw .invalidAddress(host: host, reason: "port \(port) is out of range")
         }
-        defer { freeaddrinfo(list) }
-        var candidates: [UnsafeMutablePointer<addrinfo>] = []
-        var cursor: UnsafeMutablePointer<addrinfo>? = list
-        while let entry = cursor {
-            candidates.append(entry)
-            cursor = entry.pointee.ai_next
-        }
-        candidates.sort { ($0.pointee.ai_family == AF_INET ? 0 : 1) < ($1.pointee.ai_family == AF_INET ? 0 : 1) }
-        var lastError: HTTP2ServerError = .invalidAddress(host: host, reason: "no usable address")
-        for entry in candidates {
-            do {
-                return try bind(entry.pointee, host: host, port: port, backlog: backlog)
-            } catch {
-                lastError = error
-                if case .addressInUse = error { throw error }
+        do {
+            let (fd, bound) = try ListeningSocket.bind(host: host, port: asked, backlog: backlog, nonBlocking: true)
+            return Listener(fd: fd, port: Int(bound))
+        } catch {
+            switch error.reason {
+            case .unresolved(let why): throw .invalidAddress(host: host, reason: why)
+            case .addressInUse: throw .addressInUse(host: host, port: port)
+            case .failed(let operation, let code):
+                throw .socketFailure(
+                    operation: operation, host: host, port: port, errno: code, reason: String(cString: strerror(code)))
             }
         }
-        throw lastError
-    }
-
-    private static func bind(
-        _ address: addrinfo, host: String, port: Int, backlog: Int32
-    ) throws(HTTP2ServerError)
-        -> Listener
-    {
-        func failure(_ operation: String, _ code: Int32) -> HTTP2ServerError {
-            if code == EADDRINUSE { return .addressInUse(host: host, port: port) }
-            return .socketFailure(
-                operation: operation, host: host, port: port, errno: code, reason: String(cString: strerror(code)))
-        }
-        let fd = socket(
-            address.ai_family,
-            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-                | Int32(SOCK_CLOEXEC.rawValue), 0)
-        if fd < 0 { throw failure("socket", errno) }
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        if Glibc.bind(fd, address.ai_addr, address.ai_addrlen) != 0 {
-            let code = errno
-            close(fd)
-            throw failure("bind", code)
-        }
-        if listen(fd, backlog) != 0 {
-            let code = errno
-            close(fd)
-            throw failure("listen", code)
-        }
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let named = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        if named != 0 {
-            let code = errno
-            close(fd)
-            throw failure("getsockname", code)
-        }
-        return Listener(fd: fd, port: SocketAddress.port(of: storage))
     }
 }
 
