@@ -2,7 +2,6 @@ import Durations
 import Foundation
 import HTTP2Server
 import HTTPServer
-import Locking
 import SimulatorSupport
 
 /// The running simulator: the provider API (HTTP/2, TLS or h2c; a sandbox listener beside it when asked for), the
@@ -22,7 +21,7 @@ public final class APNsSimulatorServer: Sendable {
     public let gateway: APNsGateway
     /// Groups the notification-stream wake-ups of each round of provider requests (and of each tick).
     private let eventBatch = EventStreamBatch()
-    private let running = LockedValue<SimulatorListeners?>(nil)
+    private let running = RunningListeners()
 
     /// Creates a server; nothing listens until ``start()``.
     public init(configuration: APNsSimulatorConfiguration, clock: any WallClock = SystemClock()) {
@@ -61,30 +60,20 @@ public final class APNsSimulatorServer: Sendable {
                 router: DeviceAPI.router(for: gateway, batch: eventBatch)),
             tickInterval: configuration.tickInterval, batch: eventBatch,
             processDueWork: { gateway.processDueWork() }, closeAllStreams: { gateway.closeAllStreams() })
-        running.withLock { $0 = listeners }
+        running.keep(listeners)
     }
 
     /// The bound (production) provider-API port (`0` before ``start()``).
-    public var providerPort: Int { running.withLock { $0?.providerPort ?? 0 } }
+    public var providerPort: Int { running.providerPort }
 
     /// The bound sandbox provider-API port (`0` before ``start()`` or without a sandbox listener).
-    public var sandboxPort: Int {
-        running.withLock { listeners in listeners.flatMap { $0.providerPorts.dropFirst().first } ?? 0 }
-    }
+    public var sandboxPort: Int { running.providerPorts.dropFirst().first ?? 0 }
 
     /// The bound device-API port (`0` before ``start()``).
-    public var devicePort: Int { running.withLock { $0?.devicePort ?? 0 } }
+    public var devicePort: Int { running.devicePort }
 
     /// Stops both APIs gracefully: GOAWAY to providers, notification streams closed.
-    public func shutdown() async {
-        guard
-            let listeners = running.withLock({ state -> SimulatorListeners? in
-                defer { state = nil }
-                return state
-            })
-        else { return }
-        await listeners.shutdown()
-    }
+    public func shutdown() async { await running.shutdown() }
 }
 
 extension APNsProviderRequest {

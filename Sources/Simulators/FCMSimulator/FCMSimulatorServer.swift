@@ -1,6 +1,5 @@
 import Durations
 import HTTPServer
-import Locking
 import SimulatorSupport
 
 /// The running fcm-sim: the provider listener (TLS; HTTP/2, and HTTP/1.1 relayed to an internal cleartext
@@ -19,7 +18,7 @@ public final class FCMSimulatorServer: Sendable {
     /// The gateway logic behind both APIs.
     public let gateway: FCMGateway
     private let eventBatch = EventStreamBatch()
-    private let running = LockedValue<SimulatorListeners?>(nil)
+    private let running = RunningListeners()
 
     /// Creates a server; nothing listens until ``start()``.
     public init(configuration: FCMSimulatorConfiguration, clock: any WallClock = SystemClock()) {
@@ -32,25 +31,17 @@ public final class FCMSimulatorServer: Sendable {
         let listeners = try SimulatorListeners.start(
             configuration, gateway: gateway, router: DeviceAPI.router(for: gateway, batch: eventBatch),
             batch: eventBatch)
-        running.withLock { $0 = listeners }
+        running.keep(listeners)
     }
 
     /// The bound provider port (`0` before ``start()``).
-    public var providerPort: Int { running.withLock { $0?.providerPort ?? 0 } }
+    public var providerPort: Int { running.providerPort }
 
     /// The bound device-API port (`0` before ``start()``).
-    public var devicePort: Int { running.withLock { $0?.devicePort ?? 0 } }
+    public var devicePort: Int { running.devicePort }
 
     /// Stops every listener: GOAWAY to HTTP/2 senders, message streams closed.
-    public func shutdown() async {
-        guard
-            let listeners = running.withLock({ state -> SimulatorListeners? in
-                defer { state = nil }
-                return state
-            })
-        else { return }
-        await listeners.shutdown()
-    }
+    public func shutdown() async { await running.shutdown() }
 }
 
 extension FCMSimulatorConfiguration: SimulatorListenerConfiguration {}

@@ -1,5 +1,6 @@
 import HTTP2Server
 import HTTPServer
+import Locking
 
 /// Where ``SimulatorListeners`` listen: what they read from fcm-sim's and webpush-sim's configuration.
 package protocol SimulatorListenerConfiguration: Sendable {
@@ -235,5 +236,37 @@ package struct SimulatorListeners: Sendable {
         for provider in providers { await provider.shutdown() }
         await http1?.shutdown()
         await device.shutdown()
+    }
+}
+
+/// A simulator server's listeners while it runs: none before `start()` and after `shutdown()`.
+package final class RunningListeners: Sendable {
+    private let current = LockedValue<SimulatorListeners?>(nil)
+
+    /// None yet.
+    package init() {}
+
+    /// Keeps `listeners` as the running ones.
+    package func keep(_ listeners: SimulatorListeners) { current.withLock { $0 = listeners } }
+
+    /// The first provider listener's bound port (`0` when none runs).
+    package var providerPort: Int { current.withLock { $0?.providerPort ?? 0 } }
+
+    /// Each provider listener's bound port (empty when none runs).
+    package var providerPorts: [Int] { current.withLock { $0?.providerPorts ?? [] } }
+
+    /// The bound device-API port (`0` when none runs).
+    package var devicePort: Int { current.withLock { $0?.devicePort ?? 0 } }
+
+    /// Stops the running listeners, once (see ``SimulatorListeners/shutdown(stopOtherListeners:)``); nothing when
+    /// none runs.
+    package func shutdown(stopOtherListeners: () async -> Void = {}) async {
+        guard
+            let listeners = current.withLock({ state -> SimulatorListeners? in
+                defer { state = nil }
+                return state
+            })
+        else { return }
+        await listeners.shutdown(stopOtherListeners: stopOtherListeners)
     }
 }

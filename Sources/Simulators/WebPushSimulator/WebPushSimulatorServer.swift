@@ -14,17 +14,14 @@ import SimulatorSupport
 /// await server.shutdown()
 /// ```
 public final class WebPushSimulatorServer: Sendable {
-    private struct Running: Sendable {
-        var listeners: SimulatorListeners
-        var mozilla: WebSocketServer?
-    }
-
     /// The configuration the server was created with.
     public let configuration: WebPushSimulatorConfiguration
     /// The gateway logic behind every listener.
     public let gateway: WebPushGateway
     private let eventBatch = EventStreamBatch()
-    private let running = LockedValue<Running?>(nil)
+    private let running = RunningListeners()
+    /// The Mozilla-protocol listener, while it runs.
+    private let mozilla = LockedValue<WebSocketServer?>(nil)
 
     /// Creates a server; nothing listens until ``start()``.
     public init(configuration: WebPushSimulatorConfiguration, clock: any WallClock = SystemClock()) {
@@ -70,28 +67,27 @@ public final class WebPushSimulatorServer: Sendable {
             }
             mozilla = server
         }
-        running.withLock { $0 = Running(listeners: listeners, mozilla: mozilla) }
+        self.mozilla.withLock { $0 = mozilla }
+        running.keep(listeners)
     }
 
     /// The bound push-resource port (`0` before ``start()``).
-    public var providerPort: Int { running.withLock { $0?.listeners.providerPort ?? 0 } }
+    public var providerPort: Int { running.providerPort }
 
     /// The bound device-API port (`0` before ``start()``).
-    public var devicePort: Int { running.withLock { $0?.listeners.devicePort ?? 0 } }
+    public var devicePort: Int { running.devicePort }
 
     /// The bound Mozilla-protocol port (`0` before ``start()`` or without that listener).
-    public var mozillaPort: Int { running.withLock { $0?.mozilla?.port.withLock { $0 } ?? 0 } }
+    public var mozillaPort: Int { mozilla.withLock { $0?.port.withLock { $0 } ?? 0 } }
 
     /// Stops every listener: GOAWAY to HTTP/2 senders, message streams and sockets closed.
     public func shutdown() async {
-        guard
-            let current = running.withLock({ state -> Running? in
-                defer { state = nil }
-                return state
-            })
-        else { return }
-        await current.listeners.shutdown {
-            await current.mozilla?.shutdown()
+        let (mozilla, gateway) = (mozilla, gateway)
+        await running.shutdown {
+            await mozilla.withLock { server in
+                defer { server = nil }
+                return server
+            }?.shutdown()
             gateway.setMozillaTransport(nil)
         }
     }
