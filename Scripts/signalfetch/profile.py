@@ -1,7 +1,7 @@
 """Where a message's CPU goes: a CPU profile of the release mailboxd under load on one path, with the CPU per
 message from /proc.
 
-Usage: python3 -m signalfetch.profile PATH [--seconds S] [--out DIR] [--postgres] [--console]
+Usage: python3 -m signalfetch.profile PATH [--seconds S] [--out DIR] [--postgres] [--console] [--otlp]
 PATH: delivery (POST /v1/deliveries over TLS, 16 connections, no devices), changes (GET /v1/changes over TLS, one
 new message each), signal (deliveries to accounts with two apns-sim devices each: the dispatcher and the HTTP/2
 client too), ingest (LMTP from Postfix's smtp-source, 20 sessions). The store is SQLite at FULL, or with --postgres
@@ -15,7 +15,8 @@ Records with `perf record -g` (frame pointers) at 999 Hz on mailboxd only, deman
                        (the hand-offs), and the top frames by self and by total time
   profile-NAME.folded  the folded stacks (for any flame-graph tool)
   profile-NAME.svg     a flame graph
-and prints one JSON line with the figures. NAME is PATH, with -postgres and -console when those are given.
+and prints one JSON line with the figures. NAME is PATH, with -postgres, -console and -otlp when those are given
+(--otlp: traces exported to an OTLP receiver on this machine that counts and drops them, as the console bench's).
 """
 import argparse
 import collections
@@ -29,6 +30,7 @@ import sys
 import time
 
 from . import data_path, harness
+from .bench.console import Collector
 from .measure import process_cpu, thread_activity, thread_activity_delta
 
 # Components by shared object (or, for our binary and Foundation, by symbol).
@@ -135,8 +137,8 @@ def flame_svg(folded, path, title):
 class Target:
     """mailboxd (SQLite at FULL, or on a throwaway PostgreSQL) with 16 accounts, ready for load on one path."""
 
-    def __init__(self, args, label):
-        self.path, self.postgres = args.path, args.postgres
+    def __init__(self, args, label, otlp=None):
+        self.path, self.postgres, self.otlp = args.path, args.postgres, otlp
         bin_dir = harness.bin_dir()
         self.cluster = (harness.ScaleCluster(bin_dir, instances=1, prefix=f"signalfetch-profile-{label}-")
                         if args.postgres else harness.Cluster(bin_dir, prefix=f"signalfetch-profile-{label}-"))
@@ -146,6 +148,8 @@ class Target:
         cluster = self.cluster
         cluster.add_accounts(self.users)
         extra = [] if self.postgres else ["--synchronous", "FULL"]
+        if self.otlp:
+            extra += ["--otlp-endpoint", self.otlp]
         if self.path == "ingest":
             extra += ["--lmtp-listen", "127.0.0.1:0"]
         if self.path == "signal":
@@ -274,14 +278,17 @@ def main():
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--out", default="bench-results")
     parser.add_argument("--console", action="store_true", help="with a console open (reading /console/events)")
+    parser.add_argument("--otlp", action="store_true", help="with traces exported over OTLP/HTTP")
     parser.add_argument("--postgres", action="store_true",
                         help="the store on a throwaway PostgreSQL (Scripts/postgres-instance) instead of SQLite")
     args = parser.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("profile: perf is missing (Debian linux-perf; Scripts/bootstrap --bench installs it)")
     os.makedirs(args.out, exist_ok=True)
-    label = args.path + ("-postgres" if args.postgres else "") + ("-console" if args.console else "")
-    target = Target(args, label)
+    label = (args.path + ("-postgres" if args.postgres else "") + ("-console" if args.console else "")
+             + ("-otlp" if args.otlp else ""))
+    collector = Collector() if args.otlp else None
+    target = Target(args, label, otlp=collector.url if collector else None)
     try:
         target.start()
         if args.console:
@@ -290,6 +297,8 @@ def main():
         text, count, elapsed, cpu, threads = target.record(args.seconds)
     finally:
         target.cluster.close()
+        if collector:
+            collector.close()
     samples = parse_perf(text)
     if not samples:
         raise SystemExit("profile: perf recorded no samples")
