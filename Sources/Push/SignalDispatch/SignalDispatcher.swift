@@ -66,7 +66,7 @@ public final class SignalDispatcher: Sendable {
         }
     }
 
-    /// Stops the loop after the current batch.
+    /// Stops the loop after the batches in flight.
     public func stop() async {
         let task = loop.withLock { $0 }
         task?.cancel()
@@ -126,24 +126,42 @@ public final class SignalDispatcher: Sendable {
         } catch {
             log("dispatcher: cannot release old outbox leases: \(error)")
         }
-        while !Task.isCancelled {
-            let items: [OutboxItem]
-            do {
-                items = try await store.claimDueSignals(limit: configuration.batchSize)
-            } catch {
-                log("dispatcher: cannot read the outbox: \(error)")
-                await sleep(seconds: 1)
-                continue
-            }
-            if items.isEmpty {
-                let now = store.currentTime
-                let next = (try? await store.nextSignalDue()) ?? nil
-                let wait = next.map { min(max($0 - now, 0.001), configuration.idleCheckInterval) }
-                await sleep(seconds: wait ?? configuration.idleCheckInterval)
-                continue
-            }
-            await withTaskGroup(of: Void.self) { group in
-                for item in items { group.addTask { await self.process(item) } }
+        // Two batches in flight: the next is claimed and sent while the answers of the last are awaited, so a
+        // batch's slowest answer (a push service's, or a proxy's relay held by Nagle's algorithm until an ACK comes)
+        // does not leave the connection idle. A device's row is leased while its batch runs, so no device is in two.
+        await withTaskGroup(of: Void.self) { batches in
+            var inFlight = 0
+            while !Task.isCancelled {
+                let items: [OutboxItem]
+                do {
+                    items = try await store.claimDueSignals(limit: configuration.batchSize)
+                } catch {
+                    log("dispatcher: cannot read the outbox: \(error)")
+                    await batches.waitForAll()
+                    inFlight = 0
+                    await sleep(seconds: 1)
+                    continue
+                }
+                if items.isEmpty {
+                    // Nothing is claimed while the loop sleeps (``isAsleep``).
+                    await batches.waitForAll()
+                    inFlight = 0
+                    let now = store.currentTime
+                    let next = (try? await store.nextSignalDue()) ?? nil
+                    let wait = next.map { min(max($0 - now, 0.001), configuration.idleCheckInterval) }
+                    await sleep(seconds: wait ?? configuration.idleCheckInterval)
+                    continue
+                }
+                batches.addTask {
+                    await withTaskGroup(of: Void.self) { group in
+                        for item in items { group.addTask { await self.process(item) } }
+                    }
+                }
+                inFlight += 1
+                if inFlight == 2 {
+                    await batches.next()
+                    inFlight -= 1
+                }
             }
         }
     }
