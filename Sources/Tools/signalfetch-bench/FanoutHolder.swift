@@ -66,7 +66,7 @@ enum FanoutHolder {
     /// state arrived.
     final class HeldSocket {
         let socket: TLSClientSocket
-        var input: [UInt8]
+        var input = ReadBuffer()
         /// Fragments of a text message still being received.
         var fragments: [UInt8] = []
         /// The kernel receive time of the last bytes read.
@@ -76,7 +76,7 @@ enum FanoutHolder {
 
         init(socket: TLSClientSocket, unread: ArraySlice<UInt8>) {
             self.socket = socket
-            input = Array(unread)
+            unread.withUnsafeBytes { input.append($0) }
         }
     }
 
@@ -232,7 +232,7 @@ enum FanoutHolder {
             do {
                 while let count = try held.socket.readAvailable(into: plain) {
                     guard count > 0 else { return close(held, "closed by the server") }
-                    held.input.append(contentsOf: UnsafeRawBufferPointer(rebasing: plain[0..<count]))
+                    held.input.append(UnsafeRawBufferPointer(rebasing: plain[0..<count]))
                 }
             } catch {
                 return close(held, "a read failed")
@@ -279,24 +279,7 @@ enum FanoutHolder {
 
         /// Takes the socket's whole frames: StateChanges noted by their Email state, pings answered.
         private func frames(_ held: HeldSocket) {
-            var at = 0
-            let input = held.input
-            while input.count - at >= 2 {
-                let first = input[at]
-                var size = Int(input[at + 1] & 0x7f)
-                var payload = at + 2
-                if size == 126 {
-                    guard input.count - at >= 4 else { break }
-                    size = Int(input[at + 2]) << 8 | Int(input[at + 3])
-                    payload += 2
-                } else if size == 127 {
-                    guard input.count - at >= 10 else { break }
-                    size = input[at + 2..<at + 10].reduce(0) { $0 << 8 | Int($1) }
-                    payload += 8
-                }
-                guard input.count >= payload + size else { break }
-                let body = input[payload..<payload + size]
-                at = payload + size
+            while let (first, body) = held.input.frame() {
                 switch first & 0x0f {
                 case 0x1, 0x0:
                     held.fragments += body
@@ -314,7 +297,7 @@ enum FanoutHolder {
                 default: others["opcode \(first & 0x0f)", default: 0] += 1
                 }
             }
-            if at > 0 { held.input.removeFirst(at) }
+            held.input.compact()
         }
 
         private static let stateChange = Array(#""StateChange""#.utf8)

@@ -1,5 +1,5 @@
-/// What a bench client read from one connection and has not taken yet, and the HTTP/1.1 answers in it: a head up to
-/// its blank line, then a body of its Content-Length (how the servers the bench measures answer it). Each call that
+/// What a bench client read from one connection and has not taken yet, and the HTTP/1.1 answers (a head up to its
+/// blank line, then a body of its Content-Length, as the servers the bench measures answer) or WebSocket frames in it. Each call that
 /// needs more bytes calls `fill`, which reads from the connection and appends to the array it is given (and throws
 /// when the connection ended).
 struct ReadBuffer {
@@ -18,9 +18,31 @@ struct ReadBuffer {
         start = 0
     }
 
-    /// Reads until at least `count` bytes are not taken.
-    mutating func need(_ count: Int, fill: (inout [UInt8]) throws -> Void) throws {
-        while available < count { try fill(&bytes) }
+    /// Appends bytes read from the connection.
+    mutating func append(_ more: UnsafeRawBufferPointer) { bytes.append(contentsOf: more) }
+
+    /// Reads more from the connection.
+    mutating func more(fill: (inout [UInt8]) throws -> Void) throws { try fill(&bytes) }
+
+    /// Takes the next whole server frame (RFC 6455 §5.2, unmasked) that starts at ``start``: its first byte (FIN and
+    /// opcode) and its payload; nil until the frame is whole.
+    mutating func frame() -> (first: UInt8, payload: ArraySlice<UInt8>)? {
+        guard available >= 2 else { return nil }
+        var size = Int(bytes[start + 1] & 0x7f)
+        var at = start + 2
+        if size == 126 {
+            guard available >= 4 else { return nil }
+            size = Int(bytes[at]) << 8 | Int(bytes[at + 1])
+            at += 2
+        } else if size == 127 {
+            guard available >= 10 else { return nil }
+            size = bytes[at..<at + 8].reduce(0) { $0 << 8 | Int($1) }
+            at += 8
+        }
+        guard bytes.count >= at + size else { return nil }
+        let first = bytes[start]
+        start = at + size
+        return (first, bytes[at..<at + size])
     }
 
     /// Where the head that starts at ``start`` ends (its blank line), reading until it is whole.

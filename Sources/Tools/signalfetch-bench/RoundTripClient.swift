@@ -139,23 +139,10 @@ enum RoundTripClient {
         func message() throws -> ArraySlice<UInt8> {
             var text: [UInt8] = []
             while true {
-                try input.need(2, fill: fill)
-                let first = input.bytes[input.start]
-                let second = input.bytes[input.start + 1]
-                var size = Int(second & 0x7f)
-                var at = input.start + 2
-                if size == 126 {
-                    try input.need(4, fill: fill)
-                    size = Int(input.bytes[at]) << 8 | Int(input.bytes[at + 1])
-                    at += 2
-                } else if size == 127 {
-                    try input.need(10, fill: fill)
-                    size = input.bytes[at..<at + 8].reduce(0) { $0 << 8 | Int($1) }
-                    at += 8
+                guard let (first, payload) = input.frame() else {
+                    try input.more(fill: fill)
+                    continue
                 }
-                try input.need(at + size - input.start, fill: fill)
-                let payload = input.bytes[at..<at + size]
-                input.start = at + size
                 switch first & 0x0f {
                 case 0x9: try socket.write(Self.frame(opcode: 0xA, Array(payload)))
                 case 0x8: throw Failure(description: "\(specification.name): the server closed the WebSocket")

@@ -101,17 +101,15 @@ package final class TLSClientSocket {
 
     /// Reads what is there (waiting for some) into `buffer`: how many bytes, 0 when the peer closed.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int {
-        ERR_clear_error()
-        let count = SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count))
-        if count > 0 { return Int(count) }
-        let error = SSL_get_error(ssl, count)
-        ERR_clear_error()
-        if error == SSL_ERROR_ZERO_RETURN { return 0 }
-        throw Failure(description: "the connection failed or timed out while reading")
+        // On this blocking socket, "nothing there yet" is the receive timeout running out.
+        guard let count = try readAvailable(into: buffer) else {
+            throw Failure(description: "the connection timed out while reading")
+        }
+        return count
     }
 
-    /// On a non-blocking socket, reads what is there without waiting: how many bytes, 0 when the peer closed, `nil`
-    /// when a whole TLS record has not arrived yet.
+    /// Reads what is there into `buffer`: how many bytes, 0 when the peer closed, `nil` when a whole TLS record has
+    /// not arrived yet (on a non-blocking socket, at once; on a blocking one, once the receive timeout ran out).
     package func readAvailable(into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int? {
         ERR_clear_error()
         let count = SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count))
