@@ -263,6 +263,20 @@ struct HTTP2ServerTests {
         #expect(throws: HTTP2ServerError.addressInUse(host: "127.0.0.1", port: first.port)) { try clash.start() }
         await first.shutdown()
 
+        // A port past 65535 is refused by the configuration's check; a host that does not resolve, by the binder.
+        let farPort = HTTP2Server(
+            configuration: HTTP2ServerConfiguration(host: "127.0.0.1", port: 70_000), handler: testHandler(Probe()))
+        let portError = #expect(throws: HTTP2ServerError.self) { try farPort.start() }
+        #expect(portError?.description.contains("70000") == true)
+        let noHost = HTTP2Server(
+            configuration: HTTP2ServerConfiguration(host: "no-such-host.invalid", port: 0),
+            handler: testHandler(Probe()))
+        let hostError = #expect(throws: HTTP2ServerError.self) { try noHost.start() }
+        guard case .invalidAddress(host: "no-such-host.invalid", _) = hostError else {
+            Issue.record("expected invalidAddress, got \(String(describing: hostError))")
+            return
+        }
+
         let missing = HTTP2ServerConfiguration.TLS(
             certificateChainPath: certificates.directory.path("nope.pem"), privateKeyPath: certificates.keyPath)
         let noCertificate = HTTP2Server(
