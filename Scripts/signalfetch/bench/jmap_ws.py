@@ -19,10 +19,10 @@ run, and how soon one change reaches many sockets. Each row runs on a topology o
   account 1000`), the ms from just before the delivery's POST to each socket's StateChange; several deliveries,
   each heard by every socket before the next. The sockets are held by one compiled process (`signalfetch-bench
   wsholder`: one epoll loop, OpenSSL, RFC 6455 framing written out), so that reading 1,000 StateChanges takes the
-  two cores mailboxd runs on for little (a Python asyncio client took 27–35 ms of CPU a delivery, more than
-  mailboxd's own 18–22 ms); every socket is ready before anything is measured: push enabled for Email, then a
+  two cores mailboxd runs on for little (two Python asyncio processes took 27–39 ms of CPU a delivery, more
+  than mailboxd's own 18–25 ms); every socket is ready before anything is measured: push enabled for Email, then a
   Request answered on it. An arrival is the kernel's receive time of the frame's bytes (SO_TIMESTAMPNS,
-  CLOCK_REALTIME, peeked with recvmsg before each TLS read), so it does not include how long the holder took to get
+  CLOCK_REALTIME: each read is one recvmsg, its bytes decrypted by OpenSSL from memory), so it does not include how long the holder took to get
   round to one socket among 1,000; when the holder handled each one (CLOCK_MONOTONIC, system-wide, the clock of
   time.monotonic()) is reported beside it. Every other delivery is made while the
   clients hold off reading (what arrives waits in the kernel, its receive time noted there), so they take no CPU
