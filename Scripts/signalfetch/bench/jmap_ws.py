@@ -22,9 +22,9 @@ run, and how soon one change reaches many sockets. Each row runs on a topology o
   two cores mailboxd runs on for little (two Python asyncio processes took 27–39 ms of CPU a delivery, more
   than mailboxd's own 18–25 ms); every socket is ready before anything is measured: push enabled for Email, then a
   Request answered on it. An arrival is the kernel's receive time of the frame's bytes (SO_TIMESTAMPNS,
-  CLOCK_REALTIME: each read is one recvmsg, its bytes decrypted by OpenSSL from memory), so it does not include how long the holder took to get
-  round to one socket among 1,000; when the holder handled each one (CLOCK_MONOTONIC, system-wide, the clock of
-  time.monotonic()) is reported beside it. Every other delivery is made while the
+  CLOCK_REALTIME: each read is one recvmsg, its bytes decrypted by OpenSSL from memory), so it does not include how
+  long the holder took to get round to one socket among 1,000; when the holder handled each one (CLOCK_MONOTONIC,
+  system-wide, the clock of time.monotonic()) is reported beside it. Every other delivery is made while the
   clients hold off reading (what arrives waits in the kernel, its receive time noted there), so they take no CPU
   while mailboxd writes: those samples are the server's alone (`clients_holding_off`). The same with 100 sockets
   first, for scale, and mailboxd's CPU per delivery with 0, 100 and 1,000 sockets (and its WebSocket loop thread's).
