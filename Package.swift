@@ -105,9 +105,13 @@ let package = Package(
         .target(
             name: "PushWebPush",
             dependencies: ["Durations", "Push", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "Locking"]),
+        // What a message and its mailbox look like on the wire, one of each for the store and its clients.
+        .target(name: "MailModel"),
         .target(
             name: "MailboxStore",
-            dependencies: ["Durations", "Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking", "JSONText"]),
+            dependencies: [
+                "Durations", "MailModel", "Push", "SQLiteKit", "PostgresKit", "OpenSSLCrypto", "Locking", "JSONText",
+            ]),
         // mailboxd by job: the counters every part reports to; the dispatcher (outbox worker, backoff, the router to
         // push services); the HTTP API (handlers, auth, throttle); and the service that wires them with LMTP.
         .target(name: "ServiceMetrics", dependencies: ["Locking"]),
@@ -150,9 +154,9 @@ let package = Package(
                 "MailIngest", "Console", "JMAP", "IMAP", "ConnectionLoop", "LoopEvents", "Tracing",
                 "MailMIME", "OpenSSLCrypto", "Locking",
             ]),
-        // The client's sync engine, portable (Foundation, ServerSentEvents and the Locking primitives only): what an
-        // app copies.
-        .target(name: "MailSync", dependencies: ["ServerSentEvents", "Locking"]),
+        // The client's sync engine, portable (Foundation, the wire model, ServerSentEvents and the Locking primitives
+        // only): what an app copies.
+        .target(name: "MailSync", dependencies: ["MailModel", "ServerSentEvents", "Locking"]),
         // The web client (plain HTML and JavaScript, no build step), embedded in mailboxd and served at /web/.
         .target(
             name: "WebClient",
@@ -376,7 +380,7 @@ let layers: KeyValuePairs<String, [String]> = [
         "PushFCMTests", "PushWebPushTests", "SignalDispatchTests",
     ],
     "Mail": [
-        "MailboxStore", "MailMIME", "MailIngest", "JMAP", "IMAP", "MailboxStoreTests", "MailMIMETests",
+        "MailModel", "MailboxStore", "MailMIME", "MailIngest", "JMAP", "IMAP", "MailboxStoreTests", "MailMIMETests",
         "MailIngestTests", "JMAPTests", "IMAPTests",
     ],
     "Service": [

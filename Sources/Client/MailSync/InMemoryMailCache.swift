@@ -59,7 +59,7 @@ public final class InMemoryMailCache: MailCacheStore, @unchecked Sendable {
     }
 
     /// See ``MailCacheStore/messages(in:)``.
-    public func messages(in mailbox: MailboxName?) throws -> [MailMessage] {
+    public func messages(in mailbox: MailboxID?) throws -> [MailMessage] {
         lock.withLock {
             messagesByID.values.filter { mailbox == nil || $0.mailbox == mailbox }
                 .sorted { ($0.receivedAt, $0.id) > ($1.receivedAt, $1.id) }

@@ -18,7 +18,7 @@ public protocol MailCacheStore: Sendable {
     @discardableResult
     func replaceAll(with messages: [MailMessage], state: String) throws -> ChangeCounts
     /// The cached messages, newest first; only those in `mailbox` when given.
-    func messages(in mailbox: MailboxName?) throws -> [MailMessage]
+    func messages(in mailbox: MailboxID?) throws -> [MailMessage]
     /// One cached message, or `nil`.
     func message(id: String) throws -> MailMessage?
     /// The number of cached messages.

@@ -1,79 +1,5 @@
 import Foundation
 
-/// A mailbox a message can be in. Unknown names from a newer server are kept as they are.
-public struct MailboxName: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-    /// The name as the server spells it, e.g. `"inbox"`.
-    public let rawValue: String
-
-    /// Creates a mailbox name.
-    public init(rawValue: String) { self.rawValue = rawValue }
-
-    /// Incoming mail.
-    public static let inbox = MailboxName(rawValue: "inbox")
-    /// Archived mail.
-    public static let archive = MailboxName(rawValue: "archive")
-    /// Deleted mail, until it is destroyed.
-    public static let trash = MailboxName(rawValue: "trash")
-
-    /// The raw name.
-    public var description: String { rawValue }
-
-    /// Decodes from a JSON string.
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    /// Encodes as a JSON string.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-}
-
-/// A mailbox of an address header: display name (possibly empty) and address.
-public struct MailAddress: Sendable, Hashable, Codable {
-    /// The display name, decoded; empty when the header gives none.
-    public var name: String
-    /// The address.
-    public var address: String
-
-    /// Creates an address.
-    public init(name: String = "", address: String) {
-        self.name = name
-        self.address = address
-    }
-
-    private enum CodingKeys: String, CodingKey { case name, address }
-
-    /// Decodes `{"name","address"}`; a missing name is empty.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        name = try container.decodeIfPresent(String.self, forKey: .name) ?? ""
-        address = try container.decodeIfPresent(String.self, forKey: .address) ?? ""
-    }
-}
-
-/// A part of a message that is not its text or HTML body, fetched on demand from
-/// `GET /v1/messages/{id}/parts/{partId}`.
-public struct MailAttachment: Sendable, Hashable, Codable {
-    /// The part's id.
-    public var partId: String
-    /// Its file name, when it has one.
-    public var filename: String?
-    /// Its media type.
-    public var type: String
-    /// Its decoded size in bytes.
-    public var size: Int
-
-    /// Creates an attachment description.
-    public init(partId: String, filename: String?, type: String, size: Int) {
-        self.partId = partId
-        self.filename = filename
-        self.type = type
-        self.size = size
-    }
-}
-
 /// One message as the mailbox API describes it.
 ///
 /// `body` is present when the server sent it inline (listings and changes carry bodies up to
@@ -85,7 +11,7 @@ public struct MailMessage: Sendable, Equatable, Codable {
     /// The server's opaque identifier.
     public var id: String
     /// The mailbox the message is in.
-    public var mailbox: MailboxName
+    public var mailbox: MailboxID
     /// The sender address.
     public var from: String
     /// The To header's mailboxes.
@@ -121,7 +47,7 @@ public struct MailMessage: Sendable, Equatable, Codable {
 
     /// Creates a message value.
     public init(
-        id: String, mailbox: MailboxName = .inbox, from: String, to: [MailAddress], cc: [MailAddress] = [],
+        id: String, mailbox: MailboxID = .inbox, from: String, to: [MailAddress], cc: [MailAddress] = [],
         subject: String, preview: String = "", size: Int, receivedAt: Double, seen: Bool = false,
         flagged: Bool = false, body: String? = nil, messageId: String? = nil, inReplyTo: String? = nil,
         sentAt: Double? = nil, attachments: [MailAttachment] = [], htmlBody: String? = nil
@@ -167,7 +93,7 @@ public struct MailMessage: Sendable, Equatable, Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
-        mailbox = try container.decodeIfPresent(MailboxName.self, forKey: .mailbox) ?? .inbox
+        mailbox = try container.decodeIfPresent(MailboxID.self, forKey: .mailbox) ?? .inbox
         from = try container.decodeIfPresent(String.self, forKey: .from) ?? ""
         // An array of mailboxes; a server from before MIME support sent the recipient as one string.
         if let addresses = try? container.decodeIfPresent([MailAddress].self, forKey: .to) {
@@ -281,10 +207,10 @@ public struct MessageUpdate: Sendable, Equatable, Codable {
     /// The new flagged flag.
     public var flagged: Bool?
     /// The mailbox to move the message to.
-    public var mailbox: MailboxName?
+    public var mailbox: MailboxID?
 
     /// Creates an update.
-    public init(seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxName? = nil) {
+    public init(seen: Bool? = nil, flagged: Bool? = nil, mailbox: MailboxID? = nil) {
         self.seen = seen
         self.flagged = flagged
         self.mailbox = mailbox

@@ -294,7 +294,7 @@ public actor SyncEngine {
     // MARK: - Messages
 
     /// The cached messages, newest first; only those in `mailbox` when given.
-    public func messages(in mailbox: MailboxName? = nil) throws -> [MailMessage] {
+    public func messages(in mailbox: MailboxID? = nil) throws -> [MailMessage] {
         do { return try cache.messages(in: mailbox) } catch { throw MailSyncError.cache(String(describing: error)) }
     }
 

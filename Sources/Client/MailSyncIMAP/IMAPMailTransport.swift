@@ -35,7 +35,7 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
         }
     }
 
-    static let mailboxes: [(name: String, mailbox: MailboxName)] = [
+    static let mailboxes: [(name: String, mailbox: MailboxID)] = [
         ("INBOX", .inbox), ("Archive", .archive), ("Trash", .trash),
     ]
     static let items = "(UID FLAGS EMAILID ENVELOPE RFC822.SIZE INTERNALDATE)"
@@ -138,7 +138,7 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
                 // is run again from the saved state, and must find the UIDs it did not finish with.
                 var learned = known
                 var changes = Changes()
-                var refetch: [(name: String, mailbox: MailboxName, uids: [UInt32])] = []
+                var refetch: [(name: String, mailbox: MailboxID, uids: [UInt32])] = []
                 for (index, (name, mailbox)) in Self.mailboxes.enumerated() {
                     let opened = answers[2 * index].untagged
                     let status = Self.mailboxStatus(opened)
@@ -278,7 +278,7 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
         }
     }
 
-    private func locate(_ id: String) throws(MailSyncError) -> (String, MailboxName, UInt32) {
+    private func locate(_ id: String) throws(MailSyncError) -> (String, MailboxID, UInt32) {
         for (name, mailbox) in Self.mailboxes {
             if let uid = known[name]?.first(where: { $0.value == id })?.key { return (name, mailbox, uid) }
         }
@@ -355,7 +355,7 @@ public final class IMAPMailTransport: MailTransport, @unchecked Sendable {  // s
 
     /// The messages of `FETCH` responses (those with an EMAILID), with their UIDs.
     static func messages(
-        in responses: [[UInt8]], mailbox: MailboxName, idsOnly: Bool = false
+        in responses: [[UInt8]], mailbox: MailboxID, idsOnly: Bool = false
     ) -> [(uid: UInt32, message: MailMessage)] {
         responses.compactMap { line in
             guard let response = try? IMAPCommand.parse(line), response.arguments.first?.text?.uppercased() == "FETCH",

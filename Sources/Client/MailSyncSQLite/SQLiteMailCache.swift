@@ -127,7 +127,7 @@ public final class SQLiteMailCache: MailCacheStore {
     }
 
     /// See ``MailCacheStore/messages(in:)``.
-    public func messages(in mailbox: MailboxName?) throws -> [MailMessage] {
+    public func messages(in mailbox: MailboxID?) throws -> [MailMessage] {
         try pool.read { db in
             let rows =
                 if let mailbox {
@@ -216,7 +216,7 @@ public final class SQLiteMailCache: MailCacheStore {
         // A row cached before the MIME fields has its recipient in `to_address` only.
         let to = details?.to ?? (row["to_address"].string.map { [MailAddress(address: $0)] } ?? [])
         return MailMessage(
-            id: row["id"].string ?? "", mailbox: MailboxName(rawValue: row["mailbox"].string ?? "inbox"),
+            id: row["id"].string ?? "", mailbox: MailboxID(rawValue: row["mailbox"].string ?? "inbox"),
             from: row["from_address"].string ?? "", to: to, cc: details?.cc ?? [],
             subject: row["subject"].string ?? "", preview: row["preview"].string ?? "", size: row["size"].int ?? 0,
             receivedAt: row["received_at"].double ?? 0, seen: row["seen"].bool ?? false,

@@ -119,7 +119,7 @@ enum UpdateCommand {
         case "update":
             update.seen = try bool(arguments, "seen")
             update.flagged = try bool(arguments, "flagged")
-            update.mailbox = arguments.string("mailbox").map(MailboxName.init(rawValue:))
+            update.mailbox = arguments.string("mailbox").map(MailboxID.init(rawValue:))
             guard update != MessageUpdate() else { throw UsageError("give --seen, --flagged or --mailbox") }
         default:
             break
@@ -188,7 +188,7 @@ enum DumpCommand {
         let path = RunCommand.cachePath(directory)
         guard FileManager.default.fileExists(atPath: path) else { throw UsageError("no cache in \(directory)") }
         let cache = try SQLiteMailCache(path: path)
-        let messages = try cache.messages(in: arguments.string("mailbox").map(MailboxName.init(rawValue:)))
+        let messages = try cache.messages(in: arguments.string("mailbox").map(MailboxID.init(rawValue:)))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let messagesJSON = String(decoding: try encoder.encode(messages), as: UTF8.self)

@@ -1,55 +1,6 @@
 import JSONText
 import Push
 
-/// The role of a mailbox; each account has exactly one mailbox of each role, made with the account and never
-/// renamed or destroyed. Its other mailboxes are the user's own (IMAP CREATE, JMAP Mailbox/set).
-public enum MailboxRole: String, Sendable, Codable, CaseIterable {
-    /// Where deliveries land.
-    case inbox
-    /// Kept, out of the inbox.
-    case archive
-    /// Deleted by the user but not yet destroyed.
-    case trash
-}
-
-/// A mailbox's identifier, the same on every door (`/v1`'s `mailbox`, JMAP's `mailboxIds`, the store's `public_id`):
-/// the role's name for the three role mailboxes (`inbox`, `archive`, `trash`), an opaque id for the user's own.
-/// Encoded as its string.
-public struct MailboxID: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-    /// The id as every door spells it.
-    public var rawValue: String
-
-    /// The mailbox with this id.
-    public init(rawValue: String) { self.rawValue = rawValue }
-
-    /// The mailbox of `role`.
-    public init(_ role: MailboxRole) { rawValue = role.rawValue }
-
-    /// The inbox.
-    public static let inbox = MailboxID(.inbox)
-    /// The archive.
-    public static let archive = MailboxID(.archive)
-    /// The trash.
-    public static let trash = MailboxID(.trash)
-
-    /// The role, when this is a role mailbox.
-    public var role: MailboxRole? { MailboxRole(rawValue: rawValue) }
-
-    /// The id.
-    public var description: String { rawValue }
-
-    /// Decodes the id from its string.
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    /// Encodes the id as its string.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-}
-
 /// A mailbox with its counts.
 public struct MailboxSummary: Sendable, Equatable, Codable {
     /// The mailbox's identifier.
@@ -141,7 +92,7 @@ public struct MessageRecord: Sendable, Equatable, Codable {
     /// The Date header, seconds since 1970.
     public var sentAt: Double? = nil
     /// The parts that are not the text or HTML body.
-    public var attachments: [AttachmentRecord] = []
+    public var attachments: [MailAttachment] = []
     /// The HTML body; read only for a single message (``MailboxStore/message(id:accountID:)``).
     public var htmlBody: String? = nil
     /// Its other keywords, lowercased and sorted: IMAP's `\Answered` and `\Draft` as JMAP spells them (`$answered`,
@@ -151,20 +102,6 @@ public struct MessageRecord: Sendable, Equatable, Codable {
 
     /// Whether it has attachments.
     public var hasAttachment: Bool { !attachments.isEmpty }
-}
-
-/// A mailbox of an address header.
-public struct MailAddress: Sendable, Equatable, Codable {
-    /// The display name, decoded; empty when there is none.
-    public var name: String
-    /// The address.
-    public var address: String
-
-    /// Creates an address.
-    public init(name: String, address: String) {
-        self.name = name
-        self.address = address
-    }
 }
 
 extension MailAddress: JSONTextRepresentable {
@@ -184,27 +121,7 @@ extension MailAddress: JSONColumnElement {
     }
 }
 
-/// A part of a message that is not its text or HTML body.
-public struct AttachmentRecord: Sendable, Equatable, Codable {
-    /// Its position in the MIME tree (`GET /v1/messages/{id}/parts/{partId}`).
-    public var partId: String
-    /// Its file name, when it has one.
-    public var filename: String?
-    /// Its media type.
-    public var type: String
-    /// Its decoded size in bytes.
-    public var size: Int
-
-    /// Creates an attachment record.
-    public init(partId: String, filename: String?, type: String, size: Int) {
-        self.partId = partId
-        self.filename = filename
-        self.type = type
-        self.size = size
-    }
-}
-
-extension AttachmentRecord: JSONTextRepresentable {
+extension MailAttachment: JSONTextRepresentable {
     /// `{"partId","filename","type","size"}` (no `filename` when it has none): the store's and the API's form.
     public var json: String {
         var object = JSONObjectText()
@@ -216,7 +133,7 @@ extension AttachmentRecord: JSONTextRepresentable {
     }
 }
 
-extension AttachmentRecord: JSONColumnElement {
+extension MailAttachment: JSONColumnElement {
     init?(column value: JSONValue) {
         guard let partId = value["partId"]?.string, let type = value["type"]?.string, let size = value["size"]?.int
         else { return nil }
@@ -254,7 +171,7 @@ public struct NewMessage: Sendable, Equatable {
     /// The Date header, seconds since 1970.
     public var sentAt: Double? = nil
     /// The parts that are not the text or HTML body.
-    public var attachments: [AttachmentRecord] = []
+    public var attachments: [MailAttachment] = []
     /// The message exactly as it arrived from an MTA (RFC 5322), kept byte for byte as a content-addressed blob.
     /// A delivery made of fields has none: its RFC 5322 form is composed from them when asked for.
     public var raw: [UInt8]? = nil

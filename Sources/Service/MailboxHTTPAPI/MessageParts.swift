@@ -26,7 +26,7 @@ package enum MessageParts {
         message.cc = parsed.cc.map(MailAddress.init)
         message.sentAt = parsed.sentAt
         message.attachments = parsed.attachments.map {
-            AttachmentRecord(partId: $0.partID, filename: $0.filename, type: $0.contentType, size: $0.size)
+            MailAttachment(partId: $0.partID, filename: $0.filename, type: $0.contentType, size: $0.size)
         }
         message.raw = raw
         message.deduplicates = true

@@ -53,7 +53,7 @@ final class FakeMailServer: MailTransport {
     var requestsStarted: Int { state.withLock { $0.requestsStarted } }
 
     @discardableResult
-    func deliver(subject: String = "hello", bodySize: Int = 20, mailbox: MailboxName = .inbox) -> String {
+    func deliver(subject: String = "hello", bodySize: Int = 20, mailbox: MailboxID = .inbox) -> String {
         state.withLock { s in
             let id = String(format: "m%05d", s.nextID)
             s.nextID += 1

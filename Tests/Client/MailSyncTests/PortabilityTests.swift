@@ -2,17 +2,19 @@ import Foundation
 import TestSupport
 import Testing
 
-/// What an app copies (the sync engine, its event-stream parser, the lock and the URLSession exchange) builds with
-/// Apple's Foundation as it does here: its sources import nothing Linux-only (no libcurl, no C target of this
-/// project), each platform's modules (FoundationNetworking, Security, Glibc, Darwin) only under `#if canImport` of
-/// that module, and its targets depend on nothing else.
+/// What an app copies (the sync engine, the wire model it shares with the server, its event-stream parser, the lock and
+/// the URLSession exchange) builds with Apple's Foundation as it does here: its sources import nothing Linux-only (no
+/// libcurl, no C target of this project), each platform's modules (FoundationNetworking, Security, Glibc, Darwin) only
+/// under `#if canImport` of that module, and its targets depend on nothing else.
 @Suite struct PortabilityTests {
     /// The portable targets and the modules each may import.
     static let portable: [String: Set<String>] = [
         "ServerSentEvents": ["Foundation"],
+        // The wire model the store writes and the client reads: the standard library only.
+        "MailModel": [],
         // The project's lock (pthread-based, so ThreadSanitizer sees it, which it does not for `Mutex` on Linux).
         "Locking": ["Foundation", "Dispatch"],
-        "MailSync": ["Foundation", "ServerSentEvents", "Locking"],
+        "MailSync": ["Foundation", "MailModel", "ServerSentEvents", "Locking"],
         "MailSyncURLSession": ["Foundation", "MailSync", "Locking"],
     ]
     /// Modules a portable source may import only inside `#if canImport(…)` (or `#elseif canImport(…)`) of the same
@@ -78,7 +80,8 @@ import Testing
         let compact = manifest.filter { !$0.isWhitespace }
         #expect(compact.contains(#".target(name:"ServerSentEvents"),"#))
         #expect(compact.contains(#".target(name:"Locking"),"#))
-        #expect(compact.contains(#".target(name:"MailSync",dependencies:["ServerSentEvents","Locking"]),"#))
+        #expect(compact.contains(#".target(name:"MailModel"),"#))
+        #expect(compact.contains(#".target(name:"MailSync",dependencies:["MailModel","ServerSentEvents","Locking"]),"#))
         #expect(compact.contains(#".target(name:"MailSyncURLSession",dependencies:["MailSync","Locking"]),"#))
     }
 

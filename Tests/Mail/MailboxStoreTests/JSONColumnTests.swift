@@ -11,8 +11,8 @@ import Testing
             MailAddress(name: "Zoë \"Q\" Ünver\\日本 👍🏽\n", address: "zoe+tag@example.org"),
         ]
         let attachments = [
-            AttachmentRecord(partId: "2", filename: "report \"final\".pdf", type: "application/pdf", size: 123_456),
-            AttachmentRecord(partId: "3.1", filename: nil, type: "image/png", size: 0),
+            MailAttachment(partId: "2", filename: "report \"final\".pdf", type: "application/pdf", size: 123_456),
+            MailAttachment(partId: "3.1", filename: nil, type: "image/png", size: 0),
         ]
         let addressColumn = "[" + addresses.map(\.json).joined(separator: ",") + "]"
         let attachmentColumn = "[" + attachments.map(\.json).joined(separator: ",") + "]"

@@ -1,0 +1,3 @@
+// The wire model the store shares with its clients (MailboxID, MailboxRole, MailAddress, MailAttachment) comes with
+// this module.
+@_exported import MailModel
