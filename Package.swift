@@ -184,8 +184,8 @@ let package = Package(
         .target(name: "MailSyncIMAP", dependencies: ["MailSync", "IMAP", "ConnectionLoop"]),
         // What the push-service simulators share: millisecond timestamps, a seeded generator, process limits, start-up
         // errors, the fault request's checks, the capture log, the provider request and response either transport
-        // hands over, the flags they read alike, and the listeners and control routes fcm-sim and webpush-sim run
-        // alike. Their clock is Durations' `WallClock`.
+        // hands over, the flags they read alike, and the listeners and control routes (faults, the capture log, health)
+        // every simulator runs. Their clock is Durations' `WallClock`.
         .target(
             name: "SimulatorSupport",
             dependencies: ["Durations", "Locking", "HTTPServer", "HTTP2Server", "HTTPTypes", "CommandLineSupport"]),

@@ -1,3 +1,4 @@
+import HTTPServer
 import SimulatorSupport
 
 /// The failures apns-sim injects on purpose: the faults every simulator shares (a drop, a 429, a 503, latency)
@@ -44,5 +45,42 @@ public struct APNsFaultInjector: Sendable {
         }
         streamsByConnection[connectionID] = count
         return false
+    }
+}
+
+/// `PUT /sim/faults`: the fields every simulator shares (``SimulatorFaultsJSON``) and `goawayAfter`, each
+/// optional, an absent one meaning no such fault; answers show every field.
+package struct APNsFaultsJSON: SimulatorFaultsForm {
+    package static let fields = SimulatorFaultsJSON.fields.union(["goawayAfter"])
+    var common: SimulatorFaultsJSON
+    var goawayAfter: Int?
+
+    private enum CodingKeys: String, CodingKey {
+        case goawayAfter
+    }
+
+    package init(_ faults: APNsFaults) {
+        common = SimulatorFaultsJSON(faults.common)
+        goawayAfter = faults.goAwayAfterStreams ?? 0
+    }
+
+    package init(from decoder: any Decoder) throws {
+        common = try SimulatorFaultsJSON(from: decoder)
+        goawayAfter = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(
+            Int.self, forKey: .goawayAfter)
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        try common.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(goawayAfter ?? 0, forKey: .goawayAfter)
+    }
+
+    package func faults() throws(HTTPError) -> APNsFaults {
+        let common = try common.faults()
+        if let goawayAfter, goawayAfter < 0 {
+            throw .invalidRequest("'goawayAfter' must be 0 (never) or a positive number of streams.")
+        }
+        return APNsFaults(common, goAwayAfterStreams: (goawayAfter ?? 0) > 0 ? goawayAfter : nil)
     }
 }

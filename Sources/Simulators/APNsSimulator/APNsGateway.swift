@@ -11,7 +11,7 @@ import SimulatorSupport
 /// All state sits behind one mutex; every method is safe to call from any thread. Time comes from the
 /// injected ``WallClock``; delayed work (throttled background pushes, expirations) advances when
 /// ``processDueWork()`` is called, which the server does periodically and tests do after moving time.
-public final class APNsGateway: Sendable {
+public final class APNsGateway: SimulatorControl {
     /// The configuration the gateway was created with.
     public let configuration: APNsGatewayConfiguration
     /// The clock the gateway reads.
@@ -240,5 +240,11 @@ public final class APNsGateway: Sendable {
 
     /// A snapshot of the counters.
     public var metrics: APNsMetrics { state.withLock { $0.metricsSnapshot } }
+
+    /// The form of its faults in `/sim/faults`: the shared fields and `goawayAfter`.
+    package typealias FaultsForm = APNsFaultsJSON
+
+    /// The counters as Prometheus text (`GET /metrics`).
+    package var prometheusText: String { metrics.prometheusText }
 
 }

@@ -3,17 +3,12 @@ import Foundation
 import HTTPServer
 import SimulatorSupport
 
-/// The control API on the device listener: what another team's integration test calls to steer the
-/// simulator — faults, scripted answers per device, devices held offline, the device list, a cleared log.
-/// Bad input gets a 4xx with `{"error","message"}` and changes nothing.
+/// apns-sim's own control routes on the device listener, beside those every simulator answers (faults, the capture
+/// log, health: `Router.addControlRoutes(for:)`): what another team's integration test calls to script a device's
+/// answers, hold a device offline and list the devices. Bad input gets a 4xx with `{"error","message"}` and changes
+/// nothing.
 enum ControlAPI {
     static func add(to router: inout Router, gateway: APNsGateway) {
-        router.get("/sim/faults") { _ in try .json(FaultsJSON(gateway.faults)) }
-        router.put("/sim/faults") { request in
-            let faults = try request.decodeJSON(FaultsJSON.self, allowedFields: FaultsJSON.fields).configuration()
-            gateway.setFaults(faults)
-            return try .json(FaultsJSON(faults))
-        }
         router.put("/sim/devices/:token/error") { request in
             let token = request.parameter("token") ?? ""
             let body = try request.decodeJSON(ScriptedErrorJSON.self, allowedFields: ["status", "reason", "count"])
@@ -40,48 +35,6 @@ enum ControlAPI {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
             return try .json(["devices": gateway.devices()], encoder: encoder)
-        }
-        router.addLogRoutes {
-            gateway.logEntries(after: $0, limit: $1)
-        } clear: {
-            gateway.clearLog()
-        }
-    }
-
-    /// `PUT /sim/faults`: the fields every simulator shares (``SimulatorFaultsJSON``) and `goawayAfter`, each
-    /// optional, an absent one meaning no such fault; answers show every field.
-    struct FaultsJSON: Codable {
-        static let fields = SimulatorFaultsJSON.fields.union(["goawayAfter"])
-        var common: SimulatorFaultsJSON
-        var goawayAfter: Int?
-
-        private enum CodingKeys: String, CodingKey {
-            case goawayAfter
-        }
-
-        init(_ faults: APNsFaults) {
-            common = SimulatorFaultsJSON(faults.common)
-            goawayAfter = faults.goAwayAfterStreams ?? 0
-        }
-
-        init(from decoder: any Decoder) throws {
-            common = try SimulatorFaultsJSON(from: decoder)
-            goawayAfter = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(
-                Int.self, forKey: .goawayAfter)
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            try common.encode(to: encoder)
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(goawayAfter ?? 0, forKey: .goawayAfter)
-        }
-
-        func configuration() throws(HTTPError) -> APNsFaults {
-            let common = try common.faults()
-            if let goawayAfter, goawayAfter < 0 {
-                throw .invalidRequest("'goawayAfter' must be 0 (never) or a positive number of streams.")
-            }
-            return APNsFaults(common, goAwayAfterStreams: (goawayAfter ?? 0) > 0 ? goawayAfter : nil)
         }
     }
 

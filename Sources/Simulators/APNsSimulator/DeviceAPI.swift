@@ -18,7 +18,7 @@ enum DeviceAPI {
             return .empty()
         }
         ControlAPI.add(to: &router, gateway: gateway)
-        router.addHealthRoutes { gateway.metrics.prometheusText }
+        router.addControlRoutes(for: gateway)
         return router
     }
 

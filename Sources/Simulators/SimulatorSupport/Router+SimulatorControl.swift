@@ -12,16 +12,16 @@ extension Router {
         }
     }
 
-    /// The control routes fcm-sim and webpush-sim answer alike: `GET` and `PUT /sim/faults`
-    /// (``SimulatorFaultsJSON``), `GET /sim/log?after=&limit=` (non-negative integers) and `DELETE /sim/log`, and
-    /// the health routes. Bad input gets a 400 with `{"error","message"}` and changes nothing.
-    package mutating func addControlRoutes(for gateway: some SimulatorGateway) {
-        get("/sim/faults") { _ in try .json(SimulatorFaultsJSON(gateway.faults)) }
+    /// The control routes every simulator answers alike: `GET` and `PUT /sim/faults` (the gateway's
+    /// ``SimulatorControl/FaultsForm``), `GET /sim/log?after=&limit=` (non-negative integers) and `DELETE /sim/log`,
+    /// and the health routes. Bad input gets a 400 with `{"error","message"}` and changes nothing.
+    package mutating func addControlRoutes<Gateway: SimulatorControl>(for gateway: Gateway) {
+        get("/sim/faults") { _ in try .json(Gateway.FaultsForm(gateway.faults)) }
         put("/sim/faults") { request in
-            let faults = try request.decodeJSON(SimulatorFaultsJSON.self, allowedFields: SimulatorFaultsJSON.fields)
+            let faults = try request.decodeJSON(Gateway.FaultsForm.self, allowedFields: Gateway.FaultsForm.fields)
                 .faults()
             gateway.setFaults(faults)
-            return try .json(SimulatorFaultsJSON(faults))
+            return try .json(Gateway.FaultsForm(faults))
         }
         addLogRoutes {
             gateway.logEntries(after: $0, limit: $1)

@@ -1,28 +1,50 @@
+import HTTPServer
 import Locking
 
-/// What ``SimulatorListeners`` and the shared control routes (`Router.addControlRoutes(for:)`) ask
-/// of fcm-sim's and webpush-sim's gateway: answering provider requests, delayed work, device streams, faults, the
-/// capture log and the counters.
-package protocol SimulatorGateway: Sendable {
+/// What the shared control routes (`Router.addControlRoutes(for:)`) ask of every simulator's gateway, apns-sim's
+/// included: its faults in the JSON form of `/sim/faults`, the capture log and the counters.
+package protocol SimulatorControl: Sendable {
     /// One capture-log entry as `GET /sim/log` lists it.
     associatedtype LogEntry: Encodable & SendableMetatype
+    /// The faults' form in `GET` and `PUT /sim/faults`.
+    associatedtype FaultsForm: SimulatorFaultsForm
 
-    /// Answers one provider request, for either transport of the provider listener.
-    func handle(_ request: SimulatorProviderRequest) -> SimulatorProviderResponse
-    /// Does the delayed work that is due (the ticker calls it).
-    func processDueWork()
-    /// Closes every device stream (for shutdown).
-    func closeAllStreams()
     /// The faults in force.
-    var faults: SimulatorFaults { get }
+    var faults: FaultsForm.Faults { get }
     /// Replaces the faults in force.
-    func setFaults(_ faults: SimulatorFaults)
+    func setFaults(_ faults: FaultsForm.Faults)
     /// Capture-log entries after sequence `after`, oldest first, at most `limit`.
     func logEntries(after: Int, limit: Int) -> [LogEntry]
     /// Forgets the capture log; numbering goes on.
     func clearLog()
     /// The counters as Prometheus text (`GET /metrics`).
     var prometheusText: String { get }
+}
+
+/// A simulator's faults as `GET` and `PUT /sim/faults` carry them: every field optional, checked into the faults
+/// (a 400 naming the field otherwise).
+package protocol SimulatorFaultsForm: Codable, Sendable {
+    /// The faults this form describes.
+    associatedtype Faults: Sendable
+    /// The fields a request may hold.
+    static var fields: Set<String> { get }
+    /// The form of `faults`.
+    init(_ faults: Faults)
+    /// The checked faults.
+    func faults() throws(HTTPError) -> Faults
+}
+
+extension SimulatorFaultsJSON: SimulatorFaultsForm {}
+
+/// What ``SimulatorListeners`` asks of fcm-sim's and webpush-sim's gateway besides the control routes: answering
+/// provider requests, delayed work and device streams. Their faults are the ones every simulator shares.
+package protocol SimulatorGateway: SimulatorControl where FaultsForm == SimulatorFaultsJSON {
+    /// Answers one provider request, for either transport of the provider listener.
+    func handle(_ request: SimulatorProviderRequest) -> SimulatorProviderResponse
+    /// Does the delayed work that is due (the ticker calls it).
+    func processDueWork()
+    /// Closes every device stream (for shutdown).
+    func closeAllStreams()
 }
 
 /// What every simulator gateway's locked state keeps for the control API: the faults in force with their seeded
