@@ -71,7 +71,7 @@ let package = Package(
         .target(name: "JSONText"),
 
         // MARK: Transport
-        // HTTPMethod and HTTPHeaders, one of each for the server and the client.
+        // The vocabulary every HTTP end shares (method, status, version, header fields, the client error), one of each.
         .target(name: "HTTPTypes"),
         .target(name: "HTTPServer", dependencies: ["HTTPTypes", "Durations", "CMicroHTTPD", "JSONText", "Locking"]),
         .target(name: "HTTP2Support", dependencies: ["CNGHTTP2", "ConnectionLoop"]),

@@ -1,4 +1,4 @@
-/// The HTTP version a response was received with.
+/// An HTTP version: the one a response was received with, or a connection speaks.
 public enum HTTPVersion: Sendable, Hashable, CustomStringConvertible {
     /// HTTP/1.0.
     case http1_0
@@ -21,14 +21,4 @@ public enum HTTPVersion: Sendable, Hashable, CustomStringConvertible {
         case .unknown: "HTTP/?"
         }
     }
-}
-
-/// Which HTTP version a client asks for.
-public enum HTTPVersionPreference: Sendable, Hashable {
-    /// HTTP/1.1 only.
-    case http1
-    /// HTTP/2 negotiated with ALPN over TLS, HTTP/1.1 for `http://` URLs or a server that does not offer `h2`.
-    case http2
-    /// HTTP/2 without negotiation ("prior knowledge"), the way to speak cleartext HTTP/2 (h2c).
-    case http2PriorKnowledge
 }
