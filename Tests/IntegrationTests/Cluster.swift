@@ -256,7 +256,8 @@ final class Cluster: Sendable {
         for (name, value) in extraHeaders { headers.add(name: name, value: value) }
         if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
         let body = try raw ?? json.map { try JSONSerialization.data(withJSONObject: $0) }
-        let response = try await client.execute(HTTPRequest(method: method, url: url, headers: headers, body: body))
+        let response = try await client.execute(
+            HTTPClient.Request(method: method, url: url, headers: headers, body: body))
         let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
         return (response.status, object, response.body, response.headers)
     }
@@ -307,7 +308,7 @@ final class Cluster: Sendable {
 
     /// Opens the simulator's notification stream for `token`.
     func notifications(_ token: String) async throws -> NotificationStream {
-        let response = try await client.stream(HTTPRequest(url: sim + "/sim/devices/\(token)/notifications"))
+        let response = try await client.stream(HTTPClient.Request(url: sim + "/sim/devices/\(token)/notifications"))
         try #require(response.status == 200)
         return NotificationStream(response: response)
     }
@@ -357,7 +358,7 @@ final class Cluster: Sendable {
     /// Opens fcm-sim's message stream for `token`: each event's `data` (the signal's fields).
     func messages(_ token: String) async throws -> NotificationStream {
         let response = try await client.stream(
-            HTTPRequest(url: fcm + "/sim/devices/\(Self.segment(token))/messages"))
+            HTTPClient.Request(url: fcm + "/sim/devices/\(Self.segment(token))/messages"))
         try #require(response.status == 200)
         return NotificationStream(response: response, field: "data")
     }
@@ -365,11 +366,11 @@ final class Cluster: Sendable {
 
 /// The payloads a simulated device receives, in order, read by a background task into a buffer.
 final class NotificationStream: Sendable {
-    private let response: HTTPStreamingResponse
+    private let response: HTTPClient.StreamingResponse
     private let received = PayloadBuffer()
     private let reader: Task<Void, Never>
 
-    init(response: HTTPStreamingResponse, field: String = "payload") {
+    init(response: HTTPClient.StreamingResponse, field: String = "payload") {
         self.response = response
         let received = self.received
         reader = Task { [response] in

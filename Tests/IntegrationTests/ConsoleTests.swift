@@ -21,7 +21,8 @@ import Testing
         for field in extra { headers.add(name: field.name, value: field.value) }
         let form = "token=" + (token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
         let response = try await cluster.client.execute(
-            HTTPRequest(method: .post, url: cluster.api + "/console/session", headers: headers, body: Data(form.utf8)))
+            HTTPClient.Request(
+                method: .post, url: cluster.api + "/console/session", headers: headers, body: Data(form.utf8)))
         let cookie = response.headers["Set-Cookie"].flatMap { header -> String? in
             guard let pair = header.split(separator: ";").first, pair.hasPrefix("signalfetch_console=") else {
                 return nil
@@ -89,7 +90,7 @@ import Testing
         #expect(signedIn.status == 303)
         let cookie = try #require(signedIn.cookie)
         let stream = try await cluster.client.stream(
-            HTTPRequest(url: cluster.api + "/console/events?after=0", headers: ["Cookie": cookie]))
+            HTTPClient.Request(url: cluster.api + "/console/events?after=0", headers: ["Cookie": cookie]))
         try #require(stream.status == 200)
         let events = LockedEvents()
         let reader = Task {
@@ -131,7 +132,7 @@ import Testing
         let ids = seen.compactMap { $0.id.flatMap { Int($0) } }
         let middle = try #require(ids.dropFirst().first)
         let replay = try await cluster.client.stream(
-            HTTPRequest(
+            HTTPClient.Request(
                 url: cluster.api + "/console/events", headers: ["Cookie": cookie, "Last-Event-ID": String(middle)]))
         var replayed: [Int] = []
         for try await event in replay.body.serverSentEvents {
@@ -142,7 +143,7 @@ import Testing
         #expect(replayed == Array(ids.drop(while: { $0 <= middle })), "replayed \(replayed) of \(ids)")
         // The snapshot holds the same events and the device, with no token or address.
         let snapshot = try await cluster.client.execute(
-            HTTPRequest(url: cluster.api + "/console/snapshot", headers: ["Cookie": cookie]))
+            HTTPClient.Request(url: cluster.api + "/console/snapshot", headers: ["Cookie": cookie]))
         let text = String(decoding: snapshot.body, as: UTF8.self)
         #expect(snapshot.status == 200 && text.contains(#""lastEventId":"#) && text.contains(#""devices":[{"#))
         #expect(!text.contains(token) && !text.contains(canary))
@@ -157,7 +158,7 @@ import Testing
             let anonymous = try await cluster.call(.get, cluster.api + path)
             #expect(anonymous.status == 401 && anonymous.body["error"] as? String == "unauthorized", "\(path)")
             let forged = try await cluster.client.execute(
-                HTTPRequest(
+                HTTPClient.Request(
                     url: cluster.api + path, headers: ["Cookie": "signalfetch_console=9999999999.AAAAAAAAAAAAAAAAAAAA"])
             )
             #expect(forged.status == 401, "a forged cookie on \(path)")
@@ -176,14 +177,14 @@ import Testing
         let cookie = try #require(right.cookie)
         #expect(right.status == 303)
         let crossSite = try await cluster.client.execute(
-            HTTPRequest(
+            HTTPClient.Request(
                 url: cluster.api + "/console/snapshot", headers: ["Cookie": cookie, "Sec-Fetch-Site": "cross-site"]))
         #expect(crossSite.status == 403, "a page on another site cannot read the console, cookie or not")
         let own = try await cluster.client.execute(
-            HTTPRequest(url: cluster.api + "/console/snapshot", headers: ["Cookie": cookie]))
+            HTTPClient.Request(url: cluster.api + "/console/snapshot", headers: ["Cookie": cookie]))
         #expect(own.status == 200)
         let badAfter = try await cluster.client.execute(
-            HTTPRequest(url: cluster.api + "/console/events?after=soon", headers: ["Cookie": cookie]))
+            HTTPClient.Request(url: cluster.api + "/console/events?after=soon", headers: ["Cookie": cookie]))
         let badAfterBody = (try? JSONSerialization.jsonObject(with: badAfter.body)) as? [String: Any] ?? [:]
         #expect(badAfter.status == 400 && badAfterBody["error"] as? String == "invalidArgument")
         let long = try await Self.signIn(cluster, token: String(repeating: "t", count: 300))

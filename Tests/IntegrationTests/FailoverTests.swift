@@ -28,13 +28,13 @@ struct FailoverServiceTests {
         try #require(waitForPort(port), "mailboxd did not listen while waiting: \(mailboxd.errorOutput)")
         let client = HTTPClient(configuration: .init(httpVersion: .http1, tls: .init(caFile: data + "/tls/ca.pem")))
         defer { client.shutdown() }
-        let waiting = try await client.execute(HTTPRequest(url: "https://127.0.0.1:\(port)/healthz"))
+        let waiting = try await client.execute(HTTPClient.Request(url: "https://127.0.0.1:\(port)/healthz"))
         #expect(waiting.status == 503)
         let body = try JSONSerialization.jsonObject(with: waiting.body) as? [String: Any]
         #expect(body?["error"] as? String == "storageUnavailable", "\(String(decoding: waiting.body, as: UTF8.self))")
         #expect(waiting.headers["Retry-After"] != nil)
         let api = try await client.execute(
-            HTTPRequest(method: .post, url: "https://127.0.0.1:\(port)/v1/session", body: Data("{}".utf8)))
+            HTTPClient.Request(method: .post, url: "https://127.0.0.1:\(port)/v1/session", body: Data("{}".utf8)))
         #expect(api.status == 503, "every path waits for the store")
         #expect(mailboxd.isRunning, "it keeps trying rather than exiting: \(mailboxd.errorOutput)")
         #expect(mailboxd.errorOutput.contains("is unavailable"), "\(mailboxd.errorOutput)")
@@ -42,7 +42,7 @@ struct FailoverServiceTests {
 
         try await offPool { try server.start() }
         let started = await eventually(timeout: .seconds(60)) {
-            (try? await client.execute(HTTPRequest(url: "https://127.0.0.1:\(port)/healthz")))?.status == 200
+            (try? await client.execute(HTTPClient.Request(url: "https://127.0.0.1:\(port)/healthz")))?.status == 200
         }
         #expect(started, "it started once the database answered: \(mailboxd.errorOutput)")
         #expect(mailboxd.errorOutput.contains("the database answers; starting"), "\(mailboxd.errorOutput)")

@@ -72,7 +72,7 @@ import Testing
         let fcm = try await cluster.messages(android.token)
         let browser = try await cluster.registerBrowser(session: session)
         let response = try await cluster.client.stream(
-            HTTPRequest(url: cluster.webPush + "/sim/subscriptions/\(browser.id)/messages"))
+            HTTPClient.Request(url: cluster.webPush + "/sim/subscriptions/\(browser.id)/messages"))
         try #require(response.status == 200)
         let web = WebPushMessages(response: response)
 

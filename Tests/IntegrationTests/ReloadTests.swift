@@ -72,7 +72,7 @@ import Testing
         // A JMAP event stream, opened before the reload, on a connection that will keep the old certificate.
         let token = try await cluster.login("alice")
         let stream = try await cluster.client.stream(
-            HTTPRequest(
+            HTTPClient.Request(
                 url: cluster.api + "/jmap/eventsource?types=*&closeafter=no&ping=0",
                 headers: ["Authorization": "Bearer \(token)"]))
         try #require(stream.status == 200)

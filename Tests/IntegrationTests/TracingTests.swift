@@ -27,7 +27,7 @@ import Testing
 
         /// Every span received so far.
         func spans(_ client: HTTPClient) async throws -> [[String: Any]] {
-            let response = try await client.execute(HTTPRequest(url: url + "/spans"))
+            let response = try await client.execute(HTTPClient.Request(url: url + "/spans"))
             return (try JSONSerialization.jsonObject(with: response.body) as? [[String: Any]]) ?? []
         }
 
@@ -179,7 +179,7 @@ import Testing
         #expect(spans.allSatisfy { ($0["resource"] as? [String: Any])?["service.name"] as? String == "mailboxd" })
 
         // Content-free: nothing any span or resource holds names the message, the account or a device's token.
-        let everything = try await plain.execute(HTTPRequest(url: receiver.url + "/spans"))
+        let everything = try await plain.execute(HTTPClient.Request(url: receiver.url + "/spans"))
         let text = String(decoding: everything.body, as: UTF8.self)
         for secret in [canary, "alice", "example.com", "Subject", "Body"] {
             #expect(!text.contains(secret), "\(secret) in an exported span")
@@ -218,7 +218,7 @@ import Testing
             #expect(instances(arrival) == instance)
         }
 
-        let requests = try await plain.execute(HTTPRequest(url: receiver.url + "/requests"))
+        let requests = try await plain.execute(HTTPClient.Request(url: receiver.url + "/requests"))
         #expect(String(decoding: requests.body, as: UTF8.self).contains(#""refused": 0"#))
     }
 

@@ -7,11 +7,11 @@ import Testing
 /// The messages webpush-sim delivers to one subscription, in order: each event's fields, with the decrypted
 /// plaintext parsed.
 final class WebPushMessages: Sendable {
-    private let response: HTTPStreamingResponse
+    private let response: HTTPClient.StreamingResponse
     private let received = LockedValue<[[String: any Sendable]]>([])
     private let reader: Task<Void, Never>
 
-    init(response: HTTPStreamingResponse) {
+    init(response: HTTPClient.StreamingResponse) {
         self.response = response
         let received = self.received
         reader = Task { [response] in
@@ -64,7 +64,7 @@ final class WebPushMessages: Sendable {
 
     func messages(_ cluster: Cluster, _ id: String) async throws -> WebPushMessages {
         let response = try await cluster.client.stream(
-            HTTPRequest(url: cluster.webPush + "/sim/subscriptions/\(id)/messages"))
+            HTTPClient.Request(url: cluster.webPush + "/sim/subscriptions/\(id)/messages"))
         try #require(response.status == 200)
         return WebPushMessages(response: response)
     }

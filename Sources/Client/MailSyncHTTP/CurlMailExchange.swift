@@ -35,7 +35,7 @@ public struct CurlMailExchange: MailHTTPExchange {
 
     /// Sends the request through libcurl and returns once the head arrived; the body follows in chunks.
     public func openStream(_ request: MailHTTPRequest) async throws -> MailHTTPStream {
-        let response: HTTPStreamingResponse
+        let response: HTTPClient.StreamingResponse
         do {
             response = try await client.stream(httpRequest(request))
         } catch let error as HTTPClientError {
@@ -64,10 +64,10 @@ public struct CurlMailExchange: MailHTTPExchange {
             })
     }
 
-    private func httpRequest(_ request: MailHTTPRequest) -> HTTPRequest {
+    private func httpRequest(_ request: MailHTTPRequest) -> HTTPClient.Request {
         var headers = HTTPHeaders()
         for field in request.headers { headers.add(name: field.name, value: field.value) }
-        return HTTPRequest(
+        return HTTPClient.Request(
             method: HTTPMethod(rawValue: request.method), url: baseURL + request.path, headers: headers,
             body: request.body)
     }

@@ -81,10 +81,10 @@ struct SimulatorDevice: Sendable {
             )
         }
         let body = Data(fields.jsonBytes)
-        let response: HTTPResponse
+        let response: HTTPClient.Response
         do {
             response = try await client.execute(
-                HTTPRequest(
+                HTTPClient.Request(
                     method: .post, url: baseURL + path, headers: ["Content-Type": "application/json"], body: body))
         } catch let error as HTTPClientError {
             throw Failure(description: "cannot reach the push simulator: \(error)")
@@ -111,17 +111,17 @@ struct SimulatorDevice: Sendable {
 
     /// The device's message stream (`…/notifications` of apns-sim, `…/messages` of fcm-sim and webpush-sim);
     /// throws for a status other than 200.
-    func notifications(token: String) async throws -> HTTPStreamingResponse {
+    func notifications(token: String) async throws -> HTTPClient.StreamingResponse {
         let path: String
         switch kind {
         case .apns: path = "/sim/devices/\(token)/notifications"
         case .fcm: path = "/sim/devices/\(token)/messages"
         case .webpush: path = "/sim/subscriptions/\(token)/messages"
         }
-        let response: HTTPStreamingResponse
+        let response: HTTPClient.StreamingResponse
         do {
             response = try await client.stream(
-                HTTPRequest(url: baseURL + path, headers: ["Accept": "text/event-stream"]))
+                HTTPClient.Request(url: baseURL + path, headers: ["Accept": "text/event-stream"]))
         } catch let error as HTTPClientError {
             throw Failure(description: "cannot reach the push simulator: \(error)")
         }

@@ -63,10 +63,11 @@ extension WebPushPushService {
         guard let client = http1Client(for: endpoint) else { return .defect(reason: "endpointRefused") }
         var fields = HTTPHeaders()
         for header in headers { fields.add(name: header.name, value: header.value) }
-        let response: HTTPResponse
+        let response: HTTPClient.Response
         do {
             response = try await client.execute(
-                HTTPRequest(method: .post, url: endpoint.origin + endpoint.path, headers: fields, body: Data(body)))
+                HTTPClient.Request(
+                    method: .post, url: endpoint.origin + endpoint.path, headers: fields, body: Data(body)))
         } catch {
             return .retry(reason: "transport", retryAfter: nil)
         }

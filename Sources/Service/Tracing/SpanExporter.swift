@@ -155,7 +155,7 @@ public final class SpanExporter: Sendable {
     private func send(_ batch: [Span]) async -> String? {
         let body = OTLPJSON.request(batch, service: configuration.serviceName, instance: configuration.instanceID)
         let outcome: String?
-        let request = HTTPRequest(
+        let request = HTTPClient.Request(
             method: .post, url: configuration.endpoint, headers: ["Content-Type": "application/json"],
             body: Data(body))
         do {

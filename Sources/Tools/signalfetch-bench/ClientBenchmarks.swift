@@ -15,7 +15,7 @@ enum ClientBenchmarks {
                 httpVersion: http1 ? .http1 : .http2, tls: TLSConfiguration(caFile: caFile),
                 maximumConcurrentStreams: max(100, concurrency)))
         defer { client.shutdown() }
-        let request = HTTPRequest(url: url)
+        let request = HTTPClient.Request(url: url)
         let send: @Sendable () async -> Bool = {
             (try? await client.execute(request))?.status == 200
         }

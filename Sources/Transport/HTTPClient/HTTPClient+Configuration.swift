@@ -8,7 +8,7 @@ extension HTTPClient {
         /// The time allowed to establish a connection (TCP and TLS).
         public var connectTimeout: Duration
         /// The default total time allowed for a buffered request; `nil` means no limit.
-        /// ``HTTPRequest/timeout`` overrides it per request.
+        /// ``HTTPClient/Request/timeout`` overrides it per request.
         public var requestTimeout: Duration?
         /// The most connections opened to one origin at a time; `nil` picks 1 for HTTP/2 (every request is
         /// multiplexed over one connection) and 6 for HTTP/1.1. `0` means no limit.

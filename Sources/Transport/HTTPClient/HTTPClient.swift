@@ -8,7 +8,7 @@ import Foundation
 ///
 /// ```swift
 /// let client = HTTPClient(configuration: .init(tls: .init(caFile: "ca.pem")))
-/// let response = try await client.execute(HTTPRequest(url: "https://127.0.0.1:8443/healthz"))
+/// let response = try await client.execute(HTTPClient.Request(url: "https://127.0.0.1:8443/healthz"))
 /// ```
 public final class HTTPClient: Sendable {
     /// The configuration the client was created with.
@@ -30,7 +30,7 @@ public final class HTTPClient: Sendable {
     ///
     /// Any status code is a response, not an error; errors are ``HTTPClientError`` values, or
     /// `CancellationError` when the calling task is cancelled.
-    public func execute(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func execute(_ request: HTTPClient.Request) async throws -> HTTPClient.Response {
         let transfer = try Transfer(request: request, configuration: configuration, streaming: false)
         let loop = self.loop
         return try await withTaskCancellationHandler {
@@ -44,12 +44,12 @@ public final class HTTPClient: Sendable {
     }
 
     /// Sends `request` and returns as soon as the response head has arrived; the body is delivered in chunks
-    /// through ``HTTPStreamingResponse/body`` as it arrives.
+    /// through ``HTTPClient/StreamingResponse/body`` as it arrives.
     ///
-    /// Meant for long-lived responses such as Server-Sent Events: ``HTTPRequest/timeout`` applies only when
-    /// set. Cancelling the task that iterates the body, calling ``HTTPStreamingResponse/cancel()`` or
+    /// Meant for long-lived responses such as Server-Sent Events: ``HTTPClient/Request/timeout`` applies only when
+    /// set. Cancelling the task that iterates the body, calling ``HTTPClient/StreamingResponse/cancel()`` or
     /// releasing the response and its body aborts the transfer.
-    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    public func stream(_ request: HTTPClient.Request) async throws -> HTTPClient.StreamingResponse {
         let transfer = try Transfer(request: request, configuration: configuration, streaming: true)
         let loop = self.loop
         return try await withTaskCancellationHandler {

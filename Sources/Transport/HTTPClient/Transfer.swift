@@ -11,8 +11,8 @@ import Locking
 final class Transfer: @unchecked Sendable {
     /// Where the result goes.
     enum Delivery {
-        case buffered(CheckedContinuation<HTTPResponse, any Error>)
-        case streaming(CheckedContinuation<HTTPStreamingResponse, any Error>, CurlEventLoop)
+        case buffered(CheckedContinuation<HTTPClient.Response, any Error>)
+        case streaming(CheckedContinuation<HTTPClient.StreamingResponse, any Error>, CurlEventLoop)
     }
 
     /// How far the submitting side got; decides what a cancellation has to do.
@@ -46,7 +46,7 @@ final class Transfer: @unchecked Sendable {
     private var abortError: HTTPClientError?
 
     /// Creates and configures the easy handle for `request`.
-    init(request: HTTPRequest, configuration: HTTPClient.Configuration, streaming: Bool) throws {
+    init(request: HTTPClient.Request, configuration: HTTPClient.Configuration, streaming: Bool) throws {
         guard let easy = curl_easy_init() else {
             throw HTTPClientError.curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed")
         }
@@ -69,7 +69,7 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: - Configuration
 
-    private func configure(request: HTTPRequest, configuration: HTTPClient.Configuration) throws {
+    private func configure(request: HTTPClient.Request, configuration: HTTPClient.Configuration) throws {
         try set(CURLOPT_NOSIGNAL, 1)
         try set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
         try set(CURLOPT_URL, string: request.url)
@@ -169,7 +169,7 @@ final class Transfer: @unchecked Sendable {
         errorBuffer[0] = 0
     }
 
-    private func configureMethodAndBody(_ request: HTTPRequest) throws {
+    private func configureMethodAndBody(_ request: HTTPClient.Request) throws {
         guard !request.method.rawValue.isEmpty,
             request.method.rawValue.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
         else { throw HTTPClientError.invalidRequest("method is not a valid token") }
@@ -200,7 +200,7 @@ final class Transfer: @unchecked Sendable {
         }
     }
 
-    private func configureHeaders(_ request: HTTPRequest, userAgent: String?) throws {
+    private func configureHeaders(_ request: HTTPClient.Request, userAgent: String?) throws {
         var lines: [String] = []
         for field in request.headers {
             let name = field.name
@@ -328,7 +328,7 @@ final class Transfer: @unchecked Sendable {
         if version == .unknown { version = currentVersion() }
         let body = HTTPBodyStream(base: stream, handle: TransferHandle(loop: loop, transfer: self))
         continuation.resume(
-            returning: HTTPStreamingResponse(status: status, headers: headers, version: version, body: body))
+            returning: HTTPClient.StreamingResponse(status: status, headers: headers, version: version, body: body))
     }
 
     // MARK: - Completion (I/O thread)
@@ -353,7 +353,7 @@ final class Transfer: @unchecked Sendable {
         switch delivery {
         case .buffered(let continuation):
             delivery = nil
-            let response = HTTPResponse(status: status, headers: headers, body: body, version: version)
+            let response = HTTPClient.Response(status: status, headers: headers, body: body, version: version)
             body = Data()
             continuation.resume(returning: response)
         case .streaming:

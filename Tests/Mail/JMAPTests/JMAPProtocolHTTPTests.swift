@@ -41,15 +41,15 @@ import Testing
             "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
         }
 
-        func api(_ body: Data, authorization: String?) async throws -> HTTPResponse {
+        func api(_ body: Data, authorization: String?) async throws -> HTTPClient.Response {
             var headers: HTTPHeaders = ["Content-Type": "application/json"]
             if let authorization { headers.add(name: "Authorization", value: authorization) }
             return try await client.execute(
-                HTTPRequest(method: .post, url: base + "/jmap/api", headers: headers, body: body))
+                HTTPClient.Request(method: .post, url: base + "/jmap/api", headers: headers, body: body))
         }
 
-        func get(_ path: String, authorization: String) async throws -> HTTPResponse {
-            try await client.execute(HTTPRequest(url: base + path, headers: ["Authorization": authorization]))
+        func get(_ path: String, authorization: String) async throws -> HTTPClient.Response {
+            try await client.execute(HTTPClient.Request(url: base + path, headers: ["Authorization": authorization]))
         }
 
         func accountID(_ username: String) async throws -> Int64 {
@@ -57,7 +57,7 @@ import Testing
         }
     }
 
-    static func json(_ response: HTTPResponse) throws -> [String: Any] {
+    static func json(_ response: HTTPClient.Response) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
     }
 

@@ -49,16 +49,16 @@ struct LMTPIngestTests {
 
         func login(_ name: String) async throws -> String {
             let response = try await client.execute(
-                HTTPRequest(
+                HTTPClient.Request(
                     method: .post, url: api + "/v1/session", headers: ["Content-Type": "application/json"],
                     body: Data(#"{"username":"\#(name)","password":"password-\#(name)"}"#.utf8)))
             let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
             return try #require(object?["accessToken"] as? String)
         }
 
-        func get(_ path: String, token: String) async throws -> HTTPResponse {
+        func get(_ path: String, token: String) async throws -> HTTPClient.Response {
             try await client.execute(
-                HTTPRequest(url: api + path, headers: ["Authorization": "Bearer \(token)"]))
+                HTTPClient.Request(url: api + path, headers: ["Authorization": "Bearer \(token)"]))
         }
 
         func messages(_ token: String) async throws -> [[String: Any]] {
@@ -319,7 +319,7 @@ struct LMTPIngestTests {
     @Test func httpDeliveriesServeTheRFC5322MessageTheirFieldsMake() async throws {
         let f = try await Fixture()
         let response = try await f.client.execute(
-            HTTPRequest(
+            HTTPClient.Request(
                 method: .post, url: f.api + "/v1/deliveries",
                 headers: ["Content-Type": "application/json", "Authorization": "Bearer \(f.deliveryToken)"],
                 body: Data(
@@ -351,7 +351,7 @@ struct LMTPIngestTests {
             var fields = ["to": "alice", "from": "a@example.org", "subject": "s", "body": "b"]
             fields[field] = (fields[field] ?? "") + "\r\nBcc: victim@example.org"
             let refused = try await f.client.execute(
-                HTTPRequest(
+                HTTPClient.Request(
                     method: .post, url: f.api + "/v1/deliveries",
                     headers: ["Content-Type": "application/json", "Authorization": "Bearer \(f.deliveryToken)"],
                     body: try JSONSerialization.data(withJSONObject: fields)))

@@ -48,7 +48,7 @@ struct ScaleOutServiceTests {
             var headers: HTTPHeaders = ["Content-Type": "application/json"]
             if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
             let response = try await client.execute(
-                HTTPRequest(method: method, url: api + path, headers: headers, body: json.map { Data($0.utf8) }))
+                HTTPClient.Request(method: method, url: api + path, headers: headers, body: json.map { Data($0.utf8) }))
             let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
             return (response.status, object)
         }

@@ -18,14 +18,14 @@ import Testing
         let client = HTTPClient(configuration: .init(httpVersion: .http2PriorKnowledge))
         defer { client.shutdown() }
 
-        let get = try await client.execute(HTTPRequest(url: "http://127.0.0.1:\(server.port)/hello.txt"))
+        let get = try await client.execute(HTTPClient.Request(url: "http://127.0.0.1:\(server.port)/hello.txt"))
         #expect(get.status == 200)
         #expect(get.version == .http2)
         #expect(String(decoding: get.body, as: UTF8.self) == "hello over h2\n")
         #expect(get.headers["Content-Length"] == "14")
 
         let post = try await client.execute(
-            HTTPRequest(method: .post, url: "http://127.0.0.1:\(server.port)/echo", body: Data("ping".utf8)))
+            HTTPClient.Request(method: .post, url: "http://127.0.0.1:\(server.port)/echo", body: Data("ping".utf8)))
         #expect(post.status == 200)
         #expect(String(decoding: post.body, as: UTF8.self) == "ping")
         #expect(client.connectionsOpened == 1)
@@ -41,7 +41,7 @@ import Testing
         defer { client.shutdown() }
 
         for host in ["127.0.0.1", "localhost"] {
-            let response = try await client.execute(HTTPRequest(url: "https://\(host):\(server.port)/hello.txt"))
+            let response = try await client.execute(HTTPClient.Request(url: "https://\(host):\(server.port)/hello.txt"))
             #expect(response.status == 200)
             #expect(response.version == .http2)
             #expect(String(decoding: response.body, as: UTF8.self) == "hello over h2\n")
@@ -57,11 +57,11 @@ import Testing
         defer { client.shutdown() }
         let url = "http://127.0.0.1:\(port)/hello.txt"
 
-        #expect(try await client.execute(HTTPRequest(url: url)).status == 200)
+        #expect(try await client.execute(HTTPClient.Request(url: url)).status == 200)
         server = nil
         server = try ServerProcess.nghttpd(docroot: docroot, port: port)
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<20 { group.addTask { try await client.execute(HTTPRequest(url: url)).status } }
+            for _ in 0..<20 { group.addTask { try await client.execute(HTTPClient.Request(url: url)).status } }
             var statuses: [Int] = []
             for try await status in group { statuses.append(status) }
             return statuses
@@ -86,7 +86,7 @@ import Testing
         let statuses = try await withThrowingTaskGroup(of: (Int, HTTPVersion).self) { group in
             for _ in 0..<100 {
                 group.addTask {
-                    let response = try await client.execute(HTTPRequest(url: url))
+                    let response = try await client.execute(HTTPClient.Request(url: url))
                     return (response.status, response.version)
                 }
             }
@@ -108,7 +108,7 @@ import Testing
         let url = "http://127.0.0.1:\(server.port)/hello.txt"
         let okCount = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<250 {
-                group.addTask { try await client.execute(HTTPRequest(url: url)).status }
+                group.addTask { try await client.execute(HTTPClient.Request(url: url)).status }
             }
             var count = 0
             for try await status in group where status == 200 { count += 1 }

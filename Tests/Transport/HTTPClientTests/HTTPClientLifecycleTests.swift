@@ -10,7 +10,7 @@ import Testing
         defer { client.shutdown() }
         let port = freeLocalPort()
         let error = await #expect(throws: HTTPClientError.self) {
-            try await client.execute(HTTPRequest(url: "http://127.0.0.1:\(port)/"))
+            try await client.execute(HTTPClient.Request(url: "http://127.0.0.1:\(port)/"))
         }
         guard case .connectionFailed(let message) = error else {
             Issue.record("expected connectionFailed, got \(String(describing: error))")
@@ -25,13 +25,13 @@ import Testing
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
         await #expect(throws: HTTPClientError.timeout) {
-            try await client.execute(HTTPRequest(url: "\(base)/delay?ms=5000"))
+            try await client.execute(HTTPClient.Request(url: "\(base)/delay?ms=5000"))
         }
         // The per-request value overrides the configured one.
         await #expect(throws: HTTPClientError.timeout) {
-            try await client.execute(HTTPRequest(url: "\(base)/delay?ms=5000", timeout: .milliseconds(100)))
+            try await client.execute(HTTPClient.Request(url: "\(base)/delay?ms=5000", timeout: .milliseconds(100)))
         }
-        let patient = try await client.execute(HTTPRequest(url: "\(base)/delay?ms=50", timeout: .seconds(30)))
+        let patient = try await client.execute(HTTPClient.Request(url: "\(base)/delay?ms=50", timeout: .seconds(30)))
         #expect(String(decoding: patient.body, as: UTF8.self) == "delayed")
     }
 
@@ -42,19 +42,19 @@ import Testing
         let base = "http://127.0.0.1:\(server.port)"
         let url = "\(base)/delay?ms=10000"
 
-        let inFlight = Task { try await client.execute(HTTPRequest(url: url)) }
+        let inFlight = Task { try await client.execute(HTTPClient.Request(url: url)) }
         #expect(try await eventually { try await EchoStats.read(client, base: base).delaying == 1 })
         inFlight.cancel()
         await #expect(throws: CancellationError.self) { try await inFlight.value }
 
         let alreadyCancelled = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await client.execute(HTTPRequest(url: url))
+            return try await client.execute(HTTPClient.Request(url: url))
         }
         await #expect(throws: CancellationError.self) { try await alreadyCancelled.value }
 
         // The client keeps working afterwards.
-        let response = try await client.execute(HTTPRequest(url: "http://127.0.0.1:\(server.port)/echo"))
+        let response = try await client.execute(HTTPClient.Request(url: "http://127.0.0.1:\(server.port)/echo"))
         #expect(response.status == 200)
     }
 
@@ -64,20 +64,20 @@ import Testing
         let base = "http://127.0.0.1:\(server.port)"
         let url = "\(base)/delay?ms=10000"
 
-        let pending = Task { try await client.execute(HTTPRequest(url: url)) }
+        let pending = Task { try await client.execute(HTTPClient.Request(url: url)) }
         #expect(try await eventually { try await EchoStats.read(client, base: base).delaying == 1 })
         client.shutdown()
         client.shutdown()
         await #expect(throws: HTTPClientError.shutdown) { try await pending.value }
         await #expect(throws: HTTPClientError.shutdown) {
-            try await client.execute(HTTPRequest(url: "http://127.0.0.1:\(server.port)/echo"))
+            try await client.execute(HTTPClient.Request(url: "http://127.0.0.1:\(server.port)/echo"))
         }
     }
 
     @Test func releasingTheClientStopsIt() async throws {
         let server = try ServerProcess.echoServer()
         var client: HTTPClient? = HTTPClient(configuration: .init(httpVersion: .http1))
-        let response = try await client?.execute(HTTPRequest(url: "http://127.0.0.1:\(server.port)/echo"))
+        let response = try await client?.execute(HTTPClient.Request(url: "http://127.0.0.1:\(server.port)/echo"))
         #expect(response?.status == 200)
         weak let released = client
         client = nil
@@ -89,7 +89,7 @@ import Testing
         let client = HTTPClient(configuration: .init(httpVersion: .http1, maximumResponseBodySize: 16))
         defer { client.shutdown() }
         await #expect(throws: HTTPClientError.responseTooLarge(limit: 16)) {
-            try await client.execute(HTTPRequest(url: "http://127.0.0.1:\(server.port)/echo"))
+            try await client.execute(HTTPClient.Request(url: "http://127.0.0.1:\(server.port)/echo"))
         }
     }
 }

@@ -12,7 +12,7 @@ import Testing
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
 
-        let response = try await client.stream(HTTPRequest(url: "\(base)/gated"))
+        let response = try await client.stream(HTTPClient.Request(url: "\(base)/gated"))
         #expect(response.status == 200)
         #expect(response.headers["content-type"] == "text/plain")
         var iterator = response.body.makeAsyncIterator()
@@ -20,7 +20,7 @@ import Testing
         let first = try await iterator.next()
         #expect(first.map { String(decoding: $0, as: UTF8.self) } == "first\n")
 
-        let release = try await client.execute(HTTPRequest(url: "\(base)/release"))
+        let release = try await client.execute(HTTPClient.Request(url: "\(base)/release"))
         #expect(release.status == 200)
         var rest = Data()
         while let chunk = try await iterator.next() { rest.append(chunk) }
@@ -32,7 +32,7 @@ import Testing
         let client = HTTPClient(configuration: .init(httpVersion: .http1))
         defer { client.shutdown() }
 
-        let response = try await client.stream(HTTPRequest(url: "http://127.0.0.1:\(server.port)/sse"))
+        let response = try await client.stream(HTTPClient.Request(url: "http://127.0.0.1:\(server.port)/sse"))
         #expect(response.headers["Content-Type"] == "text/event-stream")
         var events: [ServerSentEvent] = []
         for try await event in response.body.serverSentEvents { events.append(event) }
@@ -50,7 +50,7 @@ import Testing
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
 
-        let response = try await client.stream(HTTPRequest(url: "\(base)/sse-forever"))
+        let response = try await client.stream(HTTPClient.Request(url: "\(base)/sse-forever"))
         let (firstEvent, firstEventContinuation) = AsyncStream.makeStream(of: String.self)
         let reader = Task {
             for try await event in response.body.serverSentEvents {
@@ -70,7 +70,7 @@ import Testing
         defer { client.shutdown() }
         let base = "http://127.0.0.1:\(server.port)"
 
-        let response = try await client.stream(HTTPRequest(url: "\(base)/sse-forever"))
+        let response = try await client.stream(HTTPClient.Request(url: "\(base)/sse-forever"))
         var events = response.body.serverSentEvents.makeAsyncIterator()
         #expect(try await events.next()?.data == "ready")
         response.cancel()
@@ -87,7 +87,7 @@ import Testing
         let base = "http://127.0.0.1:\(server.port)"
 
         do {
-            let response = try await client.stream(HTTPRequest(url: "\(base)/sse-forever"))
+            let response = try await client.stream(HTTPClient.Request(url: "\(base)/sse-forever"))
             #expect(response.status == 200)
         }
         try await expectStreamsToClose(client: client, base: base)

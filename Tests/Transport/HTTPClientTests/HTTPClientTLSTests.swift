@@ -25,10 +25,10 @@ import Testing
         }
     }
 
-    private func send(_ url: String, tls: TLSConfiguration) async throws -> HTTPResponse {
+    private func send(_ url: String, tls: TLSConfiguration) async throws -> HTTPClient.Response {
         let client = HTTPClient(configuration: .init(tls: tls))
         defer { client.shutdown() }
-        return try await client.execute(HTTPRequest(url: url))
+        return try await client.execute(HTTPClient.Request(url: url))
     }
 
     @Test func certificateFromUnknownCAIsRejected() async throws {

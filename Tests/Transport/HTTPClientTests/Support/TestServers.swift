@@ -172,7 +172,7 @@ struct EchoStats: Decodable {
 
     /// Asks the echo server at `base` through `client`.
     static func read(_ client: HTTPClient, base: String) async throws -> EchoStats {
-        let response = try await client.execute(HTTPRequest(url: "\(base)/stats"))
+        let response = try await client.execute(HTTPClient.Request(url: "\(base)/stats"))
         return try JSONDecoder().decode(EchoStats.self, from: response.body)
     }
 }

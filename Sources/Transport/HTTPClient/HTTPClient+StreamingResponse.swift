@@ -1,24 +1,26 @@
 import Foundation
 import ServerSentEvents
 
-/// A response whose body is still arriving, returned by ``HTTPClient/stream(_:)``.
-public struct HTTPStreamingResponse: Sendable {
-    /// The status code, e.g. `200`.
-    public let status: Int
-    /// The response header fields, in the order received; look them up case-insensitively.
-    public let headers: HTTPHeaders
-    /// The HTTP version the response came with.
-    public let version: HTTPVersion
-    /// The body, as chunks of bytes in arrival order. Iterate it once.
-    public let body: HTTPBodyStream
+extension HTTPClient {
+    /// A response whose body is still arriving, returned by ``HTTPClient/stream(_:)``.
+    public struct StreamingResponse: Sendable {
+        /// The status code, e.g. `200`.
+        public let status: Int
+        /// The response header fields, in the order received; look them up case-insensitively.
+        public let headers: HTTPHeaders
+        /// The HTTP version the response came with.
+        public let version: HTTPVersion
+        /// The body, as chunks of bytes in arrival order. Iterate it once.
+        public let body: HTTPBodyStream
 
-    /// Aborts the transfer; an iteration of ``body`` still running ends with `CancellationError`.
-    public func cancel() {
-        body.cancel()
+        /// Aborts the transfer; an iteration of ``body`` still running ends with `CancellationError`.
+        public func cancel() {
+            body.cancel()
+        }
     }
 }
 
-/// The body of an ``HTTPStreamingResponse``: chunks of bytes as the server sends them.
+/// The body of an ``HTTPClient/StreamingResponse``: chunks of bytes as the server sends them.
 ///
 /// The sequence ends when the response is complete and throws an ``HTTPClientError`` when the transfer
 /// fails. Chunks are buffered without limit until read. Cancelling the iterating task, calling
