@@ -105,7 +105,7 @@ let package = Package(
         .target(
             name: "PushWebPush",
             dependencies: ["Durations", "Push", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "Locking"]),
-        // What a message and its mailbox look like on the wire, one of each for the store and its clients.
+        // What a message and its mailbox look like on the wire, one of each for the parser, the store and its clients.
         .target(name: "MailModel"),
         .target(
             name: "MailboxStore",
@@ -175,7 +175,7 @@ let package = Package(
         // state machine on the connection loop.
         .target(name: "IMAP", dependencies: ["ConnectionLoop", "Locking"]),
         // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.
-        .target(name: "MailMIME", dependencies: ["CGMime"]),
+        .target(name: "MailMIME", dependencies: ["CGMime", "MailModel"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "HTTPTypes"]),
         .target(name: "MailSyncSQLite", dependencies: ["MailSync", "SQLiteKit"]),
         // MailSync over URLSession: the exchange an app ships (FoundationNetworking on Linux), MailSync alone beside it.

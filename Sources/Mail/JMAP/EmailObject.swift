@@ -174,16 +174,12 @@ struct EmailObject {
     let record: MessageRecord
     let parsed: ParsedEmail?
 
-    static func address(_ address: MIMEAddress) -> JSONValue {
+    static func address(_ address: MailAddress) -> JSONValue {
         ["name": address.name.isEmpty ? .null : .string(address.name), "email": .string(address.address)]
     }
 
-    static func addresses(_ list: [MIMEAddress]) -> JSONValue {
-        list.isEmpty ? .null : .array(list.map(address))
-    }
-
     static func addresses(_ list: [MailAddress]) -> JSONValue {
-        addresses(list.map { MIMEAddress(name: $0.name, address: $0.address) })
+        list.isEmpty ? .null : .array(list.map(address))
     }
 
     /// The stored sender (`Name <address>` or a bare address) as an EmailAddress list.

@@ -1,40 +1,3 @@
-/// A mailbox in an address header: the display name (decoded, possibly empty) and the address.
-public struct MIMEAddress: Sendable, Equatable, Hashable {
-    /// The display name, RFC 2047 decoded; empty when the header gives none.
-    public var name: String
-    /// The address, `local@domain`.
-    public var address: String
-
-    /// Creates an address.
-    public init(name: String, address: String) {
-        self.name = name
-        self.address = address
-    }
-
-    /// `Name <address>`, or the bare address when there is no name.
-    public var displayForm: String { name.isEmpty ? address : "\(name) <\(address)>" }
-}
-
-/// A part of a message that is not its text or HTML body.
-public struct MIMEAttachment: Sendable, Equatable {
-    /// The part's position in the MIME tree, IMAP style: `1`, `2.1`, … (`GET /v1/messages/{id}/parts/{partId}`).
-    public var partID: String
-    /// The file name (RFC 2231 / RFC 2047 decoded), when the part gives one.
-    public var filename: String?
-    /// The media type, lowercased: `image/png`.
-    public var contentType: String
-    /// The size of the decoded content, in bytes.
-    public var size: Int
-
-    /// Creates an attachment description.
-    public init(partID: String, filename: String?, contentType: String, size: Int) {
-        self.partID = partID
-        self.filename = filename
-        self.contentType = contentType
-        self.size = size
-    }
-}
-
 /// The decoded content of one part.
 public struct MIMEPartContent: Sendable, Equatable {
     /// The media type, lowercased.
@@ -69,11 +32,11 @@ public struct MIMEMessage: Sendable, Equatable {
     /// The subject, RFC 2047 decoded.
     public var subject = ""
     /// The From header's mailboxes.
-    public var from: [MIMEAddress] = []
+    public var from: [MailAddress] = []
     /// The To header's mailboxes (groups flattened).
-    public var to: [MIMEAddress] = []
+    public var to: [MailAddress] = []
     /// The Cc header's mailboxes.
-    public var cc: [MIMEAddress] = []
+    public var cc: [MailAddress] = []
     /// The Date header, seconds since 1970.
     public var sentAt: Double?
     /// The Message-ID, without angle brackets.
@@ -85,7 +48,7 @@ public struct MIMEMessage: Sendable, Equatable {
     /// The HTML body in UTF-8, when there is one.
     public var html: String?
     /// Every other part.
-    public var attachments: [MIMEAttachment] = []
+    public var attachments: [MailAttachment] = []
     /// Whether the whole structure was read (false: unparseable headers, or a limit reached).
     public var isComplete = true
 

@@ -65,7 +65,7 @@ extension MIMEMessage {
         }
     }
 
-    /// The decoded content of the part at `partID` (as ``MIMEAttachment/partID`` names it), or `nil` when the
+    /// The decoded content of the part at `partID` (as ``MailAttachment/partId`` names it), or `nil` when the
     /// message has no such part.
     public static func part(
         _ partID: String, of bytes: [UInt8], limits: MIMELimits = MIMELimits()
@@ -175,8 +175,7 @@ extension MIMEMessage {
                 }
             }
             result.attachments.append(
-                MIMEAttachment(
-                    partID: path, filename: filename(part), contentType: type, size: decodedContent(part).count))
+                MailAttachment(partId: path, filename: filename(part), type: type, size: decodedContent(part).count))
             return true
         }
         if result.text.isEmpty, let html = result.html { result.text = HTMLText.reduce(html) }
@@ -220,20 +219,20 @@ extension MIMEMessage {
         return id.isEmpty ? nil : String(id)
     }
 
-    private static func addresses(_ list: OpaquePointer?) -> [MIMEAddress] {
+    private static func addresses(_ list: OpaquePointer?) -> [MailAddress] {
         addresses(list.map { UnsafeMutablePointer<InternetAddressList>($0) })
     }
 
-    static func addresses(_ list: UnsafeMutablePointer<InternetAddressList>?) -> [MIMEAddress] {
+    static func addresses(_ list: UnsafeMutablePointer<InternetAddressList>?) -> [MailAddress] {
         guard let list else { return [] }
-        var result: [MIMEAddress] = []
+        var result: [MailAddress] = []
         for index in 0..<max(0, internet_address_list_length(list)) {
             guard let address = internet_address_list_get_address(list, index) else { continue }
             let raw = UnsafeMutableRawPointer(address)
             if sf_internet_address_is_mailbox(address) != 0 {
                 let mailbox = cast(raw, to: InternetAddressMailbox.self)
                 result.append(
-                    MIMEAddress(
+                    MailAddress(
                         name: string(internet_address_get_name(address)).map(Self.oneLine) ?? "",
                         address: string(internet_address_mailbox_get_addr(mailbox)) ?? ""))
             } else if sf_internet_address_is_group(address) != 0 {

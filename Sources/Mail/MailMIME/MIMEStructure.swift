@@ -18,7 +18,7 @@ public struct MIMEHeader: Sendable, Equatable {
 
 /// One node of a message's MIME tree, with what JMAP's `EmailBodyPart` (RFC 8621 §4.1.4) says of it.
 public struct MIMEBodyPart: Sendable, Equatable {
-    /// The leaf's position (`1`, `2.1`, …, as ``MIMEAttachment/partID`` names it); `nil` for a multipart.
+    /// The leaf's position (`1`, `2.1`, …, as ``MailAttachment/partId`` names it); `nil` for a multipart.
     public var partID: String?
     /// `type/subtype`, lowercased.
     public var type: String
@@ -80,13 +80,13 @@ extension MIMEMessage {
     }
 
     /// A header value read as an address list (RFC 5322 §3.4, with RFC 2047 display names), groups flattened.
-    public static func parsedAddresses(_ raw: String) -> [MIMEAddress] {
-        if isBareAddress(raw) { return [MIMEAddress(name: "", address: raw)] }
+    public static func parsedAddresses(_ raw: String) -> [MailAddress] {
+        if isBareAddress(raw) { return [MailAddress(name: "", address: raw)] }
         return libraryParsedAddresses(raw)
     }
 
     /// ``parsedAddresses(_:)`` through GMime whatever the text.
-    package static func libraryParsedAddresses(_ raw: String) -> [MIMEAddress] {
+    package static func libraryParsedAddresses(_ raw: String) -> [MailAddress] {
         precondition(gmimeInitialised)
         guard let list = internet_address_list_parse(nil, unfold(raw)) else { return [] }
         defer { sf_g_object_unref(UnsafeMutableRawPointer(list)) }

@@ -12,6 +12,9 @@ public struct MailAddress: Sendable, Hashable, Codable {
         self.address = address
     }
 
+    /// `Name <address>`, or the bare address when there is no name.
+    public var displayForm: String { name.isEmpty ? address : "\(name) <\(address)>" }
+
     private enum CodingKeys: String, CodingKey { case name, address }
 
     /// Decodes `{"name","address"}`; a missing name or address is empty.

@@ -22,12 +22,10 @@ package enum MessageParts {
         message.htmlBody = parsed.html
         message.messageID = parsed.messageID
         message.inReplyTo = parsed.inReplyTo
-        message.recipients = parsed.to.map(MailAddress.init)
-        message.cc = parsed.cc.map(MailAddress.init)
+        message.recipients = parsed.to
+        message.cc = parsed.cc
         message.sentAt = parsed.sentAt
-        message.attachments = parsed.attachments.map {
-            MailAttachment(partId: $0.partID, filename: $0.filename, type: $0.contentType, size: $0.size)
-        }
+        message.attachments = parsed.attachments
         message.raw = raw
         message.deduplicates = true
         return message
@@ -107,11 +105,5 @@ package enum MessageParts {
             encoded += unreserved ? String(UnicodeScalar(byte)) : String(format: "%%%02X", byte)
         }
         return "attachment; filename=\"\(fallback)\"; filename*=UTF-8''\(encoded)"
-    }
-}
-
-extension MailAddress {
-    init(_ address: MIMEAddress) {
-        self.init(name: address.name, address: address.address)
     }
 }

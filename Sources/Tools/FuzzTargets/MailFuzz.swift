@@ -10,11 +10,11 @@ enum MailFuzz {
         let raw = [UInt8](bytes)
         let message = MIMEMessage.parse(raw)
         for attachment in message.attachments.prefix(16) {
-            guard let part = MIMEMessage.part(attachment.partID, of: raw) else {
-                violated("listed part \(attachment.partID) cannot be fetched")
+            guard let part = MIMEMessage.part(attachment.partId, of: raw) else {
+                violated("listed part \(attachment.partId) cannot be fetched")
             }
             guard part.bytes.count == attachment.size else {
-                violated("part \(attachment.partID) is \(part.bytes.count) bytes, listed as \(attachment.size)")
+                violated("part \(attachment.partId) is \(part.bytes.count) bytes, listed as \(attachment.size)")
             }
         }
     }

@@ -13,8 +13,8 @@ struct MIMEMessageTests {
     @Test func alternativeGivesTextHTMLAndDecodedHeaders() throws {
         let m = MIMEMessage.parse(try Self.corpus("alternative.eml"))
         #expect(m.subject == "Café tomorrow?")
-        #expect(m.from == [MIMEAddress(name: "Zoë Adámek", address: "zoe@example.org")])
-        #expect(m.to == [MIMEAddress(name: "Alice", address: "alice@example.test")])
+        #expect(m.from == [MailAddress(name: "Zoë Adámek", address: "zoe@example.org")])
+        #expect(m.to == [MailAddress(name: "Alice", address: "alice@example.test")])
         #expect(m.messageID == "alt-1@example.org")
         #expect(m.inReplyTo == "prev-9@example.test")
         #expect(m.sentAt == 1_796_022_900)  // 2026-11-30 07:15:00 UTC
@@ -34,10 +34,10 @@ struct MIMEMessageTests {
         #expect(m.cc.map(\.address) == ["carol@example.test", "dave@example.test"])  // a group, flattened
         #expect(
             m.attachments == [
-                MIMEAttachment(partID: "1.2.2", filename: "logo.png", contentType: "image/png", size: 108),
-                MIMEAttachment(partID: "2", filename: "Q4 résumé.pdf", contentType: "application/pdf", size: 1033),
-                MIMEAttachment(
-                    partID: "3", filename: nil, contentType: "message/rfc822",
+                MailAttachment(partId: "1.2.2", filename: "logo.png", type: "image/png", size: 108),
+                MailAttachment(partId: "2", filename: "Q4 résumé.pdf", type: "application/pdf", size: 1033),
+                MailAttachment(
+                    partId: "3", filename: nil, type: "message/rfc822",
                     size: MIMEMessage.part("3", of: raw)?.bytes.count ?? -1),
             ])
         let pdf = try #require(MIMEMessage.part("2", of: raw))
@@ -119,7 +119,7 @@ struct MIMEMessageTests {
         #expect(text.contains("\r\n") && !text.replacingOccurrences(of: "\r\n", with: "").contains("\n"))
         let m = MIMEMessage.parse(raw)
         #expect(m.subject == "Grüße — 今日は")
-        #expect(m.from == [MIMEAddress(name: "Zoë", address: "zoe@example.org")])
+        #expect(m.from == [MailAddress(name: "Zoë", address: "zoe@example.org")])
         #expect(m.text == "Line one\nSchöne Grüße\n")
         #expect(m.messageID == "m-1@mailboxd.invalid")
         #expect(m.sentAt == 1_796_022_900)
@@ -131,7 +131,7 @@ struct MIMEMessageTests {
         ]
         for address in bare {
             #expect(MIMEMessage.parsedAddresses(address) == MIMEMessage.libraryParsedAddresses(address), "\(address)")
-            #expect(MIMEMessage.parsedAddresses(address) == [MIMEAddress(name: "", address: address)], "\(address)")
+            #expect(MIMEMessage.parsedAddresses(address) == [MailAddress(name: "", address: address)], "\(address)")
         }
         // Anything else is GMime's to read: names, lists, comments, quotes, dots out of place, encoded words.
         let other = [
