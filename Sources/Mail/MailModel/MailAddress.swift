@@ -1,9 +1,9 @@
 /// A mailbox of an address header (To, Cc): display name (possibly empty) and address. The store keeps it and the
 /// API sends it as `{"name","address"}`; a client reads it back as the same value.
 public struct MailAddress: Sendable, Hashable, Codable {
-    /// The display name, decoded; empty when the header gives none.
+    /// The display name, RFC 2047 decoded; empty when the header gives none.
     public var name: String
-    /// The address.
+    /// The address, `local@domain`.
     public var address: String
 
     /// Creates an address.
@@ -28,11 +28,11 @@ public struct MailAddress: Sendable, Hashable, Codable {
 /// A part of a message that is not its text or HTML body, fetched on demand from
 /// `GET /v1/messages/{id}/parts/{partId}`: the store records it at delivery, the API lists it, a client reads it.
 public struct MailAttachment: Sendable, Hashable, Codable {
-    /// Its position in the MIME tree, the part's id.
+    /// Its position in the MIME tree, IMAP style: `1`, `2.1`, ….
     public var partId: String
-    /// Its file name, when it has one.
+    /// Its file name (RFC 2231 / RFC 2047 decoded), when it has one.
     public var filename: String?
-    /// Its media type.
+    /// Its media type, lowercased: `image/png`.
     public var type: String
     /// Its decoded size in bytes.
     public var size: Int
