@@ -105,7 +105,8 @@ let package = Package(
         .target(
             name: "PushWebPush",
             dependencies: ["Durations", "Push", "HTTP2Client", "HTTPClient", "OpenSSLCrypto", "Locking"]),
-        // What a message and its mailbox look like on the wire, one of each for the parser, the store and its clients.
+        // What a message and its mailbox look like on the wire, one of each for the parser, the store, IMAP and the
+        // clients.
         .target(name: "MailModel"),
         .target(
             name: "MailboxStore",
@@ -173,7 +174,7 @@ let package = Package(
         .target(name: "ConnectionLoop", dependencies: ["CEpoll", "COpenSSL", "Durations", "Locking"]),
         // IMAP4rev2/IMAP4rev1 (RFC 9051, 3501) with IDLE, CONDSTORE/QRESYNC, MOVE, UIDPLUS: a parser and a session
         // state machine on the connection loop.
-        .target(name: "IMAP", dependencies: ["ConnectionLoop", "Locking"]),
+        .target(name: "IMAP", dependencies: ["ConnectionLoop", "Locking", "MailModel"]),
         // MIME (RFC 5322, 2045–2049, 2047, 2231) with GMime: the only importer of CGMime.
         .target(name: "MailMIME", dependencies: ["CGMime", "MailModel"]),
         .target(name: "MailSyncHTTP", dependencies: ["MailSync", "HTTPClient", "HTTPTypes"]),

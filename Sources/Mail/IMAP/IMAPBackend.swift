@@ -222,11 +222,11 @@ public struct IMAPEnvelope: Sendable, Equatable {
     /// The subject.
     public var subject: String?
     /// From.
-    public var from: [IMAPAddress]
+    public var from: [MailAddress]
     /// To.
-    public var to: [IMAPAddress]
+    public var to: [MailAddress]
     /// Cc.
-    public var cc: [IMAPAddress]
+    public var cc: [MailAddress]
     /// In-Reply-To.
     public var inReplyTo: String?
     /// Message-ID.
@@ -234,7 +234,7 @@ public struct IMAPEnvelope: Sendable, Equatable {
 
     /// Creates an envelope.
     public init(
-        date: String?, subject: String?, from: [IMAPAddress], to: [IMAPAddress], cc: [IMAPAddress],
+        date: String?, subject: String?, from: [MailAddress], to: [MailAddress], cc: [MailAddress],
         inReplyTo: String?, messageID: String?
     ) {
         self.date = date
@@ -244,20 +244,6 @@ public struct IMAPEnvelope: Sendable, Equatable {
         self.cc = cc
         self.inReplyTo = inReplyTo
         self.messageID = messageID
-    }
-}
-
-/// An address of an envelope.
-public struct IMAPAddress: Sendable, Equatable {
-    /// The display name (empty: none).
-    public var name: String
-    /// The addr-spec.
-    public var address: String
-
-    /// Creates an address.
-    public init(name: String, address: String) {
-        self.name = name
-        self.address = address
     }
 }
 

@@ -54,7 +54,7 @@ package enum IMAPResponse {
 
     /// An ENVELOPE (RFC 9051 section 7.5.2).
     static func envelope(_ envelope: IMAPEnvelope) -> [UInt8] {
-        func addresses(_ list: [IMAPAddress]) -> [UInt8] {
+        func addresses(_ list: [MailAddress]) -> [UInt8] {
             guard !list.isEmpty else { return Array("NIL".utf8) }
             var out: [UInt8] = [UInt8(ascii: "(")]
             for address in list {

@@ -120,7 +120,7 @@ indirect enum IMAPSearchKey: Equatable {
 
     /// A field as the store decoded it (encoded words and all), for the fields the envelope keeps.
     private static func decoded(_ name: String, of content: IMAPMessageContent) -> String? {
-        func addresses(_ list: [IMAPAddress]) -> String? {
+        func addresses(_ list: [MailAddress]) -> String? {
             guard !list.isEmpty else { return nil }
             return list.map { $0.name.isEmpty ? $0.address : "\($0.name) <\($0.address)>" }.joined(separator: ", ")
         }

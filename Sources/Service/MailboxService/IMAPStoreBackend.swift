@@ -491,20 +491,19 @@ final class IMAPStoreBackend: IMAPBackend {
     }
 
     static func envelope(_ record: MessageRecord) -> IMAPEnvelope {
-        var from: [IMAPAddress] = []
+        var from: [MailAddress] = []
         if !record.from.isEmpty {
             if let open = record.from.lastIndex(of: "<"), let close = record.from.lastIndex(of: ">"), open < close {
                 let name = record.from[..<open].trimmingCharacters(in: CharacterSet(charactersIn: " \""))
-                from = [IMAPAddress(name: name, address: String(record.from[record.from.index(after: open)..<close]))]
+                from = [MailAddress(name: name, address: String(record.from[record.from.index(after: open)..<close]))]
             } else {
-                from = [IMAPAddress(name: "", address: record.from)]
+                from = [MailAddress(name: "", address: record.from)]
             }
         }
         let date = record.sentAt.map(IMAPResponse.rfc5322Date)
         return IMAPEnvelope(
             date: date, subject: record.subject, from: from,
-            to: record.recipients.map { IMAPAddress(name: $0.name, address: $0.address) },
-            cc: record.cc.map { IMAPAddress(name: $0.name, address: $0.address) },
+            to: record.recipients, cc: record.cc,
             inReplyTo: record.inReplyTo.map { $0.hasPrefix("<") ? $0 : "<\($0)>" },
             messageID: record.messageID.map { $0.hasPrefix("<") ? $0 : "<\($0)>" })
     }

@@ -114,7 +114,7 @@ enum IMAPFuzz {
             completion: @escaping @Sendable (Result<[String: IMAPMessageContent], IMAPBackendError>) -> Void
         ) {
             let envelope = IMAPEnvelope(
-                date: nil, subject: "s", from: [IMAPAddress(name: "A", address: "a@example.com")], to: [], cc: [],
+                date: nil, subject: "s", from: [MailAddress(name: "A", address: "a@example.com")], to: [], cc: [],
                 inReplyTo: nil, messageID: "<m@x>")
             var found: [String: IMAPMessageContent] = [:]
             for id in ids {

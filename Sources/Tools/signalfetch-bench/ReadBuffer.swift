@@ -1,7 +1,7 @@
 /// What a bench client read from one connection and has not taken yet, and the HTTP/1.1 answers (a head up to its
-/// blank line, then a body of its Content-Length, as the servers the bench measures answer) or WebSocket frames in it. Each call that
-/// needs more bytes calls `fill`, which reads from the connection and appends to the array it is given (and throws
-/// when the connection ended).
+/// blank line, then a body of its Content-Length, as the servers the bench measures answer) or WebSocket frames in it.
+/// Each call that needs more bytes calls `fill`, which reads from the connection and appends to the array it is given
+/// (and throws when the connection ended).
 struct ReadBuffer {
     /// Everything read; the untaken part starts at ``start``.
     private(set) var bytes: [UInt8] = []

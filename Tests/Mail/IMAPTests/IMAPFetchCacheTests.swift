@@ -18,7 +18,7 @@ import Testing
         return IMAPMessageContent(
             raw: Array(raw.utf8), receivedAt: 1_700_000_000,
             envelope: IMAPEnvelope(
-                date: nil, subject: subject, from: [IMAPAddress(name: "Erin", address: "erin@example.com")], to: [],
+                date: nil, subject: subject, from: [MailAddress(name: "Erin", address: "erin@example.com")], to: [],
                 cc: [], inReplyTo: nil, messageID: "<\(subject)@example.com>"))
     }
 

@@ -18,8 +18,8 @@ import Testing
                 + "aGVsbG8gd29ybGQ=\r\n").utf8),
         receivedAt: 1_796_493_691,  // 2026-12-05 18:01:31 UTC
         envelope: IMAPEnvelope(
-            date: nil, subject: "Grüße", from: [IMAPAddress(name: "Jürgen", address: "j@example.com")],
-            to: [IMAPAddress(name: "", address: "alice@example.com")], cc: [], inReplyTo: nil, messageID: nil),
+            date: nil, subject: "Grüße", from: [MailAddress(name: "Jürgen", address: "j@example.com")],
+            to: [MailAddress(name: "", address: "alice@example.com")], cc: [], inReplyTo: nil, messageID: nil),
         text: "hello world", sentAt: 1_796_400_000)  // 2026-12-04
     static let state = IMAPMessageState(uid: 7, id: "m7", seen: false, flagged: true, modseq: 12)
     static let context = IMAPSearchKey.Context(deleted: [], messageCount: 3, largestUID: 9)
